@@ -1,0 +1,55 @@
+# Two commands matter: `make run` and `make test`. Everything they need is
+# installed here, into .venv/, from a machine that has only Python 3.11+.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+export PORT
+
+.PHONY: run test install install-dev lint format typecheck migrations-check ci bench stop status clean
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+## Fresh machine → migrated database, demo account, web + worker + beat on $(PORT).
+run: install
+	$(PY) -m pix_service.run
+
+## Fresh machine → the whole suite on real PostgreSQL and Redis.
+test: install-dev
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install-dev
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+typecheck: install-dev
+	$(VENV)/bin/mypy .
+
+migrations-check: install-dev
+	$(PY) manage.py makemigrations --check --dry-run
+
+## Stop the embedded PostgreSQL and Redis (data stays in ./var).
+stop: install
+	$(PY) -m pix_service.embedded stop
+
+status: install
+	$(PY) -m pix_service.embedded status
+
+clean: stop
+	rm -rf var

@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "accounts"
+    verbose_name = "Contas"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
+        from accounts.staff_groups import ensure_staff_groups
+
+        # Groups reference permissions, which Django creates in post_migrate.
+        post_migrate.connect(ensure_staff_groups, sender=self)

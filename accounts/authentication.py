@@ -1,0 +1,66 @@
+"""Key-pair authentication: ``X-Public-Key`` + ``X-Secret-Key``."""
+
+from __future__ import annotations
+
+import hmac
+from datetime import timedelta
+
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.request import Request
+
+from accounts.exceptions import CredentialsInvalid, CredentialsMissing
+from accounts.models import Account, ApiCredential
+from pix_service.tokens import hash_secret
+
+# last_used_at is informative; writing it on every request would add an
+# UPDATE to the hot path for nothing.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    """Authenticates the account behind a credential; ``request.auth`` is the credential.
+
+    Missing headers and bad credentials are 401s with the spec's bodies; the
+    secret is compared in constant time against its stored hash.
+    """
+
+    def authenticate(self, request: Request) -> tuple[Account, ApiCredential]:
+        public_key = request.headers.get("X-Public-Key", "").strip()
+        secret_key = request.headers.get("X-Secret-Key", "").strip()
+        if not public_key or not secret_key:
+            raise CredentialsMissing()
+
+        credential = (
+            ApiCredential.objects.select_related("account").filter(public_key=public_key, is_active=True).first()
+        )
+        # Hash even when the key is unknown so both failures take the same time.
+        presented = hash_secret(secret_key)
+        expected = credential.secret_hash if credential is not None else hash_secret("")
+        if not hmac.compare_digest(presented, expected) or credential is None:
+            raise CredentialsInvalid()
+
+        now = timezone.now()
+        if credential.last_used_at is None or now - credential.last_used_at > LAST_USED_RESOLUTION:
+            ApiCredential.objects.filter(pk=credential.pk).update(last_used_at=now)
+            credential.last_used_at = now
+        return credential.account, credential
+
+    def authenticate_header(self, request: Request) -> str:
+        # A value here keeps DRF from turning our 401s into 403s.
+        return 'X-Secret-Key realm="api"'
+
+
+class ApiKeySchema(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    target_class = "accounts.authentication.ApiKeyAuthentication"
+    name = ["PublicKey", "SecretKey"]
+
+    def get_security_definition(self, auto_schema: object) -> list[dict[str, str]]:
+        return [
+            {"type": "apiKey", "in": "header", "name": "X-Public-Key", "description": "Public key (`pk_…`)."},
+            {"type": "apiKey", "in": "header", "name": "X-Secret-Key", "description": "Secret key (`sk_…`)."},
+        ]
+
+    def get_security_requirement(self, auto_schema: object) -> dict[str, list[str]]:
+        return {"PublicKey": [], "SecretKey": []}

@@ -1,0 +1,42 @@
+"""Errors of accounts, credentials and authentication, with the spec's texts."""
+
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
+
+from pix_service.exceptions import AccessDenied, BusinessRuleError
+
+MISSING_CREDENTIALS = "Chave pública e chave privada são obrigatórias"
+INVALID_CREDENTIALS = "Chave não encontrada ou inativa"
+NO_PERMISSION = "Esta credencial não tem permissão para realizar esta operação."
+NOT_APPROVED = "Sua conta precisa estar aprovada para usar esta funcionalidade."
+BLOCKED = "Sua conta está bloqueada. Não é permitido realizar esta ação."
+ACQUIRER_SELECTION_DISABLED = "Seleção de adquirente PIX cash-in não está habilitada para esta conta."
+
+
+class CredentialsMissing(NotAuthenticated):
+    """One or both key headers are absent or empty (401)."""
+
+    default_detail = MISSING_CREDENTIALS
+
+
+class CredentialsInvalid(AuthenticationFailed):
+    """Unknown public key, wrong secret, or revoked credential (401)."""
+
+    default_detail = INVALID_CREDENTIALS
+
+
+class InvalidTransition(BusinessRuleError):
+    """A status change that the account's state does not allow."""
+
+    default_code = "invalid_transition"
+
+
+__all__ = [
+    "ACQUIRER_SELECTION_DISABLED",
+    "BLOCKED",
+    "NOT_APPROVED",
+    "NO_PERMISSION",
+    "AccessDenied",
+    "CredentialsInvalid",
+    "CredentialsMissing",
+    "InvalidTransition",
+]

@@ -1,0 +1,215 @@
+"""Accounts (merchants), their API credentials, balance and ledger."""
+
+from __future__ import annotations
+
+import uuid
+from typing import ClassVar
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+from pix_service.tokens import new_webhook_secret
+
+
+class PaymentMethod(models.TextChoices):
+    PIX = "pix", "PIX"
+
+
+def default_payment_methods() -> list[str]:
+    return [PaymentMethod.PIX.value]
+
+
+class Account(models.Model):
+    """A merchant. Fees are ``fixed`` centavos plus ``bps`` basis points."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pendente"
+        APPROVED = "approved", "Aprovada"
+        REJECTED = "rejected", "Rejeitada"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    ref = models.CharField(
+        max_length=64, unique=True, null=True, blank=True, help_text="Operator reference (pix_bootstrap)."
+    )
+    name = models.CharField("nome", max_length=200)
+    document = models.CharField("CPF/CNPJ", max_length=14, blank=True, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    is_blocked = models.BooleanField("bloqueada", default=False, db_index=True)
+    payment_methods = ArrayField(
+        models.CharField(max_length=16, choices=PaymentMethod.choices),
+        default=default_payment_methods,
+        blank=True,
+        verbose_name="métodos de pagamento",
+    )
+    can_select_pix_cash_in_acquirer = models.BooleanField("seleciona adquirente (cash-in)", default=False)
+
+    cashin_fee_fixed = models.BigIntegerField("taxa cash-in fixa (centavos)", default=0)
+    cashin_fee_bps = models.IntegerField("taxa cash-in (bps)", default=0)
+    withdrawal_fee_fixed = models.BigIntegerField("taxa de saque fixa (centavos)", default=0)
+    withdrawal_fee_bps = models.IntegerField("taxa de saque (bps)", default=0)
+
+    withdrawal_minimum = models.BigIntegerField("saque mínimo (centavos)", default=1000)
+    withdrawal_per_request_limit = models.BigIntegerField("limite por saque (centavos)", default=500_000)
+    withdrawal_daily_limit = models.BigIntegerField("limite diário de saques (centavos)", default=2_000_000)
+    withdrawals_need_approval = models.BooleanField("saques exigem aprovação manual", default=False)
+
+    charge_expiry_seconds = models.PositiveIntegerField("expiração da cobrança (s)", default=3600)
+    postback_secret = models.CharField(max_length=64, default=new_webhook_secret, editable=False)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    # DRF treats request.user as authenticated when this is true; the account
+    # is the principal of every API request.
+    is_authenticated: ClassVar[bool] = True
+
+    class Meta:
+        verbose_name = "conta"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(cashin_fee_fixed__gte=0)
+                & Q(withdrawal_fee_fixed__gte=0)
+                & Q(cashin_fee_bps__gte=0, cashin_fee_bps__lte=10_000)
+                & Q(withdrawal_fee_bps__gte=0, withdrawal_fee_bps__lte=10_000),
+                name="account_fees_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(withdrawal_minimum__gte=0)
+                & Q(withdrawal_per_request_limit__gte=0)
+                & Q(withdrawal_daily_limit__gte=0),
+                name="account_limits_non_negative",
+            ),
+            models.CheckConstraint(condition=Q(charge_expiry_seconds__gte=60), name="account_expiry_min_60s"),
+        ]
+        permissions = [
+            ("approve_account", "Can approve, reject, block and unblock accounts"),
+            ("manage_credentials", "Can issue, rotate and revoke API credentials"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_approved(self) -> bool:
+        return self.status == self.Status.APPROVED
+
+
+class ApiCredential(models.Model):
+    """A key pair. Only the SHA-256 of the secret is stored; it is shown once."""
+
+    class Permission(models.TextChoices):
+        CASHIN = "cashin", "Cash-in"
+        CASHOUT = "cashout", "Cash-out"
+        ALL = "all", "Todas"
+
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="credentials")
+    ref = models.CharField(max_length=64, blank=True, help_text="Operator reference (pix_bootstrap).")
+    label = models.CharField(max_length=100, blank=True)
+    public_key = models.CharField(max_length=64, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    secret_hint = models.CharField(max_length=16, help_text="Last characters of the secret, for recognition.")
+    permission = models.CharField(max_length=8, choices=Permission.choices, default=Permission.ALL)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "credencial de API"
+        verbose_name_plural = "credenciais de API"
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "ref"], condition=~Q(ref=""), name="credential_unique_ref_per_account"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_key} ({self.get_permission_display()})"
+
+    def allows(self, needed: str) -> bool:
+        """``needed`` is ``cashin`` or ``cashout``; ``all`` covers both."""
+        return self.permission in (needed, self.Permission.ALL)
+
+
+class AccountBalance(models.Model):
+    """The account's balance: the row every money movement locks.
+
+    It is a cache of the ledger's sum, changed only by ``ledger_post`` in the
+    same transaction as the entry it adds.
+    """
+
+    account = models.OneToOneField(Account, on_delete=models.PROTECT, primary_key=True, related_name="balance")
+    available = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "saldo"
+
+    def __str__(self) -> str:
+        return f"{self.account_id}: {self.available}"
+
+
+class LedgerKind(models.TextChoices):
+    CHARGE_PAID = "charge_paid", "Cobrança paga"
+    CHARGE_REFUND = "charge_refund", "Estorno de cobrança"
+    CHARGE_CHARGEBACK = "charge_chargeback", "Contestação (MED)"
+    CHARGEBACK_REVERSAL = "chargeback_reversal", "Contestação revertida"
+    WITHDRAWAL = "withdrawal", "Saque"
+    WITHDRAWAL_REVERSAL = "withdrawal_reversal", "Saque devolvido ao saldo"
+    WITHDRAWAL_RETURN = "withdrawal_return", "Saque retornado pelo destino"
+
+
+CREDIT_KINDS = frozenset(
+    {
+        LedgerKind.CHARGE_PAID,
+        LedgerKind.CHARGEBACK_REVERSAL,
+        LedgerKind.WITHDRAWAL_REVERSAL,
+        LedgerKind.WITHDRAWAL_RETURN,
+    }
+)
+DEBIT_KINDS = frozenset({LedgerKind.CHARGE_REFUND, LedgerKind.CHARGE_CHARGEBACK, LedgerKind.WITHDRAWAL})
+# Decisions §4: refunds and chargebacks may take the balance below zero;
+# nothing else may.
+MAY_GO_NEGATIVE = frozenset({LedgerKind.CHARGE_REFUND, LedgerKind.CHARGE_CHARGEBACK})
+
+
+class LedgerEntry(models.Model):
+    """One signed movement of an account's money and the balance after it.
+
+    ``(kind, reference)`` names the cause (e.g. ``charge_paid`` of
+    ``charge:<id>:<n>``) and is unique, so a repeated cause posts nothing.
+    """
+
+    Kind = LedgerKind
+    MAY_GO_NEGATIVE = MAY_GO_NEGATIVE
+
+    id = models.BigAutoField(primary_key=True)
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="ledger_entries")
+    kind = models.CharField(max_length=32, choices=LedgerKind.choices)
+    amount = models.BigIntegerField(help_text="Signed centavos: positive credits, negative debits.")
+    balance_after = models.BigIntegerField()
+    reference = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "lançamento"
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["account", "-id"], name="ledger_account_recent")]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "reference"], name="ledger_unique_cause"),
+            models.CheckConstraint(
+                condition=(Q(kind__in=sorted(CREDIT_KINDS)) & Q(amount__gt=0))
+                | (Q(kind__in=sorted(DEBIT_KINDS)) & Q(amount__lt=0)),
+                name="ledger_sign_matches_kind",
+            ),
+            models.CheckConstraint(
+                condition=Q(balance_after__gte=0) | Q(amount__gt=0) | Q(kind__in=sorted(MAY_GO_NEGATIVE)),
+                name="ledger_no_overdraft",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.amount:+d} ({self.reference})"

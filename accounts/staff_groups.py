@@ -1,0 +1,37 @@
+"""Back-office groups, kept in step with the models after every migrate.
+
+- ``support``: sees everything in the back office, changes nothing.
+- ``operations``: sees everything and acts on accounts (approve, reject,
+  block, configure, credentials).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import Group, Permission
+
+PROJECT_APPS = ("accounts", "acquirers", "payments", "withdrawals", "webhooks")
+
+OPERATIONS_EXTRA = (
+    "accounts.add_account",
+    "accounts.change_account",
+    "accounts.approve_account",
+    "accounts.manage_credentials",
+)
+
+
+def _perms(codenames: list[str]) -> list[Permission]:
+    wanted = {tuple(name.split(".", 1)) for name in codenames}
+    perms = Permission.objects.filter(content_type__app_label__in={app for app, _ in wanted}).select_related(
+        "content_type"
+    )
+    return [p for p in perms if (p.content_type.app_label, p.codename) in wanted]
+
+
+def ensure_staff_groups(**kwargs: Any) -> None:
+    view_perms = list(Permission.objects.filter(content_type__app_label__in=PROJECT_APPS, codename__startswith="view_"))
+    support, _ = Group.objects.get_or_create(name="support")
+    support.permissions.set(view_perms)
+    operations, _ = Group.objects.get_or_create(name="operations")
+    operations.permissions.set(view_perms + _perms(list(OPERATIONS_EXTRA)))

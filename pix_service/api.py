@@ -1,0 +1,114 @@
+"""What every account-facing API view shares: the base class, the success
+envelope, and the OpenAPI description of the envelopes and error statuses."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts import exceptions as auth_msg
+from accounts.permissions import ACCOUNT_API
+
+
+class AccountAPIView(APIView):
+    """Authenticated by key pair; 401 → credential permission → approved →
+    not blocked (decisions §2). Subclasses set ``required_permission``
+    (``cashin``, ``cashout`` or ``any``) and may append feature checks."""
+
+    permission_classes: ClassVar[list[type[BasePermission]]] = list(ACCOUNT_API)  # type: ignore[misc]
+    required_permission: ClassVar[str]
+
+
+def ok(data: Any, message: str, status: int = 200) -> Response:
+    return Response({"success": True, "message": message, "data": data}, status=status)
+
+
+# --------------------------------------------------------------------------- OpenAPI
+
+
+def success_envelope(name: str, data: serializers.BaseSerializer[Any] | serializers.Field) -> Any:
+    return inline_serializer(
+        name, {"success": serializers.BooleanField(default=True), "message": serializers.CharField(), "data": data}
+    )
+
+
+class _ErrorEnvelope(serializers.Serializer[Any]):
+    success = serializers.BooleanField(default=False)
+    message = serializers.CharField()
+    data = serializers.JSONField(allow_null=True, default=None, help_text="Always null.")
+
+
+class _ValidationErrors(serializers.Serializer[Any]):
+    errors = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Field name (dotted for nested fields, e.g. `buyer.buyer_document`) → messages.",
+    )
+
+
+class _ValidationEnvelope(serializers.Serializer[Any]):
+    success = serializers.BooleanField(default=False)
+    message = serializers.CharField()
+    data = _ValidationErrors()
+
+
+class _AuthError(serializers.Serializer[Any]):
+    error = serializers.CharField()
+    message = serializers.CharField()
+
+
+def _error(description: str, message: str) -> OpenApiResponse:
+    return OpenApiResponse(
+        _ErrorEnvelope,
+        description=description,
+        examples=[OpenApiExample(description, value={"success": False, "message": message, "data": None})],
+    )
+
+
+AUTH_ERRORS: dict[int, OpenApiResponse] = {
+    401: OpenApiResponse(
+        _AuthError,
+        description="Missing, unknown, wrong or revoked credentials.",
+        examples=[
+            OpenApiExample(
+                "Missing headers", value={"error": "Credenciais inválidas", "message": auth_msg.MISSING_CREDENTIALS}
+            ),
+            OpenApiExample(
+                "Unknown or inactive key",
+                value={"error": "Credenciais inválidas", "message": auth_msg.INVALID_CREDENTIALS},
+            ),
+        ],
+    ),
+    403: OpenApiResponse(
+        _ErrorEnvelope,
+        description="Credential without permission, account not approved, or account blocked (checked in this order).",
+        examples=[
+            OpenApiExample("No permission", value={"success": False, "message": auth_msg.NO_PERMISSION, "data": None}),
+            OpenApiExample("Not approved", value={"success": False, "message": auth_msg.NOT_APPROVED, "data": None}),
+            OpenApiExample("Blocked", value={"success": False, "message": auth_msg.BLOCKED, "data": None}),
+        ],
+    ),
+    429: _error("Rate limit exceeded (`Retry-After` says when to retry).", "Limite de requisições excedido."),
+    500: _error("Unexpected error; never carries a trace.", "Erro interno do servidor."),
+}
+
+VALIDATION_ERROR = OpenApiResponse(_ValidationEnvelope, description="Invalid fields, one entry per field.")
+BAD_BODY = _error(
+    "The body is not a JSON object, or a business rule refused the request.", "Corpo da requisição inválido."
+)
+
+
+def not_found(message: str) -> OpenApiResponse:
+    return _error("Unknown id, malformed id, or another account's record.", message)
+
+
+def responses(success: dict[int, Any], *extra: tuple[int, OpenApiResponse]) -> dict[int, Any]:
+    """Success responses + the auth errors every account endpoint can return + ``extra``."""
+    out: dict[int, Any] = dict(success)
+    out.update(AUTH_ERRORS)
+    out.update(dict(extra))
+    return out

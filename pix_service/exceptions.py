@@ -1,0 +1,177 @@
+"""The service's errors and the one handler that turns every error into the
+contract's envelopes.
+
+Business code raises :class:`PixServiceError` subclasses; DRF's own exceptions
+(validation, parse, auth, 404, 405, throttling) and anything unexpected are
+mapped here too, so no other code builds an error body.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+logger = logging.getLogger("pix_service.errors")
+
+VALIDATION_MESSAGE = "Erro de validação nos dados fornecidos"
+AUTH_ERROR = "Credenciais inválidas"
+INVALID_BODY_MESSAGE = "Corpo da requisição inválido."
+INTERNAL_ERROR_MESSAGE = "Erro interno do servidor."
+NOT_FOUND_MESSAGE = "Recurso não encontrado."
+METHOD_NOT_ALLOWED_MESSAGE = "Método não permitido."
+THROTTLED_MESSAGE = "Limite de requisições excedido. Tente novamente em instantes."
+
+
+class PixServiceError(Exception):
+    """Root of every error the service raises on purpose.
+
+    ``message`` is what the client reads (Portuguese, exact per the spec);
+    ``code`` is a stable machine name for logs and tests.
+    """
+
+    status_code = 400
+    default_message = "Não foi possível processar a requisição."
+    default_code = "error"
+
+    def __init__(self, message: str | None = None, *, code: str | None = None) -> None:
+        self.message = message or self.default_message
+        self.code = code or self.default_code
+        super().__init__(self.message)
+
+
+class BusinessRuleError(PixServiceError):
+    """A valid request that the rules of the account or product refuse (400)."""
+
+    default_code = "business_rule"
+
+
+class ValidationFailed(PixServiceError):
+    """Field errors found by a service rather than a serializer (422).
+
+    ``errors`` maps dotted field names to lists of messages.
+    """
+
+    status_code = 422
+    default_message = VALIDATION_MESSAGE
+    default_code = "validation"
+
+    def __init__(self, errors: Mapping[str, list[str]], message: str | None = None) -> None:
+        super().__init__(message)
+        self.errors = dict(errors)
+
+
+class NotFoundError(PixServiceError):
+    """The record does not exist or belongs to another account (404)."""
+
+    status_code = 404
+    default_message = NOT_FOUND_MESSAGE
+    default_code = "not_found"
+
+
+class AccessDenied(PixServiceError):
+    """The caller is known but may not do this (403)."""
+
+    status_code = 403
+    default_code = "forbidden"
+
+
+class ConflictError(PixServiceError):
+    """The request clashes with one still being processed (409)."""
+
+    status_code = 409
+    default_code = "conflict"
+
+
+class InsufficientBalance(BusinessRuleError):
+    """A debit would take the balance below zero where that is not allowed."""
+
+    default_message = "Saldo insuficiente para realizar o saque."
+    default_code = "insufficient_balance"
+
+
+def envelope(message: str, data: Any = None) -> dict[str, Any]:
+    return {"success": False, "message": message, "data": data}
+
+
+def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error structure → ``{"buyer.buyer_document": [...], "acquirers.0.priority": [...]}``."""
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, Mapping):
+        for key, value in detail.items():
+            out.update(flatten_errors(value, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(detail, list | tuple):
+        if all(not isinstance(item, Mapping | list | tuple) for item in detail):
+            if detail:
+                out[prefix or "non_field_errors"] = [str(item) for item in detail]
+        else:
+            for index, item in enumerate(detail):
+                if item:
+                    out.update(flatten_errors(item, f"{prefix}.{index}" if prefix else str(index)))
+    else:
+        out[prefix or "non_field_errors"] = [str(detail)]
+    return out
+
+
+def _view_attr(context: Mapping[str, Any], name: str, default: str) -> str:
+    view = context.get("view")
+    value = getattr(view, name, None) if view is not None else None
+    return value if isinstance(value, str) else default
+
+
+def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response:
+    """DRF ``EXCEPTION_HANDLER``: every error of every API view goes through here."""
+    # Imported here: rest_framework.views imports the authentication classes,
+    # which import this module.
+    from rest_framework.views import set_rollback
+
+    set_rollback()
+    headers: dict[str, str] = {}
+
+    if isinstance(exc, PixServiceError):
+        data = {"errors": exc.errors} if isinstance(exc, ValidationFailed) else None
+        return Response(envelope(exc.message, data), status=exc.status_code)
+
+    if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+        return Response({"error": AUTH_ERROR, "message": str(exc.detail)}, status=401, headers=headers)
+
+    if isinstance(exc, drf.PermissionDenied | DjangoPermissionDenied):
+        detail = getattr(exc, "detail", None) or "Acesso negado."
+        return Response(envelope(str(detail)), status=403)
+
+    if isinstance(exc, drf.ValidationError):
+        return Response(
+            envelope(
+                _view_attr(context, "validation_message", VALIDATION_MESSAGE), {"errors": flatten_errors(exc.detail)}
+            ),
+            status=422,
+        )
+
+    if isinstance(exc, drf.ParseError | drf.UnsupportedMediaType):
+        return Response(envelope(INVALID_BODY_MESSAGE), status=400)
+
+    if isinstance(exc, drf.NotFound | Http404):
+        return Response(envelope(_view_attr(context, "not_found_message", NOT_FOUND_MESSAGE)), status=404)
+
+    if isinstance(exc, drf.MethodNotAllowed):
+        return Response(envelope(METHOD_NOT_ALLOWED_MESSAGE), status=405)
+
+    if isinstance(exc, drf.Throttled):
+        if exc.wait is not None:
+            headers["Retry-After"] = str(max(1, int(exc.wait + 0.999)))
+        return Response(envelope(THROTTLED_MESSAGE), status=429, headers=headers)
+
+    if isinstance(exc, drf.APIException):
+        return Response(envelope(str(exc.detail)), status=exc.status_code)
+
+    # Anything else is a bug: log it with its trace (the request id rides on
+    # the log record), never show it to the client.
+    logger.exception("unhandled error in %s", type(context.get("view")).__name__)
+    return Response(envelope(_view_attr(context, "internal_error_message", INTERNAL_ERROR_MESSAGE)), status=500)

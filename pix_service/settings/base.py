@@ -1,0 +1,202 @@
+"""Settings shared by every environment. Everything configurable comes from
+the environment through one ``env`` object; every variable is listed in
+``.env.example``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+from pix_service import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+# A developer's .env is read if present; real environments set variables.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+SECRET_KEY = env("SECRET_KEY", default="dev-insecure-secret-key-change-me")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "pix_service",
+    "accounts",
+    "acquirers",
+    "payments",
+    "withdrawals",
+    "webhooks",
+]
+
+MIDDLEWARE = [
+    "pix_service.middleware.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "pix_service.urls"
+WSGI_APPLICATION = "pix_service.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --------------------------------------------------------------------------- engines
+# DATABASE_URL / REDIS_URL select real servers. Unset, the embedded engines
+# (same PostgreSQL and Redis, from wheels) start under ./var on demand.
+if env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db_url("DATABASE_URL")}
+else:
+    DATABASES = {"default": embedded.postgres_settings()}
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+REDIS_URL = env.str("REDIS_URL", default="") or embedded.redis_url()
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "pix",
+    }
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# --------------------------------------------------------------------------- i18n / time
+# pt-br: DRF's own field messages reach clients, and clients read Portuguese.
+LANGUAGE_CODE = "pt-br"
+USE_I18N = True
+# Stored in UTC; everything shown to clients is America/Sao_Paulo (decisions §1).
+TIME_ZONE = "America/Sao_Paulo"
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+
+ADMIN_URL = env.str("ADMIN_URL", default="admin/")
+
+# --------------------------------------------------------------------------- API
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.DenyAll"],
+    "DEFAULT_PARSER_CLASSES": [
+        "pix_service.parsers.JSONObjectParser",
+        "pix_service.parsers.AnyContentJSONObjectParser",
+    ],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "pix_service.exceptions.api_exception_handler",
+    "DATETIME_FORMAT": "%Y-%m-%d %H:%M:%S",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "PIX Service API",
+    "DESCRIPTION": (
+        "PIX charges (cash-in), withdrawals (cash-out), acquirer selection, balance and "
+        "webhooks. Every request carries `X-Public-Key` and `X-Secret-Key`. Money is in "
+        "integer centavos; timestamps are `YYYY-MM-DD HH:mm:ss` in America/Sao_Paulo."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api",
+    "PARSER_WHITELIST": ["pix_service.parsers.JSONObjectParser"],
+    "SECURITY": [{"PublicKey": [], "SecretKey": []}],
+    "COMPONENT_SPLIT_REQUEST": True,
+    # The schema and Swagger UI are public; the API they describe is not.
+    "SERVE_AUTHENTICATION": [],
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+}
+
+# --------------------------------------------------------------------------- Celery
+CELERY_BROKER_URL = embedded.celery_broker_url(REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TIMEZONE = "UTC"
+CELERY_ENABLE_UTC = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+# Money-moving work: a task is acknowledged only once done, so a worker that
+# dies mid-task leaves it to be redone (tasks are idempotent).
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+CELERY_TASK_TIME_LIMIT = 300
+CELERY_TASK_SOFT_TIME_LIMIT = 240
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.var_dir() / "celerybeat-schedule")
+
+# --------------------------------------------------------------------------- product
+PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)
+PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
+
+# --------------------------------------------------------------------------- logging
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")  # "json" in production
+
+
+def logging_config(fmt: str, level: str) -> dict[str, object]:
+    formatters: dict[str, dict[str, object]] = {
+        "text": {"format": "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    }
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"request_id": {"()": "pix_service.logging.RequestIdFilter"}},
+        "formatters": formatters,
+        "handlers": {
+            "console": {"class": "logging.StreamHandler", "formatter": fmt, "filters": ["request_id"]},
+        },
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {
+            # Django's own request logger would print the 500's trace a second
+            # time; our handler logs it once, with the request id.
+            "django.request": {"level": "ERROR", "propagate": True},
+            "pgserver": {"level": "WARNING"},
+        },
+    }
+
+
+LOGGING = logging_config(LOG_FORMAT, LOG_LEVEL)

@@ -1,0 +1,8 @@
+"""Development: `make run`. Embedded engines unless DATABASE_URL/REDIS_URL."""
+
+from .base import *  # noqa: F403
+from .base import env
+
+DEBUG = env.bool("DEBUG", default=True)
+# Webhooks to localhost receivers are normal while developing.
+WEBHOOKS_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOKS_ALLOW_PRIVATE_NETWORKS", default=True)

@@ -1,0 +1,21 @@
+"""pytest. Same engines as production (embedded unless DATABASE_URL/REDIS_URL)."""
+
+from .base import *  # noqa: F403
+from .base import REDIS_URL, env
+
+DEBUG = False
+# Fast hashing for the staff users tests create; API secrets use SHA-256 anyway.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+WEBHOOKS_ALLOW_PRIVATE_NETWORKS = True
+PIX_SANDBOX = True
+LOGGING["root"]["level"] = env.str("LOG_LEVEL", default="WARNING")  # type: ignore[index]  # noqa: F405
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "pix-test",
+    }
+}
+# Lets two suites share one server (e.g. a second checkout) without clashing.
+if env.str("PIX_TEST_DB_NAME", default=""):
+    DATABASES["default"]["TEST"] = {"NAME": env.str("PIX_TEST_DB_NAME")}  # noqa: F405

@@ -1,0 +1,24 @@
+from django.conf import settings
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from pix_service.views import HealthView, api_not_found
+
+api_patterns = [
+    path("health", HealthView.as_view(), name="health"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("", include("withdrawals.urls")),
+]
+
+urlpatterns = [
+    path(settings.ADMIN_URL, admin.site.urls),
+    path("api/", include(api_patterns)),
+    # Anything else under /api answers in the error envelope, also with DEBUG on
+    # (Django's handler404 is bypassed then).
+    re_path(r"^api/", api_not_found),
+]
+
+handler404 = "pix_service.views.api_not_found"
+handler500 = "pix_service.views.server_error"

@@ -1,0 +1,95 @@
+"""Project-level endpoints and the Django-level error pages of the API."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pix_service.exceptions import INTERNAL_ERROR_MESSAGE, NOT_FOUND_MESSAGE, envelope
+
+logger = logging.getLogger(__name__)
+
+
+def _database_ok() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:
+        logger.warning("health: database unreachable", exc_info=True)
+        return False
+
+
+def _broker_ok() -> bool:
+    from pix_service.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return True
+    except Exception:
+        logger.warning("health: broker unreachable", exc_info=True)
+        return False
+
+
+class HealthView(APIView):
+    """Liveness plus reachability of the database and the broker; no credentials."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        tags=["health"],
+        summary="Service health",
+        auth=[],
+        responses={
+            200: inline_serializer(
+                "Health",
+                {
+                    "success": serializers.BooleanField(),
+                    "message": serializers.CharField(),
+                    "data": inline_serializer(
+                        "HealthData",
+                        {"database": serializers.CharField(), "broker": serializers.CharField()},
+                    ),
+                },
+            ),
+            503: inline_serializer(
+                "HealthDown",
+                {
+                    "success": serializers.BooleanField(),
+                    "message": serializers.CharField(),
+                    "data": inline_serializer(
+                        "HealthDownData",
+                        {"database": serializers.CharField(), "broker": serializers.CharField()},
+                    ),
+                },
+            ),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        checks = {
+            "database": "ok" if _database_ok() else "unreachable",
+            "broker": "ok" if _broker_ok() else "unreachable",
+        }
+        healthy = all(value == "ok" for value in checks.values())
+        return Response(
+            {"success": healthy, "message": "OK" if healthy else "Serviço indisponível.", "data": checks},
+            status=200 if healthy else 503,
+        )
+
+
+def api_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(envelope(NOT_FOUND_MESSAGE), status=404)
+
+
+def server_error(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(envelope(INTERNAL_ERROR_MESSAGE), status=500)

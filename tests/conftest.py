@@ -1,0 +1,39 @@
+"""Shared fixtures. Tests run on real PostgreSQL and Redis: the embedded ones,
+or the servers named by DATABASE_URL / REDIS_URL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from accounts.models import Account, ApiCredential
+from accounts.services import IssuedCredential, credential_issue
+from tests.factories import AccountFactory
+
+
+@pytest.fixture
+def account(db: Any) -> Account:
+    return AccountFactory()
+
+
+@pytest.fixture
+def issue_credential(db: Any) -> Callable[..., IssuedCredential]:
+    def issue(account: Account, permission: str = ApiCredential.Permission.ALL) -> IssuedCredential:
+        return credential_issue(account=account, permission=permission)
+
+    return issue
+
+
+def client_for(issued: IssuedCredential) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_X_PUBLIC_KEY=issued.credential.public_key, HTTP_X_SECRET_KEY=issued.secret_key)
+    return client
+
+
+@pytest.fixture
+def api(account: Account, issue_credential: Callable[..., IssuedCredential]) -> APIClient:
+    """A client authenticated with an ``all`` credential of ``account``."""
+    return client_for(issue_credential(account))
