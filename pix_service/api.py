@@ -31,7 +31,7 @@ def ok(data: Any, message: str, status: int = 200) -> Response:
 # --------------------------------------------------------------------------- OpenAPI
 
 
-def success_envelope(name: str, data: serializers.BaseSerializer[Any] | serializers.Field) -> Any:
+def success_envelope(name: str, data: serializers.Field[Any, Any, Any, Any]) -> Any:
     return inline_serializer(
         name, {"success": serializers.BooleanField(default=True), "message": serializers.CharField(), "data": data}
     )
@@ -40,11 +40,11 @@ def success_envelope(name: str, data: serializers.BaseSerializer[Any] | serializ
 class _ErrorEnvelope(serializers.Serializer[Any]):
     success = serializers.BooleanField(default=False)
     message = serializers.CharField()
-    data = serializers.JSONField(allow_null=True, default=None, help_text="Always null.")
+    data = serializers.JSONField(allow_null=True, default=None, help_text="Always null.")  # type: ignore[assignment]
 
 
 class _ValidationErrors(serializers.Serializer[Any]):
-    errors = serializers.DictField(
+    errors = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()),
         help_text="Field name (dotted for nested fields, e.g. `buyer.buyer_document`) → messages.",
     )
@@ -53,7 +53,7 @@ class _ValidationErrors(serializers.Serializer[Any]):
 class _ValidationEnvelope(serializers.Serializer[Any]):
     success = serializers.BooleanField(default=False)
     message = serializers.CharField()
-    data = _ValidationErrors()
+    data = _ValidationErrors()  # type: ignore[assignment]
 
 
 class _AuthError(serializers.Serializer[Any]):

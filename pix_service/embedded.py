@@ -69,7 +69,7 @@ def _pg_server() -> Any:
 
     # cleanup_mode=None: the server outlives the process that started it, so
     # web, worker, beat and manage.py share it; `stop()` ends it.
-    return pgserver.get_server(_pgdata(), cleanup_mode=None)
+    return pgserver.get_server(_pgdata(), cleanup_mode=None)  # type: ignore[attr-defined]
 
 
 def _pg_running() -> bool:

@@ -9,6 +9,7 @@ mapped here too, so no other code builds an error body.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -138,8 +139,9 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
         return Response(envelope(exc.message, data), status=exc.status_code)
 
     if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
-        if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+        auth_header = getattr(exc, "auth_header", None)
+        if auth_header:
+            headers["WWW-Authenticate"] = str(auth_header)
         return Response({"error": AUTH_ERROR, "message": str(exc.detail)}, status=401, headers=headers)
 
     if isinstance(exc, drf.PermissionDenied | DjangoPermissionDenied):
@@ -164,8 +166,9 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
         return Response(envelope(METHOD_NOT_ALLOWED_MESSAGE), status=405)
 
     if isinstance(exc, drf.Throttled):
-        if exc.wait is not None:
-            headers["Retry-After"] = str(max(1, int(exc.wait + 0.999)))
+        wait = getattr(exc, "wait", None)
+        if wait is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(wait)))
         return Response(envelope(THROTTLED_MESSAGE), status=429, headers=headers)
 
     if isinstance(exc, drf.APIException):

@@ -37,7 +37,7 @@ def test_missing_both_headers() -> None:
 def test_one_header_only(account: Account, header: str) -> None:
     issued = credential_issue(account=account)
     value = issued.credential.public_key if header == "HTTP_X_PUBLIC_KEY" else issued.secret_key
-    response = APIClient().get(BALANCE, **{header: value})
+    response = APIClient().get(BALANCE, **{header: value})  # type: ignore[arg-type]
     assert response.status_code == 401
     assert response.json() == MISSING
 
