@@ -1,0 +1,65 @@
+"""Health, OpenAPI schema and Swagger UI."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from django.test import Client
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+
+
+def test_health_reports_database_and_broker_without_credentials() -> None:
+    response = APIClient().get("/api/health")
+    assert response.status_code == 200
+    assert response.json() == {"success": True, "message": "OK", "data": {"database": "ok", "broker": "ok"}}
+
+
+def test_health_reports_an_unreachable_broker(settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pix_service.celery import app
+
+    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    response = APIClient().get("/api/health")
+    assert response.status_code == 503
+    assert response.json()["data"] == {"database": "ok", "broker": "unreachable"}
+
+
+@pytest.fixture(scope="module")
+def schema(django_db_blocker) -> dict:
+    with django_db_blocker.unblock():
+        response = Client().get("/api/schema/")
+    assert response.status_code == 200
+    return yaml.safe_load(response.content)
+
+
+def test_schema_describes_both_auth_headers(schema: dict) -> None:
+    schemes = schema["components"]["securitySchemes"]
+    assert schemes["PublicKey"] == {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-Public-Key",
+        "description": "Public key (`pk_…`).",
+    }
+    assert schemes["SecretKey"]["name"] == "X-Secret-Key"
+
+
+def test_schema_documents_envelopes_and_error_statuses(schema: dict) -> None:
+    balance = schema["paths"]["/api/withdrawals/balance"]["get"]
+    assert {"200", "401", "403", "429", "500"} <= set(balance["responses"])
+    assert balance["security"] == [{"PublicKey": [], "SecretKey": []}]
+    ok_schema = balance["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok_schema["$ref"].endswith("/BalanceResponse")
+    envelope = schema["components"]["schemas"]["BalanceResponse"]
+    assert set(envelope["properties"]) == {"success", "message", "data"}
+
+
+def test_health_is_public_in_the_schema(schema: dict) -> None:
+    assert not schema.get("security")
+    assert not schema["paths"]["/api/health"]["get"].get("security")
+
+
+def test_swagger_ui_is_served() -> None:
+    response = Client().get("/api/docs/")
+    assert response.status_code == 200
+    assert b"swagger" in response.content.lower()
