@@ -30,6 +30,14 @@ def _perms(codenames: list[str]) -> list[Permission]:
 
 
 def ensure_staff_groups(**kwargs: Any) -> None:
+    # post_migrate reaches accounts before the apps after it have their
+    # permissions; create them all first so a fresh database gets full groups.
+    from django.apps import apps
+    from django.contrib.auth.management import create_permissions
+
+    for app_label in PROJECT_APPS:
+        create_permissions(apps.get_app_config(app_label), verbosity=0)
+
     view_perms = list(Permission.objects.filter(content_type__app_label__in=PROJECT_APPS, codename__startswith="view_"))
     support, _ = Group.objects.get_or_create(name="support")
     support.permissions.set(view_perms)

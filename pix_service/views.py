@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -87,9 +88,13 @@ class HealthView(APIView):
         )
 
 
-def api_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+def api_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if not request.path.startswith("/api/"):
+        return defaults.page_not_found(request, exception or Http404())
     return JsonResponse(envelope(NOT_FOUND_MESSAGE), status=404)
 
 
-def server_error(request: HttpRequest) -> JsonResponse:
+def server_error(request: HttpRequest) -> HttpResponse:
+    if not request.path.startswith("/api/"):
+        return defaults.server_error(request)
     return JsonResponse(envelope(INTERNAL_ERROR_MESSAGE), status=500)

@@ -1,0 +1,556 @@
+"""The back office: what staff see and do in the Django admin, and that every
+change goes through the services (status, balance row, hashed secrets, log)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
+from django.db import transaction
+from django.test import Client
+from django.urls import reverse
+
+from accounts.exceptions import InvalidTransition
+from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry
+from accounts.services import credential_issue, credential_revoke, ledger_post
+from acquirers.models import AcquirerGrant
+from pix_service.tokens import hash_secret
+from tests.factories import AccountFactory, AcquirerFactory
+from webhooks.models import WebhookEndpoint
+
+pytestmark = pytest.mark.django_db
+
+ACCOUNTS = reverse("admin:accounts_account_changelist")
+CREDENTIALS = reverse("admin:accounts_apicredential_changelist")
+SECRET = re.compile(r"sk_[A-Za-z0-9_-]{40,}")
+INLINE_PREFIXES = ("credentials", "acquirer_grants", "acquirer_slots", "webhook_endpoints")
+
+
+def change_url(obj: Any) -> str:
+    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+
+
+def issue_url(account: Account) -> str:
+    return reverse("admin:accounts_account_issue_credential", args=[account.pk])
+
+
+def html(response: Any) -> str:
+    return response.content.decode()
+
+
+def shown_messages(response: Any) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def run_action(client: Client, url: str, action: str, *objects: Any) -> Any:
+    return client.post(url, {"action": action, "_selected_action": [str(o.pk) for o in objects]}, follow=True)
+
+
+def log_messages(obj: Any) -> list[str]:
+    return list(
+        LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(obj), object_id=str(obj.pk), action_flag=CHANGE
+        ).values_list("change_message", flat=True)
+    )
+
+
+def inline_management(**existing: int) -> dict[str, str]:
+    """Management-form data of the account page's inlines (existing rows per prefix)."""
+    data: dict[str, str] = {}
+    for prefix in INLINE_PREFIXES:
+        count = str(existing.get(prefix, 0))
+        data |= {
+            f"{prefix}-TOTAL_FORMS": count,
+            f"{prefix}-INITIAL_FORMS": count,
+            f"{prefix}-MIN_NUM_FORMS": "0",
+            f"{prefix}-MAX_NUM_FORMS": "1000",
+        }
+    return data
+
+
+def account_form(**overrides: Any) -> dict[str, Any]:
+    return {
+        "name": "Padaria Nova Ltda",
+        "document": "11222333000181",
+        "status": "pending",
+        "payment_methods": ["pix"],
+        "cashin_fee_fixed": "50",
+        "cashin_fee_bps": "150",
+        "withdrawal_fee_fixed": "100",
+        "withdrawal_fee_bps": "0",
+        "withdrawal_minimum": "1000",
+        "withdrawal_per_request_limit": "500000",
+        "withdrawal_daily_limit": "2000000",
+        "charge_expiry_seconds": "3600",
+        **overrides,
+    }
+
+
+@pytest.fixture
+def staff_client(client: Client, django_user_model: Any) -> Any:
+    """A client logged in as a staff user of one of the back-office groups."""
+
+    def login(group: str) -> Client:
+        user = django_user_model.objects.create_user(username=f"{group}-user", password="x", is_staff=True)
+        user.groups.add(Group.objects.get(name=group))
+        client.force_login(user)
+        return client
+
+    return login
+
+
+# --------------------------------------------------------------------------- account list
+
+
+def test_account_list_shows_columns_and_balance(admin_client: Client) -> None:
+    account = AccountFactory(name="Mercado Azul", document="12345678000199")
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=123456, kind=LedgerEntry.Kind.CHARGE_PAID, reference="charge:x:1")
+
+    response = admin_client.get(ACCOUNTS)
+
+    assert response.status_code == 200
+    page = html(response)
+    assert "Mercado Azul" in page
+    assert "12345678000199" in page
+    assert "Aprovada" in page
+    assert "R$ 1.234,56" in page
+
+
+def test_account_list_search_and_filters(admin_client: Client) -> None:
+    blue = AccountFactory(name="Mercado Azul", document="12345678000199")
+    red = AccountFactory(name="Loja Vermelha", document="98765432000100", status=Account.Status.PENDING)
+    AccountFactory(name="Bazar Verde", is_blocked=True)
+
+    def listed(query: str) -> set[str]:
+        response = admin_client.get(f"{ACCOUNTS}?{query}")
+        assert response.status_code == 200
+        return {account.name for account in response.context["cl"].result_list}
+
+    assert listed("q=Azul") == {blue.name}
+    assert listed("q=98765432000100") == {red.name}
+    assert listed("status__exact=pending") == {red.name}
+    assert listed("is_blocked__exact=1") == {"Bazar Verde"}
+
+
+# --------------------------------------------------------------------------- account actions
+
+
+def test_approve_changes_pending_accounts_logs_and_skips_approved(admin_client: Client) -> None:
+    pending = AccountFactory(status=Account.Status.PENDING)
+    approved = AccountFactory(status=Account.Status.APPROVED)
+
+    response = run_action(admin_client, ACCOUNTS, "approve", pending, approved)
+
+    assert response.status_code == 200
+    pending.refresh_from_db()
+    assert pending.status == Account.Status.APPROVED
+    assert log_messages(pending) == ["Aprovada"]
+    assert log_messages(approved) == []
+    assert shown_messages(response) == ["1 conta(s) aprovada(s).", "1 conta(s) já estava(m) assim; nada mudou."]
+
+
+@pytest.mark.parametrize(
+    ("action", "initial", "expected", "logged"),
+    [
+        ("reject", {"status": Account.Status.PENDING}, {"status": Account.Status.REJECTED}, "Rejeitada"),
+        ("reject", {"status": Account.Status.APPROVED}, {"status": Account.Status.REJECTED}, "Rejeitada"),
+        ("approve", {"status": Account.Status.REJECTED}, {"status": Account.Status.APPROVED}, "Aprovada"),
+        ("block", {"is_blocked": False}, {"is_blocked": True}, "Bloqueada"),
+        ("unblock", {"is_blocked": True}, {"is_blocked": False}, "Desbloqueada"),
+    ],
+)
+def test_account_actions(
+    admin_client: Client, action: str, initial: dict[str, Any], expected: dict[str, Any], logged: str
+) -> None:
+    account = AccountFactory(**initial)
+
+    response = run_action(admin_client, ACCOUNTS, action, account)
+
+    assert response.status_code == 200
+    account.refresh_from_db()
+    assert {field: getattr(account, field) for field in expected} == expected
+    assert log_messages(account) == [logged]
+
+
+def test_repeated_block_is_a_no_op(admin_client: Client) -> None:
+    account = AccountFactory(is_blocked=True)
+
+    response = run_action(admin_client, ACCOUNTS, "block", account)
+
+    assert shown_messages(response) == ["1 conta(s) já estava(m) assim; nada mudou."]
+    assert log_messages(account) == []
+
+
+def test_invalid_transition_is_reported_not_a_500(admin_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    account = AccountFactory(status=Account.Status.PENDING)
+
+    def refuse(*, account: Account) -> bool:
+        raise InvalidTransition("Conta Pendente não pode passar a approved.")
+
+    monkeypatch.setattr("accounts.admin.account_approve", refuse)
+
+    response = run_action(admin_client, ACCOUNTS, "approve", account)
+
+    assert response.status_code == 200
+    assert shown_messages(response) == [f"{account.name}: Conta Pendente não pode passar a approved."]
+    account.refresh_from_db()
+    assert account.status == Account.Status.PENDING
+    assert log_messages(account) == []
+
+
+# --------------------------------------------------------------------------- account form
+
+
+def test_add_account_creates_it_with_its_balance_row(admin_client: Client) -> None:
+    response = admin_client.post(reverse("admin:accounts_account_add"), account_form() | inline_management())
+
+    assert response.status_code == 302
+    account = Account.objects.get(name="Padaria Nova Ltda")
+    assert account.status == Account.Status.PENDING
+    assert account.cashin_fee_bps == 150
+    assert account.payment_methods == ["pix"]
+    assert AccountBalance.objects.get(account=account).available == 0
+    assert LogEntry.objects.filter(object_id=str(account.pk), action_flag=ADDITION).exists()
+
+
+def test_add_account_with_an_acquirer_grant(admin_client: Client) -> None:
+    acquirer = AcquirerFactory()
+    data = account_form() | inline_management() | {"acquirer_grants-TOTAL_FORMS": "1"}
+    data["acquirer_grants-0-acquirer"] = str(acquirer.pk)
+
+    response = admin_client.post(reverse("admin:accounts_account_add"), data)
+
+    assert response.status_code == 302
+    account = Account.objects.get(name="Padaria Nova Ltda")
+    assert AcquirerGrant.objects.filter(account=account, acquirer=acquirer).exists()
+    assert AccountBalance.objects.filter(account=account).exists()
+
+
+def test_change_form_is_organised_in_fieldsets(admin_client: Client) -> None:
+    account = AccountFactory()
+
+    response = admin_client.get(change_url(account))
+
+    assert response.status_code == 200
+    page = html(response)
+    for title in ("Identificação", "Taxa de cash-in", "Taxa de saque", "Limites e aprovação de saques", "Cobranças"):
+        assert title in page
+    assert account.postback_secret in page
+    assert 'name="status"' not in page
+    assert 'name="is_blocked"' not in page
+    assert "Emitir credencial" in page
+
+
+def test_add_account_without_approve_permission_starts_pending(client: Client, django_user_model: Any) -> None:
+    clerk = django_user_model.objects.create_user(username="clerk", password="x", is_staff=True)
+    clerk.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="accounts", codename__in=["add_account", "view_account"])
+    )
+    client.force_login(clerk)
+
+    response = client.post(reverse("admin:accounts_account_add"), account_form(status="approved") | inline_management())
+
+    assert response.status_code == 302
+    assert Account.objects.get(name="Padaria Nova Ltda").status == Account.Status.PENDING
+
+
+def test_change_form_saves_settings_but_never_the_status(admin_client: Client) -> None:
+    account = AccountFactory(status=Account.Status.PENDING)
+    data = account_form(name=account.name, cashin_fee_bps="200", status="approved", is_blocked="on")
+
+    response = admin_client.post(change_url(account), data | inline_management())
+
+    assert response.status_code == 302
+    account.refresh_from_db()
+    assert account.cashin_fee_bps == 200
+    assert account.status == Account.Status.PENDING
+    assert account.is_blocked is False
+
+
+def test_account_cannot_be_deleted(admin_client: Client) -> None:
+    account = AccountFactory()
+
+    assert admin_client.get(reverse("admin:accounts_account_delete", args=[account.pk])).status_code == 403
+    assert Account.objects.filter(pk=account.pk).exists()
+
+
+def test_account_page_lists_credentials_without_secrets(admin_client: Client) -> None:
+    account = AccountFactory()
+    issued = credential_issue(account=account)
+
+    page = html(admin_client.get(change_url(account)))
+
+    assert issued.credential.public_key in page
+    assert f"sk_…{issued.secret_key[-4:]}" in page
+    assert issued.secret_key not in page
+    assert issued.credential.secret_hash not in page
+
+
+# --------------------------------------------------------------------------- credentials
+
+
+def test_issue_credential_shows_the_secret_once_and_stores_only_its_hash(admin_client: Client) -> None:
+    account = AccountFactory()
+    assert admin_client.get(issue_url(account)).status_code == 200
+
+    response = admin_client.post(issue_url(account), {"permission": "cashin", "label": "ERP"})
+
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    page = html(response)
+    assert "não será exibida novamente" in page
+    credential = ApiCredential.objects.get(account=account)
+    assert credential.public_key in page
+    assert credential.permission == ApiCredential.Permission.CASHIN
+    assert credential.label == "ERP"
+    secret = SECRET.search(page)
+    assert secret is not None
+    assert credential.secret_hash == hash_secret(secret.group())
+    stored = ApiCredential.objects.filter(pk=credential.pk).values().get()
+    assert all(secret.group() not in str(value) for value in stored.values())
+    assert log_messages(account) == [f"Credencial emitida: {credential.public_key}"]
+
+    later = html(admin_client.get(change_url(credential)))
+    assert credential.public_key in later
+    assert secret.group() not in later
+    assert credential.secret_hash not in later
+    assert secret.group() not in html(admin_client.get(change_url(account)))
+
+
+def test_issue_credential_rejects_an_unknown_permission(admin_client: Client) -> None:
+    account = AccountFactory()
+
+    response = admin_client.post(issue_url(account), {"permission": "root"})
+
+    assert response.status_code == 200
+    assert response.context["form"].errors["permission"]
+    assert not ApiCredential.objects.filter(account=account).exists()
+
+
+def test_credential_list_filters_and_search(admin_client: Client) -> None:
+    account = AccountFactory(name="Mercado Azul")
+    cashin = credential_issue(account=account, permission=ApiCredential.Permission.CASHIN).credential
+    other = credential_issue(account=AccountFactory(), permission=ApiCredential.Permission.CASHOUT).credential
+    credential_revoke(credential=other)
+
+    def listed(query: str) -> set[str]:
+        response = admin_client.get(f"{CREDENTIALS}?{query}")
+        assert response.status_code == 200
+        assert cashin.secret_hash not in html(response)
+        return {credential.public_key for credential in response.context["cl"].result_list}
+
+    assert listed("q=Azul") == {cashin.public_key}
+    assert listed(f"q={other.public_key}") == {other.public_key}
+    assert listed("permission__exact=cashout") == {other.public_key}
+    assert listed("is_active__exact=0") == {other.public_key}
+
+
+def test_credentials_are_not_added_or_deleted_in_their_admin(admin_client: Client) -> None:
+    credential = credential_issue(account=AccountFactory()).credential
+
+    assert admin_client.get(reverse("admin:accounts_apicredential_add")).status_code == 403
+    assert admin_client.get(reverse("admin:accounts_apicredential_delete", args=[credential.pk])).status_code == 403
+    assert admin_client.post(change_url(credential), {"is_active": ""}).status_code == 403
+    credential.refresh_from_db()
+    assert credential.is_active
+
+
+def test_revoke_deactivates(admin_client: Client) -> None:
+    credential = credential_issue(account=AccountFactory()).credential
+
+    response = run_action(admin_client, CREDENTIALS, "revoke", credential)
+
+    assert response.status_code == 200
+    credential.refresh_from_db()
+    assert credential.is_active is False
+    assert credential.revoked_at is not None
+    assert log_messages(credential) == ["Revogada"]
+    assert shown_messages(response) == ["1 credencial(is) revogada(s)."]
+
+
+def test_rotate_issues_new_pairs_and_keeps_the_old_ones_active(admin_client: Client) -> None:
+    first = credential_issue(account=AccountFactory(), permission=ApiCredential.Permission.CASHOUT).credential
+    second = credential_issue(account=AccountFactory(), permission=ApiCredential.Permission.CASHIN).credential
+
+    response = admin_client.post(CREDENTIALS, {"action": "rotate", "_selected_action": [first.pk, second.pk]})
+
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    page = html(response)
+    for old in (first, second):
+        old.refresh_from_db()
+        assert old.is_active
+        new = ApiCredential.objects.exclude(pk=old.pk).get(account=old.account)
+        assert new.is_active
+        assert new.permission == old.permission
+        assert new.public_key in page
+    secrets = SECRET.findall(page)
+    assert {hash_secret(secret) for secret in secrets} == set(
+        ApiCredential.objects.exclude(pk__in=[first.pk, second.pk]).values_list("secret_hash", flat=True)
+    )
+
+
+def test_rotate_skips_revoked_credentials(admin_client: Client) -> None:
+    credential = credential_issue(account=AccountFactory()).credential
+    credential_revoke(credential=credential)
+
+    response = run_action(admin_client, CREDENTIALS, "rotate", credential)
+
+    assert shown_messages(response) == ["1 credencial(is) revogada(s) ignorada(s)."]
+    assert ApiCredential.objects.count() == 1
+
+
+# --------------------------------------------------------------------------- ledger and balances
+
+
+def test_ledger_is_listed_and_searchable(admin_client: Client) -> None:
+    account = AccountFactory(name="Mercado Azul")
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=5000, kind=LedgerEntry.Kind.CHARGE_PAID, reference="charge:a:1")
+        ledger_post(account_id=account.pk, amount=-1200, kind=LedgerEntry.Kind.WITHDRAWAL, reference="withdrawal:b")
+    url = reverse("admin:accounts_ledgerentry_changelist")
+
+    def listed(query: str) -> set[str]:
+        response = admin_client.get(f"{url}?{query}")
+        assert response.status_code == 200
+        return {entry.reference for entry in response.context["cl"].result_list}
+
+    assert listed("") == {"charge:a:1", "withdrawal:b"}
+    assert listed("q=withdrawal:b") == {"withdrawal:b"}
+    assert listed("q=Azul") == {"charge:a:1", "withdrawal:b"}
+    assert listed("kind__exact=withdrawal") == {"withdrawal:b"}
+    assert "-R$ 12,00" in html(admin_client.get(url))
+
+
+def test_ledger_refuses_add_change_and_delete(admin_client: Client) -> None:
+    account = AccountFactory()
+    with transaction.atomic():
+        entry = ledger_post(account_id=account.pk, amount=5000, kind=LedgerEntry.Kind.CHARGE_PAID, reference="c:1")
+    assert entry is not None
+
+    assert admin_client.get(reverse("admin:accounts_ledgerentry_add")).status_code == 403
+    assert admin_client.post(change_url(entry), {"amount": "999999"}).status_code == 403
+    assert admin_client.post(reverse("admin:accounts_ledgerentry_delete", args=[entry.pk])).status_code == 403
+    entry.refresh_from_db()
+    assert entry.amount == 5000
+
+
+def test_balances_are_read_only(admin_client: Client) -> None:
+    account = AccountFactory(name="Mercado Azul")
+    balance = AccountBalance.objects.get(account=account)
+
+    response = admin_client.get(reverse("admin:accounts_accountbalance_changelist") + "?q=Azul")
+    assert response.status_code == 200
+    assert [b.pk for b in response.context["cl"].result_list] == [balance.pk]
+    assert admin_client.get(reverse("admin:accounts_accountbalance_add")).status_code == 403
+    assert admin_client.post(change_url(balance), {"available": "100"}).status_code == 403
+    balance.refresh_from_db()
+    assert balance.available == 0
+
+
+# --------------------------------------------------------------------------- staff groups
+
+
+def test_support_sees_accounts_but_cannot_act(staff_client: Any) -> None:
+    client = staff_client("support")
+    account = AccountFactory(status=Account.Status.PENDING)
+
+    listing = client.get(ACCOUNTS)
+    assert listing.status_code == 200
+    assert account.name in html(listing)
+    assert 'value="approve"' not in html(listing)
+    assert client.get(change_url(account)).status_code == 200
+    assert "Emitir credencial" not in html(client.get(change_url(account)))
+
+    client.post(ACCOUNTS, {"action": "approve", "_selected_action": [str(account.pk)]})
+    account.refresh_from_db()
+    assert account.status == Account.Status.PENDING
+    assert client.post(issue_url(account), {"permission": "all"}).status_code == 403
+    assert not ApiCredential.objects.filter(account=account).exists()
+
+
+def test_support_cannot_revoke_credentials(staff_client: Any) -> None:
+    client = staff_client("support")
+    credential = credential_issue(account=AccountFactory()).credential
+
+    assert client.get(CREDENTIALS).status_code == 200
+    client.post(CREDENTIALS, {"action": "revoke", "_selected_action": [str(credential.pk)]})
+    credential.refresh_from_db()
+    assert credential.is_active
+
+
+def test_support_can_view_every_project_model(staff_client: Any) -> None:
+    client = staff_client("support")
+    for name in ("acquirers_acquirer", "webhooks_webhookendpoint", "accounts_ledgerentry", "accounts_apicredential"):
+        assert client.get(reverse(f"admin:{name}_changelist")).status_code == 200, name
+
+
+def test_operations_approves_and_issues_credentials(staff_client: Any) -> None:
+    client = staff_client("operations")
+    account = AccountFactory(status=Account.Status.PENDING)
+
+    listing = client.get(ACCOUNTS)
+    assert 'value="approve"' in html(listing)
+    run_action(client, ACCOUNTS, "approve", account)
+    account.refresh_from_db()
+    assert account.status == Account.Status.APPROVED
+
+    response = client.post(issue_url(account), {"permission": "all"})
+    assert response.status_code == 200
+    assert SECRET.search(html(response)) is not None
+
+
+# --------------------------------------------------------------------------- acquirers and webhooks
+
+
+def test_acquirer_list_filters_and_search(admin_client: Client) -> None:
+    AcquirerFactory(key="alpha", name="Alpha", enabled=True)
+    AcquirerFactory(key="beta", name="Beta", enabled=False)
+    url = reverse("admin:acquirers_acquirer_changelist")
+
+    def listed(query: str) -> set[str]:
+        response = admin_client.get(f"{url}?{query}")
+        assert response.status_code == 200
+        return {acquirer.key for acquirer in response.context["cl"].result_list}
+
+    assert listed("") == {"alpha", "beta"}
+    assert listed("q=Beta") == {"beta"}
+    assert listed("enabled__exact=1") == {"alpha"}
+    assert listed("adapter=sandbox") == {"alpha", "beta"}
+
+
+def test_acquirer_options_are_hidden_from_view_only_staff(
+    admin_client: Client, client: Client, django_user_model: Any
+) -> None:
+    acquirer = AcquirerFactory(options={"charge": "ok", "notification_secret": "very-secret-value-123"})
+    assert "very-secret-value-123" in html(admin_client.get(change_url(acquirer)))
+    viewer = django_user_model.objects.create_user(username="viewer", password="x", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(content_type__app_label="acquirers", codename="view_acquirer"))
+    client.force_login(viewer)
+
+    response = client.get(change_url(acquirer))
+    assert response.status_code == 200
+    assert acquirer.name in html(response)
+    assert "very-secret-value-123" not in html(response)
+
+
+def test_webhook_endpoint_secret_is_read_only_and_not_listed(admin_client: Client) -> None:
+    endpoint = WebhookEndpoint.objects.create(account=AccountFactory(), url="https://example.com/hook")
+    url = reverse("admin:webhooks_webhookendpoint_changelist")
+
+    listing = admin_client.get(url)
+    assert "https://example.com/hook" in html(listing)
+    assert endpoint.secret not in html(listing)
+    assert endpoint.code not in html(listing)
+    assert list(admin_client.get(f"{url}?q=example.com").context["cl"].result_list) == [endpoint]
+    assert list(admin_client.get(f"{url}?q=elsewhere.org").context["cl"].result_list) == []
+
+    page = html(admin_client.get(change_url(endpoint)))
+    assert endpoint.secret in page
+    assert 'name="secret"' not in page
+    assert 'name="code"' not in page
