@@ -1,0 +1,180 @@
+"""The one interface every acquirer adapter implements.
+
+Adapters take and return the dataclasses below, never raw dicts or SDK
+objects, and report failures with the exception classes below so the chain
+can tell "try the next acquirer" (:class:`AcquirerUnavailable`) from "this
+acquirer answered no" (:class:`AcquirerDeclined`).
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import enum
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+# --------------------------------------------------------------------------- errors
+
+
+class AdapterError(Exception):
+    """Base of adapter failures; ``error_class`` is what attempts record."""
+
+    error_class: ClassVar[str] = "error"
+
+
+class AcquirerUnavailable(AdapterError):
+    """Connection error, 5xx, refusal to create: the chain moves on."""
+
+    error_class = "unavailable"
+
+
+class AcquirerTimeout(AcquirerUnavailable):
+    """No answer within the acquirer's timeout. The acquirer may still have
+    created the charge, so the caller asks it to cancel (decisions §4)."""
+
+    error_class = "timeout"
+
+
+class AcquirerDeclined(AdapterError):
+    """A definitive answer: the acquirer will not do this (e.g. payout refused)."""
+
+    error_class = "declined"
+
+
+class InvalidResponse(AcquirerUnavailable):
+    """The acquirer answered something we cannot use (garbage, invalid BR Code)."""
+
+    error_class = "invalid_response"
+
+
+class InvalidNotification(Exception):
+    """An inbound notification failed authentication or could not be parsed."""
+
+
+class InvalidOptions(ValueError):
+    """An acquirer's stored options do not fit its adapter."""
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class AcquirerConfig:
+    """What an adapter needs from the acquirer row."""
+
+    key: str
+    options: Mapping[str, Any]
+    connect_timeout: float  # seconds
+    read_timeout: float  # seconds
+
+
+@dataclass(frozen=True)
+class ChargeRequest:
+    charge_id: uuid.UUID
+    txid: str  # 26-35 [a-zA-Z0-9], derived from the charge id: a retried create is idempotent
+    amount: int  # centavos
+    expires_in: int  # seconds
+    payer_name: str
+    payer_document: str
+    merchant_name: str
+    merchant_city: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ChargeResult:
+    provider_charge_id: str
+    emv: str  # checked by the chain before anyone sees it
+
+
+class PayoutStatus(enum.StrEnum):
+    PROCESSING = "processing"
+    PAID = "paid"
+    FAILED = "failed"
+    NOT_FOUND = "not_found"  # the acquirer never received it: safe to send
+
+
+@dataclass(frozen=True)
+class PayoutRequest:
+    withdrawal_id: uuid.UUID
+    idempotency_id: str  # ^[a-zA-Z0-9]{1,35}$, derived from the withdrawal id
+    amount: int  # centavos the recipient receives
+    key_type: str
+    key_value: str
+
+
+@dataclass(frozen=True)
+class PayoutResult:
+    status: PayoutStatus
+    provider_payout_id: str = ""
+    e2e_id: str | None = None
+    paid_at: dt.datetime | None = None
+    reason: str = ""
+
+
+class NotificationEvent(enum.StrEnum):
+    CHARGE_PAID = "charge.paid"
+    CHARGE_FAILED = "charge.failed"
+    CHARGE_REFUNDED = "charge.refunded"
+    CHARGE_CHARGEBACK = "charge.chargeback"
+    CHARGE_CHARGEBACK_RESOLVED = "charge.chargeback_resolved"
+    PAYOUT_PAID = "payout.paid"
+    PAYOUT_FAILED = "payout.failed"
+    PAYOUT_RETURNED = "payout.returned"
+
+
+@dataclass(frozen=True)
+class Notification:
+    """An acquirer's news about one of our charges or payouts.
+
+    ``reference`` is our txid (charges) or idempotency id (payouts).
+    """
+
+    event: NotificationEvent
+    reference: str
+    e2e_id: str | None = None
+    occurred_at: dt.datetime | None = None
+    amount: int | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- adapter
+
+
+class AcquirerAdapter(abc.ABC):
+    """One provider's API. Instances are cheap; build one per use with
+    :func:`acquirers.adapters.build`."""
+
+    #: Registry name, stored in ``Acquirer.adapter``.
+    name: ClassVar[str]
+
+    def __init__(self, config: AcquirerConfig) -> None:
+        self.config = config
+        self.options = self.validate_options(config.options)
+
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the normalised options or raise :class:`InvalidOptions`."""
+        return dict(options)
+
+    @abc.abstractmethod
+    def create_charge(self, request: ChargeRequest) -> ChargeResult:
+        """Create a dynamic PIX charge; raise an :class:`AdapterError` on failure."""
+
+    def cancel_charge(self, txid: str) -> None:  # noqa: B027 - optional capability
+        """Best effort: withdraw a charge we may have created (after a timeout)."""
+
+    @abc.abstractmethod
+    def create_payout(self, request: PayoutRequest) -> PayoutResult:
+        """Send a PIX; must be idempotent on ``request.idempotency_id``."""
+
+    @abc.abstractmethod
+    def get_payout_status(self, idempotency_id: str) -> PayoutResult:
+        """Ask where a payout stands (no second send after a timeout)."""
+
+    @abc.abstractmethod
+    def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
+        """Authenticate and parse an inbound notification, or raise :class:`InvalidNotification`."""

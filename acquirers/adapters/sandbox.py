@@ -1,0 +1,171 @@
+"""The built-in ``sandbox`` acquirer (decisions §8).
+
+Options: ``{"charge": "ok"|"fail"|"timeout", "payout": "ok"|"fail"|"timeout",
+"notification_secret": "..."}``. ``timeout`` really waits past the
+acquirer's read timeout and then succeeds late, which is the case a real
+timeout leaves us in: the acquirer may have acted although we gave up.
+What the sandbox "created" (charges, cancellations, payouts) is kept in
+Redis so every process sees the same acquirer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+import secrets
+import string
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.cache import cache
+from django.utils import timezone
+
+from acquirers import brcode
+from acquirers.adapters import register
+from acquirers.adapters.base import (
+    AcquirerAdapter,
+    AcquirerDeclined,
+    AcquirerUnavailable,
+    ChargeRequest,
+    ChargeResult,
+    InvalidNotification,
+    InvalidOptions,
+    Notification,
+    NotificationEvent,
+    PayoutRequest,
+    PayoutResult,
+    PayoutStatus,
+)
+
+BEHAVIOURS = ("ok", "fail", "timeout")
+SANDBOX_ISPB = "99999999"
+SIGNATURE_HEADER = "X-Sandbox-Signature"
+_STATE_TTL = 7 * 24 * 3600
+_ALNUM = string.ascii_letters + string.digits
+
+
+def new_e2e_id(ispb: str = SANDBOX_ISPB, at: dt.datetime | None = None) -> str:
+    """``E`` + ISPB + ``yyyyMMddHHmm`` (UTC) + 11 random characters: 32 in all."""
+    moment = (at or timezone.now()).astimezone(dt.UTC)
+    return f"E{ispb}{moment:%Y%m%d%H%M}" + "".join(secrets.choice(_ALNUM) for _ in range(11))
+
+
+def sign(secret: str, body: bytes) -> str:
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+@register
+class SandboxAdapter(AcquirerAdapter):
+    name = "sandbox"
+
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        clean = {"charge": options.get("charge", "ok"), "payout": options.get("payout", "ok")}
+        for operation, behaviour in clean.items():
+            if behaviour not in BEHAVIOURS:
+                raise InvalidOptions(f"{operation} must be one of {', '.join(BEHAVIOURS)}")
+        secret = options.get("notification_secret")
+        if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
+            raise InvalidOptions("notification_secret must be a string of at least 16 characters")
+        if secret:
+            clean["notification_secret"] = secret
+        return clean
+
+    # ------------------------------------------------------------------ helpers
+
+    def _key(self, *parts: str) -> str:
+        return ":".join(("sandbox", self.config.key, *parts))
+
+    def _late(self) -> None:
+        # Past the whole deadline (connect + read) by a margin, so the
+        # caller's deadline fires first.
+        time.sleep(self.config.connect_timeout + self.config.read_timeout + 0.5)
+
+    # ------------------------------------------------------------------ charges
+
+    def create_charge(self, request: ChargeRequest) -> ChargeResult:
+        behaviour = self.options["charge"]
+        if behaviour == "fail":
+            raise AcquirerUnavailable("sandbox: charge refused (options.charge = fail)")
+        if behaviour == "timeout":
+            self._late()
+        emv = brcode.encode_dynamic(
+            location=f"pix.sandbox.local/qr/v2/{request.txid}",
+            amount=request.amount,
+            merchant_name=request.merchant_name,
+            merchant_city=request.merchant_city,
+        )
+        cache.set(self._key("charge", request.txid), "active", _STATE_TTL)
+        return ChargeResult(provider_charge_id=f"sbx_{request.txid}", emv=emv)
+
+    def cancel_charge(self, txid: str) -> None:
+        cache.set(self._key("charge", txid), "canceled", _STATE_TTL)
+
+    def charge_state(self, txid: str) -> str | None:
+        """For tests and operators: ``active``, ``canceled`` or None (never created)."""
+        value = cache.get(self._key("charge", txid))
+        return str(value) if value is not None else None
+
+    # ------------------------------------------------------------------ payouts
+
+    def create_payout(self, request: PayoutRequest) -> PayoutResult:
+        done = self.get_payout_status(request.idempotency_id)
+        if done.status is not PayoutStatus.NOT_FOUND:
+            return done  # idempotent: the same id is never paid twice
+        behaviour = self.options["payout"]
+        if behaviour == "fail":
+            raise AcquirerDeclined("sandbox: payout refused (options.payout = fail)")
+        result = PayoutResult(
+            status=PayoutStatus.PAID,
+            provider_payout_id=f"sbx_{request.idempotency_id}",
+            e2e_id=new_e2e_id(),
+            paid_at=timezone.now(),
+        )
+        payload = {"e2e_id": result.e2e_id, "paid_at": result.paid_at.isoformat() if result.paid_at else None}
+        # Recorded before the late answer: the transfer happened even if we time out.
+        cache.set(self._key("payout", request.idempotency_id), json.dumps(payload), _STATE_TTL)
+        if behaviour == "timeout":
+            self._late()
+        return result
+
+    def get_payout_status(self, idempotency_id: str) -> PayoutResult:
+        raw = cache.get(self._key("payout", idempotency_id))
+        if raw is None:
+            return PayoutResult(status=PayoutStatus.NOT_FOUND)
+        data = json.loads(raw)
+        return PayoutResult(
+            status=PayoutStatus.PAID,
+            provider_payout_id=f"sbx_{idempotency_id}",
+            e2e_id=data["e2e_id"],
+            paid_at=dt.datetime.fromisoformat(data["paid_at"]) if data.get("paid_at") else None,
+        )
+
+    # ------------------------------------------------------------------ notifications
+
+    def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
+        """Body: one object or a list of ``{"event", "reference", "e2e_id"?, "occurred_at"?}``,
+        signed with ``X-Sandbox-Signature: hex(HMAC-SHA256(notification_secret, body))``."""
+        secret = self.options.get("notification_secret")
+        if not secret:
+            raise InvalidNotification("this sandbox acquirer has no notification_secret")
+        presented = next((v for k, v in headers.items() if k.lower() == SIGNATURE_HEADER.lower()), "")
+        if not hmac.compare_digest(presented, sign(secret, body)):
+            raise InvalidNotification("bad signature")
+        try:
+            data = json.loads(body)
+            items = data if isinstance(data, list) else [data]
+            return [
+                Notification(
+                    event=NotificationEvent(item["event"]),
+                    reference=str(item["reference"]),
+                    e2e_id=item.get("e2e_id"),
+                    occurred_at=dt.datetime.fromisoformat(item["occurred_at"]) if item.get("occurred_at") else None,
+                    raw=item,
+                )
+                for item in items
+            ]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidNotification(f"unreadable body: {exc}") from exc
