@@ -95,3 +95,30 @@ class AcquirerSlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account_id} {self.purpose} #{self.priority}: {self.acquirer_id}"
+
+
+class InboundNotification(models.Model):
+    """An acquirer's notification exactly as received, stored before anything
+    is verified or processed, so nothing an acquirer tells us is ever lost."""
+
+    class Status(models.TextChoices):
+        RECEIVED = "received", "Recebida"
+        PROCESSED = "processed", "Processada"
+        REJECTED = "rejected", "Rejeitada"
+        FAILED = "failed", "Falhou"
+
+    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="notifications")
+    headers = models.JSONField(default=dict)
+    body = models.TextField()
+    remote_addr = models.GenericIPAddressField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RECEIVED)
+    error = models.TextField(blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "notificação recebida"
+        ordering = ["-received_at"]
+
+    def __str__(self) -> str:
+        return f"{self.acquirer_id} {self.received_at:%Y-%m-%d %H:%M:%S} {self.status}"

@@ -7,7 +7,7 @@ nothing and returns ``False`` (or ``created=False``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, TypedDict, Unpack
 
@@ -65,16 +65,20 @@ def _lock_account(account: Account) -> None:
 
 
 def _write_chain(*, account: Account, purpose: str, acquirer_ids: Sequence[int]) -> bool:
+    return _write_slots(account=account, purpose=purpose, by_priority=dict(enumerate(acquirer_ids, start=1)))
+
+
+def _write_slots(*, account: Account, purpose: str, by_priority: Mapping[int, int]) -> bool:
     slots = AcquirerSlot.objects.filter(account=account, purpose=purpose)
-    current = list(slots.order_by("priority").values_list("acquirer_id", flat=True))
-    if current == list(acquirer_ids):
+    current = dict(slots.values_list("priority", "acquirer_id"))
+    if current == dict(by_priority):
         return False
     # Rewritten rather than edited in place: moving an acquirer from
     # priority 2 to 1 would clash with the unique constraints mid-way.
     slots.delete()
     AcquirerSlot.objects.bulk_create(
         AcquirerSlot(account=account, acquirer_id=acquirer_id, purpose=purpose, priority=priority)
-        for priority, acquirer_id in enumerate(acquirer_ids, start=1)
+        for priority, acquirer_id in sorted(by_priority.items())
     )
     return True
 
@@ -137,3 +141,34 @@ def acquirer_slots_set(*, account: Account, purpose: AcquirerSlot.Purpose, acqui
                 f"Adquirente não liberada para esta conta: {', '.join(missing)}.", code="acquirer_not_granted"
             )
     return _write_chain(account=account, purpose=purpose, acquirer_ids=ids)
+
+
+@transaction.atomic
+def account_active_acquirers_replace(*, account: Account, slots: Mapping[int, Acquirer]) -> bool:
+    """``PUT /pix-cash-in/acquirers``, array form: exactly these
+    priority → acquirer slots; priorities not sent are cleared.
+
+    The caller has checked that every acquirer is selectable by the account.
+    """
+    _lock_account(account)
+    return _write_slots(
+        account=account,
+        purpose=AcquirerSlot.Purpose.CASHIN,
+        by_priority={priority: acquirer.pk for priority, acquirer in slots.items()},
+    )
+
+
+@transaction.atomic
+def account_active_acquirer_put(*, account: Account, priority: int, acquirer: Acquirer) -> bool:
+    """``PUT /pix-cash-in/acquirers``, single form: put ``acquirer`` at
+    ``priority``. The other priorities keep their acquirers; if ``acquirer``
+    held another priority, that one is cleared (an acquirer holds one slot)."""
+    _lock_account(account)
+    current = dict(
+        AcquirerSlot.objects.filter(account=account, purpose=AcquirerSlot.Purpose.CASHIN).values_list(
+            "priority", "acquirer_id"
+        )
+    )
+    wanted = {p: a for p, a in current.items() if a != acquirer.pk}
+    wanted[priority] = acquirer.pk
+    return _write_slots(account=account, purpose=AcquirerSlot.Purpose.CASHIN, by_priority=wanted)

@@ -1,0 +1,142 @@
+"""PIX charges (cash-in), the attempts made at acquirers, and their history."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import F, Q
+
+from accounts.models import Account, PaymentMethod
+from acquirers.models import Acquirer
+
+
+class ChargeStatus(models.TextChoices):
+    PENDING = "pending", "Pendente"
+    PAID = "paid", "Paga"
+    FAILED = "failed", "Falhou"
+    CANCELED = "canceled", "Cancelada"
+    REFUNDED = "refunded", "Estornada"
+    CHARGEBACK = "chargeback", "Contestada"
+
+
+class Charge(models.Model):
+    """A charge exists once an acquirer accepted it: a client that got a 201
+    has a row, one that got a 400 has only attempts."""
+
+    Status = ChargeStatus
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="charges")
+    payment_method = models.CharField(max_length=16, choices=PaymentMethod.choices, default=PaymentMethod.PIX)
+    amount = models.BigIntegerField()
+    platform_tax = models.BigIntegerField()
+    liquid_amount = models.BigIntegerField()
+    status = models.CharField(max_length=16, choices=ChargeStatus.choices, default=ChargeStatus.PENDING)
+    # Bumped by every transition; names the ledger cause of each one so a
+    # charge can go paid → chargeback → paid → chargeback without collisions.
+    version = models.PositiveIntegerField(default=0)
+
+    txid = models.CharField(max_length=35, unique=True)
+    emv = models.CharField(max_length=512)
+    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="charges")
+    provider_charge_id = models.CharField(max_length=100, blank=True)
+    # NULL, not "", until paid: the unique constraint must ignore unpaid charges.
+    e2e_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+
+    buyer_name = models.CharField(max_length=255)
+    buyer_document = models.CharField(max_length=14, db_index=True)
+    buyer_phone = models.CharField(max_length=20)
+    buyer_address = models.JSONField(default=dict, blank=True)
+    postback_url = models.URLField(max_length=2000, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    expires_at = models.DateTimeField()
+    paid_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "cobrança"
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # Listings: newest first within an account, with each filter.
+            models.Index(fields=["account", "-created_at", "-id"], name="charge_account_recent"),
+            models.Index(fields=["account", "status", "-created_at"], name="charge_account_status"),
+            models.Index(fields=["account", "paid_at"], name="charge_account_paid_at"),
+            models.Index(fields=["account", "amount"], name="charge_account_amount"),
+            # The expiry sweep reads only pending charges.
+            models.Index(fields=["expires_at"], name="charge_pending_expiry", condition=Q(status="pending")),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="charge_amount_positive"),
+            models.CheckConstraint(condition=Q(platform_tax__gte=0), name="charge_tax_non_negative"),
+            models.CheckConstraint(
+                condition=Q(liquid_amount=F("amount") - F("platform_tax")), name="charge_liquid_is_amount_minus_tax"
+            ),
+            models.UniqueConstraint(fields=["e2e_id"], condition=Q(e2e_id__isnull=False), name="charge_unique_e2e"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.amount} {self.status}"
+
+
+class ChargeAttempt(models.Model):
+    """One try at one acquirer while creating a charge.
+
+    ``charge`` carries no database constraint: attempts of a creation that
+    failed everywhere are kept (for support and metrics) although no charge
+    row was ever written.
+    """
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "Aceita"
+        UNAVAILABLE = "unavailable", "Indisponível"
+        TIMEOUT = "timeout", "Tempo esgotado"
+        DECLINED = "declined", "Recusada"
+        INVALID_RESPONSE = "invalid_response", "Resposta inválida"
+        ERROR = "error", "Erro"
+
+    charge = models.ForeignKey(
+        Charge, on_delete=models.DO_NOTHING, db_constraint=False, related_name="attempts", db_index=True
+    )
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="charge_attempts")
+    position = models.PositiveSmallIntegerField()
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    error_class = models.CharField(max_length=100, blank=True)
+    error_message = models.CharField(max_length=500, blank=True)
+    latency_ms = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "tentativa na adquirente"
+        ordering = ["charge_id", "position"]
+        indexes = [models.Index(fields=["acquirer", "-created_at"], name="attempt_acquirer_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.charge_id} #{self.position} {self.acquirer_id}: {self.outcome}"
+
+
+class ChargeTransition(models.Model):
+    """Audit trail: every status change, who caused it, and when."""
+
+    class Source(models.TextChoices):
+        ACQUIRER = "acquirer", "Adquirente"
+        SANDBOX = "sandbox", "Sandbox"
+        STAFF = "staff", "Equipe"
+        EXPIRY = "expiry", "Expiração"
+
+    charge = models.ForeignKey(Charge, on_delete=models.CASCADE, related_name="transitions")
+    from_status = models.CharField(max_length=16, choices=ChargeStatus.choices)
+    to_status = models.CharField(max_length=16, choices=ChargeStatus.choices)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    actor = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "mudança de status"
+        ordering = ["charge", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.charge_id}: {self.from_status} → {self.to_status}"

@@ -106,9 +106,9 @@ def not_found(message: str) -> OpenApiResponse:
     return _error("Unknown id, malformed id, or another account's record.", message)
 
 
-def responses(success: dict[int, Any], *extra: tuple[int, OpenApiResponse]) -> dict[int, Any]:
+def responses(success: dict[Any, Any], *extra: tuple[int, OpenApiResponse]) -> dict[Any, Any]:
     """Success responses + the auth errors every account endpoint can return + ``extra``."""
-    out: dict[int, Any] = dict(success)
+    out: dict[Any, Any] = dict(success)
     out.update(AUTH_ERRORS)
     out.update(dict(extra))
     return out

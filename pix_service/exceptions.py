@@ -177,4 +177,12 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
     # Anything else is a bug: log it with its trace (the request id rides on
     # the log record), never show it to the client.
     logger.exception("unhandled error in %s", type(context.get("view")).__name__)
-    return Response(envelope(_view_attr(context, "internal_error_message", INTERNAL_ERROR_MESSAGE)), status=500)
+    return Response(envelope(_internal_error_message(context)), status=500)
+
+
+def _internal_error_message(context: Mapping[str, Any]) -> str:
+    """A view may name its own 500 message per method (``POST /transactions``
+    has one in the spec); everything else gets the generic one."""
+    messages = getattr(context.get("view"), "internal_error_messages", None) or {}
+    method = getattr(context.get("request"), "method", "")
+    return str(messages.get(method, INTERNAL_ERROR_MESSAGE))

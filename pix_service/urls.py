@@ -9,6 +9,8 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("health", HealthView.as_view(), name="health"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("", include("payments.urls")),
+    path("", include("acquirers.urls")),
     path("", include("withdrawals.urls")),
 ]
 

@@ -173,12 +173,16 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBIL
 CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.var_dir() / "celerybeat-schedule")
 
 # --------------------------------------------------------------------------- product
 PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)
 PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
+# Merchant city written in BR Codes by the sandbox acquirer (field 60).
+PIX_MERCHANT_CITY = env.str("PIX_MERCHANT_CITY", default="SAO PAULO")
 
 # --------------------------------------------------------------------------- logging
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

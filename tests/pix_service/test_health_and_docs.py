@@ -59,6 +59,13 @@ def test_health_is_public_in_the_schema(schema: dict) -> None:
     assert not schema["paths"]["/api/health"]["get"].get("security")
 
 
+def test_schema_generates_without_warnings_and_validates() -> None:
+    from django.core.management import call_command
+
+    # --fail-on-warn turns any ambiguity drf-spectacular finds into a failure.
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null")
+
+
 def test_swagger_ui_is_served() -> None:
     response = Client().get("/api/docs/")
     assert response.status_code == 200

@@ -37,7 +37,7 @@ class BoomApi(AccountAPIView):
 
 
 class CreateBoomApi(BoomApi):
-    internal_error_message = "Ocorreu um erro ao criar o pagamento."
+    internal_error_messages = {"POST": "Ocorreu um erro ao criar o pagamento."}
 
     def post(self, request: Request) -> Response:
         raise ZeroDivisionError("trace must not leak")
@@ -58,5 +58,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/_test/boom", BoomApi.as_view()),
     path("api/_test/create-boom", CreateBoomApi.as_view()),
     path("api/_test/echo", EchoApi.as_view()),
-    *real_patterns,
+    *real_patterns,  # type: ignore[list-item]
 ]

@@ -1,0 +1,153 @@
+"""Acquirer selection (account API) and inbound acquirer notifications."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.models import Account
+from accounts.permissions import AcquirerSelectionEnabled
+from acquirers import selectors, services
+from acquirers.adapters.base import InvalidNotification
+from acquirers.models import Acquirer, AcquirerSlot
+from acquirers.notifications import notification_process, notification_store
+from acquirers.serializers import AcquirerListSerializer, AcquirerSelectionSerializer, ActiveAcquirersDataSerializer
+from payments import exceptions as err
+from pix_service.api import VALIDATION_ERROR, AccountAPIView, ok, responses, success_envelope
+from pix_service.exceptions import NotFoundError, PixServiceError, ValidationFailed
+
+
+class AcquirerSelectionApi(AccountAPIView):
+    """The account's cash-in acquirers. Needs the acquirer selection feature."""
+
+    required_permission = "cashin"
+    permission_classes = [*AccountAPIView.permission_classes, AcquirerSelectionEnabled]  # type: ignore[misc]
+    validation_message = err.ACQUIRER_RULES_MESSAGE
+
+    @extend_schema(
+        tags=["acquirers"],
+        summary="List acquirers available for selection",
+        responses=responses({200: success_envelope("AcquirerListResponse", AcquirerListSerializer())}),
+    )
+    def get(self, request: Request) -> Response:
+        account: Account = request.user  # type: ignore[assignment]
+        active = {a.pk: p for p, a in selectors.slots(account, AcquirerSlot.Purpose.CASHIN).items()}
+        entries = [
+            {
+                "nominal": a.nominal,
+                "acquirer_key": a.key,
+                "acquirer_name": a.name,
+                "max_ticket": a.max_ticket,
+                "conversion_percent": float(a.conversion_percent),
+                "is_new": a.is_new,
+                "active_priority": active.get(a.pk),
+            }
+            for a in selectors.available_acquirers(account)
+        ]
+        data = {"acquirers": entries, "active_acquirers": selectors.active_snapshot(account)}
+        return ok(data, "Adquirentes listadas com sucesso.")
+
+    @extend_schema(
+        tags=["acquirers"],
+        summary="Set the account's default acquirers",
+        description=(
+            "Array form `{acquirers: [{acquirer_key, priority}]}` replaces every slot (priorities not sent "
+            "are cleared). Single form `{acquirer_key, priority=1}` sets that slot only; the other slots "
+            "keep their acquirers, and the acquirer leaves any other slot it held. Unavailable acquirers are "
+            "refused (422, strict)."
+        ),
+        request=AcquirerSelectionSerializer,
+        responses=responses(
+            {200: success_envelope("ActiveAcquirersResponse", ActiveAcquirersDataSerializer())}, (422, VALIDATION_ERROR)
+        ),
+    )
+    def put(self, request: Request) -> Response:
+        account: Account = request.user  # type: ignore[assignment]
+        body = AcquirerSelectionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if "acquirers" in data and "acquirer_key" in data:
+            raise err.AcquirerRuleViolation(err.BOTH_OVERRIDE_FORMS)
+        if "acquirers" not in data and "acquirer_key" not in data:
+            raise ValidationFailed({"acquirers": ["Este campo é obrigatório."]})
+
+        items = data.get("acquirers") or [{"acquirer_key": data["acquirer_key"], "priority": data.get("priority", 1)}]
+        by_key = self._selectable(account, items)
+        if "acquirers" in data:
+            services.account_active_acquirers_replace(
+                account=account, slots={item["priority"]: by_key[item["acquirer_key"]] for item in items}
+            )
+        else:
+            services.account_active_acquirer_put(
+                account=account, priority=items[0]["priority"], acquirer=by_key[items[0]["acquirer_key"]]
+            )
+        return ok({"active_acquirers": selectors.active_snapshot(account)}, "Adquirentes atualizadas com sucesso.")
+
+    @staticmethod
+    def _selectable(account: Account, items: list[dict[str, Any]]) -> dict[str, Acquirer]:
+        priorities = [item["priority"] for item in items]
+        if len(set(priorities)) != len(priorities):
+            raise err.AcquirerRuleViolation(err.DUPLICATE_PRIORITY)
+        keys = [item["acquirer_key"] for item in items]
+        if len(set(keys)) != len(keys):
+            raise err.AcquirerRuleViolation(err.DUPLICATE_ACQUIRER)
+        by_key = {a.key: a for a in selectors.selectable_acquirers(account).filter(key__in=keys)}
+        if len(by_key) != len(keys):
+            raise err.AcquirerRuleViolation(err.ACQUIRER_UNAVAILABLE)
+        return by_key
+
+
+class AcquirerNotificationApi(APIView):
+    """``POST /acquirers/{key}/notifications``: the acquirer's callbacks.
+
+    No account credentials: the acquirer's adapter authenticates the request
+    (signature, token). The raw request is stored before anything else.
+    """
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        tags=["acquirers"],
+        summary="Inbound notification from an acquirer",
+        auth=[],
+        request={"application/json": inline_serializer("AcquirerNotification", {"body": serializers.JSONField()})},
+        responses={
+            200: success_envelope(
+                "NotificationAccepted", inline_serializer("Processed", {"processed": serializers.IntegerField()})
+            ),
+            401: OpenApiResponse(description="Verification by the acquirer's adapter failed."),
+            404: OpenApiResponse(description="Unknown acquirer."),
+        },
+    )
+    def post(self, request: Request, key: str) -> Response:
+        acquirer = Acquirer.objects.filter(key=key).first()
+        if acquirer is None:
+            raise NotFoundError("Adquirente não encontrada.")
+        # request.data is never touched: the adapter verifies the raw bytes.
+        body: bytes = request.body
+        # Stored in its own transaction first: whatever happens next, we keep it.
+        with transaction.atomic():
+            inbound = notification_store(
+                acquirer=acquirer, headers=dict(request.headers), body=body, remote_addr=request.META.get("REMOTE_ADDR")
+            )
+        try:
+            results = notification_process(inbound=inbound, body=body)
+        except InvalidNotification as exc:
+            raise NotificationRejected() from exc
+        return ok({"processed": sum(r.changed for r in results)}, "Notificação recebida.")
+
+
+class NotificationRejected(PixServiceError):
+    """The acquirer's adapter could not authenticate or read the notification."""
+
+    status_code = 401
+    default_message = "Notificação não autenticada."
+    default_code = "notification_rejected"

@@ -1,0 +1,70 @@
+"""Reads for acquirers: what an account may use, and the chains built from it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db.models import QuerySet
+
+from accounts.models import Account
+from acquirers.models import Acquirer, AcquirerSlot
+
+SLOT_NAMES = {1: "primary", 2: "secondary", 3: "tertiary"}
+
+
+def available_acquirers(account: Account) -> QuerySet[Acquirer]:
+    """Enabled on the platform and granted to the account by staff (decisions §4)."""
+    return Acquirer.objects.filter(enabled=True, grants__account=account).order_by("key")
+
+
+def selectable_acquirers(account: Account) -> QuerySet[Acquirer]:
+    """What the account may choose itself: nothing without the selection feature."""
+    if not account.can_select_pix_cash_in_acquirer:
+        return Acquirer.objects.none()
+    return available_acquirers(account)
+
+
+def slots(account: Account, purpose: str) -> dict[int, Acquirer]:
+    """priority → acquirer for the account's configured slots."""
+    rows = AcquirerSlot.objects.filter(account=account, purpose=purpose).select_related("acquirer")
+    return {row.priority: row.acquirer for row in rows}
+
+
+def active_snapshot(account: Account) -> dict[str, dict[str, str] | None]:
+    """The spec's "active acquirers snapshot": primary/secondary/tertiary."""
+    current = slots(account, AcquirerSlot.Purpose.CASHIN)
+    return {
+        name: (
+            {"acquirer_key": current[priority].key, "acquirer_name": current[priority].name}
+            if priority in current
+            else None
+        )
+        for priority, name in SLOT_NAMES.items()
+    }
+
+
+def platform_default_chain() -> list[Acquirer]:
+    return list(
+        Acquirer.objects.filter(enabled=True, default_priority__isnull=False).order_by("default_priority", "key")
+    )
+
+
+def _usable(acquirers: Sequence[Acquirer], amount: int) -> list[Acquirer]:
+    return [a for a in acquirers if a.enabled and a.max_ticket >= amount]
+
+
+def cashin_chain(account: Account, amount: int, override: Sequence[Acquirer] | None = None) -> list[Acquirer]:
+    """The acquirers to try, in order (decisions §4).
+
+    ``override`` (already resolved against what the account may select) wins;
+    otherwise the account's active acquirers that are still available to it;
+    if it has none, the platform default chain. Acquirers whose max ticket is
+    below the amount are passed over.
+    """
+    if override is not None:
+        return _usable(override, amount)
+    configured = slots(account, AcquirerSlot.Purpose.CASHIN)
+    if configured:
+        granted = set(available_acquirers(account).values_list("pk", flat=True))
+        return _usable([configured[p] for p in sorted(configured) if configured[p].pk in granted], amount)
+    return _usable(platform_default_chain(), amount)

@@ -1,0 +1,31 @@
+"""Background work towards acquirers."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from acquirers import adapters
+from acquirers.adapters.base import AdapterError
+from acquirers.models import Acquirer
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    bind=True,
+    autoretry_for=(AdapterError,),
+    retry_backoff=5,
+    retry_backoff_max=300,
+    max_retries=8,
+    acks_late=True,
+)
+def cancel_charge_at_acquirer(self: object, acquirer_id: int, txid: str) -> None:
+    """Best effort, idempotent: ask an acquirer that timed out to withdraw the
+    charge it may have created, so a payer never holds two live codes."""
+    acquirer = Acquirer.objects.filter(pk=acquirer_id).first()
+    if acquirer is None:
+        return
+    adapters.build(acquirer).cancel_charge(txid)
+    logger.info("asked %s to cancel charge %s", acquirer.key, txid)

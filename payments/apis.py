@@ -1,0 +1,212 @@
+"""Charge endpoints: create, list, read, QR code, and the sandbox drivers."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import segno
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.models import Account
+from acquirers.adapters.base import Notification, NotificationEvent
+from acquirers.adapters.sandbox import new_e2e_id
+from acquirers.notifications import notification_apply
+from payments import exceptions as err
+from payments.models import ChargeStatus
+from payments.selectors import ChargeFilterSet, charge_get, charges_of
+from payments.serializers import ChargeCreatedSerializer, ChargeCreateSerializer, ChargeSerializer
+from payments.services import Buyer, OverrideItem, charge_create
+from pix_service.api import BAD_BODY, VALIDATION_ERROR, AccountAPIView, not_found, ok, responses, success_envelope
+from pix_service.exceptions import ValidationFailed
+from pix_service.listing import filter_and_paginate
+
+BUYER_ADDRESS_FIELDS = (
+    "buyer_city",
+    "buyer_state",
+    "buyer_zipcode",
+    "buyer_neighborhood",
+    "buyer_number",
+    "buyer_complement",
+)
+
+
+class _Pagination(serializers.Serializer[Any]):
+    current_page = serializers.IntegerField()
+    last_page = serializers.IntegerField()
+    per_page = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+LISTING_PARAMETERS = [
+    OpenApiParameter("id", OpenApiTypes.UUID, description="Exact id."),
+    OpenApiParameter("e2e_id", str, description="Exact end-to-end id."),
+    OpenApiParameter("amount_min", int, description="Centavos, inclusive."),
+    OpenApiParameter("amount_max", int, description="Centavos, inclusive."),
+    OpenApiParameter("paid_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    OpenApiParameter("paid_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    OpenApiParameter("created_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    OpenApiParameter("created_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    OpenApiParameter("page", int, description="Page, default 1."),
+    OpenApiParameter("per_page", int, description="Page size, 1..100, default 15."),
+]
+
+
+def override_items(data: dict[str, Any]) -> list[OverrideItem] | None:
+    """The two override forms of decisions §4, mutually exclusive."""
+    if "acquirers" in data and "acquirer_key" in data:
+        raise err.AcquirerRuleViolation(err.BOTH_OVERRIDE_FORMS)
+    if "acquirer_key" in data:
+        return [OverrideItem(acquirer_key=data["acquirer_key"], priority=1)]
+    if "acquirers" in data:
+        return [OverrideItem(acquirer_key=i["acquirer_key"], priority=i["priority"]) for i in data["acquirers"]]
+    return None
+
+
+def _listing_response(name: str, collection: str, item: serializers.BaseSerializer[Any]) -> Any:
+    return success_envelope(name, inline_serializer(f"{name}Data", {collection: item, "pagination": _Pagination()}))
+
+
+class ChargesApi(AccountAPIView):
+    required_permission = "cashin"
+    internal_error_messages = {"POST": err.CREATE_INTERNAL_ERROR}
+
+    @extend_schema(
+        tags=["transactions"],
+        summary="Create a PIX charge",
+        description=(
+            "Checks, in order: credentials (401), permission (403), account approved and not blocked (403), "
+            "fields (422), payment method enabled (400), amount ≤ 300000 (400), net of fees ≥ 10 (400), "
+            "then the acquirer chain (400 when every acquirer fails). Override with `acquirers` "
+            "(1-3 items, `priority` required) or a single `acquirer_key`, not both."
+        ),
+        request=ChargeCreateSerializer,
+        responses=responses(
+            {201: success_envelope("ChargeCreatedResponse", ChargeCreatedSerializer())},
+            (400, BAD_BODY),
+            (422, VALIDATION_ERROR),
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        account: Account = request.user  # type: ignore[assignment]
+        body = ChargeCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        buyer = data["buyer"]
+        charge = charge_create(
+            account=account,
+            amount=data["amount"],
+            payment_method=data["payment_method"],
+            buyer=Buyer(
+                name=buyer["buyer_name"],
+                document=buyer["buyer_document"],
+                phone=buyer["buyer_phone"],
+                address={k: buyer[k] for k in BUYER_ADDRESS_FIELDS if buyer.get(k)},
+            ),
+            override=override_items(data),
+            postback_url=data.get("postback_url", ""),
+            metadata=data.get("metadata"),
+        )
+        return ok(ChargeCreatedSerializer(charge).data, "Transação criada com sucesso.", status=201)
+
+    @extend_schema(
+        tags=["transactions"],
+        summary="List charges",
+        operation_id="transactions_list",
+        parameters=[*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(ChargeStatus.values))],
+        responses=responses(
+            {200: _listing_response("ChargeListResponse", "transactions", ChargeSerializer(many=True))},
+            (422, VALIDATION_ERROR),
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        account: Account = request.user  # type: ignore[assignment]
+        items, pagination = filter_and_paginate(ChargeFilterSet, charges_of(account), request.query_params)
+        return ok(
+            {"transactions": ChargeSerializer(items, many=True).data, "pagination": pagination},
+            "Transações listadas com sucesso.",
+        )
+
+
+class ChargeDetailApi(AccountAPIView):
+    required_permission = "cashin"
+
+    @extend_schema(
+        tags=["transactions"],
+        summary="Read a charge",
+        responses=responses(
+            {200: success_envelope("ChargeResponse", ChargeSerializer())}, (404, not_found(err.CHARGE_NOT_FOUND))
+        ),
+    )
+    def get(self, request: Request, charge_id: str) -> Response:
+        charge = charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
+        return ok(ChargeSerializer(charge).data, "Transação consultada com sucesso.")
+
+
+class ChargeQrCodeApi(AccountAPIView):
+    required_permission = "cashin"
+
+    @extend_schema(
+        tags=["transactions"],
+        summary="QR code image of a charge",
+        parameters=[OpenApiParameter("format", str, enum=["png", "svg"], description="Default png.")],
+        responses=responses(
+            {
+                (200, "image/png"): OpenApiResponse(OpenApiTypes.BINARY, description="PNG image of the BR Code."),
+                (200, "image/svg+xml"): OpenApiResponse(OpenApiTypes.STR, description="SVG image of the BR Code."),
+            },
+            (404, not_found(err.CHARGE_NOT_FOUND)),
+            (422, VALIDATION_ERROR),
+        ),
+    )
+    def get(self, request: Request, charge_id: str) -> HttpResponse:
+        image_format = request.query_params.get("format", "png")
+        if image_format not in ("png", "svg"):
+            raise ValidationFailed({"format": ["Use png ou svg."]})
+        charge = charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
+        buffer = io.BytesIO()
+        segno.make(charge.emv, error="m").save(buffer, kind=image_format, scale=8, border=4)
+        content_type = "image/png" if image_format == "png" else "image/svg+xml"
+        response = HttpResponse(buffer.getvalue(), content_type=content_type)
+        response["Cache-Control"] = "private, max-age=300"
+        return response
+
+
+SANDBOX_EVENTS = {
+    "pay": NotificationEvent.CHARGE_PAID,
+    "fail": NotificationEvent.CHARGE_FAILED,
+    "refund": NotificationEvent.CHARGE_REFUNDED,
+    "chargeback": NotificationEvent.CHARGE_CHARGEBACK,
+}
+
+
+class SandboxChargeApi(AccountAPIView):
+    """Drives a charge as an acquirer's notification would (decisions §8)."""
+
+    required_permission = "any"
+
+    @extend_schema(
+        tags=["sandbox"],
+        summary="Sandbox: pay, fail, refund or charge back a charge",
+        request=None,
+        responses=responses(
+            {200: success_envelope("SandboxChargeResponse", ChargeSerializer())},
+            (404, not_found(err.CHARGE_NOT_FOUND)),
+            (409, OpenApiResponse(description="The charge's status does not allow this change.")),
+        ),
+    )
+    def post(self, request: Request, charge_id: str, action: str) -> Response:
+        charge = charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
+        notification = Notification(
+            event=SANDBOX_EVENTS[action],
+            reference=charge.txid,
+            e2e_id=new_e2e_id() if action == "pay" else None,
+        )
+        notification_apply(acquirer=None, notification=notification, source="sandbox")
+        charge.refresh_from_db()
+        return ok(ChargeSerializer(charge).data, "Transação atualizada.")

@@ -1,0 +1,90 @@
+"""Request and response shapes of the charge endpoints."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rest_framework import serializers
+
+from accounts.models import PaymentMethod
+from acquirers.serializers import AcquirerItemSerializer, acquirer_key_field
+from payments.models import Charge
+from pix_service.documents import normalize_document
+from pix_service.fields import HttpUrlField, StrictCharField, StrictIntegerField
+
+MIN_AMOUNT = 100
+METADATA_MAX_BYTES = 4096
+
+
+class BuyerSerializer(serializers.Serializer[Any]):
+    buyer_name = StrictCharField(max_length=255)
+    buyer_document = StrictCharField(max_length=20)
+    buyer_phone = serializers.RegexField(
+        r"^\d{10,11}$", error_messages={"invalid": "Informe DDD e número, apenas dígitos (10 ou 11)."}
+    )
+    buyer_city = StrictCharField(max_length=100, required=False, allow_blank=True)
+    buyer_state = serializers.RegexField(
+        r"^[A-Za-z]{2}$", required=False, allow_blank=True, error_messages={"invalid": "Informe a UF com 2 letras."}
+    )
+    buyer_zipcode = serializers.RegexField(
+        r"^\d{8}$", required=False, allow_blank=True, error_messages={"invalid": "Informe o CEP com 8 dígitos."}
+    )
+    buyer_neighborhood = StrictCharField(max_length=100, required=False, allow_blank=True)
+    buyer_number = StrictCharField(max_length=20, required=False, allow_blank=True)
+    buyer_complement = StrictCharField(max_length=100, required=False, allow_blank=True)
+
+    def validate_buyer_document(self, value: str) -> str:
+        document = normalize_document(value)
+        if document is None:
+            raise serializers.ValidationError("CPF ou CNPJ inválido.")
+        return document
+
+
+class ChargeCreateSerializer(serializers.Serializer[Any]):
+    payment_method = serializers.ChoiceField(choices=PaymentMethod.choices)
+    amount = StrictIntegerField(
+        min_value=MIN_AMOUNT, error_messages={"min_value": "O valor mínimo permitido para transações é de R$ 1,00."}
+    )
+    buyer = BuyerSerializer()
+    acquirers = AcquirerItemSerializer(many=True, required=False, min_length=1, max_length=3)  # type: ignore[call-arg]
+    acquirer_key = acquirer_key_field(required=False)
+    postback_url = HttpUrlField(max_length=2000, required=False, allow_blank=True)
+    metadata = serializers.DictField(required=False)
+
+    def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value, ensure_ascii=False).encode()) > METADATA_MAX_BYTES:
+            raise serializers.ValidationError(f"Os metadados devem ter no máximo {METADATA_MAX_BYTES} bytes.")
+        return value
+
+
+class ChargeCreatedSerializer(serializers.Serializer[Any]):
+    """The creation body: exactly what the spec lists."""
+
+    id = serializers.UUIDField()
+    amount = serializers.IntegerField()
+    platform_tax = serializers.IntegerField()
+    liquid_amount = serializers.IntegerField()
+    pix = serializers.SerializerMethodField()
+
+    def get_pix(self, charge: Charge) -> dict[str, str]:
+        return {"emv": charge.emv}
+
+
+class ChargeSerializer(serializers.ModelSerializer[Charge]):
+    """The Transaction record of the spec."""
+
+    class Meta:
+        model = Charge
+        fields = [
+            "id",
+            "payment_method",
+            "e2e_id",
+            "amount",
+            "platform_tax",
+            "liquid_amount",
+            "status",
+            "paid_at",
+            "created_at",
+        ]
+        read_only_fields = fields

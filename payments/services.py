@@ -1,0 +1,246 @@
+"""Writes for charges: creation through the acquirer chain, and the one
+service that applies every status change with its ledger effect."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.fees import cashin_fee
+from accounts.models import Account, LedgerEntry, PaymentMethod
+from accounts.services import ledger_post
+from acquirers.chain import run_charge_chain
+from acquirers.models import Acquirer
+from acquirers.selectors import cashin_chain, selectable_acquirers
+from payments import exceptions as err
+from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
+
+logger = logging.getLogger(__name__)
+
+MAX_AMOUNT = 300_000
+MIN_NET_AMOUNT = 10
+
+
+@dataclass(frozen=True)
+class Buyer:
+    name: str
+    document: str  # digits (or the alphanumeric CNPJ), no formatting
+    phone: str
+    address: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class OverrideItem:
+    acquirer_key: str
+    priority: int
+
+
+# --------------------------------------------------------------------------- creation
+
+
+def resolve_override(*, account: Account, items: Sequence[OverrideItem]) -> list[Acquirer]:
+    """The spec's override rules: duplicates refused, unavailable keys skipped
+    silently, sorted by priority; nothing left is a 422 under ``acquirers``."""
+    priorities = [item.priority for item in items]
+    if len(set(priorities)) != len(priorities):
+        raise err.AcquirerRuleViolation(err.DUPLICATE_PRIORITY)
+    keys = [item.acquirer_key for item in items]
+    if len(set(keys)) != len(keys):
+        raise err.AcquirerRuleViolation(err.DUPLICATE_ACQUIRER)
+    selectable = {a.key: a for a in selectable_acquirers(account).filter(key__in=keys)}
+    chain = [
+        selectable[item.acquirer_key]
+        for item in sorted(items, key=lambda i: i.priority)
+        if item.acquirer_key in selectable
+    ]
+    if not chain:
+        raise err.AcquirerRuleViolation(err.NO_ACQUIRER_AVAILABLE)
+    return chain
+
+
+def charge_create(
+    *,
+    account: Account,
+    amount: int,
+    buyer: Buyer,
+    payment_method: str = PaymentMethod.PIX,
+    override: Sequence[OverrideItem] | None = None,
+    postback_url: str = "",
+    metadata: Mapping[str, Any] | None = None,
+) -> Charge:
+    """Create a charge: acquirer rules (422), business rules (400, in the
+    spec's order), then the chain. The charge row is written only when an
+    acquirer accepted it; every attempt is recorded either way."""
+    chosen = resolve_override(account=account, items=override) if override else None
+
+    if payment_method not in account.payment_methods:
+        raise err.BusinessRuleError(err.METHOD_NOT_ENABLED)
+    if amount > MAX_AMOUNT:
+        raise err.BusinessRuleError(err.AMOUNT_ABOVE_MAX)
+    platform_tax = cashin_fee(account, amount)
+    if amount - platform_tax < MIN_NET_AMOUNT:
+        raise err.BusinessRuleError(err.NET_BELOW_MIN)
+
+    chain = cashin_chain(account, amount, chosen)
+    charge_id = uuid.uuid4()
+    from acquirers.adapters.base import ChargeRequest
+
+    request = ChargeRequest(
+        charge_id=charge_id,
+        txid=charge_id.hex,  # 32 alphanumerics: within the API Pix's 26-35
+        amount=amount,
+        expires_in=account.charge_expiry_seconds,
+        payer_name=buyer.name,
+        payer_document=buyer.document,
+        merchant_name=account.name,
+        merchant_city=settings.PIX_MERCHANT_CITY,
+    )
+    outcome = run_charge_chain(chain, request)
+    _cancel_abandoned(outcome.timed_out, request.txid, keep=outcome.acquirer)
+
+    with transaction.atomic():
+        charge = None
+        if outcome.result is not None and outcome.acquirer is not None:
+            charge = Charge.objects.create(
+                id=charge_id,
+                account=account,
+                payment_method=payment_method,
+                amount=amount,
+                platform_tax=platform_tax,
+                liquid_amount=amount - platform_tax,
+                txid=request.txid,
+                emv=outcome.result.emv,
+                acquirer=outcome.acquirer,
+                provider_charge_id=outcome.result.provider_charge_id,
+                buyer_name=buyer.name,
+                buyer_document=buyer.document,
+                buyer_phone=buyer.phone,
+                buyer_address=dict(buyer.address),
+                postback_url=postback_url,
+                metadata=dict(metadata or {}),
+                expires_at=timezone.now() + dt.timedelta(seconds=account.charge_expiry_seconds),
+            )
+        ChargeAttempt.objects.bulk_create(
+            ChargeAttempt(
+                charge_id=charge_id,
+                account=account,
+                acquirer=a.acquirer,
+                position=a.position,
+                outcome=a.outcome,
+                error_class=a.error_class,
+                error_message=a.error_message,
+                latency_ms=a.latency_ms,
+            )
+            for a in outcome.attempts
+        )
+    if charge is None:
+        raise err.AllAcquirersFailed()
+    return charge
+
+
+def _cancel_abandoned(timed_out: Sequence[Acquirer], txid: str, keep: Acquirer | None) -> None:
+    """After a timeout the acquirer may still have created the charge; ask it,
+    in the background, to cancel, so the payer never holds two live codes."""
+    from acquirers.tasks import cancel_charge_at_acquirer
+
+    for acquirer in timed_out:
+        if keep is not None and acquirer.pk == keep.pk:
+            continue
+        try:
+            cancel_charge_at_acquirer.delay(acquirer.pk, txid)
+        except Exception:
+            logger.warning("could not enqueue cancel of %s at %s", txid, acquirer.key, exc_info=True)
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+K = LedgerEntry.Kind
+S = ChargeStatus
+
+#: (from, to) → (ledger kind, sign of liquid_amount) or None for no money movement (decisions §4).
+TRANSITIONS: dict[tuple[str, str], tuple[str, int] | None] = {
+    (S.PENDING, S.PAID): (K.CHARGE_PAID, +1),
+    (S.PENDING, S.FAILED): None,
+    (S.PENDING, S.CANCELED): None,
+    (S.PAID, S.REFUNDED): (K.CHARGE_REFUND, -1),
+    (S.PAID, S.CHARGEBACK): (K.CHARGE_CHARGEBACK, -1),
+    (S.CHARGEBACK, S.PAID): (K.CHARGEBACK_REVERSAL, +1),
+    (S.CHARGEBACK, S.REFUNDED): None,
+}
+
+
+def charge_transition(
+    *,
+    charge_id: uuid.UUID | str,
+    to_status: str,
+    source: str,
+    actor: str = "",
+    e2e_id: str | None = None,
+    paid_at: dt.datetime | None = None,
+) -> bool:
+    """Apply one status change, its ledger effect and its audit row atomically,
+    under the charge's row lock (then the balance's, inside ``ledger_post``).
+
+    Returns False, changing nothing, when the charge already is in
+    ``to_status`` (a repeated notification). Raises
+    :class:`~payments.exceptions.TransitionNotAllowed` for any change the
+    table does not allow.
+    """
+    with transaction.atomic():
+        charge = Charge.objects.select_for_update().get(pk=charge_id)
+        if charge.status == to_status:
+            return False
+        key = (charge.status, to_status)
+        if key not in TRANSITIONS:
+            raise err.TransitionNotAllowed(f"A transação não pode passar de {charge.status} para {to_status}.")
+        effect = TRANSITIONS[key]
+        from_status = charge.status
+        charge.status = to_status
+        charge.version += 1
+        fields = ["status", "version", "updated_at"]
+        if to_status == S.PAID and charge.paid_at is None:
+            charge.paid_at = paid_at or timezone.now()
+            charge.e2e_id = e2e_id or charge.e2e_id
+            fields += ["paid_at", "e2e_id"]
+        charge.save(update_fields=fields)
+        ChargeTransition.objects.create(
+            charge=charge, from_status=from_status, to_status=to_status, source=source, actor=actor[:150]
+        )
+        if effect is not None:
+            kind, sign = effect
+            ledger_post(
+                account_id=charge.account_id,
+                amount=sign * charge.liquid_amount,
+                kind=kind,
+                reference=f"charge:{charge.pk}:{charge.version}",
+            )
+    return True
+
+
+def charges_expire(*, now: dt.datetime | None = None, batch_size: int = 500) -> int:
+    """Cancel pending charges past their expiry. Safe to run from several
+    beats or workers at once: each charge is changed under its lock, and an
+    already-changed one is a no-op."""
+    moment = now or timezone.now()
+    ids = list(
+        Charge.objects.filter(status=S.PENDING, expires_at__lte=moment)
+        .order_by("expires_at")
+        .values_list("pk", flat=True)[:batch_size]
+    )
+    expired = 0
+    for charge_id in ids:
+        try:
+            expired += charge_transition(
+                charge_id=charge_id, to_status=S.CANCELED, source=ChargeTransition.Source.EXPIRY
+            )
+        except err.TransitionNotAllowed:
+            continue  # paid (or otherwise moved on) since we listed it
+    return expired

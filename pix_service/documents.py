@@ -1,0 +1,29 @@
+"""Brazilian taxpayer documents (CPF, CNPJ numeric and alphanumeric), checked
+by their check digits with validate-docbr."""
+
+from __future__ import annotations
+
+import re
+
+from validate_docbr import CNPJ, CPF
+
+_cpf, _cnpj = CPF(), CNPJ()
+_FORMATTING = re.compile(r"[.\-/\s]")
+_ALLOWED = re.compile(r"^[0-9A-Z]+$")
+
+
+def normalize_cpf(value: str) -> str | None:
+    """Digits of a valid CPF (formatting accepted), else None."""
+    digits = _FORMATTING.sub("", value or "")
+    return digits if len(digits) == 11 and digits.isdigit() and _cpf.validate(digits) else None
+
+
+def normalize_cnpj(value: str) -> str | None:
+    """The 14 characters of a valid CNPJ, numeric or alphanumeric, upper-cased, else None."""
+    chars = _FORMATTING.sub("", (value or "").upper())
+    return chars if len(chars) == 14 and _ALLOWED.match(chars) and _cnpj.validate(chars) else None
+
+
+def normalize_document(value: str) -> str | None:
+    """A valid CPF or CNPJ without formatting, else None."""
+    return normalize_cpf(value) or normalize_cnpj(value)

@@ -1,0 +1,82 @@
+"""Filters and pagination shared by the charge and withdrawal listings
+(decisions §3). Invalid parameters are 422s keyed by the parameter name."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import django_filters
+from django import forms
+from django.db.models import Model, QuerySet
+
+from pix_service.exceptions import ValidationFailed
+
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
+DEFAULT_PER_PAGE = 15
+MAX_PER_PAGE = 100
+
+
+def _timestamp(field_name: str, lookup: str) -> django_filters.DateTimeFilter:
+    # Naive input is read in the current time zone (America/Sao_Paulo).
+    return django_filters.DateTimeFilter(field_name=field_name, lookup_expr=lookup, input_formats=[TIMESTAMP_FORMAT])
+
+
+class IntegerFilter(django_filters.NumberFilter):
+    # Centavos are integers: "10.5" is a 422, not a silently rounded bound.
+    field_class = forms.IntegerField
+
+
+def _integer(field_name: str, lookup: str) -> IntegerFilter:
+    return IntegerFilter(field_name=field_name, lookup_expr=lookup)
+
+
+class RecordFilterSet(django_filters.FilterSet):
+    """Filters of both listings; subclasses set ``Meta.model`` and ``status`` choices."""
+
+    id = django_filters.UUIDFilter(field_name="id")
+    e2e_id = django_filters.CharFilter(field_name="e2e_id", max_length=64)
+    amount_min = _integer("amount", "gte")
+    amount_max = _integer("amount", "lte")
+    paid_at_start = _timestamp("paid_at", "gte")
+    paid_at_end = _timestamp("paid_at", "lte")
+    created_at_start = _timestamp("created_at", "gte")
+    created_at_end = _timestamp("created_at", "lte")
+
+
+class PageForm(forms.Form):
+    page = forms.IntegerField(min_value=1, required=False)
+    per_page = forms.IntegerField(min_value=1, max_value=MAX_PER_PAGE, required=False)
+
+
+M = TypeVar("M", bound=Model)
+
+
+def filter_and_paginate(
+    filterset_class: type[RecordFilterSet], queryset: QuerySet[M], params: Mapping[str, Any]
+) -> tuple[list[M], dict[str, int]]:
+    """Apply the listing's filters and page, newest first. Raises
+    :class:`ValidationFailed` naming every bad parameter."""
+    filterset = filterset_class(data=params, queryset=queryset)
+    page_form = PageForm(data=params)
+    errors: dict[str, list[str]] = {}
+    if not filterset.is_valid():
+        errors.update({field: [str(m) for m in messages] for field, messages in filterset.errors.items()})
+    if not page_form.is_valid():
+        errors.update({field: [str(m) for m in messages] for field, messages in page_form.errors.items()})
+    if errors:
+        raise ValidationFailed(errors)
+
+    page = page_form.cleaned_data.get("page") or 1
+    per_page = page_form.cleaned_data.get("per_page") or DEFAULT_PER_PAGE
+    rows = filterset.qs.order_by("-created_at", "-id")
+    total = rows.count()
+    items = list(rows[(page - 1) * per_page : page * per_page]) if (page - 1) * per_page < total else []
+    pagination = {
+        "current_page": page,
+        "last_page": max(1, math.ceil(total / per_page)),
+        "per_page": per_page,
+        "total": total,
+    }
+    return items, pagination
