@@ -4,6 +4,7 @@ service that applies every status change with its ledger effect."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -151,13 +152,16 @@ def _cancel_abandoned(timed_out: Sequence[Acquirer], txid: str, keep: Acquirer |
     in the background, to cancel, so the payer never holds two live codes."""
     from acquirers.tasks import cancel_charge_at_acquirer
 
-    for acquirer in timed_out:
-        if keep is not None and acquirer.pk == keep.pk:
-            continue
+    def enqueue(acquirer: Acquirer) -> None:
         try:
             cancel_charge_at_acquirer.delay(acquirer.pk, txid)
         except Exception:
+            # Best effort: a broker outage must not fail a charge that succeeded elsewhere.
             logger.warning("could not enqueue cancel of %s at %s", txid, acquirer.key, exc_info=True)
+
+    for acquirer in timed_out:
+        if keep is None or acquirer.pk != keep.pk:
+            transaction.on_commit(functools.partial(enqueue, acquirer))
 
 
 # --------------------------------------------------------------------------- lifecycle

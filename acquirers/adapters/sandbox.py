@@ -98,10 +98,15 @@ class SandboxAdapter(AcquirerAdapter):
             merchant_name=request.merchant_name,
             merchant_city=request.merchant_city,
         )
-        cache.set(self._key("charge", request.txid), "active", _STATE_TTL)
+        # add, not set: a cancellation that arrived first must stand.
+        cache.add(self._key("charge", request.txid), "active", _STATE_TTL)
         return ChargeResult(provider_charge_id=f"sbx_{request.txid}", emv=emv)
 
     def cancel_charge(self, txid: str) -> None:
+        if cache.get(self._key("charge", txid)) is None:
+            # Like a real PSP answering 404 while the late create is still in
+            # flight: the caller retries later.
+            raise AcquirerUnavailable(f"sandbox: charge {txid} not found (yet)")
         cache.set(self._key("charge", txid), "canceled", _STATE_TTL)
 
     def charge_state(self, txid: str) -> str | None:
