@@ -39,24 +39,6 @@ from webhooks.models import WebhookEndpoint
 if TYPE_CHECKING:
     from django.contrib.admin.options import InlineModelAdmin, _FieldsetSpec
 
-    # django-stubs makes these classes generic; Django does not, and
-    # django_stubs_ext (which would patch that in) is not a runtime dependency.
-    AccountAdminBase = admin.ModelAdmin[Account]
-    ApiCredentialAdminBase = admin.ModelAdmin[ApiCredential]
-    LedgerEntryAdminBase = admin.ModelAdmin[LedgerEntry]
-    AccountBalanceAdminBase = admin.ModelAdmin[AccountBalance]
-    CredentialInlineBase = admin.TabularInline[ApiCredential, Account]
-    AcquirerGrantInlineBase = admin.TabularInline[AcquirerGrant, Account]
-    AcquirerSlotInlineBase = admin.TabularInline[AcquirerSlot, Account]
-    WebhookEndpointInlineBase = admin.TabularInline[WebhookEndpoint, Account]
-    AccountFormBase = forms.ModelForm[Account]
-else:
-    AccountAdminBase = ApiCredentialAdminBase = LedgerEntryAdminBase = AccountBalanceAdminBase = admin.ModelAdmin
-    CredentialInlineBase = AcquirerGrantInlineBase = AcquirerSlotInlineBase = WebhookEndpointInlineBase = (
-        admin.TabularInline
-    )
-    AccountFormBase = forms.ModelForm
-
 SECRETS_TEMPLATE = "admin/accounts/credential_secrets.html"
 ISSUE_TEMPLATE = "admin/accounts/account/issue_credential.html"
 
@@ -88,7 +70,7 @@ def secrets_response(
 # --------------------------------------------------------------------------- account inlines
 
 
-class CredentialInline(CredentialInlineBase):
+class CredentialInline(admin.TabularInline[ApiCredential, Account]):
     """Existing credentials, read-only: issuing, rotating and revoking have
     their own screens, so the secret is only ever shown on one page."""
 
@@ -117,7 +99,7 @@ class CredentialInline(CredentialInlineBase):
         return f"sk_…{credential.secret_hint}"
 
 
-class AcquirerGrantInline(AcquirerGrantInlineBase):
+class AcquirerGrantInline(admin.TabularInline[AcquirerGrant, Account]):
     model = AcquirerGrant
     fields = ("acquirer", "created_at")
     readonly_fields = ("created_at",)
@@ -125,14 +107,14 @@ class AcquirerGrantInline(AcquirerGrantInlineBase):
     extra = 0
 
 
-class AcquirerSlotInline(AcquirerSlotInlineBase):
+class AcquirerSlotInline(admin.TabularInline[AcquirerSlot, Account]):
     model = AcquirerSlot
     fields = ("purpose", "priority", "acquirer")
     autocomplete_fields = ("acquirer",)
     extra = 0
 
 
-class WebhookEndpointInline(WebhookEndpointInlineBase):
+class WebhookEndpointInline(admin.TabularInline[WebhookEndpoint, Account]):
     """URL and state only; the signing secret and code live on the endpoint's own page."""
 
     model = WebhookEndpoint
@@ -145,7 +127,7 @@ class WebhookEndpointInline(WebhookEndpointInlineBase):
 # --------------------------------------------------------------------------- accounts
 
 
-class AccountAdminForm(AccountFormBase):
+class AccountAdminForm(forms.ModelForm[Account]):
     # The model stores a list of codes; checkboxes beat a comma-separated text box.
     payment_methods = forms.MultipleChoiceField(
         label="métodos de pagamento",
@@ -156,7 +138,7 @@ class AccountAdminForm(AccountFormBase):
 
     class Meta:
         model = Account
-        fields = "__all__"
+        fields = "__all__"  # noqa: DJ007 - the admin's fieldsets pick the fields shown
 
 
 class IssueCredentialForm(forms.Form):
@@ -189,7 +171,7 @@ POSTBACK = ("Segredo de postback", {"fields": ("postback_secret",)})
 
 
 @admin.register(Account)
-class AccountAdmin(AccountAdminBase):
+class AccountAdmin(admin.ModelAdmin[Account]):
     form = AccountAdminForm
     list_display = ("name", "document", "status", "is_blocked", "balance_available", "created_at")
     list_filter = ("status", "is_blocked")
@@ -374,7 +356,7 @@ class AccountAdmin(AccountAdminBase):
 
 
 @admin.register(ApiCredential)
-class ApiCredentialAdmin(ApiCredentialAdminBase):
+class ApiCredentialAdmin(admin.ModelAdmin[ApiCredential]):
     """View, revoke and rotate. Issuing is on the account's page; the stored
     hash is never shown, and the secret exists only on the page that issues it."""
 
@@ -468,7 +450,7 @@ class ReadOnlyMixin:
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(ReadOnlyMixin, LedgerEntryAdminBase):
+class LedgerEntryAdmin(ReadOnlyMixin, admin.ModelAdmin[LedgerEntry]):
     list_display = ("id", "account", "kind", "amount_display", "balance_after_display", "reference", "created_at")
     list_filter = ("kind", "created_at")
     search_fields = ("account__name", "reference")
@@ -485,7 +467,7 @@ class LedgerEntryAdmin(ReadOnlyMixin, LedgerEntryAdminBase):
 
 
 @admin.register(AccountBalance)
-class AccountBalanceAdmin(ReadOnlyMixin, AccountBalanceAdminBase):
+class AccountBalanceAdmin(ReadOnlyMixin, admin.ModelAdmin[AccountBalance]):
     list_display = ("account", "available_display", "updated_at")
     list_filter = ("updated_at",)
     search_fields = ("account__name", "account__document")

@@ -3,22 +3,14 @@ slots) is edited on the account's page, as inlines of ``accounts.admin``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.contrib import admin
 from django.http import HttpRequest
 
 from acquirers.models import Acquirer
 
-if TYPE_CHECKING:
-    # django-stubs makes ModelAdmin generic; Django does not at runtime.
-    AcquirerAdminBase = admin.ModelAdmin[Acquirer]
-else:
-    AcquirerAdminBase = admin.ModelAdmin
-
 
 @admin.register(Acquirer)
-class AcquirerAdmin(AcquirerAdminBase):
+class AcquirerAdmin(admin.ModelAdmin[Acquirer]):
     list_display = ("key", "name", "adapter", "enabled", "max_ticket", "default_priority")
     list_filter = ("enabled", "adapter")
     search_fields = ("key", "name")

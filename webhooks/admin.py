@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.contrib import admin
 from django.db import models
 
 from webhooks.models import WebhookEndpoint
 
-if TYPE_CHECKING:
-    # django-stubs makes ModelAdmin generic; Django does not at runtime.
-    WebhookEndpointAdminBase = admin.ModelAdmin[WebhookEndpoint]
-else:
-    WebhookEndpointAdminBase = admin.ModelAdmin
-
 
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(WebhookEndpointAdminBase):
+class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
     list_display = ("url", "account", "is_active", "created_at")
     list_filter = ("is_active",)
     search_fields = ("url",)

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import django_stubs_ext
 import environ
 
 from pix_service import embedded
+
+# Lets code write admin.ModelAdmin[Account] and friends at runtime, as typed.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
