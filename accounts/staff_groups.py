@@ -18,6 +18,8 @@ OPERATIONS_EXTRA = (
     "accounts.change_account",
     "accounts.approve_account",
     "accounts.manage_credentials",
+    # Charges: cancel, refund, chargeback actions (every field stays read-only).
+    "payments.change_charge",
 )
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiCredential
@@ -31,6 +33,19 @@ def client_for(issued: IssuedCredential) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_X_PUBLIC_KEY=issued.credential.public_key, HTTP_X_SECRET_KEY=issued.secret_key)
     return client
+
+
+@pytest.fixture
+def staff_client(client: Client, django_user_model: Any) -> Callable[[str], Client]:
+    """A client logged in as a staff user of one of the back-office groups."""
+
+    def login(group: str) -> Client:
+        user = django_user_model.objects.create_user(username=f"{group}-user", password="x", is_staff=True)
+        user.groups.add(Group.objects.get(name=group))
+        client.force_login(user)
+        return client
+
+    return login
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.test import Client
@@ -88,19 +88,6 @@ def account_form(**overrides: Any) -> dict[str, Any]:
         "charge_expiry_seconds": "3600",
         **overrides,
     }
-
-
-@pytest.fixture
-def staff_client(client: Client, django_user_model: Any) -> Any:
-    """A client logged in as a staff user of one of the back-office groups."""
-
-    def login(group: str) -> Client:
-        user = django_user_model.objects.create_user(username=f"{group}-user", password="x", is_staff=True)
-        user.groups.add(Group.objects.get(name=group))
-        client.force_login(user)
-        return client
-
-    return login
 
 
 # --------------------------------------------------------------------------- account list

@@ -1,0 +1,117 @@
+"""Back office for charges: find them, see every acquirer attempt and status
+change, and act on them through the same transition service acquirers use."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from payments.exceptions import TransitionNotAllowed
+from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
+from payments.services import charge_transition
+
+
+class ChargeAttemptInline(admin.TabularInline[ChargeAttempt, Charge]):
+    model = ChargeAttempt
+    extra = 0
+    can_delete = False
+    fields = ("position", "acquirer", "outcome", "error_class", "error_message", "latency_ms", "created_at")
+    readonly_fields = fields
+    ordering = ("position",)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ChargeTransitionInline(admin.TabularInline[ChargeTransition, Charge]):
+    model = ChargeTransition
+    extra = 0
+    can_delete = False
+    fields = ("created_at", "from_status", "to_status", "source", "actor")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def _transition_action(
+    name: str, description: str, to_status: str, from_statuses: tuple[str, ...]
+) -> Callable[[admin.ModelAdmin[Charge], HttpRequest, QuerySet[Charge]], None]:
+    """An admin action applying one transition to each selected charge."""
+
+    def action(modeladmin: admin.ModelAdmin[Charge], request: HttpRequest, queryset: QuerySet[Charge]) -> None:
+        done = skipped = 0
+        for charge in queryset.select_related(None).only("pk", "status"):
+            if charge.status not in from_statuses:
+                skipped += 1
+                continue
+            try:
+                changed = charge_transition(
+                    charge_id=charge.pk,
+                    to_status=to_status,
+                    source=ChargeTransition.Source.STAFF,
+                    actor=request.user.get_username(),
+                )
+            except TransitionNotAllowed:
+                changed = False  # moved on since the list was loaded
+            if changed:
+                done += 1
+                modeladmin.log_change(request, charge, f"{description} ({charge.status} → {to_status})")
+            else:
+                skipped += 1
+        if done:
+            modeladmin.message_user(request, f"{description}: {done} cobrança(s).", messages.SUCCESS)
+        if skipped:
+            modeladmin.message_user(
+                request, f"{skipped} cobrança(s) ignorada(s): o status atual não permite.", messages.WARNING
+            )
+
+    action.__name__ = name
+    return admin.action(description=description, permissions=["change"])(action)
+
+
+@admin.register(Charge)
+class ChargeAdmin(admin.ModelAdmin[Charge]):
+    list_display = ("id", "account", "amount", "liquid_amount", "status", "acquirer", "created_at", "paid_at")
+    list_filter = ("status", "acquirer", ("created_at", admin.DateFieldListFilter), "account")
+    list_select_related = ("account", "acquirer")
+    search_fields = ("=txid", "=e2e_id", "=buyer_document", "=provider_charge_id")
+    date_hierarchy = "created_at"
+    ordering = ("-created_at",)
+    inlines = [ChargeAttemptInline, ChargeTransitionInline]
+    actions = [
+        _transition_action("cancel", "Cancelar", ChargeStatus.CANCELED, (ChargeStatus.PENDING,)),
+        _transition_action("refund", "Estornar", ChargeStatus.REFUNDED, (ChargeStatus.PAID, ChargeStatus.CHARGEBACK)),
+        _transition_action(
+            "mark_chargeback", "Marcar contestação (MED)", ChargeStatus.CHARGEBACK, (ChargeStatus.PAID,)
+        ),
+        _transition_action(
+            "resolve_chargeback", "Resolver contestação a favor da conta", ChargeStatus.PAID, (ChargeStatus.CHARGEBACK,)
+        ),
+    ]
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Charge], search_term: str
+    ) -> tuple[QuerySet[Charge], bool]:
+        # The charge id is a UUID: match it exactly when the term is one, and
+        # never let a non-UUID term reach the UUID column (that would be a 500).
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        with contextlib.suppress(ValueError):
+            results |= queryset.filter(pk=uuid.UUID(search_term.strip()))
+        return results, may_have_duplicates
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Charge | None = None) -> list[str]:
+        # Nothing on a charge is edited by hand: status moves only through the actions.
+        return [field.name for field in Charge._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Charge | None = None) -> bool:
+        return False
