@@ -44,6 +44,10 @@ typecheck: install-dev
 migrations-check: install-dev
 	$(PY) manage.py makemigrations --check --dry-run
 
+## Benchmarks against gunicorn as deployed (own database, bounded in time).
+bench: install-dev
+	$(PY) -m bench.charges
+
 ## Stop the embedded PostgreSQL and Redis (data stays in ./var).
 stop: install
 	$(PY) -m pix_service.embedded stop

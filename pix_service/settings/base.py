@@ -80,7 +80,7 @@ TEMPLATES = [
 if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db_url("DATABASE_URL")}
 else:
-    DATABASES = {"default": embedded.postgres_settings()}
+    DATABASES = {"default": embedded.postgres_settings(env.str("PIX_EMBEDDED_DB_NAME", default="pix_service"))}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
