@@ -70,7 +70,7 @@ class AcquirerSelectionApi(AccountAPIView):
     )
     def put(self, request: Request) -> Response:
         account: Account = request.user  # type: ignore[assignment]
-        body = AcquirerSelectionSerializer(data=request.data)
+        body = AcquirerSelectionSerializer(data=self.json_body(request))
         body.is_valid(raise_exception=True)
         data = body.validated_data
         if "acquirers" in data and "acquirer_key" in data:

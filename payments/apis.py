@@ -94,7 +94,7 @@ class ChargesApi(AccountAPIView):
     )
     def post(self, request: Request) -> Response:
         account: Account = request.user  # type: ignore[assignment]
-        body = ChargeCreateSerializer(data=request.data)
+        body = ChargeCreateSerializer(data=self.json_body(request))
         body.is_valid(raise_exception=True)
         data = body.validated_data
         buyer = data["buyer"]

@@ -11,7 +11,7 @@ from accounts.models import PaymentMethod
 from acquirers.serializers import AcquirerItemSerializer, acquirer_key_field
 from payments.models import Charge
 from pix_service.documents import normalize_document
-from pix_service.fields import HttpUrlField, StrictCharField, StrictIntegerField
+from pix_service.fields import HttpUrlField, StrictCharField, StrictIntegerField, StrictRegexField
 
 MIN_AMOUNT = 100
 METADATA_MAX_BYTES = 4096
@@ -20,14 +20,14 @@ METADATA_MAX_BYTES = 4096
 class BuyerSerializer(serializers.Serializer[Any]):
     buyer_name = StrictCharField(max_length=255)
     buyer_document = StrictCharField(max_length=20)
-    buyer_phone = serializers.RegexField(
+    buyer_phone = StrictRegexField(
         r"^\d{10,11}$", error_messages={"invalid": "Informe DDD e número, apenas dígitos (10 ou 11)."}
     )
     buyer_city = StrictCharField(max_length=100, required=False, allow_blank=True)
-    buyer_state = serializers.RegexField(
+    buyer_state = StrictRegexField(
         r"^[A-Za-z]{2}$", required=False, allow_blank=True, error_messages={"invalid": "Informe a UF com 2 letras."}
     )
-    buyer_zipcode = serializers.RegexField(
+    buyer_zipcode = StrictRegexField(
         r"^\d{8}$", required=False, allow_blank=True, error_messages={"invalid": "Informe o CEP com 8 dígitos."}
     )
     buyer_neighborhood = StrictCharField(max_length=100, required=False, allow_blank=True)

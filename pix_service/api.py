@@ -7,7 +7,9 @@ from typing import Any, ClassVar
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
 from rest_framework import serializers
+from rest_framework.exceptions import ParseError
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,6 +24,15 @@ class AccountAPIView(APIView):
 
     permission_classes: ClassVar[list[type[BasePermission]]] = list(ACCOUNT_API)  # type: ignore[misc]
     required_permission: ClassVar[str]
+
+    @staticmethod
+    def json_body(request: Request) -> Any:
+        """The parsed JSON object. DRF reads an empty body as ``{}``; decisions
+        §1 calls that "not a JSON object" (400), so it is refused here, after
+        the auth and permission checks that must answer first."""
+        if not request.body.strip():
+            raise ParseError()
+        return request.data
 
 
 def ok(data: Any, message: str, status: int = 200) -> Response:

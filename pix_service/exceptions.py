@@ -16,6 +16,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from rest_framework import exceptions as drf
+from rest_framework.settings import api_settings
 from rest_framework.response import Response
 
 logger = logging.getLogger("pix_service.errors")
@@ -23,6 +24,7 @@ logger = logging.getLogger("pix_service.errors")
 VALIDATION_MESSAGE = "Erro de validação nos dados fornecidos"
 AUTH_ERROR = "Credenciais inválidas"
 INVALID_BODY_MESSAGE = "Corpo da requisição inválido."
+NON_FIELD_ERRORS: str = api_settings.NON_FIELD_ERRORS_KEY
 INTERNAL_ERROR_MESSAGE = "Erro interno do servidor."
 NOT_FOUND_MESSAGE = "Recurso não encontrado."
 METHOD_NOT_ALLOWED_MESSAGE = "Método não permitido."
@@ -105,7 +107,10 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if isinstance(detail, Mapping):
         for key, value in detail.items():
-            out.update(flatten_errors(value, f"{prefix}.{key}" if prefix else str(key)))
+            # DRF files "buyer is not an object" under buyer.non_field_errors;
+            # clients expect the field's own name.
+            name = prefix if (prefix and key == NON_FIELD_ERRORS) else (f"{prefix}.{key}" if prefix else str(key))
+            out.update(flatten_errors(value, name))
     elif isinstance(detail, list | tuple):
         if all(not isinstance(item, Mapping | list | tuple) for item in detail):
             if detail:

@@ -35,6 +35,15 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class StrictRegexField(serializers.RegexField):
+    """A JSON string matching the pattern (a JSON number is not text)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
 class HttpUrlField(serializers.URLField):
     """An absolute http(s) URL."""
 
