@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from accounts.models import Account
 from accounts.permissions import AcquirerSelectionEnabled
 from acquirers import selectors, services
-from acquirers.adapters.base import InvalidNotification
+from acquirers.adapters.base import InvalidNotification, UnreadableNotification
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.notifications import notification_process, notification_store
 from acquirers.serializers import AcquirerListSerializer, AcquirerSelectionSerializer, ActiveAcquirersDataSerializer
@@ -76,7 +76,7 @@ class AcquirerSelectionApi(AccountAPIView):
         if "acquirers" in data and "acquirer_key" in data:
             raise err.AcquirerRuleViolation(err.BOTH_OVERRIDE_FORMS)
         if "acquirers" not in data and "acquirer_key" not in data:
-            raise ValidationFailed({"acquirers": ["Este campo é obrigatório."]})
+            raise ValidationFailed({"acquirers": ["Este campo é obrigatório."]}, message=err.ACQUIRER_RULES_MESSAGE)
 
         items = data.get("acquirers") or [{"acquirer_key": data["acquirer_key"], "priority": data.get("priority", 1)}]
         by_key = self._selectable(account, items)
@@ -140,9 +140,19 @@ class AcquirerNotificationApi(APIView):
             )
         try:
             results = notification_process(inbound=inbound, body=body)
+        except UnreadableNotification as exc:
+            raise NotificationUnreadable() from exc
         except InvalidNotification as exc:
             raise NotificationRejected() from exc
         return ok({"processed": sum(r.changed for r in results)}, "Notificação recebida.")
+
+
+class NotificationUnreadable(PixServiceError):
+    """Authentic, but the body is not a notification the adapter understands."""
+
+    status_code = 400
+    default_message = "Notificação ilegível."
+    default_code = "notification_unreadable"
 
 
 class NotificationRejected(PixServiceError):

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from django.db import DatabaseError
 from django.utils import timezone
 
 from acquirers import adapters
@@ -50,10 +51,15 @@ def notification_process(*, inbound: InboundNotification, body: bytes) -> list[A
     results: list[ApplyResult] = []
     errors: list[str] = []
     for notification in notifications:
+        # One bad event (refused transition, an e2e id the database refuses)
+        # must not cost the others in the same body.
         try:
             results.append(notification_apply(acquirer=inbound.acquirer, notification=notification, source="acquirer"))
         except PixServiceError as exc:
             errors.append(f"{notification.event} {notification.reference}: {exc.message}")
+        except DatabaseError as exc:
+            logger.warning("notification %s: event %s not applied", inbound.pk, notification.reference, exc_info=True)
+            errors.append(f"{notification.event} {notification.reference}: {type(exc).__name__}: {exc}"[:1000])
     status = InboundNotification.Status.FAILED if errors else InboundNotification.Status.PROCESSED
     _finish(inbound, status, "\n".join(errors))
     return results

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import zoneinfo
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import django_filters
 from django import forms
 from django.db.models import Model, QuerySet
+from django.utils import timezone
 
 from pix_service.exceptions import ValidationFailed
 
@@ -18,9 +21,43 @@ DEFAULT_PER_PAGE = 15
 MAX_PER_PAGE = 100
 
 
-def _timestamp(field_name: str, lookup: str) -> django_filters.DateTimeFilter:
-    # Naive input is read in the current time zone (America/Sao_Paulo).
-    return django_filters.DateTimeFilter(field_name=field_name, lookup_expr=lookup, input_formats=[TIMESTAMP_FORMAT])
+class TimestampField(forms.Field):
+    """Exactly ``YYYY-MM-DD HH:mm:ss`` in America/Sao_Paulo (decisions §3).
+
+    Django's DateTimeField also takes ISO 8601 with offsets and fractions;
+    the contract names one format, so nothing else is accepted.
+    """
+
+    default_error_messages = {"invalid": "Use o formato AAAA-MM-DD HH:mm:ss."}
+
+    def to_python(self, value: Any) -> dt.datetime | None:
+        if value in self.empty_values:
+            return None
+        try:
+            naive = dt.datetime.strptime(str(value), TIMESTAMP_FORMAT)
+        except ValueError:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from None
+        return timezone.make_aware(naive, zoneinfo.ZoneInfo("America/Sao_Paulo"))
+
+
+class TimestampFilter(django_filters.Filter):
+    field_class = TimestampField
+
+
+class TimestampEndFilter(TimestampFilter):
+    """Inclusive of the whole second shown: records carry microseconds, so
+    ``<= 00:00:00`` would miss one shown as ``00:00:00``."""
+
+    def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
+        if value is None:
+            return qs
+        return qs.filter(**{f"{self.field_name}__lt": value + dt.timedelta(seconds=1)})
+
+
+def _timestamp(field_name: str, lookup: str) -> TimestampFilter:
+    if lookup == "lte":
+        return TimestampEndFilter(field_name=field_name)
+    return TimestampFilter(field_name=field_name, lookup_expr=lookup)
 
 
 class IntegerFilter(django_filters.NumberFilter):

@@ -51,7 +51,11 @@ class InvalidResponse(AcquirerUnavailable):
 
 
 class InvalidNotification(Exception):
-    """An inbound notification failed authentication or could not be parsed."""
+    """An inbound notification failed authentication."""
+
+
+class UnreadableNotification(InvalidNotification):
+    """An authentic notification whose body the adapter cannot read."""
 
 
 class InvalidOptions(ValueError):

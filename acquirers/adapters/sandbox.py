@@ -38,6 +38,7 @@ from acquirers.adapters.base import (
     PayoutRequest,
     PayoutResult,
     PayoutStatus,
+    UnreadableNotification,
 )
 
 BEHAVIOURS = ("ok", "fail", "timeout")
@@ -173,4 +174,4 @@ class SandboxAdapter(AcquirerAdapter):
                 for item in items
             ]
         except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidNotification(f"unreadable body: {exc}") from exc
+            raise UnreadableNotification(f"unreadable body: {exc}") from exc

@@ -1,0 +1,369 @@
+"""POST /acquirers/{key}/notifications with the sandbox adapter: stored raw
+first, verified by signature, then applied through the charge lifecycle
+(decisions §4; STYLE "Inbound notifications")."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from accounts.models import Account, LedgerEntry
+from accounts.selectors import available_balance, ledger_sum
+from acquirers.adapters.sandbox import SIGNATURE_HEADER, sign
+from acquirers.models import Acquirer, InboundNotification
+from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.services import charge_transition
+from tests.factories import AccountFactory, AcquirerFactory
+
+S = ChargeStatus
+Status = InboundNotification.Status
+SECRET = "sandbox-notification-secret-0123"
+OTHER_SECRET = "another-sandbox-secret-456789"
+KEY = "sbx_notify"
+URL = f"/api/acquirers/{KEY}/notifications"
+AMOUNT = 1000
+LIQUID = 955  # 1000 - (30 + 1.5%)
+E2E = "E99999999202601101200" + "AbCdEfGhIjK"
+CHARGE_BODY = {
+    "payment_method": "pix",
+    "amount": AMOUNT,
+    "buyer": {"buyer_name": "Fulano", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
+}
+ACCEPTED = {"success": True, "message": "Notificação recebida."}
+REJECTED = {"success": False, "message": "Notificação não autenticada.", "data": None}
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def account(db: Any) -> Account:
+    return AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150)
+
+
+@pytest.fixture
+def acquirer(db: Any) -> Acquirer:
+    return AcquirerFactory(
+        key=KEY, default_priority=1, options={"charge": "ok", "payout": "ok", "notification_secret": SECRET}
+    )
+
+
+@pytest.fixture
+def charge(api: APIClient, acquirer: Acquirer) -> Charge:
+    return create_charge(api)
+
+
+def create_charge(api: APIClient) -> Charge:
+    response = api.post("/api/transactions", CHARGE_BODY, format="json")
+    assert response.status_code == 201, response.content
+    charge = Charge.objects.get(pk=response.json()["data"]["id"])
+    assert charge.liquid_amount == LIQUID
+    return charge
+
+
+def event(name: str, charge: Charge, **extra: Any) -> dict[str, Any]:
+    return {"event": name, "reference": charge.txid, **extra}
+
+
+def notify(body: Any, *, secret: str = SECRET, url: str = URL, signature: str | None = None, **headers: Any) -> Any:
+    """What an acquirer sends: raw JSON bytes signed with the shared secret, no client credentials."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    signed = sign(secret, raw) if signature is None else signature
+    return APIClient().post(url, data=raw, content_type="application/json", HTTP_X_SANDBOX_SIGNATURE=signed, **headers)
+
+
+def accepted(response: Any, processed: int) -> None:
+    assert response.status_code == 200, response.content
+    assert response.json() == {**ACCEPTED, "data": {"processed": processed}}
+
+
+def last_inbound() -> InboundNotification:
+    return InboundNotification.objects.latest("id")
+
+
+def state(charge: Charge) -> dict[str, Any]:
+    charge.refresh_from_db()
+    return {
+        "status": charge.status,
+        "version": charge.version,
+        "paid_at": charge.paid_at,
+        "e2e_id": charge.e2e_id,
+        "balance": available_balance(charge.account),
+        "ledger": LedgerEntry.objects.filter(account=charge.account).count(),
+        "transitions": ChargeTransition.objects.filter(charge=charge).count(),
+    }
+
+
+# --------------------------------------------------------------------------- accepted
+
+
+def test_paid_notification_pays_credits_and_is_stored(charge: Charge, account: Account) -> None:
+    body = event("charge.paid", charge, e2e_id=E2E)
+    raw = json.dumps(body).encode()
+
+    response = notify(raw)
+
+    accepted(response, 1)
+    current = state(charge)
+    assert (current["status"], current["e2e_id"]) == (S.PAID, E2E)
+    assert current["paid_at"] is not None
+    assert current["balance"] == LIQUID == ledger_sum(account)
+    assert ChargeTransition.objects.get(charge=charge).source == "acquirer"
+    inbound = InboundNotification.objects.get()
+    assert inbound.acquirer.key == KEY
+    assert inbound.body == raw.decode()
+    assert (inbound.status, inbound.error) == (Status.PROCESSED, "")
+    assert inbound.processed_at is not None
+    assert inbound.headers[SIGNATURE_HEADER] == sign(SECRET, raw)
+
+
+def test_balance_visible_to_the_account(api: APIClient, charge: Charge) -> None:
+    notify(event("charge.paid", charge, e2e_id=E2E))
+    assert api.get("/api/withdrawals/balance").json()["data"]["available_balance"] == LIQUID
+    record = api.get(f"/api/transactions/{charge.pk}").json()["data"]
+    assert (record["status"], record["e2e_id"]) == ("paid", E2E)
+
+
+def test_occurred_at_becomes_paid_at(charge: Charge) -> None:
+    notify(event("charge.paid", charge, e2e_id=E2E, occurred_at="2026-01-10T12:00:00+00:00"))
+    assert state(charge)["paid_at"] == dt.datetime(2026, 1, 10, 12, tzinfo=dt.UTC)
+
+
+def test_repeated_notification_credits_once(charge: Charge, account: Account) -> None:
+    body = event("charge.paid", charge, e2e_id=E2E)
+    accepted(notify(body), 1)
+    before = state(charge)
+
+    accepted(notify(body), 0)
+
+    assert state(charge) == before
+    assert available_balance(account) == LIQUID
+    assert list(InboundNotification.objects.values_list("status", flat=True)) == [Status.PROCESSED] * 2
+
+
+def test_no_client_credentials_are_needed_and_ours_are_never_stored(charge: Charge) -> None:
+    response = notify(event("charge.paid", charge), HTTP_X_PUBLIC_KEY="pk_whatever", HTTP_X_SECRET_KEY="sk_leak")
+    accepted(response, 1)
+    headers = {k.lower(): v for k, v in last_inbound().headers.items()}
+    assert "x-secret-key" not in headers
+    assert "sk_leak" not in json.dumps(last_inbound().headers)
+
+
+def test_list_body_applies_each_event(api: APIClient, acquirer: Acquirer, account: Account) -> None:
+    first, second = create_charge(api), create_charge(api)
+
+    response = notify([event("charge.paid", first), event("charge.paid", second)])
+
+    accepted(response, 2)
+    assert state(first)["status"] == state(second)["status"] == S.PAID
+    assert available_balance(account) == 2 * LIQUID == ledger_sum(account)
+    assert last_inbound().status == Status.PROCESSED
+
+
+def test_list_body_with_one_refused_event_is_failed_but_applies_the_rest(
+    api: APIClient, acquirer: Acquirer, account: Account
+) -> None:
+    paid, canceled = create_charge(api), create_charge(api)
+    charge_transition(charge_id=canceled.pk, to_status=S.CANCELED, source="expiry")
+
+    response = notify([event("charge.paid", canceled), event("charge.paid", paid)])
+
+    accepted(response, 1)
+    assert state(paid)["status"] == S.PAID
+    assert state(canceled)["status"] == S.CANCELED
+    assert available_balance(account) == LIQUID
+    inbound = last_inbound()
+    assert inbound.status == Status.FAILED
+    assert canceled.txid in inbound.error
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "status", "sign"),
+    [
+        ((), "charge.failed", S.FAILED, 0),
+        ((S.PAID,), "charge.refunded", S.REFUNDED, -1),
+        ((S.PAID,), "charge.chargeback", S.CHARGEBACK, -1),
+        ((S.PAID, S.CHARGEBACK), "charge.refunded", S.REFUNDED, 0),
+        ((S.PAID, S.CHARGEBACK), "charge.chargeback_resolved", S.PAID, +1),
+    ],
+    ids=lambda v: str(v),
+)
+def test_lifecycle_events(charge: Charge, path: tuple[str, ...], name: str, status: str, sign: int) -> None:
+    for step in path:
+        charge_transition(charge_id=charge.pk, to_status=step, source="staff")
+    before = state(charge)
+
+    accepted(notify(event(name, charge)), 1)
+
+    after = state(charge)
+    assert after["status"] == status
+    assert after["balance"] == before["balance"] + sign * LIQUID == ledger_sum(charge.account)
+    assert after["ledger"] == before["ledger"] + (1 if sign else 0)
+    assert last_inbound().status == Status.PROCESSED
+
+
+def test_chargeback_resolved_credits_and_keeps_the_payment_data(charge: Charge, account: Account) -> None:
+    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 1)
+    paid = state(charge)
+    accepted(notify(event("charge.chargeback", charge)), 1)
+    assert available_balance(account) == 0
+
+    accepted(notify(event("charge.chargeback_resolved", charge)), 1)
+
+    resolved = state(charge)
+    assert (resolved["status"], resolved["paid_at"], resolved["e2e_id"]) == (S.PAID, paid["paid_at"], E2E)
+    assert available_balance(account) == LIQUID == ledger_sum(account)
+    assert [e.kind for e in LedgerEntry.objects.filter(account=account).order_by("id")] == [
+        LedgerEntry.Kind.CHARGE_PAID,
+        LedgerEntry.Kind.CHARGE_CHARGEBACK,
+        LedgerEntry.Kind.CHARGEBACK_REVERSAL,
+    ]
+
+
+def test_chargeback_resolved_without_open_chargeback_is_a_no_op(charge: Charge) -> None:
+    accepted(notify(event("charge.paid", charge)), 1)
+    before = state(charge)
+    accepted(notify(event("charge.chargeback_resolved", charge)), 0)
+    assert state(charge) == before
+    assert last_inbound().status == Status.PROCESSED
+
+
+@pytest.mark.parametrize("then", [(S.CHARGEBACK,), (S.REFUNDED,), (S.CHARGEBACK, S.REFUNDED)])
+def test_late_paid_never_undoes_a_chargeback_or_refund(charge: Charge, then: tuple[str, ...]) -> None:
+    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 1)
+    for step in then:
+        charge_transition(charge_id=charge.pk, to_status=step, source="acquirer")
+    before = state(charge)
+
+    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 0)
+
+    assert state(charge) == before
+    assert before["balance"] == 0
+
+
+# --------------------------------------------------------------------------- refused and failed
+
+
+@pytest.mark.parametrize(
+    "signature",
+    ["", "deadbeef", sign(OTHER_SECRET, b"{}"), "SIGN-OF-ANOTHER-BODY"],
+    ids=["missing", "garbage", "other-body", "placeholder"],
+)
+def test_bad_signature_is_401_stored_as_rejected(charge: Charge, signature: str) -> None:
+    body = event("charge.paid", charge, e2e_id=E2E)
+    if signature == "SIGN-OF-ANOTHER-BODY":
+        signature = sign(SECRET, json.dumps({**body, "e2e_id": None}).encode())
+    before = state(charge)
+
+    response = notify(body, signature=signature)
+
+    assert response.status_code == 401
+    assert response.json() == REJECTED
+    assert state(charge) == before
+    inbound = InboundNotification.objects.get()
+    assert inbound.status == Status.REJECTED
+    assert inbound.body == json.dumps(body)
+    assert inbound.error == "bad signature"
+
+
+def test_signed_with_another_secret_is_rejected(charge: Charge) -> None:
+    before = state(charge)
+    response = notify(event("charge.paid", charge), secret=OTHER_SECRET)
+    assert response.status_code == 401
+    assert response.json() == REJECTED
+    assert state(charge) == before
+    assert last_inbound().status == Status.REJECTED
+
+
+def test_acquirer_without_secret_rejects_everything(api: APIClient, account: Account) -> None:
+    AcquirerFactory(key="sbx_nosecret", default_priority=1)
+    charge = create_charge(api)
+    before = state(charge)
+
+    response = notify(event("charge.paid", charge), url="/api/acquirers/sbx_nosecret/notifications")
+
+    assert response.status_code == 401
+    assert response.json() == REJECTED
+    assert state(charge) == before
+    assert last_inbound().status == Status.REJECTED
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"not json", b'"x"', b'{"event": "charge.paid"}', b'{"event": "charge.exploded", "reference": "x"}'],
+    ids=["not-json", "string", "no-reference", "unknown-event"],
+)
+def test_signed_but_unreadable_body_is_rejected_and_kept(acquirer: Acquirer, raw: bytes) -> None:
+    response = notify(raw)
+    # Authentic but unreadable: a 400, so the acquirer does not suspect its credentials.
+    assert response.status_code == 400
+    assert response.json() == {"success": False, "message": "Notificação ilegível.", "data": None}
+    inbound = InboundNotification.objects.get()
+    assert inbound.status == Status.REJECTED
+    assert inbound.body == raw.decode()
+
+
+def test_unknown_acquirer_is_404_and_nothing_is_stored(charge: Charge) -> None:
+    response = notify(event("charge.paid", charge), url="/api/acquirers/nope/notifications")
+    assert response.status_code == 404
+    assert response.json() == {"success": False, "message": "Adquirente não encontrada.", "data": None}
+    assert not InboundNotification.objects.exists()
+    assert state(charge)["status"] == S.PENDING
+
+
+def test_charge_of_another_acquirer_is_stored_as_failed(charge: Charge) -> None:
+    AcquirerFactory(key="sbx_other", options={"charge": "ok", "payout": "ok", "notification_secret": OTHER_SECRET})
+    before = state(charge)
+
+    response = notify(event("charge.paid", charge), secret=OTHER_SECRET, url="/api/acquirers/sbx_other/notifications")
+
+    accepted(response, 0)
+    assert state(charge) == before
+    inbound = last_inbound()
+    assert (inbound.acquirer.key, inbound.status) == ("sbx_other", Status.FAILED)
+    assert inbound.error == f"charge.paid {charge.txid}: Transação não encontrada."
+
+
+def test_unknown_reference_is_stored_as_failed(acquirer: Acquirer) -> None:
+    accepted(notify({"event": "charge.paid", "reference": "0" * 32}), 0)
+    assert last_inbound().status == Status.FAILED
+
+
+def test_canceled_charge_is_stored_as_failed_and_moves_no_money(charge: Charge, account: Account) -> None:
+    charge_transition(charge_id=charge.pk, to_status=S.CANCELED, source="expiry")
+    before = state(charge)
+
+    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 0)
+
+    assert state(charge) == before
+    assert available_balance(account) == 0
+    assert not LedgerEntry.objects.filter(account=account).exists()
+    inbound = last_inbound()
+    assert inbound.status == Status.FAILED
+    assert inbound.error == f"charge.paid {charge.txid}: A transação não pode passar de Cancelada para Paga."
+
+
+def test_payout_event_for_a_charge_is_stored_as_failed(charge: Charge) -> None:
+    before = state(charge)
+    accepted(notify(event("payout.paid", charge)), 0)
+    assert state(charge) == before
+    assert last_inbound().status == Status.FAILED
+
+
+@pytest.mark.parametrize("bad_e2e", ["duplicate", "E" + "7" * 70], ids=["duplicate", "too-long"])
+def test_unusable_e2e_id_fails_only_its_event(api: APIClient, acquirer: Acquirer, bad_e2e: str) -> None:
+    first, second, third = create_charge(api), create_charge(api), create_charge(api)
+    accepted(notify(event("charge.paid", first, e2e_id=E2E)), 1)
+    bad = E2E if bad_e2e == "duplicate" else bad_e2e
+
+    response = notify([event("charge.paid", second, e2e_id=bad), event("charge.paid", third)])
+
+    assert state(second)["status"] == S.PENDING
+    inbound = last_inbound()
+    assert inbound.status == Status.FAILED
+    assert second.txid in inbound.error
+    assert state(third)["status"] == S.PAID
+    accepted(response, 1)
