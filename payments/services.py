@@ -23,6 +23,9 @@ from acquirers.models import Acquirer
 from acquirers.selectors import cashin_chain, selectable_acquirers
 from payments import exceptions as err
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
+from payments.serializers import ChargeSerializer
+from webhooks.models import EventType
+from webhooks.services import event_emit
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +193,8 @@ def charge_transition(
     e2e_id: str | None = None,
     paid_at: dt.datetime | None = None,
 ) -> bool:
-    """Apply one status change, its ledger effect and its audit row atomically,
+    """Apply one status change, its ledger effect, its audit row and its
+    webhook event atomically,
     under the charge's row lock (then the balance's, inside ``ledger_post``).
 
     Returns False, changing nothing, when the charge already is in
@@ -204,7 +208,9 @@ def charge_transition(
             return False
         key = (charge.status, to_status)
         if key not in TRANSITIONS:
-            raise err.TransitionNotAllowed(f"A transação não pode passar de {charge.status} para {to_status}.")
+            raise err.TransitionNotAllowed(
+                f"A transação não pode passar de {S(charge.status).label} para {S(to_status).label}."
+            )
         effect = TRANSITIONS[key]
         from_status = charge.status
         charge.status = to_status
@@ -226,6 +232,14 @@ def charge_transition(
                 kind=kind,
                 reference=f"charge:{charge.pk}:{charge.version}",
             )
+        event_emit(
+            account_id=charge.account_id,
+            event_type=EventType.TRANSACTION,
+            record_id=charge.pk,
+            status=to_status,
+            data=ChargeSerializer(charge).data,
+            postback_url=charge.postback_url,
+        )
     return True
 
 

@@ -1,11 +1,12 @@
-"""Webhook endpoints of an account. Events and deliveries arrive with the
-webhooks issue; endpoints exist now because operators register them."""
+"""Webhooks: the account's endpoints, the events written with every status
+change (a transactional outbox), and their deliveries and attempts."""
 
 from __future__ import annotations
 
 import uuid
 
 from django.db import models
+from django.db.models import Q
 
 from accounts.models import Account
 from pix_service.tokens import new_webhook_code, new_webhook_secret
@@ -16,11 +17,20 @@ class WebhookEndpoint(models.Model):
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="webhook_endpoints")
     ref = models.CharField(max_length=64, blank=True, help_text="Operator reference (pix_bootstrap).")
     url = models.URLField(max_length=2000)
+    description = models.CharField(max_length=200, blank=True)
     # Sent as X-Webhook-Code so receivers can recognise us cheaply.
     code = models.CharField(max_length=64, default=new_webhook_code)
     # Standard Webhooks signing secret; needed in clear to sign, shown once.
     secret = models.CharField(max_length=100, default=new_webhook_secret)
+    # During a rotation both secrets sign, so receivers can switch without a gap.
+    previous_secret = models.CharField(max_length=100, blank=True)
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
     is_active = models.BooleanField(default=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=200, blank=True)
+    # Start of the current run of failed deliveries; cleared by any success.
+    failing_since = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -35,3 +45,100 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+
+class EventType(models.TextChoices):
+    TRANSACTION = "transaction", "Transação"
+    WITHDRAWAL = "withdrawal", "Saque"
+
+
+class WebhookEvent(models.Model):
+    """One status change of a charge or withdrawal, written in the same
+    database transaction as the change itself."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="webhook_events")
+    event_type = models.CharField(max_length=16, choices=EventType.choices)
+    record_id = models.UUIDField(db_index=True)
+    status = models.CharField(max_length=16)
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "evento de webhook"
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["account", "-created_at"], name="event_account_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.record_id} → {self.status}"
+
+    def body(self) -> dict[str, object]:
+        """The spec's body envelope."""
+        return {"id": str(self.id), "event_type": self.event_type, "data": self.data}
+
+
+class WebhookDelivery(models.Model):
+    """One event to one destination (an endpoint, or the charge's postback URL)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pendente"
+        SUCCEEDED = "succeeded", "Entregue"
+        FAILED = "failed", "Falhou"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    event = models.ForeignKey(WebhookEvent, on_delete=models.CASCADE, related_name="deliveries")
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, null=True, blank=True, related_name="deliveries"
+    )
+    url = models.URLField(max_length=2000)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempt_count = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # A worker holds a delivery while it sends; the relay leaves it alone until then.
+    leased_until = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "entrega de webhook"
+        verbose_name_plural = "entregas de webhook"
+        ordering = ["-created_at"]
+        indexes = [
+            # The relay's scan: only pending rows, by due time.
+            models.Index(fields=["next_attempt_at"], name="delivery_due", condition=Q(status="pending")),
+            models.Index(fields=["endpoint", "-created_at"], name="delivery_endpoint_recent"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(status="pending") | Q(next_attempt_at__isnull=False), name="delivery_pending_has_due_time"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} → {self.url} ({self.status})"
+
+    @property
+    def is_postback(self) -> bool:
+        return self.endpoint_id is None
+
+
+class WebhookAttempt(models.Model):
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    attempted_at = models.DateTimeField()
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField()
+    response_body = models.TextField(blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    succeeded = models.BooleanField()
+
+    class Meta:
+        verbose_name = "tentativa de entrega"
+        ordering = ["delivery", "number"]
+        constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="attempt_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} #{self.number}: {self.status_code or self.error}"

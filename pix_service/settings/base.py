@@ -137,6 +137,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "pix_service.exceptions.api_exception_handler",
     "DATETIME_FORMAT": "%Y-%m-%d %H:%M:%S",
     "UNAUTHENTICATED_USER": None,
+    # Responses are always JSON; `?format=` belongs to endpoints (the QR code's png/svg).
+    "URL_FORMAT_OVERRIDE": None,
 }
 
 SPECTACULAR_SETTINGS = {
@@ -179,12 +181,41 @@ CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
+    "relay-webhooks": {
+        "task": "webhooks.tasks.relay_webhooks",
+        "schedule": env.float("WEBHOOK_RELAY_INTERVAL", default=10.0),
+    },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.var_dir() / "celerybeat-schedule")
 
 # --------------------------------------------------------------------------- product
 PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)
 PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
+SERVICE_VERSION = "1.0.0"
+
+# --------------------------------------------------------------------------- webhooks (decisions §6)
+# Loopback/private/reserved destinations are refused unless this is on
+# (development and tests only; production forces it off).
+WEBHOOKS_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOKS_ALLOW_PRIVATE_NETWORKS", default=False)
+# Delay before each attempt, in seconds, counted from the previous attempt:
+# 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, 24 h, 24 h (each ±20 %).
+WEBHOOK_RETRY_SCHEDULE = env.list(
+    "WEBHOOK_RETRY_SCHEDULE", cast=int, default=[0, 5, 300, 1800, 7200, 18000, 36000, 36000, 86400, 86400]
+)
+WEBHOOK_JITTER = env.float("WEBHOOK_JITTER", default=0.2)
+WEBHOOK_CONNECT_TIMEOUT = env.float("WEBHOOK_CONNECT_TIMEOUT", default=3.0)
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=15.0)
+# Retries due within this many seconds ride a Celery countdown; later ones
+# are stored as a due time and picked by the relay, so no ETA ever nears
+# the broker's visibility timeout.
+WEBHOOK_MAX_COUNTDOWN = env.int("WEBHOOK_MAX_COUNTDOWN", default=60)
+WEBHOOK_RELAY_INTERVAL = env.float("WEBHOOK_RELAY_INTERVAL", default=10.0)
+# A delivery the fast path has not taken this long after it was due is the relay's.
+WEBHOOK_RELAY_GRACE = env.int("WEBHOOK_RELAY_GRACE", default=30)
+WEBHOOK_DISABLE_AFTER_DAYS = env.int("WEBHOOK_DISABLE_AFTER_DAYS", default=5)
+WEBHOOK_SECRET_ROTATION_HOURS = env.int("WEBHOOK_SECRET_ROTATION_HOURS", default=24)
+WEBHOOK_USER_AGENT = f"PixService-Webhook/{SERVICE_VERSION}"
+
 # Merchant city written in BR Codes by the sandbox acquirer (field 60).
 PIX_MERCHANT_CITY = env.str("PIX_MERCHANT_CITY", default="SAO PAULO")
 

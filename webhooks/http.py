@@ -1,0 +1,129 @@
+"""Outbound HTTP for webhooks and postbacks, safe against SSRF.
+
+``requests-hardened`` resolves the host, refuses loopback, private,
+link-local, CGNAT, ULA, multicast and reserved addresses, connects to the
+address it checked (no second DNS lookup an attacker could race) and never
+follows redirects. ``WEBHOOKS_ALLOW_PRIVATE_NETWORKS`` turns the address
+filter off for development and tests only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import requests
+from django.conf import settings
+from requests_hardened import Config, Manager
+from requests_hardened.ip_filter import EXTRA_BLOCKED_NET_RANGES
+
+RESPONSE_BODY_LIMIT = 4096
+
+URL_NOT_ALLOWED = "URL não permitida: o endereço é local, privado ou reservado."
+URL_INVALID = "Informe uma URL http ou https válida."
+
+
+@dataclass(frozen=True)
+class HttpResult:
+    status_code: int | None
+    latency_ms: int
+    body: str = ""
+    error: str = ""
+    retry_after: float | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        # Any 2xx; a 3xx is a failure because redirects are never followed.
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def _manager() -> Manager:
+    return Manager(
+        Config(
+            ip_filter_enable=not settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS,
+            ip_filter_allow_loopback_ips=False,
+            never_redirect=True,
+            default_timeout=(settings.WEBHOOK_CONNECT_TIMEOUT, settings.WEBHOOK_TIMEOUT),
+            user_agent_override=settings.WEBHOOK_USER_AGENT,
+        )
+    )
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> HttpResult:
+    """POST and report; never raises for network or HTTP failures."""
+    started = time.monotonic()
+    deadline = started + settings.WEBHOOK_TIMEOUT
+    try:
+        with _manager().get_session() as session:
+            response = session.post(url, data=body, headers=headers, stream=True)
+            try:
+                chunks: list[bytes] = []
+                size = 0
+                # Keep at most 4 KiB of the answer and stop reading at the total deadline.
+                for chunk in response.iter_content(1024):
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size >= RESPONSE_BODY_LIMIT or time.monotonic() > deadline:
+                        break
+                text = b"".join(chunks)[:RESPONSE_BODY_LIMIT].decode("utf-8", errors="replace")
+            finally:
+                response.close()
+        return HttpResult(
+            status_code=response.status_code,
+            latency_ms=int((time.monotonic() - started) * 1000),
+            body=text,
+            retry_after=_retry_after(response),
+        )
+    except requests.RequestException as exc:
+        return HttpResult(
+            status_code=None, latency_ms=int((time.monotonic() - started) * 1000), error=_describe(exc)[:500]
+        )
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    if response.status_code not in (429, 503):
+        return None
+    value = response.headers.get("Retry-After", "")
+    if value.strip().isdigit():
+        return float(value.strip())
+    try:
+        from email.utils import parsedate_to_datetime
+
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _describe(exc: requests.RequestException) -> str:
+    name = type(exc).__name__
+    if name == "InvalidIPAddress":
+        return "blocked: destination address is not public"
+    return f"{name}: {exc}"
+
+
+def _forbidden(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return (not ip.is_global) or ip.is_multicast or any(ip in net for net in EXTRA_BLOCKED_NET_RANGES)
+
+
+def url_refusal(url: str) -> str | None:
+    """Why ``url`` may not be registered, or None. Names that do not resolve
+    now are accepted; every delivery checks the address again."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return URL_INVALID
+    if settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS:
+        return None
+    try:
+        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return None
+    for info in infos:
+        address = str(info[4][0]).split("%", 1)[0]
+        if _forbidden(ipaddress.ip_address(address)):
+            return URL_NOT_ALLOWED
+    return None

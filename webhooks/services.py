@@ -1,0 +1,318 @@
+"""Writes for webhooks: events in the caller's transaction (the outbox),
+delivery attempts with their schedule, the relay, and endpoint management."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import functools
+import json
+import logging
+import random
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import Account
+from webhooks import http, signing
+from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+
+logger = logging.getLogger(__name__)
+
+
+class DeliveryOutcome(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    RETRY = "retry"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+POSTBACK_CODE = "postback"
+
+
+# --------------------------------------------------------------------------- outbox
+
+
+def event_emit(
+    *,
+    account_id: Any,
+    event_type: str,
+    record_id: uuid.UUID,
+    status: str,
+    data: Mapping[str, Any],
+    postback_url: str = "",
+) -> WebhookEvent:
+    """Write the event and one delivery per active endpoint (plus the
+    postback), in the caller's transaction. Each delivery is handed to a
+    worker after commit; if that hand-off is lost, the relay finds it."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("event_emit must run in the transaction of the change it reports")
+    event = WebhookEvent.objects.create(
+        account_id=account_id, event_type=event_type, record_id=record_id, status=status, data=dict(data)
+    )
+    now = timezone.now()
+    endpoints = WebhookEndpoint.objects.filter(account_id=account_id, is_active=True, deleted_at__isnull=True)
+    deliveries = [WebhookDelivery(event=event, endpoint=e, url=e.url, next_attempt_at=now) for e in endpoints]
+    if postback_url:
+        deliveries.append(WebhookDelivery(event=event, endpoint=None, url=postback_url, next_attempt_at=now))
+    WebhookDelivery.objects.bulk_create(deliveries)
+    for delivery in deliveries:
+        transaction.on_commit(functools.partial(_enqueue, delivery.pk, 0))
+    return event
+
+
+def _enqueue(delivery_id: uuid.UUID, countdown: float) -> None:
+    from webhooks.tasks import deliver_webhook
+
+    try:
+        deliver_webhook.apply_async((str(delivery_id),), countdown=max(0.0, countdown))
+    except Exception:
+        # The row is committed and due: the relay will send it once the broker is back.
+        logger.warning("broker unavailable; delivery %s left to the relay", delivery_id, exc_info=True)
+
+
+# --------------------------------------------------------------------------- delivery
+
+
+def _headers(delivery: WebhookDelivery, body: bytes, timestamp: int) -> dict[str, str]:
+    event = delivery.event
+    endpoint = delivery.endpoint
+    if endpoint is None:
+        secrets = [event.account.postback_secret]
+        code = POSTBACK_CODE
+    else:
+        secrets = [endpoint.secret]
+        if (
+            endpoint.previous_secret
+            and endpoint.previous_secret_expires_at
+            and endpoint.previous_secret_expires_at > timezone.now()
+        ):
+            secrets.append(endpoint.previous_secret)
+        code = endpoint.code
+    return {
+        "Content-Type": "application/json",
+        "X-Webhook-Event-ID": str(event.id),
+        "X-Webhook-Code": code,
+        "webhook-id": str(event.id),
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signing.signature_header(secrets, str(event.id), timestamp, body),
+    }
+
+
+def event_body(event: WebhookEvent) -> bytes:
+    return json.dumps(event.body(), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def next_delay(attempts_made: int, retry_after: float | None = None) -> float | None:
+    """Seconds until the next attempt after ``attempts_made`` attempts, or
+    None when the schedule is exhausted. ±jitter; a Retry-After is honoured
+    up to twice the scheduled delay."""
+    schedule = settings.WEBHOOK_RETRY_SCHEDULE
+    if attempts_made >= len(schedule):
+        return None
+    scheduled = float(schedule[attempts_made])
+    jitter = settings.WEBHOOK_JITTER
+    delay = scheduled * random.uniform(1 - jitter, 1 + jitter)  # noqa: S311 - jitter, not security
+    if retry_after is not None:
+        delay = min(retry_after, 2 * scheduled)
+    return max(0.0, delay)
+
+
+def delivery_attempt(*, delivery_id: uuid.UUID | str) -> str:
+    """Make the delivery's next attempt if it is due and nobody else holds it.
+
+    Idempotent: a delivery that already succeeded (or failed for good) is
+    never sent again. No transaction is open during the HTTP call; a lease on
+    the row keeps the relay from handing it to a second worker meanwhile.
+    """
+    now = timezone.now()
+    lease = dt.timedelta(seconds=settings.WEBHOOK_CONNECT_TIMEOUT + settings.WEBHOOK_TIMEOUT + 30)
+    claimed = (
+        WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING)
+        .filter(next_attempt_at__lte=now + dt.timedelta(seconds=1))
+        .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
+        .update(leased_until=now + lease)
+    )
+    if not claimed:
+        return DeliveryOutcome.SKIPPED
+
+    delivery = WebhookDelivery.objects.select_related("event__account", "endpoint").get(pk=delivery_id)
+    endpoint = delivery.endpoint
+    if endpoint is not None and (not endpoint.is_active or endpoint.deleted_at is not None):
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            status=WebhookDelivery.Status.FAILED,
+            next_attempt_at=None,
+            leased_until=None,
+            last_error="endpoint disabled",
+        )
+        return DeliveryOutcome.FAILED
+
+    body = event_body(delivery.event)
+    timestamp = int(timezone.now().timestamp())
+    result = http.post(delivery.url, body, _headers(delivery, body, timestamp))
+    return _record(delivery.pk, result)
+
+
+def _record(delivery_id: uuid.UUID, result: http.HttpResult) -> str:
+    countdown: float | None = None
+    with transaction.atomic():
+        delivery = WebhookDelivery.objects.select_for_update().select_related("endpoint").get(pk=delivery_id)
+        now = timezone.now()
+        number = delivery.attempt_count + 1
+        WebhookAttempt.objects.create(
+            delivery=delivery,
+            number=number,
+            attempted_at=now,
+            status_code=result.status_code,
+            latency_ms=result.latency_ms,
+            response_body=result.body,
+            error=result.error,
+            succeeded=result.succeeded,
+        )
+        delivery.attempt_count = number
+        delivery.last_attempt_at = now
+        delivery.last_status_code = result.status_code
+        delivery.last_error = result.error
+        delivery.leased_until = None
+        endpoint = delivery.endpoint
+
+        if result.succeeded:
+            outcome = DeliveryOutcome.SUCCEEDED
+            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.SUCCEEDED, None
+            if endpoint is not None and endpoint.failing_since is not None:
+                WebhookEndpoint.objects.filter(pk=endpoint.pk).update(failing_since=None)
+        elif result.status_code == 410 and endpoint is not None:
+            # 410 Gone: the receiver says this endpoint is gone for good.
+            outcome = DeliveryOutcome.FAILED
+            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.FAILED, None
+            endpoint_disable(endpoint=endpoint, reason="410 Gone")
+        else:
+            delay = next_delay(number, result.retry_after)
+            if delay is None:
+                outcome = DeliveryOutcome.FAILED
+                delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.FAILED, None
+            else:
+                outcome = DeliveryOutcome.RETRY
+                delivery.next_attempt_at = now + dt.timedelta(seconds=delay)
+                if delay <= settings.WEBHOOK_MAX_COUNTDOWN:
+                    countdown = delay
+            if endpoint is not None:
+                _note_failure(endpoint, now)
+        delivery.save()
+        if countdown is not None:
+            transaction.on_commit(functools.partial(_enqueue, delivery.pk, countdown))
+    return outcome
+
+
+def _note_failure(endpoint: WebhookEndpoint, now: dt.datetime) -> None:
+    if endpoint.failing_since is None:
+        WebhookEndpoint.objects.filter(pk=endpoint.pk, failing_since__isnull=True).update(failing_since=now)
+    elif now - endpoint.failing_since >= dt.timedelta(days=settings.WEBHOOK_DISABLE_AFTER_DAYS):
+        endpoint_disable(
+            endpoint=endpoint, reason=f"every delivery failed for {settings.WEBHOOK_DISABLE_AFTER_DAYS} days"
+        )
+
+
+def deliveries_relay(*, limit: int = 500) -> int:
+    """Hand to workers every pending delivery that is due and was not taken
+    (process died before publishing, broker down, long retry delay). Several
+    relays may run at once: SKIP LOCKED gives each its own rows."""
+    now = timezone.now()
+    grace = dt.timedelta(seconds=settings.WEBHOOK_RELAY_GRACE)
+    with transaction.atomic():
+        ids = list(
+            WebhookDelivery.objects.select_for_update(skip_locked=True)
+            .filter(status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now - grace)
+            .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
+            .order_by("next_attempt_at")
+            .values_list("pk", flat=True)[:limit]
+        )
+        # Due now: the workers take them; the relay looks again only if they
+        # are still pending a grace period later (a message lost again).
+        WebhookDelivery.objects.filter(pk__in=ids).update(next_attempt_at=now)
+        for delivery_id in ids:
+            transaction.on_commit(functools.partial(_enqueue, delivery_id, 0))
+    return len(ids)
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+@dataclass(frozen=True)
+class CreatedEndpoint:
+    endpoint: WebhookEndpoint
+    secret: str  # shown once
+
+
+def endpoint_create(*, account: Account, url: str, description: str = "", ref: str = "") -> CreatedEndpoint:
+    """Register an endpoint; the caller has checked the URL with ``http.url_refusal``."""
+    endpoint = WebhookEndpoint.objects.create(account=account, url=url, description=description, ref=ref)
+    return CreatedEndpoint(endpoint=endpoint, secret=endpoint.secret)
+
+
+def endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
+    """Stop sending to it; its history stays for support."""
+    now = timezone.now()
+    with transaction.atomic():
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(is_active=False, deleted_at=now)
+        _fail_pending(endpoint, "endpoint deleted")
+
+
+def endpoint_disable(*, endpoint: WebhookEndpoint, reason: str) -> None:
+    with transaction.atomic():
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+            is_active=False, disabled_at=timezone.now(), disabled_reason=reason[:200]
+        )
+        _fail_pending(endpoint, f"endpoint disabled: {reason}")
+    logger.warning("webhook endpoint %s disabled: %s", endpoint.pk, reason)
+
+
+def endpoint_enable(*, endpoint: WebhookEndpoint) -> None:
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+        is_active=True, disabled_at=None, disabled_reason="", failing_since=None
+    )
+
+
+def _fail_pending(endpoint: WebhookEndpoint, reason: str) -> None:
+    WebhookDelivery.objects.filter(endpoint=endpoint, status=WebhookDelivery.Status.PENDING).update(
+        status=WebhookDelivery.Status.FAILED, next_attempt_at=None, last_error=reason[:500]
+    )
+
+
+def endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> str:
+    """A new secret; the old one keeps signing alongside it for
+    ``WEBHOOK_SECRET_ROTATION_HOURS`` so receivers can switch without a gap."""
+    from pix_service.tokens import new_webhook_secret
+
+    secret = new_webhook_secret()
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+        previous_secret=endpoint.secret,
+        previous_secret_expires_at=timezone.now() + dt.timedelta(hours=settings.WEBHOOK_SECRET_ROTATION_HOURS),
+        secret=secret,
+    )
+    return secret
+
+
+def event_redeliver(*, event: WebhookEvent) -> int:
+    """Send the event again, with a fresh schedule, to every destination
+    whose delivery failed for good and that still accepts webhooks."""
+    now = timezone.now()
+    with transaction.atomic():
+        ids = list(
+            WebhookDelivery.objects.select_for_update()
+            .filter(event=event, status=WebhookDelivery.Status.FAILED)
+            .filter(Q(endpoint__isnull=True) | Q(endpoint__is_active=True, endpoint__deleted_at__isnull=True))
+            .values_list("pk", flat=True)
+        )
+        WebhookDelivery.objects.filter(pk__in=ids).update(
+            status=WebhookDelivery.Status.PENDING, attempt_count=0, next_attempt_at=now, leased_until=None
+        )
+        for delivery_id in ids:
+            transaction.on_commit(functools.partial(_enqueue, delivery_id, 0))
+    return len(ids)
