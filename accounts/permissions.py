@@ -25,7 +25,8 @@ class DenyAll(BasePermission):
 
 class CredentialPermission(BasePermission):
     """The credential's permission covers the view's ``required_permission``
-    (``cashin`` or ``cashout``; ``any`` lets every credential through)."""
+    (``cashin`` or ``cashout``; ``all`` only for full credentials; ``any``
+    lets every credential through)."""
 
     message = msg.NO_PERMISSION
 

@@ -8,8 +8,7 @@ from typing import Any
 import segno
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,7 +21,16 @@ from payments.models import ChargeStatus
 from payments.selectors import ChargeFilterSet, charge_get, charges_of
 from payments.serializers import ChargeCreatedSerializer, ChargeCreateSerializer, ChargeSerializer
 from payments.services import Buyer, OverrideItem, charge_create
-from pix_service.api import BAD_BODY, VALIDATION_ERROR, AccountAPIView, not_found, ok, responses, success_envelope
+from pix_service.api import (
+    BAD_BODY,
+    VALIDATION_ERROR,
+    AccountAPIView,
+    listing_envelope,
+    not_found,
+    ok,
+    responses,
+    success_envelope,
+)
 from pix_service.exceptions import ValidationFailed
 from pix_service.listing import filter_and_paginate
 
@@ -34,13 +42,6 @@ BUYER_ADDRESS_FIELDS = (
     "buyer_number",
     "buyer_complement",
 )
-
-
-class _Pagination(serializers.Serializer[Any]):
-    current_page = serializers.IntegerField()
-    last_page = serializers.IntegerField()
-    per_page = serializers.IntegerField()
-    total = serializers.IntegerField()
 
 
 LISTING_PARAMETERS = [
@@ -66,10 +67,6 @@ def override_items(data: dict[str, Any]) -> list[OverrideItem] | None:
     if "acquirers" in data:
         return [OverrideItem(acquirer_key=i["acquirer_key"], priority=i["priority"]) for i in data["acquirers"]]
     return None
-
-
-def _listing_response(name: str, collection: str, item: serializers.BaseSerializer[Any]) -> Any:
-    return success_envelope(name, inline_serializer(f"{name}Data", {collection: item, "pagination": _Pagination()}))
 
 
 class ChargesApi(AccountAPIView):
@@ -120,7 +117,7 @@ class ChargesApi(AccountAPIView):
         operation_id="transactions_list",
         parameters=[*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(ChargeStatus.values))],
         responses=responses(
-            {200: _listing_response("ChargeListResponse", "transactions", ChargeSerializer(many=True))},
+            {200: listing_envelope("ChargeListResponse", "transactions", ChargeSerializer(many=True))},
             (422, VALIDATION_ERROR),
         ),
     )

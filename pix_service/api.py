@@ -48,6 +48,20 @@ def success_envelope(name: str, data: serializers.Field[Any, Any, Any, Any]) -> 
     )
 
 
+class PaginationSerializer(serializers.Serializer[Any]):
+    current_page = serializers.IntegerField()
+    last_page = serializers.IntegerField()
+    per_page = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+def listing_envelope(name: str, collection: str, item: serializers.BaseSerializer[Any]) -> Any:
+    """``{success, message, data: {<collection>: [...], pagination}}``."""
+    return success_envelope(
+        name, inline_serializer(f"{name}Data", {collection: item, "pagination": PaginationSerializer()})
+    )
+
+
 class _ErrorEnvelope(serializers.Serializer[Any]):
     success = serializers.BooleanField(default=False)
     message = serializers.CharField()

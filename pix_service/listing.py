@@ -54,7 +54,7 @@ class TimestampEndFilter(TimestampFilter):
         return qs.filter(**{f"{self.field_name}__lt": value + dt.timedelta(seconds=1)})
 
 
-def _timestamp(field_name: str, lookup: str) -> TimestampFilter:
+def timestamp_filter(field_name: str, lookup: str) -> TimestampFilter:
     if lookup == "lte":
         return TimestampEndFilter(field_name=field_name)
     return TimestampFilter(field_name=field_name, lookup_expr=lookup)
@@ -76,10 +76,10 @@ class RecordFilterSet(django_filters.FilterSet):
     e2e_id = django_filters.CharFilter(field_name="e2e_id", max_length=64)
     amount_min = _integer("amount", "gte")
     amount_max = _integer("amount", "lte")
-    paid_at_start = _timestamp("paid_at", "gte")
-    paid_at_end = _timestamp("paid_at", "lte")
-    created_at_start = _timestamp("created_at", "gte")
-    created_at_end = _timestamp("created_at", "lte")
+    paid_at_start = timestamp_filter("paid_at", "gte")
+    paid_at_end = timestamp_filter("paid_at", "lte")
+    created_at_start = timestamp_filter("created_at", "gte")
+    created_at_end = timestamp_filter("created_at", "lte")
 
 
 class PageForm(forms.Form):
@@ -91,7 +91,7 @@ M = TypeVar("M", bound=Model)
 
 
 def filter_and_paginate(
-    filterset_class: type[RecordFilterSet], queryset: QuerySet[M], params: Mapping[str, Any]
+    filterset_class: type[django_filters.FilterSet], queryset: QuerySet[M], params: Mapping[str, Any]
 ) -> tuple[list[M], dict[str, int]]:
     """Apply the listing's filters and page, newest first. Raises
     :class:`ValidationFailed` naming every bad parameter."""

@@ -12,6 +12,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("payments.urls")),
     path("", include("acquirers.urls")),
     path("", include("withdrawals.urls")),
+    path("", include("webhooks.urls")),
 ]
 
 urlpatterns = [

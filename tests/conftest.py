@@ -3,7 +3,7 @@ or the servers named by DATABASE_URL / REDIS_URL."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -52,3 +52,24 @@ def staff_client(client: Client, django_user_model: Any) -> Callable[[str], Clie
 def api(account: Account, issue_credential: Callable[..., IssuedCredential]) -> APIClient:
     """A client authenticated with an ``all`` credential of ``account``."""
     return client_for(issue_credential(account))
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[Any]:
+    """One real Celery worker for the session, on the test database. Tests
+    using it must be ``django_db(transaction=True)`` so it sees their rows."""
+    from django.db import connection
+
+    from tests.realworld import celery_worker
+
+    with celery_worker(connection.settings_dict["NAME"], tmp_path_factory.mktemp("celery")) as worker:
+        yield worker
+
+
+@pytest.fixture
+def receiver() -> Iterator[Any]:
+    """A real HTTP server on 127.0.0.1 recording what it receives."""
+    from tests.realworld import http_receiver
+
+    with http_receiver() as server:
+        yield server

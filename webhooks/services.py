@@ -162,7 +162,9 @@ def delivery_attempt(*, delivery_id: uuid.UUID | str) -> str:
 def _record(delivery_id: uuid.UUID, result: http.HttpResult) -> str:
     countdown: float | None = None
     with transaction.atomic():
-        delivery = WebhookDelivery.objects.select_for_update().select_related("endpoint").get(pk=delivery_id)
+        delivery = (
+            WebhookDelivery.objects.select_for_update(of=("self",)).select_related("endpoint").get(pk=delivery_id)
+        )
         now = timezone.now()
         number = delivery.attempt_count + 1
         WebhookAttempt.objects.create(

@@ -81,6 +81,9 @@ if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db_url("DATABASE_URL")}
 else:
     DATABASES = {"default": embedded.postgres_settings(env.str("PIX_EMBEDDED_DB_NAME", default="pix_service"))}
+# A process started by the tests (a real Celery worker) joins the test database.
+if env.str("PIX_DATABASE_NAME", default=""):
+    DATABASES["default"]["NAME"] = env.str("PIX_DATABASE_NAME")
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -166,6 +169,7 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = embedded.celery_broker_url(REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 CELERY_TIMEZONE = "UTC"
 CELERY_ENABLE_UTC = True
 CELERY_ACCEPT_CONTENT = ["json"]

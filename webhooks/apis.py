@@ -1,0 +1,159 @@
+"""Webhook management for account holders (credential ``all``)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.models import Account
+from pix_service.api import (
+    VALIDATION_ERROR,
+    AccountAPIView,
+    listing_envelope,
+    not_found,
+    ok,
+    responses,
+    success_envelope,
+)
+from pix_service.exceptions import ValidationFailed
+from pix_service.listing import filter_and_paginate
+from webhooks import exceptions as err
+from webhooks import http, selectors, services
+from webhooks.serializers import (
+    DeliverySerializer,
+    EndpointCreatedSerializer,
+    EndpointCreateSerializer,
+    EndpointSerializer,
+    SecretSerializer,
+)
+
+
+class WebhookApiView(AccountAPIView):
+    # Webhooks see both directions of money: only a full credential manages them.
+    required_permission = "all"
+
+
+class WebhooksApi(WebhookApiView):
+    @extend_schema(
+        tags=["webhooks"],
+        summary="List webhook endpoints",
+        responses=responses(
+            {
+                200: success_envelope(
+                    "WebhookList", inline_serializer("WebhookListData", {"webhooks": EndpointSerializer(many=True)})
+                )
+            }
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        endpoints = selectors.endpoints_of(request.user)  # type: ignore[arg-type]
+        return ok({"webhooks": EndpointSerializer(endpoints, many=True).data}, "Webhooks listados com sucesso.")
+
+    @extend_schema(
+        tags=["webhooks"],
+        summary="Register a webhook endpoint",
+        description=(
+            "The URL must be http(s) and must not resolve to a loopback, private, link-local or reserved "
+            "address (422 on `url`). The signing secret is returned once."
+        ),
+        request=EndpointCreateSerializer,
+        responses=responses(
+            {201: success_envelope("WebhookCreated", EndpointCreatedSerializer())}, (422, VALIDATION_ERROR)
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        account: Account = request.user  # type: ignore[assignment]
+        body = EndpointCreateSerializer(data=self.json_body(request))
+        body.is_valid(raise_exception=True)
+        refusal = http.url_refusal(body.validated_data["url"])
+        if refusal:
+            raise ValidationFailed({"url": [refusal]})
+        created = services.endpoint_create(
+            account=account, url=body.validated_data["url"], description=body.validated_data.get("description", "")
+        )
+        data = {**EndpointSerializer(created.endpoint).data, "secret": created.secret}
+        return ok(data, "Webhook cadastrado com sucesso.", status=201)
+
+
+class WebhookDetailApi(WebhookApiView):
+    @extend_schema(
+        tags=["webhooks"],
+        summary="Delete a webhook endpoint",
+        responses=responses(
+            {200: success_envelope("WebhookDeleted", serializers.JSONField(allow_null=True))},
+            (404, not_found(err.ENDPOINT_NOT_FOUND)),
+        ),
+    )
+    def delete(self, request: Request, endpoint_id: str) -> Response:
+        endpoint = selectors.endpoint_get(account=request.user, endpoint_id=endpoint_id)  # type: ignore[arg-type]
+        services.endpoint_delete(endpoint=endpoint)
+        return ok(None, "Webhook removido com sucesso.")
+
+
+class WebhookRotateSecretApi(WebhookApiView):
+    @extend_schema(
+        tags=["webhooks"],
+        summary="Rotate an endpoint's signing secret",
+        request=None,
+        responses=responses(
+            {200: success_envelope("WebhookSecret", SecretSerializer())}, (404, not_found(err.ENDPOINT_NOT_FOUND))
+        ),
+    )
+    def post(self, request: Request, endpoint_id: str) -> Response:
+        endpoint = selectors.endpoint_get(account=request.user, endpoint_id=endpoint_id)  # type: ignore[arg-type]
+        secret = services.endpoint_rotate_secret(endpoint=endpoint)
+        return ok({"id": str(endpoint.pk), "secret": secret}, "Segredo rotacionado com sucesso.")
+
+
+class WebhookDeliveriesApi(WebhookApiView):
+    @extend_schema(
+        tags=["webhooks"],
+        summary="List an endpoint's deliveries",
+        parameters=[
+            OpenApiParameter("status", str, enum=["pending", "succeeded", "failed"]),
+            OpenApiParameter("event_type", str, enum=["transaction", "withdrawal"]),
+            OpenApiParameter("created_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo."),
+            OpenApiParameter("created_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo."),
+            OpenApiParameter("page", int),
+            OpenApiParameter("per_page", int, description="1..100, default 15."),
+        ],
+        responses=responses(
+            {200: listing_envelope("DeliveryList", "deliveries", DeliverySerializer(many=True))},
+            (404, not_found(err.ENDPOINT_NOT_FOUND)),
+            (422, VALIDATION_ERROR),
+        ),
+    )
+    def get(self, request: Request, endpoint_id: str) -> Response:
+        endpoint = selectors.endpoint_get(account=request.user, endpoint_id=endpoint_id)  # type: ignore[arg-type]
+        items, pagination = filter_and_paginate(
+            selectors.DeliveryFilterSet,
+            selectors.deliveries_of(endpoint).prefetch_related("attempts"),
+            request.query_params,
+        )
+        return ok(
+            {"deliveries": DeliverySerializer(items, many=True).data, "pagination": pagination},
+            "Entregas listadas com sucesso.",
+        )
+
+
+class WebhookEventRedeliverApi(WebhookApiView):
+    @extend_schema(
+        tags=["webhooks"],
+        summary="Redeliver an event's failed deliveries",
+        description="Every delivery of the event that failed for good starts again with a fresh schedule.",
+        request=None,
+        responses=responses(
+            {
+                202: success_envelope(
+                    "Redelivery", inline_serializer("RedeliveryData", {"redelivered": serializers.IntegerField()})
+                )
+            },
+            (404, not_found(err.EVENT_NOT_FOUND)),
+        ),
+    )
+    def post(self, request: Request, event_id: str) -> Response:
+        event = selectors.event_get(account=request.user, event_id=event_id)  # type: ignore[arg-type]
+        count = services.event_redeliver(event=event)
+        return ok({"redelivered": count}, "Reenvio agendado.", status=202)
