@@ -1,22 +1,189 @@
-"""Back office for webhook endpoints."""
+"""Back office for webhooks: endpoints (enable, disable, rotate the secret,
+shown once), events with their deliveries and attempts, and resending."""
 
 from __future__ import annotations
 
-from django.contrib import admin
-from django.db import models
+from typing import Any
 
-from webhooks.models import WebhookEndpoint
+from django.contrib import admin, messages
+from django.db import models
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.cache import add_never_cache_headers
+
+from webhooks import services
+from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+
+SECRETS_TEMPLATE = "admin/webhooks/endpoint_secrets.html"
+
+
+def _secrets_page(
+    modeladmin: admin.ModelAdmin[WebhookEndpoint], request: HttpRequest, pairs: list[tuple[WebhookEndpoint, str]]
+) -> HttpResponse:
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "opts": modeladmin.model._meta,
+        "title": "Segredo de assinatura",
+        "secrets": pairs,
+    }
+    response = TemplateResponse(request, SECRETS_TEMPLATE, context)
+    add_never_cache_headers(response)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class HealthFilter(admin.SimpleListFilter):
+    """Where staff look first: endpoints that are disabled or failing."""
+
+    title = "saúde"
+    parameter_name = "health"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("disabled", "Desativados"), ("failing", "Falhando"), ("healthy", "Saudáveis")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "disabled":
+            return queryset.filter(is_active=False, deleted_at__isnull=True)
+        if self.value() == "failing":
+            return queryset.filter(is_active=True, failing_since__isnull=False)
+        if self.value() == "healthy":
+            return queryset.filter(is_active=True, failing_since__isnull=True)
+        return queryset
 
 
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
-    list_display = ("url", "account", "is_active", "created_at")
-    list_filter = ("is_active",)
-    search_fields = ("url",)
+    list_display = ("url", "account", "is_active", "failing_since", "disabled_reason", "created_at")
+    list_filter = (HealthFilter, "is_active")
+    search_fields = ("url", "account__name")
     list_select_related = ("account",)
     autocomplete_fields = ("account",)
-    fields = ("account", "ref", "url", "is_active", "code", "secret", "created_at", "updated_at")
-    # Generated with the endpoint; receivers are configured with these values,
-    # so editing them here would silently break every signature check.
-    readonly_fields = ("code", "secret", "created_at", "updated_at")
+    # The signing secret is never displayed after it was shown once (on
+    # creation or rotation); code and secret are not editable by hand, since
+    # receivers are configured with them.
+    fields = (
+        "account",
+        "ref",
+        "url",
+        "description",
+        "is_active",
+        "code",
+        "failing_since",
+        "disabled_at",
+        "disabled_reason",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = ("code", "failing_since", "disabled_at", "disabled_reason", "created_at", "updated_at")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    actions = ["enable", "disable", "rotate_secret"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookEndpoint]:
+        return super().get_queryset(request).filter(deleted_at__isnull=True)
+
+    def response_add(
+        self, request: HttpRequest, obj: WebhookEndpoint, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        self.message_user(request, "Endpoint cadastrado.", messages.SUCCESS)
+        return _secrets_page(self, request, [(obj, obj.secret)])
+
+    @admin.action(description="Ativar", permissions=["change"])
+    def enable(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset:
+            services.endpoint_enable(endpoint=endpoint)
+            self.log_change(request, endpoint, "Ativado")
+        self.message_user(request, f"{queryset.count()} endpoint(s) ativado(s).", messages.SUCCESS)
+
+    @admin.action(description="Desativar", permissions=["change"])
+    def disable(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset:
+            services.endpoint_disable(endpoint=endpoint, reason=f"disabled by {request.user.get_username()}")
+            self.log_change(request, endpoint, "Desativado")
+        self.message_user(request, f"{queryset.count()} endpoint(s) desativado(s).", messages.SUCCESS)
+
+    @admin.action(description="Rotacionar segredo (exibido uma vez)", permissions=["change"])
+    def rotate_secret(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> HttpResponse:
+        pairs = []
+        for endpoint in queryset:
+            pairs.append((endpoint, services.endpoint_rotate_secret(endpoint=endpoint)))
+            self.log_change(request, endpoint, "Segredo rotacionado")
+        return _secrets_page(self, request, pairs)
+
+
+class WebhookAttemptInline(admin.TabularInline[WebhookAttempt, WebhookDelivery]):
+    model = WebhookAttempt
+    extra = 0
+    can_delete = False
+    fields = ("number", "attempted_at", "status_code", "latency_ms", "succeeded", "error", "response_body")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class WebhookDeliveryInline(admin.TabularInline[WebhookDelivery, WebhookEvent]):
+    model = WebhookDelivery
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = ("url", "status", "attempt_count", "last_status_code", "next_attempt_at", "last_error")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class _ReadOnly:
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(WebhookEvent)
+class WebhookEventAdmin(_ReadOnly, admin.ModelAdmin[WebhookEvent]):
+    list_display = ("id", "event_type", "status", "record_id", "account", "created_at")
+    list_filter = ("event_type", "status")
+    search_fields = ("=id", "=record_id")
+    list_select_related = ("account",)
+    date_hierarchy = "created_at"
+    readonly_fields = ("id", "account", "event_type", "record_id", "status", "data", "created_at")
+    inlines = [WebhookDeliveryInline]
+    actions = ["resend"]
+
+    def has_resend_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("webhooks.change_webhookdelivery")
+
+    @admin.action(description="Reenviar", permissions=["resend"])
+    def resend(self, request: HttpRequest, queryset: QuerySet[WebhookEvent]) -> None:
+        total = 0
+        for event in queryset:
+            total += services.event_resend(event=event)
+            self.log_change(request, event, "Reenviado")
+        self.message_user(request, f"{total} entrega(s) agendada(s).", messages.SUCCESS)
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(_ReadOnly, admin.ModelAdmin[WebhookDelivery]):
+    list_display = ("event", "url", "status", "attempt_count", "last_status_code", "next_attempt_at", "created_at")
+    list_filter = ("status", "event__event_type")
+    search_fields = ("=event__id", "url")
+    list_select_related = ("event",)
+    readonly_fields = (
+        "event",
+        "endpoint",
+        "url",
+        "status",
+        "attempt_count",
+        "next_attempt_at",
+        "last_attempt_at",
+        "last_status_code",
+        "last_error",
+        "created_at",
+    )
+    inlines = [WebhookAttemptInline]

@@ -92,6 +92,7 @@ class WebhookDelivery(models.Model):
     )
     url = models.URLField(max_length=2000)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # Attempts in the current round: a redelivery starts the schedule again.
     attempt_count = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     # A worker holds a delivery while it sends; the relay leaves it alone until then.

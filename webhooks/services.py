@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
@@ -166,10 +166,12 @@ def _record(delivery_id: uuid.UUID, result: http.HttpResult) -> str:
             WebhookDelivery.objects.select_for_update(of=("self",)).select_related("endpoint").get(pk=delivery_id)
         )
         now = timezone.now()
+        # attempt_count is this round's (a redelivery starts a fresh schedule);
+        # attempt numbers run on across rounds.
         number = delivery.attempt_count + 1
         WebhookAttempt.objects.create(
             delivery=delivery,
-            number=number,
+            number=WebhookAttempt.objects.filter(delivery=delivery).count() + 1,
             attempted_at=now,
             status_code=result.status_code,
             latency_ms=result.latency_ms,
@@ -301,14 +303,23 @@ def endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> str:
     return secret
 
 
+def event_resend(*, event: WebhookEvent) -> int:
+    """Staff: send the event again to every destination that still accepts
+    webhooks, delivered or not (receivers deduplicate on the event id)."""
+    return _restart(event, WebhookDelivery.objects.filter(event=event))
+
+
 def event_redeliver(*, event: WebhookEvent) -> int:
     """Send the event again, with a fresh schedule, to every destination
     whose delivery failed for good and that still accepts webhooks."""
+    return _restart(event, WebhookDelivery.objects.filter(event=event, status=WebhookDelivery.Status.FAILED))
+
+
+def _restart(event: WebhookEvent, deliveries: QuerySet[WebhookDelivery]) -> int:
     now = timezone.now()
     with transaction.atomic():
         ids = list(
-            WebhookDelivery.objects.select_for_update()
-            .filter(event=event, status=WebhookDelivery.Status.FAILED)
+            deliveries.select_for_update(of=("self",))
             .filter(Q(endpoint__isnull=True) | Q(endpoint__is_active=True, endpoint__deleted_at__isnull=True))
             .values_list("pk", flat=True)
         )
