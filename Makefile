@@ -47,6 +47,7 @@ migrations-check: install-dev
 ## Benchmarks against gunicorn as deployed (own database, bounded in time).
 bench: install-dev
 	$(PY) -m bench.charges
+	$(PY) -m bench.webhooks
 
 ## Stop the embedded PostgreSQL and Redis (data stays in ./var).
 stop: install

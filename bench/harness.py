@@ -165,12 +165,12 @@ def run_load(
 
 def print_table(results: list[LoadResult], concurrency: int) -> None:
     print(f"\nconcurrency {concurrency}, {os.cpu_count()} CPUs")
-    header = f"| {'scenario':<38} | {'req/s':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} | {'SQL/req':>7} |"
+    header = f"| {'scenario':<44} | {'req/s':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} | {'SQL/req':>7} |"
     print(header)
     print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
     for r in results:
         queries = f"{r.queries:.1f}" if r.queries is not None else "-"
         print(
-            f"| {r.name:<38} | {r.rps:>8.1f} | {r.percentile(0.5):>7.1f} | {r.percentile(0.99):>7.1f} "
+            f"| {r.name:<44} | {r.rps:>8.1f} | {r.percentile(0.5):>7.1f} | {r.percentile(0.99):>7.1f} "
             f"| {r.errors:>6} | {queries:>7} |"
         )
