@@ -34,6 +34,7 @@ from accounts.services import (
     credential_rotate,
 )
 from acquirers.models import AcquirerGrant, AcquirerSlot
+from pix_service.admin import ReadOnlyAdminMixin
 from webhooks.models import WebhookEndpoint
 
 if TYPE_CHECKING:
@@ -436,21 +437,8 @@ class ApiCredentialAdmin(admin.ModelAdmin[ApiCredential]):
 # --------------------------------------------------------------------------- balances and ledger
 
 
-class ReadOnlyMixin:
-    """Money moves only through ledger_post; the back office only looks."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(ReadOnlyMixin, admin.ModelAdmin[LedgerEntry]):
+class LedgerEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[LedgerEntry]):
     list_display = ("id", "account", "kind", "amount_display", "balance_after_display", "reference", "created_at")
     list_filter = ("kind", "created_at")
     search_fields = ("account__name", "reference")
@@ -467,7 +455,7 @@ class LedgerEntryAdmin(ReadOnlyMixin, admin.ModelAdmin[LedgerEntry]):
 
 
 @admin.register(AccountBalance)
-class AccountBalanceAdmin(ReadOnlyMixin, admin.ModelAdmin[AccountBalance]):
+class AccountBalanceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[AccountBalance]):
     list_display = ("account", "available_display", "updated_at")
     list_filter = ("updated_at",)
     search_fields = ("account__name", "account__document")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.core.validators import RegexValidator, URLValidator
+from django.core.validators import RegexValidator
 from django.db import transaction
 from rest_framework import serializers
 from rest_framework.settings import api_settings
@@ -26,6 +26,14 @@ from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot, acquirer_key_validator
 from acquirers.services import MAX_CHAIN_LENGTH, acquirer_grants_set, acquirer_slots_set, acquirer_upsert
 from pix_service.exceptions import ValidationFailed
+from pix_service.fields import (
+    HttpUrlField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictDecimalField,
+    StrictIntegerField,
+)
 from webhooks.models import WebhookEndpoint
 
 # Column bounds, so that an oversized number is a field error rather than a
@@ -55,59 +63,6 @@ class BootstrapInvalid(ValidationFailed):
 
 
 # --------------------------------------------------------------------------- strict fields
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer only: DRF alone would take ``"100"``, ``100.0`` and ``true``."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictDecimalField(serializers.DecimalField):
-    """A JSON number only (not a string, not a boolean)."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """``true`` or ``false`` only: DRF alone would take ``"yes"``, ``1`` and ``"on"``."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid")
-        return data
-
-
-class StrictCharField(serializers.CharField):
-    """A JSON string only: DRF alone would turn ``123`` into ``"123"``."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictChoiceField(serializers.ChoiceField):
-    """A JSON string among the choices: DRF alone would match ``1`` to ``"1"``."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if not isinstance(data, str):
-            self.fail("invalid_choice", input=data)
-        return super().to_internal_value(data)
-
-
-class HttpURLField(StrictCharField):
-    """An ``http`` or ``https`` URL (DRF's URLField also takes ``ftp``)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.validators.append(URLValidator(schemes=["http", "https"]))
 
 
 class UniqueListField(serializers.ListField):
@@ -200,7 +155,7 @@ class CredentialSpecSerializer(serializers.Serializer[Any]):
 
 class WebhookSpecSerializer(serializers.Serializer[Any]):
     ref = ref_field()
-    url = HttpURLField(max_length=2000)
+    url = HttpUrlField(max_length=2000)
 
 
 class AccountSpecSerializer(serializers.Serializer[Any]):

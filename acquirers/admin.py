@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from acquirers import adapters
 from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, InboundNotification
+from pix_service.admin import ReadOnlyAdminMixin
 
 
 def _adapter_choices() -> list[tuple[str, str]]:
@@ -54,7 +55,7 @@ class AcquirerAdmin(admin.ModelAdmin[Acquirer]):
 
 
 @admin.register(InboundNotification)
-class InboundNotificationAdmin(admin.ModelAdmin[InboundNotification]):
+class InboundNotificationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[InboundNotification]):
     """What acquirers sent us, exactly as received: read-only evidence."""
 
     list_display = ("received_at", "acquirer", "status", "remote_addr", "processed_at")
@@ -62,12 +63,3 @@ class InboundNotificationAdmin(admin.ModelAdmin[InboundNotification]):
     search_fields = ("body", "error")
     date_hierarchy = "received_at"
     readonly_fields = ("acquirer", "headers", "body", "remote_addr", "status", "error", "received_at", "processed_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: InboundNotification | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: InboundNotification | None = None) -> bool:
-        return False

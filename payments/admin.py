@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
@@ -15,29 +14,20 @@ from django.http import HttpRequest
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
+from pix_service.admin import ReadOnlyInlineMixin
 
 
-class ChargeAttemptInline(admin.TabularInline[ChargeAttempt, Charge]):
+class ChargeAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeAttempt, Charge]):
     model = ChargeAttempt
-    extra = 0
-    can_delete = False
     fields = ("position", "acquirer", "outcome", "error_class", "error_message", "latency_ms", "created_at")
     readonly_fields = fields
     ordering = ("position",)
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-
-class ChargeTransitionInline(admin.TabularInline[ChargeTransition, Charge]):
+class ChargeTransitionInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeTransition, Charge]):
     model = ChargeTransition
-    extra = 0
-    can_delete = False
     fields = ("created_at", "from_status", "to_status", "source", "actor")
     readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 def _transition_action(

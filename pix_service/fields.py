@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import URLValidator
 from rest_framework import serializers
 
 
@@ -17,8 +18,17 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class StrictDecimalField(serializers.DecimalField):
+    """A JSON number only (not a string, not a boolean)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class StrictBooleanField(serializers.BooleanField):
-    """A JSON boolean and nothing else (no ``"yes"``, ``1``)."""
+    """``true`` or ``false`` only: DRF alone would take ``"yes"``, ``1`` and ``"on"``."""
 
     def to_internal_value(self, data: Any) -> bool:
         if not isinstance(data, bool):
@@ -27,11 +37,20 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class StrictCharField(serializers.CharField):
-    """A JSON string: numbers are not silently turned into text."""
+    """A JSON string only: DRF alone would turn ``123`` into ``"123"``."""
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    """A JSON string among the choices: DRF alone would match ``1`` to ``"1"``."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=data)
         return super().to_internal_value(data)
 
 
@@ -44,13 +63,11 @@ class StrictRegexField(serializers.RegexField):
         return str(super().to_internal_value(data))
 
 
-class HttpUrlField(serializers.URLField):
-    """An absolute http(s) URL."""
+class HttpUrlField(StrictCharField):
+    """An absolute ``http``/``https`` URL (DRF's URLField also takes ``ftp``)."""
 
-    default_error_messages = {"invalid": "Informe uma URL http ou https válida."}
+    default_error_messages = {"invalid_url": "Informe uma URL http ou https válida."}
 
-    def to_internal_value(self, data: Any) -> str:
-        value = super().to_internal_value(data)
-        if not value.lower().startswith(("http://", "https://")):
-            self.fail("invalid")
-        return value
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators.append(URLValidator(schemes=["http", "https"], message=self.error_messages["invalid_url"]))

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
 
+from pix_service.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin
 from webhooks import services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -111,42 +112,21 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
         return _secrets_page(self, request, pairs)
 
 
-class WebhookAttemptInline(admin.TabularInline[WebhookAttempt, WebhookDelivery]):
+class WebhookAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[WebhookAttempt, WebhookDelivery]):
     model = WebhookAttempt
-    extra = 0
-    can_delete = False
     fields = ("number", "attempted_at", "status_code", "latency_ms", "succeeded", "error", "response_body")
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-
-class WebhookDeliveryInline(admin.TabularInline[WebhookDelivery, WebhookEvent]):
+class WebhookDeliveryInline(ReadOnlyInlineMixin, admin.TabularInline[WebhookDelivery, WebhookEvent]):
     model = WebhookDelivery
-    extra = 0
-    can_delete = False
     show_change_link = True
     fields = ("url", "status", "attempt_count", "last_status_code", "next_attempt_at", "last_error")
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class _ReadOnly:
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(WebhookEvent)
-class WebhookEventAdmin(_ReadOnly, admin.ModelAdmin[WebhookEvent]):
+class WebhookEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[WebhookEvent]):
     list_display = ("id", "event_type", "status", "record_id", "account", "created_at")
     list_filter = ("event_type", "status")
     search_fields = ("=id", "=record_id")
@@ -169,7 +149,7 @@ class WebhookEventAdmin(_ReadOnly, admin.ModelAdmin[WebhookEvent]):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(_ReadOnly, admin.ModelAdmin[WebhookDelivery]):
+class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[WebhookDelivery]):
     list_display = ("event", "url", "status", "attempt_count", "last_status_code", "next_attempt_at", "created_at")
     list_filter = ("status", "event__event_type")
     search_fields = ("=event__id", "url")
