@@ -12,6 +12,7 @@ from acquirers.serializers import AcquirerItemSerializer, acquirer_key_field
 from payments.models import Charge
 from pix_service.documents import normalize_document
 from pix_service.fields import HttpUrlField, StrictCharField, StrictIntegerField, StrictRegexField
+from webhooks.http import url_refusal
 
 MIN_AMOUNT = 100
 METADATA_MAX_BYTES = 4096
@@ -51,6 +52,13 @@ class ChargeCreateSerializer(serializers.Serializer[Any]):
     acquirer_key = acquirer_key_field(required=False)
     postback_url = HttpUrlField(max_length=2000, required=False, allow_blank=True)
     metadata = serializers.DictField(required=False)
+
+    def validate_postback_url(self, value: str) -> str:
+        # Refused when saved, not only when delivered (decisions §6).
+        refusal = url_refusal(value) if value else None
+        if refusal:
+            raise serializers.ValidationError(refusal)
+        return value
 
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
         if len(json.dumps(value, ensure_ascii=False).encode()) > METADATA_MAX_BYTES:

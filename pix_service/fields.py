@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.core.validators import URLValidator
 from rest_framework import serializers
@@ -71,3 +72,13 @@ class HttpUrlField(StrictCharField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validators.append(URLValidator(schemes=["http", "https"], message=self.error_messages["invalid_url"]))
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        try:
+            port = urlsplit(value).port  # URLValidator lets 99999 through
+        except ValueError:
+            self.fail("invalid_url")
+        if port == 0:
+            self.fail("invalid_url")
+        return value

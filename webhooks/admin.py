@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
@@ -13,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
 
 from pix_service.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin
-from webhooks import services
+from webhooks import http, services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 SECRETS_TEMPLATE = "admin/webhooks/endpoint_secrets.html"
@@ -53,8 +54,24 @@ class HealthFilter(admin.SimpleListFilter):
         return queryset
 
 
+class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
+    url = forms.URLField(max_length=2000, assume_scheme="https")
+
+    class Meta:
+        model = WebhookEndpoint
+        fields = "__all__"  # noqa: DJ007 - the admin's fields pick what is shown
+
+    def clean_url(self) -> str:
+        url = str(self.cleaned_data["url"])
+        refusal = http.url_refusal(url)
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return url
+
+
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
+    form = WebhookEndpointForm
     list_display = ("url", "account", "is_active", "failing_since", "disabled_reason", "created_at")
     list_filter = (HealthFilter, "is_active")
     search_fields = ("url", "account__name")

@@ -114,12 +114,16 @@ def url_refusal(url: str) -> str | None:
     """Why ``url`` may not be registered, or None. Names that do not resolve
     now are accepted; every delivery checks the address again."""
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        port = parts.port
+    except ValueError:  # out of 0-65535
+        return URL_INVALID
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
         return URL_INVALID
     if settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS:
         return None
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
+        infos = socket.getaddrinfo(parts.hostname, port or 443, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
         return None
     for info in infos:

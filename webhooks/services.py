@@ -295,11 +295,14 @@ def endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> str:
     from pix_service.tokens import new_webhook_secret
 
     secret = new_webhook_secret()
-    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
-        previous_secret=endpoint.secret,
-        previous_secret_expires_at=timezone.now() + dt.timedelta(hours=settings.WEBHOOK_SECRET_ROTATION_HOURS),
-        secret=secret,
-    )
+    with transaction.atomic():
+        # Locked: two rotations at once must chain (old → previous), not race.
+        current = WebhookEndpoint.objects.select_for_update().values_list("secret", flat=True).get(pk=endpoint.pk)
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+            previous_secret=current,
+            previous_secret_expires_at=timezone.now() + dt.timedelta(hours=settings.WEBHOOK_SECRET_ROTATION_HOURS),
+            secret=secret,
+        )
     return secret
 
 
