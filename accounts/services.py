@@ -111,7 +111,12 @@ def credential_rotate(*, credential: ApiCredential) -> IssuedCredential:
 # --------------------------------------------------------------------------- ledger
 
 
-def _locked_balance(account_id: Any) -> AccountBalance:
+def balance_lock(*, account_id: Any) -> AccountBalance:
+    """Lock and return the account's balance row until the transaction ends.
+
+    Every money movement of an account serialises here; callers that must
+    check more than the balance (a withdrawal's daily limit) take it first.
+    """
     try:
         return AccountBalance.objects.select_for_update().get(account_id=account_id)
     except AccountBalance.DoesNotExist:
@@ -135,7 +140,7 @@ def ledger_post(*, account_id: Any, amount: int, kind: str, reference: str) -> L
     if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
         raise ValueError("amount must be a non-zero int of centavos")
 
-    balance = _locked_balance(account_id)
+    balance = balance_lock(account_id=account_id)
     # Under the balance lock no other posting for this account can interleave,
     # so this check is exact; the unique constraint backs it up across accounts.
     if LedgerEntry.objects.filter(kind=kind, reference=reference).exists():

@@ -20,6 +20,8 @@ OPERATIONS_EXTRA = (
     "accounts.manage_credentials",
     # Charges: cancel, refund, chargeback actions (every field stays read-only).
     "payments.change_charge",
+    # Withdrawals: approve, cancel, mark returned.
+    "withdrawals.change_withdrawal",
     # Webhooks: enable/disable endpoints, rotate secrets, resend events.
     "webhooks.change_webhookendpoint",
     "webhooks.change_webhookdelivery",

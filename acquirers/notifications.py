@@ -72,9 +72,19 @@ def _finish(inbound: InboundNotification, status: str, error: str) -> None:
     inbound.save(update_fields=["status", "error", "processed_at"])
 
 
+PAYOUT_EVENTS = (
+    NotificationEvent.PAYOUT_PAID,
+    NotificationEvent.PAYOUT_FAILED,
+    NotificationEvent.PAYOUT_RETURNED,
+)
+
+
 def notification_apply(*, acquirer: Acquirer | None, notification: Notification, source: str) -> ApplyResult:
-    """Apply one event to our charge (``reference`` = txid). ``acquirer`` None
-    means the caller already resolved ownership (sandbox, staff)."""
+    """Apply one event to our charge (``reference`` = txid) or withdrawal
+    (``reference`` = its idempotency id). ``acquirer`` None means the caller
+    already resolved ownership (sandbox, staff)."""
+    if notification.event in PAYOUT_EVENTS:
+        return _apply_payout(acquirer=acquirer, notification=notification, source=source)
     from payments.exceptions import ChargeNotFound
     from payments.models import Charge, ChargeStatus
     from payments.services import charge_transition
@@ -105,5 +115,36 @@ def notification_apply(*, acquirer: Acquirer | None, notification: Notification,
         source=source,
         e2e_id=notification.e2e_id,
         paid_at=notification.occurred_at,
+    )
+    return ApplyResult(changed=changed)
+
+
+def _apply_payout(*, acquirer: Acquirer | None, notification: Notification, source: str) -> ApplyResult:
+    from withdrawals.exceptions import WithdrawalNotFound
+    from withdrawals.models import Withdrawal, WithdrawalStatus
+    from withdrawals.services import withdrawal_transition
+
+    withdrawal = Withdrawal.objects.filter(idempotency_id=notification.reference).only("pk", "status").first()
+    # A payout notification may come from any acquirer we sent to; it must
+    # at least be one that the payout went through.
+    if withdrawal is None or (
+        acquirer is not None and not withdrawal.payout_attempts.filter(acquirer=acquirer).exists()
+    ):
+        raise WithdrawalNotFound()
+    event = notification.event
+    if event is NotificationEvent.PAYOUT_PAID and withdrawal.status == WithdrawalStatus.REFUNDED:
+        return ApplyResult(changed=False, detail="already paid")
+    target = {
+        NotificationEvent.PAYOUT_PAID: WithdrawalStatus.PAID,
+        NotificationEvent.PAYOUT_FAILED: WithdrawalStatus.FAILED,
+        NotificationEvent.PAYOUT_RETURNED: WithdrawalStatus.REFUNDED,
+    }[event]
+    changed = withdrawal_transition(
+        withdrawal_id=withdrawal.pk,
+        to_status=target,
+        source=source,
+        e2e_id=notification.e2e_id,
+        paid_at=notification.occurred_at,
+        reason="refused by the acquirer" if target == WithdrawalStatus.FAILED else "",
     )
     return ApplyResult(changed=changed)

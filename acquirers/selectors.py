@@ -68,3 +68,14 @@ def cashin_chain(account: Account, amount: int, override: Sequence[Acquirer] | N
         granted = set(available_acquirers(account).values_list("pk", flat=True))
         return _usable([configured[p] for p in sorted(configured) if configured[p].pk in granted], amount)
     return _usable(platform_default_chain(), amount)
+
+
+def payout_chain(account: Account, amount: int) -> list[Acquirer]:
+    """Where a withdrawal's payout goes, in order (decisions §5): the
+    account's cash-out acquirers, else its active cash-in acquirers, else
+    the platform default chain; disabled or too-small-ticket ones passed over."""
+    for purpose in (AcquirerSlot.Purpose.CASHOUT, AcquirerSlot.Purpose.CASHIN):
+        configured = slots(account, purpose)
+        if configured:
+            return _usable([configured[p] for p in sorted(configured)], amount)
+    return _usable(platform_default_chain(), amount)

@@ -23,6 +23,9 @@ from payments.serializers import ChargeCreatedSerializer, ChargeCreateSerializer
 from payments.services import Buyer, OverrideItem, charge_create
 from pix_service.api import (
     BAD_BODY,
+    IDEMPOTENCY_HEADER,
+    IDEMPOTENCY_RESPONSES,
+    LISTING_PARAMETERS,
     VALIDATION_ERROR,
     AccountAPIView,
     listing_envelope,
@@ -32,6 +35,7 @@ from pix_service.api import (
     success_envelope,
 )
 from pix_service.exceptions import ValidationFailed
+from pix_service.idempotency import idempotent
 from pix_service.listing import filter_and_paginate
 
 BUYER_ADDRESS_FIELDS = (
@@ -42,20 +46,6 @@ BUYER_ADDRESS_FIELDS = (
     "buyer_number",
     "buyer_complement",
 )
-
-
-LISTING_PARAMETERS = [
-    OpenApiParameter("id", OpenApiTypes.UUID, description="Exact id."),
-    OpenApiParameter("e2e_id", str, description="Exact end-to-end id."),
-    OpenApiParameter("amount_min", int, description="Centavos, inclusive."),
-    OpenApiParameter("amount_max", int, description="Centavos, inclusive."),
-    OpenApiParameter("paid_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-    OpenApiParameter("paid_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-    OpenApiParameter("created_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-    OpenApiParameter("created_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-    OpenApiParameter("page", int, description="Page, default 1."),
-    OpenApiParameter("per_page", int, description="Page size, 1..100, default 15."),
-]
 
 
 def override_items(data: dict[str, Any]) -> list[OverrideItem] | None:
@@ -82,14 +72,19 @@ class ChargesApi(AccountAPIView):
             "then the acquirer chain (400 when every acquirer fails). Override with `acquirers` "
             "(1-3 items, `priority` required) or a single `acquirer_key`, not both."
         ),
+        parameters=[IDEMPOTENCY_HEADER],
         request=ChargeCreateSerializer,
         responses=responses(
             {201: success_envelope("ChargeCreatedResponse", ChargeCreatedSerializer())},
             (400, BAD_BODY),
             (422, VALIDATION_ERROR),
+            *IDEMPOTENCY_RESPONSES,
         ),
     )
     def post(self, request: Request) -> Response:
+        return idempotent(self, request, "transactions", lambda: self._create(request))
+
+    def _create(self, request: Request) -> Response:
         account: Account = request.user  # type: ignore[assignment]
         body = ChargeCreateSerializer(data=self.json_body(request))
         body.is_valid(raise_exception=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.permissions import BasePermission
@@ -125,6 +126,41 @@ VALIDATION_ERROR = OpenApiResponse(_ValidationEnvelope, description="Invalid fie
 BAD_BODY = _error(
     "The body is not a JSON object, or a business rule refused the request.", "Corpo da requisição inválido."
 )
+
+
+LISTING_PARAMETERS = [
+    OpenApiParameter("id", OpenApiTypes.UUID, description="Exact id."),
+    OpenApiParameter("e2e_id", str, description="Exact end-to-end id."),
+    OpenApiParameter("amount_min", int, description="Centavos, inclusive."),
+    OpenApiParameter("amount_max", int, description="Centavos, inclusive."),
+    OpenApiParameter("paid_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    OpenApiParameter("paid_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    OpenApiParameter("created_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    OpenApiParameter("created_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    OpenApiParameter("page", int, description="Page, default 1."),
+    OpenApiParameter("per_page", int, description="Page size, 1..100, default 15."),
+]
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "1-255 characters. The same key with the same body within 24 h replays the first response "
+        "(header `Idempotent-Replayed: true`); with another body → 422 under `idempotency_key`; "
+        "while the first is still running → 409."
+    ),
+)
+IDEMPOTENCY_RESPONSES = [
+    (
+        409,
+        _error(
+            "A request with this Idempotency-Key is still running.",
+            "Uma requisição com esta chave de idempotência ainda está em processamento.",
+        ),
+    )
+]
 
 
 def not_found(message: str) -> OpenApiResponse:

@@ -1,10 +1,110 @@
-from drf_spectacular.utils import extend_schema
+"""Withdrawal endpoints: request, list, read, balance, and the sandbox return."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from pix_service.api import AccountAPIView, ok, responses, success_envelope
-from withdrawals.selectors import balance_summary
-from withdrawals.serializers import BalanceSerializer
+from accounts.models import Account
+from pix_service.api import (
+    BAD_BODY,
+    IDEMPOTENCY_HEADER,
+    IDEMPOTENCY_RESPONSES,
+    LISTING_PARAMETERS,
+    VALIDATION_ERROR,
+    AccountAPIView,
+    listing_envelope,
+    not_found,
+    ok,
+    responses,
+    success_envelope,
+)
+from pix_service.idempotency import idempotent
+from pix_service.listing import filter_and_paginate
+from withdrawals import exceptions as err
+from withdrawals.models import WithdrawalStatus, WithdrawalTransition
+from withdrawals.selectors import WithdrawalFilterSet, balance_summary, withdrawal_get, withdrawals_of
+from withdrawals.serializers import (
+    BalanceSerializer,
+    WithdrawalCreatedSerializer,
+    WithdrawalCreateSerializer,
+    WithdrawalSerializer,
+)
+from withdrawals.services import withdrawal_request, withdrawal_transition
+
+
+class WithdrawalsApi(AccountAPIView):
+    required_permission = "cashout"
+
+    @extend_schema(
+        tags=["withdrawals"],
+        summary="Request a PIX withdrawal",
+        description=(
+            "Checks, in order: credentials (401), permission (403), account (403), fields (422: key format "
+            "per type, amount ≥ the effective minimum, something left after the fee), then 400s: per-request "
+            "limit, daily limit (America/Sao_Paulo day), balance. The total is debited at once; the payout "
+            "follows in the background. `Idempotency-Key` makes retries safe."
+        ),
+        parameters=[IDEMPOTENCY_HEADER],
+        request=WithdrawalCreateSerializer,
+        responses=responses(
+            {201: success_envelope("WithdrawalCreatedResponse", WithdrawalCreatedSerializer())},
+            (400, BAD_BODY),
+            (422, VALIDATION_ERROR),
+            *IDEMPOTENCY_RESPONSES,
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        return idempotent(self, request, "withdrawals", lambda: self._create(request))
+
+    def _create(self, request: Request) -> Response:
+        account: Account = request.user  # type: ignore[assignment]
+        body = WithdrawalCreateSerializer(data=self.json_body(request))
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        withdrawal = withdrawal_request(
+            account=account,
+            amount=data["amount"],
+            key_type=data["key_type"],
+            key_value=data["key_value"],
+            discount_fee=data["discount_fee"],
+        )
+        return ok(WithdrawalCreatedSerializer(withdrawal).data, "Saque solicitado com sucesso.", status=201)
+
+    @extend_schema(
+        tags=["withdrawals"],
+        summary="List withdrawals",
+        operation_id="withdrawals_list",
+        parameters=[*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(WithdrawalStatus.values))],
+        responses=responses(
+            {200: listing_envelope("WithdrawalListResponse", "withdrawals", WithdrawalSerializer(many=True))},
+            (422, VALIDATION_ERROR),
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        account: Account = request.user  # type: ignore[assignment]
+        items, pagination = filter_and_paginate(WithdrawalFilterSet, withdrawals_of(account), request.query_params)
+        return ok(
+            {"withdrawals": WithdrawalSerializer(items, many=True).data, "pagination": pagination},
+            "Saques listados com sucesso.",
+        )
+
+
+class WithdrawalDetailApi(AccountAPIView):
+    required_permission = "cashout"
+
+    @extend_schema(
+        tags=["withdrawals"],
+        summary="Read a withdrawal",
+        responses=responses(
+            {200: success_envelope("WithdrawalResponse", WithdrawalSerializer())},
+            (404, not_found(err.WITHDRAWAL_NOT_FOUND)),
+        ),
+    )
+    def get(self, request: Request, withdrawal_id: str) -> Response:
+        withdrawal = withdrawal_get(account=request.user, withdrawal_id=withdrawal_id)  # type: ignore[arg-type]
+        return ok(WithdrawalSerializer(withdrawal).data, "Saque consultado com sucesso.")
 
 
 class BalanceApi(AccountAPIView):
@@ -17,3 +117,27 @@ class BalanceApi(AccountAPIView):
     )
     def get(self, request: Request) -> Response:
         return ok(balance_summary(request.user), "Saldo consultado com sucesso.")  # type: ignore[arg-type]
+
+
+class SandboxWithdrawalReturnApi(AccountAPIView):
+    """The destination returned the money (decisions §8): paid → refunded."""
+
+    required_permission = "any"
+
+    @extend_schema(
+        tags=["sandbox"],
+        summary="Sandbox: the destination returns a paid withdrawal",
+        request=None,
+        responses=responses(
+            {200: success_envelope("SandboxWithdrawalResponse", WithdrawalSerializer())},
+            (404, not_found(err.WITHDRAWAL_NOT_FOUND)),
+            (409, OpenApiResponse(description="The withdrawal's status does not allow this change.")),
+        ),
+    )
+    def post(self, request: Request, withdrawal_id: str) -> Response:
+        withdrawal = withdrawal_get(account=request.user, withdrawal_id=withdrawal_id)  # type: ignore[arg-type]
+        withdrawal_transition(
+            withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.REFUNDED, source=WithdrawalTransition.Source.SANDBOX
+        )
+        withdrawal.refresh_from_db()
+        return ok(WithdrawalSerializer(withdrawal).data, "Saque atualizado.")

@@ -2,17 +2,66 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
+import zoneinfo
 from typing import Any
+
+import django_filters
+from django.db.models import QuerySet, Sum
+from django.utils import timezone
 
 from accounts.models import Account
 from accounts.selectors import available_balance, effective_minimum_withdrawal
+from pix_service.listing import RecordFilterSet
+from withdrawals.exceptions import WithdrawalNotFound
+from withdrawals.models import Withdrawal, WithdrawalStatus
+
+SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
+#: Withdrawals that never moved money do not use the day's limit.
+NOT_COUNTED = (WithdrawalStatus.FAILED, WithdrawalStatus.CANCELED)
 
 
-def withdrawn_today(account: Account) -> int:
-    """Sum of today's (America/Sao_Paulo) withdrawals that count against the
-    daily limit. No withdrawal exists yet (the cash-out issue adds them), so
-    nothing counts."""
-    return 0
+def day_start(now: dt.datetime | None = None) -> dt.datetime:
+    """Midnight of the current America/Sao_Paulo day."""
+    local = (now or timezone.now()).astimezone(SAO_PAULO)
+    return local.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def withdrawn_today(account: Account, now: dt.datetime | None = None) -> int:
+    """Sum of ``amount`` of the account's withdrawals created on the current
+    America/Sao_Paulo day, except failed and canceled ones (decisions §5)."""
+    total = (
+        Withdrawal.objects.filter(account=account, created_at__gte=day_start(now))
+        .exclude(status__in=NOT_COUNTED)
+        .aggregate(total=Sum("amount"))["total"]
+    )
+    return int(total or 0)
+
+
+def withdrawals_of(account: Account) -> QuerySet[Withdrawal]:
+    return Withdrawal.objects.filter(account=account)
+
+
+def withdrawal_get(*, account: Account, withdrawal_id: Any) -> Withdrawal:
+    """The account's withdrawal, or :class:`WithdrawalNotFound` for unknown,
+    malformed or someone else's ids."""
+    try:
+        key = uuid.UUID(str(withdrawal_id))
+    except ValueError:
+        raise WithdrawalNotFound() from None
+    withdrawal = withdrawals_of(account).filter(pk=key).first()
+    if withdrawal is None:
+        raise WithdrawalNotFound()
+    return withdrawal
+
+
+class WithdrawalFilterSet(RecordFilterSet):
+    status = django_filters.ChoiceFilter(field_name="status", choices=WithdrawalStatus.choices)
+
+    class Meta:
+        model = Withdrawal
+        fields: list[str] = []
 
 
 def balance_summary(account: Account) -> dict[str, Any]:

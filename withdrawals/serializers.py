@@ -1,6 +1,48 @@
+"""Request and response shapes of the withdrawal endpoints."""
+
+from __future__ import annotations
+
 from typing import Any
 
 from rest_framework import serializers
+
+from pix_service.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
+from withdrawals.keys import INVALID_KEY, MAX_KEY_LENGTH, normalize_key
+from withdrawals.models import PixKeyType, Withdrawal
+
+
+class WithdrawalCreateSerializer(serializers.Serializer[Any]):
+    amount = StrictIntegerField(help_text="Centavos; at least max(1000, the account's minimum).")
+    key_type = StrictChoiceField(choices=PixKeyType.choices, default=PixKeyType.CPF)
+    key_value = StrictCharField(max_length=MAX_KEY_LENGTH, trim_whitespace=True)
+    discount_fee = StrictBooleanField(default=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        normalized = normalize_key(attrs["key_type"], attrs["key_value"])
+        if normalized is None:
+            raise serializers.ValidationError({"key_value": [INVALID_KEY]})
+        attrs["key_value"] = normalized
+        return attrs
+
+
+class WithdrawalCreatedSerializer(serializers.ModelSerializer[Withdrawal]):
+    """The creation body of the spec (``pix_key_type``, no ``e2e_id``/``paid_at``)."""
+
+    class Meta:
+        model = Withdrawal
+        fields = ["id", "amount", "liquid_amount", "pix_key_type", "pix_key", "status", "created_at"]
+        read_only_fields = fields
+
+
+class WithdrawalSerializer(serializers.ModelSerializer[Withdrawal]):
+    """The Withdrawal record of the spec (and of its webhook)."""
+
+    pix_type = serializers.CharField(source="pix_key_type")
+
+    class Meta:
+        model = Withdrawal
+        fields = ["id", "e2e_id", "amount", "liquid_amount", "pix_type", "pix_key", "status", "paid_at", "created_at"]
+        read_only_fields = fields
 
 
 class BalanceLimitsSerializer(serializers.Serializer[Any]):

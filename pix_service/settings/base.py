@@ -160,6 +160,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One named enum per choice set, shared by every field that uses it.
+    "ENUM_NAME_OVERRIDES": {
+        "ChargeStatusEnum": "payments.models.ChargeStatus",
+        "WithdrawalStatusEnum": "withdrawals.models.WithdrawalStatus",
+        "PixKeyTypeEnum": "withdrawals.models.PixKeyType",
+        "DeliveryStatusEnum": "webhooks.models.WebhookDelivery.Status",
+    },
     # The schema and Swagger UI are public; the API they describe is not.
     "SERVE_AUTHENTICATION": [],
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
@@ -185,6 +192,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
+    "purge-idempotency-keys": {"task": "pix_service.tasks.purge_idempotency_keys", "schedule": 3600.0},
+    "poll-stuck-payouts": {"task": "withdrawals.tasks.poll_stuck_payouts", "schedule": 60.0},
     "relay-webhooks": {
         "task": "webhooks.tasks.relay_webhooks",
         "schedule": env.float("WEBHOOK_RELAY_INTERVAL", default=10.0),

@@ -1,0 +1,27 @@
+"""Background work on withdrawals."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from withdrawals.services import PayoutUndetermined, payouts_poll, withdrawal_process
+
+
+@shared_task(
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(PayoutUndetermined,),
+    retry_backoff=10,
+    retry_backoff_max=600,
+    max_retries=None,
+)
+def process_withdrawal(withdrawal_id: str) -> str:
+    """Approve (when automatic) and pay out. Idempotent: a lease on the row
+    and the attempt history make a second run ask before it ever sends."""
+    return withdrawal_process(withdrawal_id=withdrawal_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def poll_stuck_payouts() -> int:
+    """Beat: processing again the withdrawals nothing moved for a while."""
+    return payouts_poll()
