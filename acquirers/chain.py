@@ -12,22 +12,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from acquirers import adapters, brcode
 from acquirers.adapters.base import AcquirerTimeout, AdapterError, ChargeRequest, ChargeResult
 from acquirers.models import Acquirer
+from pix_service import deadline
 
 logger = logging.getLogger(__name__)
-
-# Calls run here so a slow acquirer can be abandoned at its deadline. Sized
-# for the concurrent requests of one process; a call still queued when its
-# deadline passes is cancelled before it ever reaches the acquirer.
-_EXECUTOR = ThreadPoolExecutor(max_workers=32, thread_name_prefix="acquirer-call")
-
 T = TypeVar("T")
 
 
@@ -36,12 +29,11 @@ class DeadlineExceeded(AcquirerTimeout):
 
 
 def call_with_deadline(func: Callable[[], T], timeout: float) -> T:
-    future: Future[T] = _EXECUTOR.submit(func)
+    """An acquirer call under its deadline (see :mod:`pix_service.deadline`)."""
     try:
-        return future.result(timeout=timeout)
-    except FutureTimeout:
-        future.cancel()
-        raise DeadlineExceeded(f"no answer within {timeout:.1f}s") from None
+        return deadline.call_with_deadline(func, timeout)
+    except deadline.DeadlineExceeded as exc:
+        raise DeadlineExceeded(str(exc)) from None
 
 
 @dataclass(frozen=True)

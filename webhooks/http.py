@@ -20,6 +20,8 @@ from django.conf import settings
 from requests_hardened import Config, Manager
 from requests_hardened.ip_filter import EXTRA_BLOCKED_NET_RANGES
 
+from pix_service.deadline import DeadlineExceeded, call_with_deadline
+
 RESPONSE_BODY_LIMIT = 4096
 
 URL_NOT_ALLOWED = "URL não permitida: o endereço é local, privado ou reservado."
@@ -53,8 +55,22 @@ def _manager() -> Manager:
 
 
 def post(url: str, body: bytes, headers: dict[str, str]) -> HttpResult:
-    """POST and report; never raises for network or HTTP failures."""
+    """POST and report; never raises for network or HTTP failures. The whole
+    exchange, connection included, must end within the total timeout: a
+    receiver that answers later, however slowly it drips, failed the attempt."""
     started = time.monotonic()
+    budget = settings.WEBHOOK_TIMEOUT
+    try:
+        return call_with_deadline(lambda: _post(url, body, headers, started), budget)
+    except DeadlineExceeded:
+        return HttpResult(
+            status_code=None,
+            latency_ms=int((time.monotonic() - started) * 1000),
+            error=f"Timeout: no complete answer within {budget:.0f}s",
+        )
+
+
+def _post(url: str, body: bytes, headers: dict[str, str], started: float) -> HttpResult:
     deadline = started + settings.WEBHOOK_TIMEOUT
     try:
         with _manager().get_session() as session:

@@ -71,7 +71,9 @@ def _enqueue(delivery_id: uuid.UUID, countdown: float) -> None:
     from webhooks.tasks import deliver_webhook
 
     try:
-        deliver_webhook.apply_async((str(delivery_id),), countdown=max(0.0, countdown))
+        # No publish retries: while the broker is down the relay is the way, and
+        # a request must not wait out retry back-offs inside its commit.
+        deliver_webhook.apply_async((str(delivery_id),), countdown=max(0.0, countdown), retry=False)
     except Exception:
         # The row is committed and due: the relay will send it once the broker is back.
         logger.warning("broker unavailable; delivery %s left to the relay", delivery_id, exc_info=True)
@@ -120,7 +122,8 @@ def next_delay(attempts_made: int, retry_after: float | None = None) -> float | 
     jitter = settings.WEBHOOK_JITTER
     delay = scheduled * random.uniform(1 - jitter, 1 + jitter)  # noqa: S311 - jitter, not security
     if retry_after is not None:
-        delay = min(retry_after, 2 * scheduled)
+        # The receiver may ask for more time (up to twice the schedule), never less.
+        delay = max(delay, min(retry_after, 2 * scheduled))
     return max(0.0, delay)
 
 
@@ -206,21 +209,27 @@ def _record(delivery_id: uuid.UUID, result: http.HttpResult) -> str:
                 delivery.next_attempt_at = now + dt.timedelta(seconds=delay)
                 if delay <= settings.WEBHOOK_MAX_COUNTDOWN:
                     countdown = delay
-            if endpoint is not None:
-                _note_failure(endpoint, now)
+            if endpoint is not None and _note_failure(endpoint, now):
+                # This attempt disabled the endpoint: the delivery ends here.
+                outcome, countdown = DeliveryOutcome.FAILED, None
+                delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.FAILED, None
         delivery.save()
         if countdown is not None:
             transaction.on_commit(functools.partial(_enqueue, delivery.pk, countdown))
     return outcome
 
 
-def _note_failure(endpoint: WebhookEndpoint, now: dt.datetime) -> None:
+def _note_failure(endpoint: WebhookEndpoint, now: dt.datetime) -> bool:
+    """Start or extend the endpoint's failing run; True when it disabled it."""
     if endpoint.failing_since is None:
         WebhookEndpoint.objects.filter(pk=endpoint.pk, failing_since__isnull=True).update(failing_since=now)
-    elif now - endpoint.failing_since >= dt.timedelta(days=settings.WEBHOOK_DISABLE_AFTER_DAYS):
+        return False
+    if now - endpoint.failing_since >= dt.timedelta(days=settings.WEBHOOK_DISABLE_AFTER_DAYS):
         endpoint_disable(
             endpoint=endpoint, reason=f"every delivery failed for {settings.WEBHOOK_DISABLE_AFTER_DAYS} days"
         )
+        return True
+    return False
 
 
 def deliveries_relay(*, limit: int = 500) -> int:

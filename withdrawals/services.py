@@ -117,7 +117,7 @@ def _enqueue_processing(withdrawal_id: uuid.UUID, countdown: float = 0) -> None:
     from withdrawals.tasks import process_withdrawal
 
     try:
-        process_withdrawal.apply_async((str(withdrawal_id),), countdown=countdown)
+        process_withdrawal.apply_async((str(withdrawal_id),), countdown=countdown, retry=False)
     except Exception:
         # Committed and pending/approved: beat's poll of stuck payouts picks it up.
         logger.warning("broker unavailable; withdrawal %s left to the poller", withdrawal_id, exc_info=True)
