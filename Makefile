@@ -48,6 +48,7 @@ migrations-check: install-dev
 bench: install-dev
 	$(PY) -m bench.charges
 	$(PY) -m bench.webhooks
+	$(PY) -m bench.withdrawals
 
 ## Stop the embedded PostgreSQL and Redis (data stays in ./var).
 stop: install
