@@ -65,7 +65,7 @@ def pgbench(count: int, hot: bool, concurrency: int, seconds: int) -> float:
 
     settings = connection.settings_dict
     # pgserver's wheel ships pgbench next to its postgres: always there.
-    from pgserver._commands import POSTGRES_BIN_PATH  # type: ignore[attr-defined]
+    from pgserver._commands import POSTGRES_BIN_PATH
 
     binary = shutil.which("pgbench") or str(POSTGRES_BIN_PATH / "pgbench")
     script = f"\\set n {0 if hot else f'random(0, {count - 1})'}\n" + (HERE / "withdrawals.sql").read_text()
