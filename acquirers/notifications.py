@@ -124,7 +124,9 @@ def _apply_payout(*, acquirer: Acquirer | None, notification: Notification, sour
     from withdrawals.models import Withdrawal, WithdrawalStatus
     from withdrawals.services import withdrawal_transition
 
-    withdrawal = Withdrawal.objects.filter(idempotency_id=notification.reference).only("pk", "status").first()
+    withdrawal = (
+        Withdrawal.objects.filter(idempotency_id=notification.reference).only("pk", "status", "acquirer_id").first()
+    )
     # A payout notification may come from any acquirer we sent to; it must
     # at least be one that the payout went through.
     if withdrawal is None or (
@@ -134,6 +136,12 @@ def _apply_payout(*, acquirer: Acquirer | None, notification: Notification, sour
     event = notification.event
     if event is NotificationEvent.PAYOUT_PAID and withdrawal.status == WithdrawalStatus.REFUNDED:
         return ApplyResult(changed=False, detail="already paid")
+    if event is NotificationEvent.PAYOUT_PAID and not notification.e2e_id:
+        raise PixServiceError("Confirmação de pagamento sem e2e_id.")
+    if event is not NotificationEvent.PAYOUT_PAID and acquirer is not None and withdrawal.acquirer_id != acquirer.pk:
+        # Stale news from an acquirer the chain moved past (it refused): it must
+        # not fail or refund a payout another acquirer is making.
+        return ApplyResult(changed=False, detail="not the acquirer holding this payout")
     target = {
         NotificationEvent.PAYOUT_PAID: WithdrawalStatus.PAID,
         NotificationEvent.PAYOUT_FAILED: WithdrawalStatus.FAILED,

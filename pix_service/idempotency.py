@@ -4,8 +4,9 @@ The first request with a key claims it (a row inserted in its own
 transaction, so a concurrent twin sees it at once); its response is stored
 and replayed, status and body, with ``Idempotent-Replayed: true`` to any
 repeat with the same body within 24 h. A different body is a 422 under
-``idempotency_key``; a repeat while the first still runs is a 409. A 5xx is
-not stored, so the client may retry it.
+``idempotency_key``; a repeat while the first still runs is a 409. Every
+answer is stored, 5xx included (as Stripe does): a failure after the debit
+committed must not let a retry with the same key debit again.
 """
 
 from __future__ import annotations
@@ -62,13 +63,9 @@ def idempotent(view: APIView, request: Request, endpoint: str, handler: Callable
     except Exception as exc:  # noqa: BLE001 - turned into the stored error response below
         response = view.handle_exception(exc)
 
-    stored = IdempotencyRecord.objects.filter(account=account, endpoint=endpoint, key=key, request_hash=digest)
-    if response.status_code >= 500:
-        stored.delete()  # a failure of ours: let the client try again
-    else:
-        stored.update(
-            state=IdempotencyRecord.State.DONE, response_status=response.status_code, response_body=response.data
-        )
+    IdempotencyRecord.objects.filter(account=account, endpoint=endpoint, key=key, request_hash=digest).update(
+        state=IdempotencyRecord.State.DONE, response_status=response.status_code, response_body=response.data
+    )
     return response
 
 
@@ -82,7 +79,7 @@ def _claim(account: Any, endpoint: str, key: str, digest: str) -> IdempotencyRec
         except IntegrityError:
             existing = IdempotencyRecord.objects.filter(account=account, endpoint=endpoint, key=key).first()
             if existing is None:
-                continue  # deleted meanwhile (a 5xx, or purged): claim again
+                continue  # purged meanwhile: claim again
             if existing.created_at < timezone.now() - TTL:
                 existing.delete()  # expired but not purged yet
                 continue

@@ -14,7 +14,9 @@ from withdrawals.models import PixKeyType, Withdrawal
 class WithdrawalCreateSerializer(serializers.Serializer[Any]):
     amount = StrictIntegerField(help_text="Centavos; at least max(1000, the account's minimum).")
     key_type = StrictChoiceField(choices=PixKeyType.choices, default=PixKeyType.CPF)
-    key_value = StrictCharField(max_length=MAX_KEY_LENGTH, trim_whitespace=True)
+    key_value = StrictCharField(
+        max_length=MAX_KEY_LENGTH, trim_whitespace=True, error_messages={"max_length": INVALID_KEY}
+    )
     discount_fee = StrictBooleanField(default=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

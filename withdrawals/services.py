@@ -232,18 +232,26 @@ def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> str:
     claimed = (
         Withdrawal.objects.filter(pk=withdrawal.pk, status=S.APPROVED)
         .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
-        .update(payout_leased_until=now + LEASE)
+        .update(payout_leased_until=now + LEASE, updated_at=now)
     )
     if not claimed:
         return "held"
     try:
         return _pay_out(withdrawal)
+    except err.WithdrawalTransitionNotAllowed:
+        # Staff or a notification moved it meanwhile; their change stands.
+        return Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk)
     finally:
         Withdrawal.objects.filter(pk=withdrawal.pk).update(payout_leased_until=None)
 
 
 def _attempt(withdrawal: Withdrawal, acquirer: Acquirer, action: str, call: Callable[[], T]) -> tuple[T | None, str]:
     deadline = acquirer.connect_timeout_ms / 1000 + acquirer.read_timeout_ms / 1000
+    # Written before the call: if this worker dies mid-send, the next run sees
+    # that this acquirer may hold the payout and asks it first.
+    attempt = PayoutAttempt.objects.create(
+        withdrawal=withdrawal, acquirer=acquirer, action=action, outcome="in_progress", latency_ms=0
+    )
     started = time.monotonic()
     result: T | None = None
     error: BaseException | None = None
@@ -263,15 +271,13 @@ def _attempt(withdrawal: Withdrawal, acquirer: Acquirer, action: str, call: Call
     else:
         logger.exception("payout adapter %s failed", acquirer.key, exc_info=error)
         outcome = "error"
-    PayoutAttempt.objects.create(
-        withdrawal=withdrawal,
-        acquirer=acquirer,
-        action=action,
+    PayoutAttempt.objects.filter(pk=attempt.pk).update(
         outcome=outcome,
         error_class=type(error).__name__ if error else "",
         error_message=str(error)[:500] if error else "",
         latency_ms=int((time.monotonic() - started) * 1000),
     )
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(updated_at=timezone.now())
     return result, outcome
 
 
@@ -283,33 +289,43 @@ def _pay_out(withdrawal: Withdrawal) -> str:
         key_type=withdrawal.pix_key_type,
         key_value=withdrawal.pix_key,
     )
-    history = list(PayoutAttempt.objects.filter(withdrawal=withdrawal).values_list("acquirer_id", "action", "outcome"))
+    history = list(
+        PayoutAttempt.objects.filter(withdrawal=withdrawal)
+        .order_by("id")
+        .values_list("acquirer_id", "action", "outcome")
+    )
     # Acquirers that refused, failed, or never received it: we moved past
     # them for good, so they are never asked to pay again.
     done_with = {a for a, _, outcome in history if outcome in FINISHED_ELSEWHERE}
-    contacted = {a for a, action, _ in history if action == PayoutAttempt.Action.SEND}
+    contacted = [a for a, action, _ in history if action == PayoutAttempt.Action.SEND and a not in done_with]
+
+    # First every acquirer that may hold the payout, whether or not it is
+    # still in the chain (disabled, reordered, removed): a payout is never
+    # sent elsewhere while one of them could still be paying it.
+    for acquirer in Acquirer.objects.filter(pk__in=set(contacted)):
+        answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS, _asker(acquirer, request))
+        if outcome in FINISHED_ELSEWHERE:
+            done_with.add(acquirer.pk)
+            continue
+        if answer is None:
+            raise PayoutUndetermined(f"{acquirer.key}: payout status unknown ({outcome})")
+        return _settle(withdrawal, acquirer, answer)
 
     for acquirer in payout_chain(withdrawal.account, withdrawal.liquid_amount):
         if acquirer.pk in done_with:
             continue
         adapter = adapters.build(acquirer)
 
-        def ask(a: AcquirerAdapter = adapter) -> PayoutResult:
-            return a.get_payout_status(request.idempotency_id)
-
         def send(a: AcquirerAdapter = adapter) -> PayoutResult:
             return a.create_payout(request)
 
-        if acquirer.pk in contacted:
-            # Sent here before without learning the end: ask before anything else.
-            answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS, ask)
-        else:
-            answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.SEND, send)
-            Withdrawal.objects.filter(pk=withdrawal.pk).update(acquirer=acquirer)
-            if answer is None and outcome not in FINISHED_ELSEWHERE:
-                # Timeout or unclear answer: the acquirer may have it. Ask first.
-                answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS, ask)
+        Withdrawal.objects.filter(pk=withdrawal.pk).update(acquirer=acquirer)
+        answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.SEND, send)
+        if answer is None and outcome not in FINISHED_ELSEWHERE:
+            # Timeout or unclear answer: the acquirer may have it. Ask first.
+            answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS, _asker(acquirer, request))
         if outcome in FINISHED_ELSEWHERE:
+            done_with.add(acquirer.pk)
             continue
         if answer is None:
             raise PayoutUndetermined(f"{acquirer.key}: payout status unknown ({outcome})")
@@ -322,6 +338,11 @@ def _pay_out(withdrawal: Withdrawal) -> str:
         reason="no acquirer could pay out",
     )
     return S.FAILED
+
+
+def _asker(acquirer: Acquirer, request: PayoutRequest) -> Callable[[], PayoutResult]:
+    adapter = adapters.build(acquirer)
+    return lambda: adapter.get_payout_status(request.idempotency_id)
 
 
 def _settle(withdrawal: Withdrawal, acquirer: Acquirer, result: PayoutResult) -> str:
@@ -344,9 +365,12 @@ def payouts_poll(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: i
     """Beat: withdrawals left approved (worker died, acquirer still
     processing, broker down) get processed again; pending ones of accounts
     without manual approval too."""
-    cutoff = timezone.now() - older_than
-    stuck = Withdrawal.objects.filter(updated_at__lt=cutoff).filter(
-        Q(status=S.APPROVED) | Q(status=S.PENDING, account__withdrawals_need_approval=False)
+    now = timezone.now()
+    cutoff = now - older_than
+    stuck = (
+        Withdrawal.objects.filter(updated_at__lt=cutoff)
+        .filter(Q(status=S.APPROVED) | Q(status=S.PENDING, account__withdrawals_need_approval=False))
+        .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
     )
     ids = list(stuck.order_by("updated_at").values_list("pk", flat=True)[:limit])
     for withdrawal_id in ids:

@@ -13,7 +13,8 @@ from withdrawals.services import PayoutUndetermined, payouts_poll, withdrawal_pr
     autoretry_for=(PayoutUndetermined,),
     retry_backoff=10,
     retry_backoff_max=600,
-    max_retries=None,
+    # Then the beat poller takes over; both only ever ask before sending.
+    max_retries=20,
 )
 def process_withdrawal(withdrawal_id: str) -> str:
     """Approve (when automatic) and pay out. Idempotent: a lease on the row

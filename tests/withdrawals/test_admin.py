@@ -1,0 +1,327 @@
+"""The back office for withdrawals: finding them (filters, the approval queue,
+search), inspecting payouts and history read-only, acting through the
+transition service (approve, cancel, mark returned), and who may do what."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.db import transaction
+from django.test import Client
+from django.urls import reverse
+
+from accounts.models import Account, LedgerEntry
+from accounts.selectors import available_balance, ledger_sum
+from accounts.services import ledger_post
+from acquirers.models import Acquirer
+from tests.factories import AccountFactory, AcquirerFactory
+from withdrawals import services
+from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.services import withdrawal_approve, withdrawal_process, withdrawal_request
+
+S = WithdrawalStatus
+K = LedgerEntry.Kind
+WITHDRAWALS = reverse("admin:withdrawals_withdrawal_changelist")
+SEED = 50_000
+AMOUNT = 5000
+FEE = 150  # 100 + 1 % of 5000
+SKIPPED = "1 saque(s) ignorado(s): o status atual não permite."
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclass
+class Book:
+    """One of each case the back office must tell apart."""
+
+    auto: Account
+    manual: Account
+    acquirer: Acquirer
+    queued: Withdrawal  # pending, manual-approval account: in the approval queue
+    pending_auto: Withdrawal  # pending, automatic account: not in the queue
+    approved: Withdrawal  # approved, manual account: left the queue
+    paid: Withdrawal  # paid by the acquirer, e-mail key
+
+    def all(self) -> list[Withdrawal]:
+        return [self.queued, self.pending_auto, self.approved, self.paid]
+
+
+def seed(account: Account) -> None:
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=SEED, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+
+
+def request(account: Account, key_type: str = "cpf", key_value: str = "52998224725") -> Withdrawal:
+    return withdrawal_request(account=account, amount=AMOUNT, key_type=key_type, key_value=key_value)
+
+
+@pytest.fixture
+def book(db: Any) -> Book:
+    fees = {"withdrawal_fee_fixed": 100, "withdrawal_fee_bps": 100}
+    auto = AccountFactory(name="Loja Automática", **fees)
+    manual = AccountFactory(name="Loja Manual", withdrawals_need_approval=True, **fees)
+    seed(auto)
+    seed(manual)
+    acquirer = AcquirerFactory(key="alpha", default_priority=1, connect_timeout_ms=100, read_timeout_ms=200)
+    queued = request(manual, key_value="12345678909")
+    pending_auto = request(auto, key_value="11144477735")
+    approved = request(manual, key_value="52998224725")
+    withdrawal_approve(withdrawal_id=approved.pk, source="staff")
+    paid = request(auto, key_type="email", key_value="fulano@example.com")
+    assert withdrawal_process(withdrawal_id=paid.pk) == "approved"
+    assert withdrawal_process(withdrawal_id=paid.pk) == S.PAID
+    for withdrawal in (queued, pending_auto, approved, paid):
+        withdrawal.refresh_from_db()
+    return Book(auto, manual, acquirer, queued, pending_auto, approved, paid)
+
+
+def shown(response: Any, book: Book) -> set[uuid.UUID]:
+    """Which of the book's withdrawals a changelist page lists (by their row checkbox)."""
+    assert response.status_code == 200
+    page = response.content.decode()
+    return {w.pk for w in book.all() if f'name="_selected_action" value="{w.pk}"' in page}
+
+
+def act(client: Client, action: str, *withdrawals: Withdrawal) -> Any:
+    return client.post(
+        WITHDRAWALS, {"action": action, "_selected_action": [str(w.pk) for w in withdrawals]}, follow=True
+    )
+
+
+def messages_of(response: Any) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def change_log(withdrawal: Withdrawal) -> list[tuple[str, str]]:
+    rows = LogEntry.objects.filter(
+        content_type=ContentType.objects.get_for_model(Withdrawal), object_id=str(withdrawal.pk), action_flag=CHANGE
+    )
+    return [(row.user.get_username(), row.change_message) for row in rows]
+
+
+def state(withdrawal: Withdrawal) -> tuple[Any, ...]:
+    withdrawal.refresh_from_db()
+    return (
+        withdrawal.status,
+        withdrawal.version,
+        available_balance(withdrawal.account),
+        LedgerEntry.objects.filter(account=withdrawal.account).count(),
+        WithdrawalTransition.objects.filter(withdrawal=withdrawal).count(),
+    )
+
+
+@pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    calls: list[Any] = []
+    monkeypatch.setattr(services, "_enqueue_processing", lambda *args, **kwargs: calls.append(args))
+    return calls
+
+
+# --------------------------------------------------------------------------- finding
+
+
+def test_changelist_filters(admin_client: Client, book: Book) -> None:
+    def get(query: str) -> Any:
+        return admin_client.get(WITHDRAWALS + query)
+
+    everything = {w.pk for w in book.all()}
+    assert shown(get(""), book) == everything
+    assert shown(get("?status__exact=pending"), book) == {book.queued.pk, book.pending_auto.pk}
+    assert shown(get("?status__exact=paid"), book) == {book.paid.pk}
+    assert shown(get("?pix_key_type__exact=email"), book) == {book.paid.pk}
+    assert shown(get("?pix_key_type__exact=cpf"), book) == everything - {book.paid.pk}
+    assert shown(get(f"?acquirer__id__exact={book.acquirer.pk}"), book) == {book.paid.pk}
+    assert shown(get("?created_at__gte=2020-01-01+00%3A00%3A00-03%3A00"), book) == everything
+
+
+def test_approval_queue_shows_only_pending_withdrawals_of_manual_accounts(admin_client: Client, book: Book) -> None:
+    response = admin_client.get(WITHDRAWALS, {"queue": "awaiting"})
+    assert shown(response, book) == {book.queued.pk}
+    assert "Aguardando aprovação" in response.content.decode()
+
+
+def test_search(admin_client: Client, book: Book) -> None:
+    assert book.paid.e2e_id
+    cases = {
+        book.paid.e2e_id: {book.paid.pk},
+        "11144477735": {book.pending_auto.pk},
+        "fulano@example.com": {book.paid.pk},
+        book.queued.idempotency_id: {book.queued.pk},
+        str(book.approved.pk): {book.approved.pk},
+        f"  {book.approved.pk}  ": {book.approved.pk},
+        "Loja Manual": {book.queued.pk, book.approved.pk},
+    }
+    for term, expected in cases.items():
+        assert shown(admin_client.get(WITHDRAWALS, {"q": term}), book) == expected, term
+    # A term that is not a UUID must not break the id search.
+    for term in ("not-a-uuid", "1234", "%", "' OR 1=1 --"):
+        assert shown(admin_client.get(WITHDRAWALS, {"q": term}), book) == set(), term
+
+
+# --------------------------------------------------------------------------- inspecting
+
+
+def test_change_page_shows_payout_attempts_and_transitions_read_only(admin_client: Client, book: Book) -> None:
+    url = reverse("admin:withdrawals_withdrawal_change", args=[book.paid.pk])
+    response = admin_client.get(url)
+    assert response.status_code == 200
+    page = response.content.decode()
+    attempt = PayoutAttempt.objects.get(withdrawal=book.paid)
+    assert str(book.acquirer) in page  # the attempt's acquirer
+    assert "Envio" in page  # its action
+    assert book.paid.e2e_id
+    assert book.paid.e2e_id in page
+    assert attempt.outcome in page
+    assert "Adquirente" in page  # the transitions' sources
+    assert "Sistema" in page
+    for field in Withdrawal._meta.fields:
+        assert f'name="{field.name}"' not in page, field.name
+    # History only: no inline row can be deleted or added.
+    assert "-DELETE" not in page
+    assert "payout_attempts-__prefix__" not in page
+    assert "transitions-__prefix__" not in page
+
+    before = state(book.paid)
+    admin_client.post(url, {"status": S.PENDING, "amount": "1", "e2e_id": ""})
+    assert state(book.paid) == before
+    book.paid.refresh_from_db()
+    assert book.paid.amount == AMOUNT
+
+
+def test_withdrawals_cannot_be_added_or_deleted(admin_client: Client, book: Book) -> None:
+    assert admin_client.get(reverse("admin:withdrawals_withdrawal_add")).status_code == 403
+    delete = reverse("admin:withdrawals_withdrawal_delete", args=[book.queued.pk])
+    assert admin_client.get(delete).status_code == 403
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert 'value="delete_selected"' not in admin_client.get(WITHDRAWALS).content.decode()
+    act(admin_client, "delete_selected", book.queued)
+    assert Withdrawal.objects.filter(pk=book.queued.pk).exists()
+
+
+# --------------------------------------------------------------------------- acting
+
+
+def test_approve_goes_through_the_service_and_enqueues_the_payout_after_commit(
+    admin_client: Client, book: Book, enqueued: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        response = act(admin_client, "approve", book.queued, book.paid)
+        assert enqueued == []  # not before the change is committed
+
+    assert enqueued == [(book.queued.pk,)]
+    book.queued.refresh_from_db()
+    assert book.queued.status == S.APPROVED
+    assert book.queued.approved_at is not None
+    transition = WithdrawalTransition.objects.filter(withdrawal=book.queued).get()
+    assert (transition.from_status, transition.to_status, transition.source, transition.actor) == (
+        S.PENDING,
+        S.APPROVED,
+        "staff",
+        "admin",
+    )
+    assert change_log(book.queued) == [("admin", "Aprovar (pending → approved)")]
+    assert messages_of(response) == ["Aprovar: 1 saque(s).", SKIPPED]
+    # The paid one was skipped and untouched.
+    book.paid.refresh_from_db()
+    assert book.paid.status == S.PAID
+    assert change_log(book.paid) == []
+
+
+def test_cancel_gives_the_total_back(admin_client: Client, book: Book) -> None:
+    before = available_balance(book.manual)
+
+    response = act(admin_client, "cancel", book.queued, book.approved)
+
+    book.queued.refresh_from_db()
+    assert book.queued.status == S.CANCELED
+    assert book.queued.total_debit == AMOUNT
+    assert available_balance(book.manual) == before + AMOUNT == ledger_sum(book.manual)
+    entry = LedgerEntry.objects.filter(account=book.manual).latest("id")
+    assert (entry.kind, entry.amount) == (K.WITHDRAWAL_REVERSAL, AMOUNT)
+    assert change_log(book.queued) == [("admin", "Cancelar (devolve o saldo) (pending → canceled)")]
+    # Approved is past cancelling (decisions §5): skipped with a warning.
+    assert messages_of(response) == ["Cancelar (devolve o saldo): 1 saque(s).", SKIPPED]
+    book.approved.refresh_from_db()
+    assert book.approved.status == S.APPROVED
+    assert not PayoutAttempt.objects.filter(withdrawal=book.queued).exists()
+
+
+def test_mark_returned_credits_the_liquid_amount(admin_client: Client, book: Book) -> None:
+    before = available_balance(book.auto)
+
+    response = act(admin_client, "mark_returned", book.paid, book.pending_auto)
+
+    book.paid.refresh_from_db()
+    assert book.paid.status == S.REFUNDED
+    assert book.paid.liquid_amount == AMOUNT - FEE
+    assert available_balance(book.auto) == before + AMOUNT - FEE == ledger_sum(book.auto)
+    entry = LedgerEntry.objects.filter(account=book.auto).latest("id")
+    assert (entry.kind, entry.amount) == (K.WITHDRAWAL_RETURN, AMOUNT - FEE)
+    assert change_log(book.paid) == [("admin", "Marcar como devolvido pelo destino (paid → refunded)")]
+    assert messages_of(response) == ["Marcar como devolvido pelo destino: 1 saque(s).", SKIPPED]
+    book.pending_auto.refresh_from_db()
+    assert book.pending_auto.status == S.PENDING
+
+
+@pytest.mark.parametrize(
+    ("action", "target"),
+    [("approve", "approved"), ("cancel", "approved"), ("mark_returned", "queued"), ("approve", "paid")],
+)
+def test_action_the_status_does_not_allow_changes_nothing(
+    admin_client: Client, book: Book, enqueued: list[Any], action: str, target: str
+) -> None:
+    withdrawal: Withdrawal = getattr(book, target)
+    before = state(withdrawal)
+
+    response = act(admin_client, action, withdrawal)
+
+    assert messages_of(response) == [SKIPPED]
+    assert state(withdrawal) == before
+    assert change_log(withdrawal) == []
+    assert enqueued == []
+
+
+# --------------------------------------------------------------------------- who may do what
+
+
+def test_support_sees_withdrawals_but_cannot_act(staff_client: Callable[[str], Client], book: Book) -> None:
+    client = staff_client("support")
+    listing = client.get(WITHDRAWALS)
+    assert listing.status_code == 200
+    page = listing.content.decode()
+    assert str(book.queued.pk) in page
+    for action in ("approve", "cancel", "mark_returned"):
+        assert f'value="{action}"' not in page
+    assert client.get(reverse("admin:withdrawals_withdrawal_change", args=[book.paid.pk])).status_code == 200
+    assert client.get(WITHDRAWALS, {"queue": "awaiting"}).status_code == 200
+
+    before = {w.pk: state(w) for w in book.all()}
+    act(client, "approve", book.queued)
+    act(client, "cancel", book.queued)
+    act(client, "mark_returned", book.paid)
+
+    assert {w.pk: state(w) for w in book.all()} == before
+    assert not LogEntry.objects.exists()
+
+
+def test_operations_can_act(staff_client: Callable[[str], Client], book: Book, enqueued: list[Any]) -> None:
+    client = staff_client("operations")
+    page = client.get(WITHDRAWALS).content.decode()
+    for action in ("approve", "cancel", "mark_returned"):
+        assert f'value="{action}"' in page
+    assert client.get(reverse("admin:withdrawals_withdrawal_add")).status_code == 403
+
+    act(client, "approve", book.queued)
+    act(client, "mark_returned", book.paid)
+
+    book.queued.refresh_from_db()
+    book.paid.refresh_from_db()
+    assert (book.queued.status, book.paid.status) == (S.APPROVED, S.REFUNDED)
+    assert WithdrawalTransition.objects.filter(withdrawal=book.queued).get().actor == "operations-user"
+    assert change_log(book.queued) == [("operations-user", "Aprovar (pending → approved)")]
