@@ -118,7 +118,10 @@ AUTH_ERRORS: dict[int, OpenApiResponse] = {
             OpenApiExample("Blocked", value={"success": False, "message": auth_msg.BLOCKED, "data": None}),
         ],
     ),
-    429: _error("Rate limit exceeded (`Retry-After` says when to retry).", "Limite de requisições excedido."),
+    429: _error(
+        "Rate limit exceeded (`Retry-After` says when to retry).",
+        "Limite de requisições excedido. Tente novamente em instantes.",
+    ),
     500: _error("Unexpected error; never carries a trace.", "Erro interno do servidor."),
 }
 

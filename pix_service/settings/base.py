@@ -138,6 +138,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "pix_service.exceptions.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["pix_service.throttling.CredentialRateThrottle"],
     "DATETIME_FORMAT": "%Y-%m-%d %H:%M:%S",
     "UNAUTHENTICATED_USER": None,
     # Responses are always JSON; `?format=` belongs to endpoints (the QR code's png/svg).
@@ -205,6 +206,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.var_dir() / "celerybeat-schedule")
 PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)
 PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
 SERVICE_VERSION = "1.0.0"
+# Requests per credential per minute (decisions §7); 0 turns the limit off.
+API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)
 
 # --------------------------------------------------------------------------- webhooks (decisions §6)
 # Loopback/private/reserved destinations are refused unless this is on

@@ -640,15 +640,6 @@ def test_a_replay_never_calls_the_service(api: APIClient, endpoint: Endpoint, mo
 # --------------------------------------------------------------------------- rate limit (the other half of §7)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: the per-credential rate limit of decisions §7 (default 600 requests/minute, 429 in the error "
-        "envelope with Retry-After) is not implemented: REST_FRAMEWORK in pix_service/settings/base.py has no "
-        "DEFAULT_THROTTLE_CLASSES/RATES and no view sets throttle_classes, although pix_service/api.py documents "
-        "a 429 and pix_service/exceptions.py already renders drf.Throttled"
-    ),
-)
 def test_a_credential_over_600_requests_a_minute_gets_429(api: APIClient) -> None:
     statuses = [api.get("/api/withdrawals/balance").status_code for _ in range(600)]
     assert statuses == [200] * 600
@@ -657,3 +648,42 @@ def test_a_credential_over_600_requests_a_minute_gets_429(api: APIClient) -> Non
     assert response.json()["success"] is False
     assert response.json()["data"] is None
     assert int(response.headers["Retry-After"]) >= 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_never_pass_the_limit(api: APIClient, settings: Any) -> None:
+    """50 concurrent requests against a limit of 10: exactly 10 pass, the
+    others get the 429 envelope (the Redis counter is atomic)."""
+    import threading
+
+    settings.API_RATE_LIMIT_PER_MINUTE = 10
+    statuses: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(50)
+
+    def call() -> None:
+        from django.db import connection
+
+        try:
+            barrier.wait()
+            status = api.get("/api/withdrawals/balance").status_code
+            with lock:
+                statuses.append(status)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=call) for _ in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # A request that straddles a minute boundary may land in a fresh window.
+    assert statuses.count(200) in (10, 11, 20)
+    assert statuses.count(200) + statuses.count(429) == 50
+    throttled = api.get("/api/withdrawals/balance")
+    assert throttled.status_code == 429
+    assert throttled.json() == {
+        "success": False,
+        "message": "Limite de requisições excedido. Tente novamente em instantes.",
+        "data": None,
+    }
