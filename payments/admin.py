@@ -6,15 +6,16 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable
+from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
-from pix_service.admin import ReadOnlyInlineMixin
+from pix_service.admin import ReadOnlyInlineMixin, transition_action
 
 
 class ChargeAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeAttempt, Charge]):
@@ -32,38 +33,22 @@ class ChargeTransitionInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeTran
 
 def _transition_action(
     name: str, description: str, to_status: str, from_statuses: tuple[str, ...]
-) -> Callable[[admin.ModelAdmin[Charge], HttpRequest, QuerySet[Charge]], None]:
-    """An admin action applying one transition to each selected charge."""
+) -> Callable[[Any, HttpRequest, QuerySet[Any]], None]:
+    def apply(pk: Any, request: HttpRequest) -> bool:
+        return charge_transition(
+            charge_id=pk, to_status=to_status, source=ChargeTransition.Source.STAFF, actor=request.user.get_username()
+        )
 
-    def action(modeladmin: admin.ModelAdmin[Charge], request: HttpRequest, queryset: QuerySet[Charge]) -> None:
-        done = skipped = 0
-        for charge in queryset.select_related(None).only("pk", "status"):
-            if charge.status not in from_statuses:
-                skipped += 1
-                continue
-            try:
-                changed = charge_transition(
-                    charge_id=charge.pk,
-                    to_status=to_status,
-                    source=ChargeTransition.Source.STAFF,
-                    actor=request.user.get_username(),
-                )
-            except TransitionNotAllowed:
-                changed = False  # moved on since the list was loaded
-            if changed:
-                done += 1
-                modeladmin.log_change(request, charge, f"{description} ({charge.status} → {to_status})")
-            else:
-                skipped += 1
-        if done:
-            modeladmin.message_user(request, f"{description}: {done} cobrança(s).", messages.SUCCESS)
-        if skipped:
-            modeladmin.message_user(
-                request, f"{skipped} cobrança(s) ignorada(s): o status atual não permite.", messages.WARNING
-            )
-
-    action.__name__ = name
-    return admin.action(description=description, permissions=["change"])(action)
+    return transition_action(
+        name=name,
+        description=description,
+        to_status=to_status,
+        from_statuses=from_statuses,
+        apply=apply,
+        refused=TransitionNotAllowed,
+        done_message="{description}: {count} cobrança(s).",
+        skipped_message="{count} cobrança(s) ignorada(s): o status atual não permite.",
+    )
 
 
 @admin.register(Charge)

@@ -8,11 +8,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from pix_service.admin import ReadOnlyInlineMixin
+from pix_service.admin import ReadOnlyInlineMixin, transition_action
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import withdrawal_transition
@@ -47,34 +47,26 @@ class ApprovalQueueFilter(admin.SimpleListFilter):
 
 def _transition_action(
     name: str, description: str, to_status: str, from_statuses: tuple[str, ...]
-) -> Callable[[admin.ModelAdmin[Withdrawal], HttpRequest, QuerySet[Withdrawal]], None]:
-    def action(modeladmin: admin.ModelAdmin[Withdrawal], request: HttpRequest, queryset: QuerySet[Withdrawal]) -> None:
-        done = skipped = 0
-        for withdrawal in queryset.select_related(None).only("pk", "status"):
-            changed = False
-            if withdrawal.status in from_statuses:
-                with contextlib.suppress(WithdrawalTransitionNotAllowed):
-                    changed = withdrawal_transition(
-                        withdrawal_id=withdrawal.pk,
-                        to_status=to_status,
-                        source=WithdrawalTransition.Source.STAFF,
-                        actor=request.user.get_username(),
-                        reason=f"{description} by staff",
-                    )
-            if changed:
-                done += 1
-                modeladmin.log_change(request, withdrawal, f"{description} ({withdrawal.status} → {to_status})")
-            else:
-                skipped += 1
-        if done:
-            modeladmin.message_user(request, f"{description}: {done} saque(s).", messages.SUCCESS)
-        if skipped:
-            modeladmin.message_user(
-                request, f"{skipped} saque(s) ignorado(s): o status atual não permite.", messages.WARNING
-            )
+) -> Callable[[Any, HttpRequest, QuerySet[Any]], None]:
+    def apply(pk: Any, request: HttpRequest) -> bool:
+        return withdrawal_transition(
+            withdrawal_id=pk,
+            to_status=to_status,
+            source=WithdrawalTransition.Source.STAFF,
+            actor=request.user.get_username(),
+            reason=f"{description} by staff",
+        )
 
-    action.__name__ = name
-    return admin.action(description=description, permissions=["change"])(action)
+    return transition_action(
+        name=name,
+        description=description,
+        to_status=to_status,
+        from_statuses=from_statuses,
+        apply=apply,
+        refused=WithdrawalTransitionNotAllowed,
+        done_message="{description}: {count} saque(s).",
+        skipped_message="{count} saque(s) ignorado(s): o status atual não permite.",
+    )
 
 
 @admin.register(Withdrawal)
