@@ -18,6 +18,7 @@ from django.utils import timezone
 from accounts.fees import cashin_fee
 from accounts.models import Account, LedgerEntry, PaymentMethod
 from accounts.services import ledger_post
+from acquirers.adapters.base import ChargeRequest
 from acquirers.chain import run_charge_chain
 from acquirers.models import Acquirer
 from acquirers.selectors import cashin_chain, selectable_acquirers
@@ -95,8 +96,6 @@ def charge_create(
 
     chain = cashin_chain(account, amount, chosen)
     charge_id = uuid.uuid4()
-    from acquirers.adapters.base import ChargeRequest
-
     request = ChargeRequest(
         charge_id=charge_id,
         txid=charge_id.hex,  # 32 alphanumerics: within the API Pix's 26-35
