@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import logging
 from datetime import timedelta
 
 from django.utils import timezone
@@ -17,6 +18,8 @@ from pix_service.tokens import hash_secret
 # last_used_at is informative; writing it on every request would add an
 # UPDATE to the hot path for nothing.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+logger = logging.getLogger(__name__)
 
 
 class ApiKeyAuthentication(BaseAuthentication):
@@ -39,6 +42,8 @@ class ApiKeyAuthentication(BaseAuthentication):
         presented = hash_secret(secret_key)
         expected = credential.secret_hash if credential is not None else hash_secret("")
         if not hmac.compare_digest(presented, expected) or credential is None:
+            # A trail for security monitoring: the public key only, never the secret.
+            logger.warning("authentication failed for public key %r", public_key[:64])
             raise CredentialsInvalid()
 
         now = timezone.now()

@@ -38,7 +38,8 @@ class AcquirerSelectionApi(AccountAPIView):
     )
     def get(self, request: Request) -> Response:
         account: Account = request.user  # type: ignore[assignment]
-        active = {a.pk: p for p, a in selectors.slots(account, AcquirerSlot.Purpose.CASHIN).items()}
+        current = selectors.slots(account, AcquirerSlot.Purpose.CASHIN)
+        active = {a.pk: p for p, a in current.items()}
         entries = [
             {
                 "nominal": a.nominal,
@@ -51,7 +52,7 @@ class AcquirerSelectionApi(AccountAPIView):
             }
             for a in selectors.available_acquirers(account)
         ]
-        data = {"acquirers": entries, "active_acquirers": selectors.active_snapshot(account)}
+        data = {"acquirers": entries, "active_acquirers": selectors.active_snapshot(account, current)}
         return ok(data, "Adquirentes listadas com sucesso.")
 
     @extend_schema(

@@ -30,9 +30,11 @@ def slots(account: Account, purpose: str) -> dict[int, Acquirer]:
     return {row.priority: row.acquirer for row in rows}
 
 
-def active_snapshot(account: Account) -> dict[str, dict[str, str] | None]:
-    """The spec's "active acquirers snapshot": primary/secondary/tertiary."""
-    current = slots(account, AcquirerSlot.Purpose.CASHIN)
+def active_snapshot(account: Account, current: dict[int, Acquirer] | None = None) -> dict[str, dict[str, str] | None]:
+    """The spec's "active acquirers snapshot": primary/secondary/tertiary
+    (``current``: the cash-in slots, when the caller already read them)."""
+    if current is None:
+        current = slots(account, AcquirerSlot.Purpose.CASHIN)
     return {
         name: (
             {"acquirer_key": current[priority].key, "acquirer_name": current[priority].name}
