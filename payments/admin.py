@@ -3,8 +3,6 @@ change, and act on them through the same transition service acquirers use."""
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +13,7 @@ from django.http import HttpRequest
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
-from pix_service.admin import ReadOnlyInlineMixin, transition_action
+from pix_service.admin import ReadOnlyInlineMixin, UUIDSearchMixin, transition_action
 
 
 class ChargeAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeAttempt, Charge]):
@@ -52,7 +50,7 @@ def _transition_action(
 
 
 @admin.register(Charge)
-class ChargeAdmin(admin.ModelAdmin[Charge]):
+class ChargeAdmin(UUIDSearchMixin, admin.ModelAdmin[Charge]):
     list_display = ("id", "account", "amount", "liquid_amount", "status", "acquirer", "created_at", "paid_at")
     list_filter = ("status", "acquirer", ("created_at", admin.DateFieldListFilter), "account")
     list_select_related = ("account", "acquirer")
@@ -70,16 +68,6 @@ class ChargeAdmin(admin.ModelAdmin[Charge]):
             "resolve_chargeback", "Resolver contestação a favor da conta", ChargeStatus.PAID, (ChargeStatus.CHARGEBACK,)
         ),
     ]
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Charge], search_term: str
-    ) -> tuple[QuerySet[Charge], bool]:
-        # The charge id is a UUID: match it exactly when the term is one, and
-        # never let a non-UUID term reach the UUID column (that would be a 500).
-        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
-        with contextlib.suppress(ValueError):
-            results |= queryset.filter(pk=uuid.UUID(search_term.strip()))
-        return results, may_have_duplicates
 
     def get_readonly_fields(self, request: HttpRequest, obj: Charge | None = None) -> list[str]:
         # Nothing on a charge is edited by hand: status moves only through the actions.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import django_filters
@@ -12,6 +11,7 @@ from accounts.models import Account
 from payments.exceptions import ChargeNotFound
 from payments.models import Charge, ChargeStatus
 from pix_service.listing import RecordFilterSet
+from pix_service.selectors import get_by_uuid
 
 
 class ChargeFilterSet(RecordFilterSet):
@@ -29,11 +29,4 @@ def charges_of(account: Account) -> QuerySet[Charge]:
 def charge_get(*, account: Account, charge_id: Any) -> Charge:
     """The account's charge, or :class:`ChargeNotFound` for unknown, malformed
     or someone else's ids (no difference visible from outside)."""
-    try:
-        key = uuid.UUID(str(charge_id))
-    except ValueError:
-        raise ChargeNotFound() from None
-    charge = charges_of(account).filter(pk=key).first()
-    if charge is None:
-        raise ChargeNotFound()
-    return charge
+    return get_by_uuid(charges_of(account), charge_id, ChargeNotFound)

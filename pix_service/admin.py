@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,19 @@ class ReadOnlyAdminMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class UUIDSearchMixin:
+    """Search also matches the primary key when the term is a UUID, and never
+    lets a non-UUID term reach the UUID column (that would be a 500)."""
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> Any:
+        results, may_have_duplicates = super().get_search_results(  # type: ignore[misc]
+            request, queryset, search_term
+        )
+        with contextlib.suppress(ValueError):
+            results |= queryset.filter(pk=uuid.UUID(search_term.strip()))
+        return results, may_have_duplicates
 
 
 class ReadOnlyInlineMixin:

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
 
-from pix_service.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin
+from pix_service.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin
 from webhooks import http, services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -143,10 +143,11 @@ class WebhookDeliveryInline(ReadOnlyInlineMixin, admin.TabularInline[WebhookDeli
 
 
 @admin.register(WebhookEvent)
-class WebhookEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[WebhookEvent]):
+class WebhookEventAdmin(UUIDSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin[WebhookEvent]):
     list_display = ("id", "event_type", "status", "record_id", "account", "created_at")
     list_filter = ("event_type", "status")
-    search_fields = ("=id", "=record_id")
+    # The id by index through UUIDSearchMixin (a "=id" field would compare it as text).
+    search_fields = ("=record_id",)
     list_select_related = ("account",)
     date_hierarchy = "created_at"
     readonly_fields = ("id", "account", "event_type", "record_id", "status", "data", "created_at")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import django_filters
@@ -10,6 +9,7 @@ from django.db.models import QuerySet
 
 from accounts.models import Account
 from pix_service.listing import timestamp_filter
+from pix_service.selectors import get_by_uuid
 from webhooks.exceptions import EndpointNotFound, EventNotFound
 from webhooks.models import EventType, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -19,25 +19,11 @@ def endpoints_of(account: Account) -> QuerySet[WebhookEndpoint]:
 
 
 def endpoint_get(*, account: Account, endpoint_id: Any) -> WebhookEndpoint:
-    try:
-        key = uuid.UUID(str(endpoint_id))
-    except ValueError:
-        raise EndpointNotFound() from None
-    endpoint = endpoints_of(account).filter(pk=key).first()
-    if endpoint is None:
-        raise EndpointNotFound()
-    return endpoint
+    return get_by_uuid(endpoints_of(account), endpoint_id, EndpointNotFound)
 
 
 def event_get(*, account: Account, event_id: Any) -> WebhookEvent:
-    try:
-        key = uuid.UUID(str(event_id))
-    except ValueError:
-        raise EventNotFound() from None
-    event = WebhookEvent.objects.filter(account=account, pk=key).first()
-    if event is None:
-        raise EventNotFound()
-    return event
+    return get_by_uuid(WebhookEvent.objects.filter(account=account), event_id, EventNotFound)
 
 
 class DeliveryFilterSet(django_filters.FilterSet):

@@ -3,8 +3,6 @@ every action goes through the withdrawal services."""
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +10,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from pix_service.admin import ReadOnlyInlineMixin, transition_action
+from pix_service.admin import ReadOnlyInlineMixin, UUIDSearchMixin, transition_action
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import withdrawal_transition
@@ -70,7 +68,7 @@ def _transition_action(
 
 
 @admin.register(Withdrawal)
-class WithdrawalAdmin(admin.ModelAdmin[Withdrawal]):
+class WithdrawalAdmin(UUIDSearchMixin, admin.ModelAdmin[Withdrawal]):
     list_display = ("id", "account", "amount", "liquid_amount", "pix_key_type", "status", "acquirer", "created_at")
     list_filter = (ApprovalQueueFilter, "status", "pix_key_type", "acquirer", ("created_at", admin.DateFieldListFilter))
     list_select_related = ("account", "acquirer")
@@ -88,14 +86,6 @@ class WithdrawalAdmin(admin.ModelAdmin[Withdrawal]):
             "mark_returned", "Marcar como devolvido pelo destino", WithdrawalStatus.REFUNDED, (WithdrawalStatus.PAID,)
         ),
     ]
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Withdrawal], search_term: str
-    ) -> tuple[QuerySet[Withdrawal], bool]:
-        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
-        with contextlib.suppress(ValueError):
-            results |= queryset.filter(pk=uuid.UUID(search_term.strip()))
-        return results, may_have_duplicates
 
     def get_readonly_fields(self, request: HttpRequest, obj: Withdrawal | None = None) -> list[str]:
         return [field.name for field in Withdrawal._meta.fields]

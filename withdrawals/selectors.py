@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 import zoneinfo
 from typing import Any
 
@@ -14,6 +13,7 @@ from django.utils import timezone
 from accounts.models import Account
 from accounts.selectors import available_balance, effective_minimum_withdrawal
 from pix_service.listing import RecordFilterSet
+from pix_service.selectors import get_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
 from withdrawals.models import Withdrawal, WithdrawalStatus
 
@@ -46,14 +46,7 @@ def withdrawals_of(account: Account) -> QuerySet[Withdrawal]:
 def withdrawal_get(*, account: Account, withdrawal_id: Any) -> Withdrawal:
     """The account's withdrawal, or :class:`WithdrawalNotFound` for unknown,
     malformed or someone else's ids."""
-    try:
-        key = uuid.UUID(str(withdrawal_id))
-    except ValueError:
-        raise WithdrawalNotFound() from None
-    withdrawal = withdrawals_of(account).filter(pk=key).first()
-    if withdrawal is None:
-        raise WithdrawalNotFound()
-    return withdrawal
+    return get_by_uuid(withdrawals_of(account), withdrawal_id, WithdrawalNotFound)
 
 
 class WithdrawalFilterSet(RecordFilterSet):

@@ -1,0 +1,26 @@
+"""Reads shared by the apps."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, TypeVar
+
+from django.db.models import Model, QuerySet
+
+from pix_service.exceptions import NotFoundError
+
+M = TypeVar("M", bound=Model)
+
+
+def get_by_uuid(queryset: QuerySet[M], raw_id: Any, not_found: type[NotFoundError]) -> M:
+    """The row of ``queryset`` (already scoped to the account) with this id;
+    ``not_found`` for unknown, malformed or someone else's ids alike, so
+    nothing about other accounts shows from outside."""
+    try:
+        key = uuid.UUID(str(raw_id))
+    except ValueError:
+        raise not_found() from None
+    row = queryset.filter(pk=key).first()
+    if row is None:
+        raise not_found()
+    return row
