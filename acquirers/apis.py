@@ -93,12 +93,8 @@ class AcquirerSelectionApi(AccountAPIView):
 
     @staticmethod
     def _selectable(account: Account, items: list[dict[str, Any]]) -> dict[str, Acquirer]:
-        priorities = [item["priority"] for item in items]
-        if len(set(priorities)) != len(priorities):
-            raise err.AcquirerRuleViolation(err.DUPLICATE_PRIORITY)
         keys = [item["acquirer_key"] for item in items]
-        if len(set(keys)) != len(keys):
-            raise err.AcquirerRuleViolation(err.DUPLICATE_ACQUIRER)
+        err.reject_repeats(priorities=[item["priority"] for item in items], keys=keys)
         by_key = {a.key: a for a in selectors.selectable_acquirers(account).filter(key__in=keys)}
         if len(by_key) != len(keys):
             raise err.AcquirerRuleViolation(err.ACQUIRER_UNAVAILABLE)

@@ -6,6 +6,7 @@ __all__ = [
     "BusinessRuleError",
     "ChargeNotFound",
     "TransitionNotAllowed",
+    "reject_repeats",
 ]
 
 from pix_service.exceptions import BusinessRuleError, ConflictError, NotFoundError, ValidationFailed
@@ -36,6 +37,15 @@ class AcquirerRuleViolation(ValidationFailed):
 
     def __init__(self, message: str) -> None:
         super().__init__({"acquirers": [message]}, message=ACQUIRER_RULES_MESSAGE)
+
+
+def reject_repeats(*, priorities: list[int], keys: list[str]) -> None:
+    """The spec's rules for an acquirer list (override or PUT): no priority
+    twice, no acquirer under two priorities."""
+    if len(set(priorities)) != len(priorities):
+        raise AcquirerRuleViolation(DUPLICATE_PRIORITY)
+    if len(set(keys)) != len(keys):
+        raise AcquirerRuleViolation(DUPLICATE_ACQUIRER)
 
 
 class AllAcquirersFailed(BusinessRuleError):

@@ -54,12 +54,8 @@ class OverrideItem:
 def resolve_override(*, account: Account, items: Sequence[OverrideItem]) -> list[Acquirer]:
     """The spec's override rules: duplicates refused, unavailable keys skipped
     silently, sorted by priority; nothing left is a 422 under ``acquirers``."""
-    priorities = [item.priority for item in items]
-    if len(set(priorities)) != len(priorities):
-        raise err.AcquirerRuleViolation(err.DUPLICATE_PRIORITY)
     keys = [item.acquirer_key for item in items]
-    if len(set(keys)) != len(keys):
-        raise err.AcquirerRuleViolation(err.DUPLICATE_ACQUIRER)
+    err.reject_repeats(priorities=[item.priority for item in items], keys=keys)
     selectable = {a.key: a for a in selectable_acquirers(account).filter(key__in=keys)}
     chain = [
         selectable[item.acquirer_key]
