@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from accounts.exceptions import InvalidTransition
@@ -126,13 +126,16 @@ def balance_lock(*, account_id: Any) -> AccountBalance:
         return AccountBalance.objects.select_for_update().get(account_id=account_id)
 
 
-def ledger_post(*, account_id: Any, amount: int, kind: str, reference: str) -> LedgerEntry | None:
+def ledger_post(
+    *, account_id: Any, amount: int, kind: str, reference: str, locked: AccountBalance | None = None
+) -> LedgerEntry | None:
     """Post one signed movement and move the balance with it.
 
     Must run inside the caller's transaction, the one that makes the state
     change causing the movement; it locks the account's balance row until that
-    transaction ends. Returns ``None`` (and changes nothing) when this
-    ``(kind, reference)`` was already posted. Raises
+    transaction ends (``locked``: the row the caller already locked with
+    :func:`balance_lock` in this transaction). Returns ``None`` (and changes
+    nothing) when this ``(kind, reference)`` was already posted. Raises
     :class:`InsufficientBalance` when a debit that may not overdraw would.
     """
     if not transaction.get_connection().in_atomic_block:
@@ -140,9 +143,12 @@ def ledger_post(*, account_id: Any, amount: int, kind: str, reference: str) -> L
     if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
         raise ValueError("amount must be a non-zero int of centavos")
 
-    balance = balance_lock(account_id=account_id)
-    # Under the balance lock no other posting for this account can interleave,
-    # so this check is exact; the unique constraint backs it up across accounts.
+    if locked is not None and str(locked.account_id) != str(account_id):
+        raise ValueError("locked is another account's balance")
+    balance = locked or balance_lock(account_id=account_id)
+    # References name one account's record, and under its balance lock no other
+    # posting can interleave: this check is exact. The unique constraint stays
+    # as the net under it (a violation fails the caller's whole transaction).
     if LedgerEntry.objects.filter(kind=kind, reference=reference).exists():
         return None
 
@@ -150,15 +156,9 @@ def ledger_post(*, account_id: Any, amount: int, kind: str, reference: str) -> L
     if amount < 0 and new_balance < 0 and kind not in LedgerEntry.MAY_GO_NEGATIVE:
         raise InsufficientBalance()
 
-    try:
-        with transaction.atomic():
-            entry = LedgerEntry.objects.create(
-                account_id=account_id, kind=kind, amount=amount, balance_after=new_balance, reference=reference
-            )
-    except IntegrityError:
-        if LedgerEntry.objects.filter(kind=kind, reference=reference).exists():
-            return None
-        raise
+    entry = LedgerEntry.objects.create(
+        account_id=account_id, kind=kind, amount=amount, balance_after=new_balance, reference=reference
+    )
     balance.available = new_balance
     balance.save(update_fields=["available", "updated_at"])
     return entry

@@ -39,6 +39,7 @@ from webhooks.services import event_emit
 from withdrawals import exceptions as err
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.selectors import withdrawn_today
+from withdrawals.serializers import WithdrawalSerializer
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,11 @@ def withdrawal_request(
             idempotency_id=withdrawal_id.hex,
         )
         ledger_post(
-            account_id=account.pk, amount=-quote.total_debit, kind=K.WITHDRAWAL, reference=f"withdrawal:{withdrawal.pk}"
+            account_id=account.pk,
+            amount=-quote.total_debit,
+            kind=K.WITHDRAWAL,
+            reference=f"withdrawal:{withdrawal.pk}",
+            locked=balance,
         )
         if not account.withdrawals_need_approval:
             transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))
@@ -183,8 +188,6 @@ def withdrawal_transition(
                 kind=kind,
                 reference=f"withdrawal:{withdrawal.pk}:{withdrawal.version}",
             )
-        from withdrawals.serializers import WithdrawalSerializer
-
         event_emit(
             account_id=withdrawal.account_id,
             event_type=EventType.WITHDRAWAL,
