@@ -155,3 +155,30 @@ def http_receiver() -> Iterator[Receiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def run_concurrently(calls: list[Callable[[], Any]], timeout: float = 90.0) -> list[Any]:
+    """Run each call on its own thread, so on its own PostgreSQL connection,
+    released together by a barrier. Returns, in order, each call's result or
+    the exception it raised (callers assert on both)."""
+    from django.db import connection
+
+    outcomes: list[Any] = [None] * len(calls)
+    barrier = threading.Barrier(len(calls))
+
+    def worker(index: int, call: Callable[[], Any]) -> None:
+        try:
+            barrier.wait(timeout=timeout)
+            outcomes[index] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            outcomes[index] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    assert not any(thread.is_alive() for thread in threads), "a concurrent call did not finish"
+    return outcomes

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import random
-import threading
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
 from pix_service.exceptions import InsufficientBalance
 from tests.factories import AccountFactory
+from tests.realworld import run_concurrently
 
 K = LedgerEntry.Kind
 
@@ -123,28 +124,17 @@ def test_concurrent_debits_and_credits_never_overdraw(seed: int) -> None:
     rng = random.Random(seed)
     plans = [[rng.choice([-700, -300, -1500, 400]) for _ in range(15)] for _ in range(12)]
     refused = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(plans))
 
     def worker(index: int, plan: list[int]) -> None:
-        try:
-            barrier.wait()
-            for step, amount in enumerate(plan):
-                kind = K.WITHDRAWAL if amount < 0 else K.CHARGE_PAID
-                try:
-                    post(account, amount, kind, f"t{index}:{step}")
-                except InsufficientBalance:
-                    refused.append(amount)
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
+        for step, amount in enumerate(plan):
+            kind = K.WITHDRAWAL if amount < 0 else K.CHARGE_PAID
+            try:
+                post(account, amount, kind, f"t{index}:{step}")
+            except InsufficientBalance:
+                refused.append(amount)
 
-    threads = [threading.Thread(target=worker, args=(i, plan)) for i, plan in enumerate(plans)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    outcomes = run_concurrently([functools.partial(worker, i, plan) for i, plan in enumerate(plans)], timeout=60)
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
 
     assert not errors
     entries = LedgerEntry.objects.filter(account=account)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import override_settings
 from django.urls import Resolver404, clear_url_caches, resolve
 from django.utils import timezone
@@ -29,6 +28,7 @@ from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import TRANSITIONS, charge_transition, charges_expire
 from payments.tasks import expire_charges
 from pix_service.views import api_not_found
+from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 
@@ -579,27 +579,12 @@ def test_account_expiry_setting_is_used(api: APIClient, account: Account, acquir
 
 
 def run_concurrently(*calls: Callable[[], Any]) -> tuple[list[Any], list[BaseException]]:
-    """Each call on its own thread (and so its own PostgreSQL connection), released together."""
-    results: list[Any] = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(calls))
-
-    def worker(call: Callable[[], Any]) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results.append(call())
-        except BaseException as exc:  # noqa: BLE001 - inspected by the caller
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not any(thread.is_alive() for thread in threads)
-    return results, errors
+    """Results and errors of the calls, run together on their own connections."""
+    outcomes = realworld.run_concurrently(list(calls), timeout=30)
+    return (
+        [o for o in outcomes if not isinstance(o, BaseException)],
+        [o for o in outcomes if isinstance(o, BaseException)],
+    )
 
 
 @pytest.mark.django_db(transaction=True)

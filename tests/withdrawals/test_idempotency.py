@@ -34,6 +34,7 @@ from pix_service.models import IdempotencyRecord
 from pix_service.tasks import purge_idempotency_keys
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.realworld import run_concurrently
 from withdrawals import services
 from withdrawals.models import Withdrawal
 
@@ -554,30 +555,12 @@ def test_concurrent_identical_requests_run_once(endpoint: Endpoint) -> None:
     account = funded_account()
     issued = credential_issue(account=account)
     count = 10
-    barrier = threading.Barrier(count)
-    responses: list[Any] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
 
-    def worker() -> None:
-        try:
-            client = client_for(issued)
-            barrier.wait(timeout=30)
-            response = send(client, endpoint)
-            with lock:
-                responses.append(response)
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
+    def request() -> Any:
+        return send(client_for(issued), endpoint)
 
-    threads = [threading.Thread(target=worker) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=90)
-
-    assert not any(thread.is_alive() for thread in threads)
+    responses = run_concurrently([request] * count)
+    errors = [r for r in responses if isinstance(r, BaseException)]
     assert not errors, errors
     assert len(responses) == count
     originals = [r for r in responses if r.status_code == 201 and not replayed(r)]
@@ -654,29 +637,9 @@ def test_a_credential_over_600_requests_a_minute_gets_429(api: APIClient) -> Non
 def test_concurrent_requests_never_pass_the_limit(api: APIClient, settings: Any) -> None:
     """50 concurrent requests against a limit of 10: exactly 10 pass, the
     others get the 429 envelope (the Redis counter is atomic)."""
-    import threading
 
     settings.API_RATE_LIMIT_PER_MINUTE = 10
-    statuses: list[int] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(50)
-
-    def call() -> None:
-        from django.db import connection
-
-        try:
-            barrier.wait()
-            status = api.get("/api/withdrawals/balance").status_code
-            with lock:
-                statuses.append(status)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=call) for _ in range(50)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    statuses = run_concurrently([lambda: api.get("/api/withdrawals/balance").status_code] * 50)
     # A request that straddles a minute boundary may land in a fresh window.
     assert statuses.count(200) in (10, 11, 20)
     assert statuses.count(200) + statuses.count(429) == 50

@@ -87,15 +87,6 @@ def worker(celery_worker_process: CeleryWorker) -> CeleryWorker:
     return celery_worker_process
 
 
-@pytest.fixture
-def no_enqueue(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """In-process tests: nothing goes to the broker (so the session's worker,
-    if started, cannot run the same payout behind the test's back)."""
-    calls: list[Any] = []
-    monkeypatch.setattr(services, "_enqueue_processing", lambda *args, **kwargs: calls.append(args))
-    return calls
-
-
 def seed(account: Account, amount: int = SEED) -> None:
     with transaction.atomic():
         ledger_post(account_id=account.pk, amount=amount, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")

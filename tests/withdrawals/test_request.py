@@ -12,7 +12,6 @@ import datetime as dt
 import functools
 import random
 import re
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 from validate_docbr import CNPJ
@@ -28,6 +27,7 @@ from validate_docbr import CNPJ
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import account_set_blocked, credential_issue, ledger_post
+from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory
 from withdrawals import services
@@ -798,36 +798,12 @@ def test_balance_endpoint_follows_each_withdrawal(account: Account) -> None:
 # --------------------------------------------------------------------------- concurrency (real PostgreSQL)
 
 
-@pytest.fixture
-def no_enqueue(monkeypatch: pytest.MonkeyPatch) -> None:
-    # on_commit runs in transactional tests; keep the broker out of it.
-    monkeypatch.setattr(services, "_enqueue_processing", lambda withdrawal_id, countdown=0: None)
-
-
 def run_concurrently(calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run each call in its own thread (own PostgreSQL connection), released together."""
-    results: list[Any] = [None] * len(calls)
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(calls))
-
-    def worker(index: int, call: Callable[[], Any]) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[index] = call()
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i, call)) for i, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=90)
-    assert not any(thread.is_alive() for thread in threads)
+    """The calls' results, run together on their own connections; none may raise."""
+    outcomes = realworld.run_concurrently(calls)
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
     assert not errors, errors
-    assert all(r is not None for r in results)
-    return [r for r in results if r is not None]
+    return outcomes
 
 
 @pytest.mark.django_db(transaction=True)

@@ -6,15 +6,15 @@ notifications from acquirers, and racing transitions."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
-import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -23,11 +23,11 @@ from accounts.selectors import available_balance, ledger_sum
 from accounts.services import IssuedCredential, ledger_post
 from acquirers.adapters.sandbox import sign
 from acquirers.models import Acquirer, InboundNotification
+from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from webhooks.services import endpoint_create
-from withdrawals import services
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import TRANSITIONS, withdrawal_request, withdrawal_transition
@@ -613,37 +613,20 @@ def test_news_from_an_acquirer_the_chain_moved_past_changes_nothing(
 # --------------------------------------------------------------------------- races
 
 
-@pytest.fixture
-def no_enqueue(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """No broker hand-off: these tests only race transitions in this process."""
-    calls: list[Any] = []
-    monkeypatch.setattr(services, "_enqueue_processing", lambda *args, **kwargs: calls.append(args))
-    return calls
-
-
 def race(withdrawal_id: Any, *targets: str) -> list[Any]:
-    barrier = threading.Barrier(len(targets))
+    """Each target's outcome: the transition's result, or the exception's class."""
     # Unique per withdrawal (the column is); both sides of a race carry the same one.
     e2e_id = E2E[:-11] + uuid.uuid4().hex[:11]
-    results: list[Any] = [None] * len(targets)
-
-    def run(index: int, to: str) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results[index] = withdrawal_transition(
-                withdrawal_id=withdrawal_id, to_status=to, source="acquirer", e2e_id=e2e_id
+    outcomes = realworld.run_concurrently(
+        [
+            functools.partial(
+                withdrawal_transition, withdrawal_id=withdrawal_id, to_status=to, source="acquirer", e2e_id=e2e_id
             )
-        except Exception as exc:  # noqa: BLE001 - the outcome is what is compared
-            results[index] = type(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, to)) for i, to in enumerate(targets)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    return results
+            for to in targets
+        ],
+        timeout=30,
+    )
+    return [type(o) if isinstance(o, Exception) else o for o in outcomes]
 
 
 RACES = [
