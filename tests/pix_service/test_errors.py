@@ -105,6 +105,16 @@ def test_view_without_declared_permission_is_denied() -> None:
     assert "required_permission" not in AccountAPIView.__dict__
 
 
+def test_account_view_without_required_permission_serves_nobody(api: APIClient) -> None:
+    response = api.get("/api/_test/forgetful")  # an `all` credential of an approved account
+    assert response.status_code == 403
+    assert response.json() == {
+        "success": False,
+        "message": "Esta credencial não tem permissão para realizar esta operação.",
+        "data": None,
+    }
+
+
 def test_request_id_is_generated_when_absent_or_unsafe(api: APIClient) -> None:
     generated = api.get("/api/withdrawals/balance")["X-Request-ID"]
     assert len(generated) == 32

@@ -36,6 +36,13 @@ class BoomApi(AccountAPIView):
         raise RuntimeError("secret internals: password=hunter2")
 
 
+class ForgetfulApi(AccountAPIView):
+    """Declares no required_permission: must serve nobody."""
+
+    def get(self, request: Request) -> Response:
+        return ok({}, "should never be reached")
+
+
 class CreateBoomApi(BoomApi):
     internal_error_messages = {"POST": "Ocorreu um erro ao criar o pagamento."}
 
@@ -58,5 +65,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/_test/boom", BoomApi.as_view()),
     path("api/_test/create-boom", CreateBoomApi.as_view()),
     path("api/_test/echo", EchoApi.as_view()),
+    path("api/_test/forgetful", ForgetfulApi.as_view()),
     *real_patterns,  # type: ignore[list-item]
 ]
