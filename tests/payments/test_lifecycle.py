@@ -9,7 +9,6 @@ import importlib
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 from django.conf import settings
@@ -31,10 +30,10 @@ from pix_service.views import api_not_found
 from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.helpers import local
 
 S = ChargeStatus
 K = LedgerEntry.Kind
-SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 AMOUNT = 1000
 # Fees of the account below: 30 + round_half_up(1000 * 150 / 10000) = 45.
 LIQUID = 955
@@ -89,10 +88,6 @@ def make_charge(account: Account, acquirer: Acquirer, **fields: Any) -> Charge:
 def move(charge: Charge, *statuses: str) -> None:
     for status in statuses:
         assert charge_transition(charge_id=charge.pk, to_status=status, source=ChargeTransition.Source.STAFF)
-
-
-def local(moment: dt.datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(SAO_PAULO).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def record(charge: Charge) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
@@ -20,10 +19,10 @@ from payments.models import Charge, ChargeStatus
 from payments.services import charge_transition
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.helpers import listing_data, listing_errors, local
 
 S = ChargeStatus
 URL = "/api/transactions"
-SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 RECORD_FIELDS = {
     "id",
     "payment_method",
@@ -57,10 +56,6 @@ def acquirer(db: Any) -> Acquirer:
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> dt.datetime:
     return dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.UTC)
-
-
-def local(moment: dt.datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(SAO_PAULO).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def new_charge(account: Account, acquirer: Acquirer, amount: int = 1000, **fields: Any) -> Charge:
@@ -122,11 +117,7 @@ def record(charge: Charge) -> dict[str, Any]:
 
 
 def listing(api: APIClient, **params: Any) -> dict[str, Any]:
-    response = api.get(URL, params)
-    assert response.status_code == 200, response.content
-    body: dict[str, Any] = response.json()
-    assert body["success"] is True
-    return body["data"]
+    return listing_data(api, URL, **params)
 
 
 def ids(api: APIClient, **params: Any) -> list[str]:
@@ -134,14 +125,7 @@ def ids(api: APIClient, **params: Any) -> list[str]:
 
 
 def invalid(api: APIClient, **params: Any) -> dict[str, list[str]]:
-    response = api.get(URL, params)
-    assert response.status_code == 422, response.content
-    body = response.json()
-    assert body["success"] is False
-    assert body["message"] == "Erro de validação nos dados fornecidos"
-    errors: dict[str, list[str]] = body["data"]["errors"]
-    assert all(isinstance(m, str) and m for messages in errors.values() for m in messages)
-    return errors
+    return listing_errors(api, URL, **params)
 
 
 # --------------------------------------------------------------------------- shape, order, pagination

@@ -8,7 +8,6 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 import requests
@@ -24,11 +23,11 @@ from accounts.services import IssuedCredential, account_set_blocked
 from acquirers.models import Acquirer
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.helpers import local
 from webhooks import services
 from webhooks.models import EventType, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 WEBHOOKS = "/api/webhooks"
-SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 ENDPOINT_FIELDS = {"id", "url", "description", "code", "is_active", "disabled_reason", "created_at"}
 DELIVERY_FIELDS = {
     "id",
@@ -138,10 +137,6 @@ def deliveries(api: APIClient, endpoint_id: Any, **params: Any) -> dict[str, Any
     assert response.status_code == 200, response.json()
     data: dict[str, Any] = response.json()["data"]
     return data
-
-
-def local(moment: dt.datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(SAO_PAULO).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def enqueued(callbacks: list[Callable[[], Any]]) -> set[str]:

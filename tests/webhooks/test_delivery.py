@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 from django.test import override_settings
@@ -31,12 +30,12 @@ from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
 from pix_service.tokens import new_webhook_secret
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.helpers import local
 from tests.realworld import CeleryWorker, ReceivedRequest, Receiver, http_receiver, wait_for
 from webhooks import services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from webhooks.services import endpoint_create, endpoint_rotate_secret
 
-SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
 BODY = {
     "payment_method": "pix",
@@ -104,10 +103,6 @@ def lower(headers: dict[str, str]) -> dict[str, str]:
 def verified(request: ReceivedRequest, secret: str) -> Any:
     """What a receiver does with any Standard Webhooks library."""
     return Webhook(secret).verify(request.body, lower(request.headers))
-
-
-def local(moment: dt.datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(SAO_PAULO).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def gaps(requests: list[ReceivedRequest]) -> list[float]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import transaction
@@ -17,12 +16,12 @@ from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.services import credential_issue, ledger_post
 from tests.conftest import client_for
 from tests.factories import AccountFactory
+from tests.helpers import listing_data, listing_errors, local
 from withdrawals.models import Withdrawal, WithdrawalStatus
 
 S = WithdrawalStatus
 URL = "/api/withdrawals"
 BALANCE_URL = "/api/withdrawals/balance"
-SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 RECORD_FIELDS = {"id", "e2e_id", "amount", "liquid_amount", "pix_type", "pix_key", "status", "paid_at", "created_at"}
 NOT_FOUND = {"success": False, "message": "Saque não encontrado.", "data": None}
 NO_PERMISSION = {
@@ -42,10 +41,6 @@ def api(account: Account) -> APIClient:
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> dt.datetime:
     return dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.UTC)
-
-
-def local(moment: dt.datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(SAO_PAULO).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def new_withdrawal(
@@ -115,11 +110,7 @@ def record(withdrawal: Withdrawal) -> dict[str, Any]:
 
 
 def listing(api: APIClient, **params: Any) -> dict[str, Any]:
-    response = api.get(URL, params)
-    assert response.status_code == 200, response.content
-    body: dict[str, Any] = response.json()
-    assert body["success"] is True
-    return body["data"]
+    return listing_data(api, URL, **params)
 
 
 def ids(api: APIClient, **params: Any) -> list[str]:
@@ -127,14 +118,7 @@ def ids(api: APIClient, **params: Any) -> list[str]:
 
 
 def invalid(api: APIClient, **params: Any) -> dict[str, list[str]]:
-    response = api.get(URL, params)
-    assert response.status_code == 422, response.content
-    body = response.json()
-    assert body["success"] is False
-    assert body["message"] == "Erro de validação nos dados fornecidos"
-    errors: dict[str, list[str]] = body["data"]["errors"]
-    assert all(isinstance(m, str) and m for messages in errors.values() for m in messages)
-    return errors
+    return listing_errors(api, URL, **params)
 
 
 # --------------------------------------------------------------------------- shape, order, pagination

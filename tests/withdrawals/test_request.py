@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import transaction
@@ -30,13 +29,14 @@ from accounts.services import account_set_blocked, credential_issue, ledger_post
 from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory
+from tests.helpers import SAO_PAULO, local
 from withdrawals import services
 from withdrawals.models import Withdrawal, WithdrawalStatus
 from withdrawals.selectors import day_start, withdrawn_today
 
 URL = "/api/withdrawals"
 BALANCE_URL = "/api/withdrawals/balance"
-SAO_PAULO = ZoneInfo("America/Sao_Paulo")
+
 S = WithdrawalStatus
 
 VALIDATION = "Erro de validação nos dados fornecidos"
@@ -117,10 +117,6 @@ def error(message: str) -> dict[str, Any]:
 
 def invalid(errors: dict[str, list[str]]) -> dict[str, Any]:
     return {"success": False, "message": VALIDATION, "data": {"errors": errors}}
-
-
-def local(moment: dt.datetime) -> str:
-    return moment.astimezone(SAO_PAULO).strftime("%Y-%m-%d %H:%M:%S")
 
 
 @dataclass(frozen=True)

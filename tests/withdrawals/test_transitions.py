@@ -11,7 +11,6 @@ import json
 import uuid
 from collections.abc import Callable
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import transaction
@@ -26,6 +25,7 @@ from acquirers.models import Acquirer, InboundNotification
 from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.helpers import local
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from webhooks.services import endpoint_create
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
@@ -34,7 +34,6 @@ from withdrawals.services import TRANSITIONS, withdrawal_request, withdrawal_tra
 
 S = WithdrawalStatus
 K = LedgerEntry.Kind
-SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 SEED = 20_000
 AMOUNT = 5000
 # The account's withdrawal fee: 100 + round_half_up(5000 * 100 / 10000) = 150.
@@ -74,10 +73,6 @@ def move(withdrawal: Withdrawal, *statuses: str) -> None:
         assert withdrawal_transition(
             withdrawal_id=withdrawal.pk, to_status=status, source=WithdrawalTransition.Source.STAFF
         )
-
-
-def local(moment: dt.datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(SAO_PAULO).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def record(withdrawal: Withdrawal) -> dict[str, Any]:
