@@ -18,7 +18,7 @@ from typing import TypeVar
 from acquirers import adapters, brcode
 from acquirers.adapters.base import AcquirerTimeout, AdapterError, ChargeRequest, ChargeResult
 from acquirers.models import Acquirer
-from pix_service import deadline
+from pix_service import deadline, metrics
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -67,14 +67,18 @@ def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> Chain
             brcode.check(result.emv, amount=request.amount)
         except Exception as exc:  # noqa: BLE001 - any failure of one acquirer moves the chain on
             error = exc
-        latency = int((time.monotonic() - started) * 1000)
+        elapsed = time.monotonic() - started
+        latency = int(elapsed * 1000)
+        kind = "ok" if error is None else _classify(error)
+        metrics.ACQUIRER_ATTEMPT_LATENCY.labels(acquirer.key, "create_charge", kind).observe(elapsed)
 
         if error is None:
             outcome.attempts.append(Attempt(acquirer, position, "ok", latency))
             outcome.acquirer, outcome.result = acquirer, result
             return outcome
 
-        kind = _classify(error)
+        if position < len(chain):
+            metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "create_charge").inc()
         if kind == "error":
             logger.exception("acquirer %s adapter failed unexpectedly", acquirer.key, exc_info=error)
         else:

@@ -25,6 +25,7 @@ from acquirers.selectors import cashin_chain, selectable_acquirers
 from payments import exceptions as err
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
 from payments.serializers import ChargeSerializer
+from pix_service import metrics
 from webhooks.models import EventType
 from webhooks.services import event_emit
 
@@ -140,6 +141,8 @@ def charge_create(
             )
             for a in outcome.attempts
         )
+        taken = (outcome.acquirer.key, "created") if charge is not None and outcome.acquirer else ("none", "rejected")
+        metrics.on_commit(lambda: metrics.CHARGES.labels(*taken).inc())
     if charge is None:
         raise err.AllAcquirersFailed()
     return charge
@@ -227,6 +230,10 @@ def charge_transition(
                 kind=kind,
                 reference=f"charge:{charge.pk}:{charge.version}",
             )
+        acquirer_id = charge.acquirer_id
+        metrics.on_commit(
+            lambda: metrics.CHARGE_STATUS_CHANGES.labels(metrics.acquirer_key(acquirer_id), to_status).inc()
+        )
         event_emit(
             account_id=charge.account_id,
             event_type=EventType.TRANSACTION,

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -97,6 +98,17 @@ def banner(keys: dict[str, str], admin: dict[str, str] | None, port: str) -> str
     return "\n".join(lines)
 
 
+def _metrics_env(var: Path, port: str) -> dict[str, str]:
+    """One samples directory for web, worker and beat (emptied: counters start
+    with the run), and a scrape token for this run unless one is configured."""
+    directory = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or var / "metrics")
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    token = os.environ.get("METRICS_TOKEN") or secrets.token_urlsafe(24)
+    print(f"Metrics: curl -s http://127.0.0.1:{port}/metrics -H 'Authorization: Bearer {token}'\n", flush=True)
+    return {"PROMETHEUS_MULTIPROC_DIR": str(directory), "METRICS_TOKEN": token}
+
+
 def main() -> int:
     port = os.environ.get("PORT", "8000")
     demo = prepare()
@@ -104,7 +116,7 @@ def main() -> int:
 
     from pix_service import embedded
 
-    env = {**os.environ, "WEB_PORT": port}
+    env = {**os.environ, "WEB_PORT": port, **_metrics_env(embedded.var_dir(), port)}
     # honcho runs the three processes of the Procfile and stops all of them
     # when one dies or on Ctrl-C (the terminal's SIGINT reaches the group).
     honcho = subprocess.Popen([str(Path(sys.executable).parent / "honcho"), "start"], cwd=ROOT, env=env)  # noqa: S603

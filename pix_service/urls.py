@@ -3,10 +3,12 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from pix_service.views import HealthView, api_not_found
+from pix_service.metrics import metrics_view
+from pix_service.views import HealthView, ReadinessView, api_not_found
 
 api_patterns: list[URLPattern | URLResolver] = [
     path("health", HealthView.as_view(), name="health"),
+    path("health/ready", ReadinessView.as_view(), name="readiness"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("", include("payments.urls")),
@@ -17,6 +19,7 @@ api_patterns: list[URLPattern | URLResolver] = [
 
 urlpatterns = [
     path(settings.ADMIN_URL, admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),
     path("api/", include(api_patterns)),
     # Anything else under /api answers in the error envelope, also with DEBUG on
     # (Django's handler404 is bypassed then).

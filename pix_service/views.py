@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -41,50 +42,79 @@ def _broker_ok() -> bool:
         return False
 
 
+def _worker_ok() -> bool:
+    from pix_service import heartbeat
+
+    try:
+        return bool(heartbeat.alive())
+    except Exception:
+        logger.warning("health: worker heartbeats unreadable", exc_info=True)
+        return False
+
+
+def _health_response(name: str, checks: dict[str, serializers.Field[Any, Any, Any, Any]]) -> dict[int, object]:
+    def body(suffix: str) -> object:
+        return inline_serializer(
+            f"{name}{suffix}",
+            {
+                "success": serializers.BooleanField(),
+                "message": serializers.CharField(),
+                "data": inline_serializer(f"{name}{suffix}Data", checks),
+            },
+        )
+
+    return {200: body(""), 503: body("Down")}
+
+
 class HealthView(APIView):
-    """Liveness plus reachability of the database and the broker; no credentials."""
+    """Liveness: this process answers. Touches nothing else, so a database
+    outage never makes an orchestrator restart healthy web processes."""
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
+    throttle_classes: list[type] = []
 
     @extend_schema(
         tags=["health"],
-        summary="Service health",
+        summary="Liveness",
         auth=[],
-        responses={
-            200: inline_serializer(
-                "Health",
-                {
-                    "success": serializers.BooleanField(),
-                    "message": serializers.CharField(),
-                    "data": inline_serializer(
-                        "HealthData",
-                        {"database": serializers.CharField(), "broker": serializers.CharField()},
-                    ),
-                },
-            ),
-            503: inline_serializer(
-                "HealthDown",
-                {
-                    "success": serializers.BooleanField(),
-                    "message": serializers.CharField(),
-                    "data": inline_serializer(
-                        "HealthDownData",
-                        {"database": serializers.CharField(), "broker": serializers.CharField()},
-                    ),
-                },
-            ),
-        },
+        responses={200: _health_response("Health", {"status": serializers.CharField()})[200]},
+    )
+    def get(self, request: Request) -> Response:
+        return Response({"success": True, "message": "OK", "data": {"status": "ok"}})
+
+
+class ReadinessView(APIView):
+    """Readiness: the database and the broker answer and at least one Celery
+    worker beat recently (without one, payouts and webhooks would stall)."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    throttle_classes: list[type] = []
+
+    @extend_schema(
+        tags=["health"],
+        summary="Readiness",
+        auth=[],
+        responses=_health_response(
+            "Readiness",
+            {
+                "database": serializers.CharField(),
+                "broker": serializers.CharField(),
+                "worker": serializers.CharField(),
+            },
+        ),
     )
     def get(self, request: Request) -> Response:
         checks = {
             "database": "ok" if _database_ok() else "unreachable",
             "broker": "ok" if _broker_ok() else "unreachable",
+            "worker": "ok" if _worker_ok() else "no recent heartbeat",
         }
-        healthy = all(value == "ok" for value in checks.values())
+        ready = all(value == "ok" for value in checks.values())
         return Response(
-            {"success": healthy, "message": "OK" if healthy else "Serviço indisponível.", "data": checks},
-            status=200 if healthy else 503,
+            {"success": ready, "message": "OK" if ready else "Serviço indisponível.", "data": checks},
+            status=200 if ready else 503,
         )
 
 

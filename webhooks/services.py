@@ -20,6 +20,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
+from pix_service import metrics
 from webhooks import http, signing
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -128,6 +129,12 @@ def next_delay(attempts_made: int, retry_after: float | None = None) -> float | 
 
 
 def delivery_attempt(*, delivery_id: uuid.UUID | str) -> str:
+    outcome = _delivery_attempt(delivery_id)
+    metrics.WEBHOOK_DELIVERIES.labels(outcome).inc()
+    return outcome
+
+
+def _delivery_attempt(delivery_id: uuid.UUID | str) -> str:
     """Make the delivery's next attempt if it is due and nobody else holds it.
 
     Idempotent: a delivery that already succeeded (or failed for good) is

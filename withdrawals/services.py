@@ -33,6 +33,7 @@ from acquirers.adapters.base import (
 from acquirers.chain import call_with_deadline
 from acquirers.models import Acquirer
 from acquirers.selectors import payout_chain
+from pix_service import metrics
 from pix_service.exceptions import BusinessRuleError, ValidationFailed
 from webhooks.models import EventType
 from webhooks.services import event_emit
@@ -188,6 +189,7 @@ def withdrawal_transition(
                 kind=kind,
                 reference=f"withdrawal:{withdrawal.pk}:{withdrawal.version}",
             )
+        metrics.on_commit(lambda: metrics.WITHDRAWAL_STATUS_CHANGES.labels(to_status).inc())
         event_emit(
             account_id=withdrawal.account_id,
             event_type=EventType.WITHDRAWAL,
@@ -274,11 +276,13 @@ def _attempt(withdrawal: Withdrawal, acquirer: Acquirer, action: str, call: Call
     else:
         logger.exception("payout adapter %s failed", acquirer.key, exc_info=error)
         outcome = "error"
+    elapsed = time.monotonic() - started
+    metrics.ACQUIRER_ATTEMPT_LATENCY.labels(acquirer.key, f"payout_{action}", outcome).observe(elapsed)
     PayoutAttempt.objects.filter(pk=attempt.pk).update(
         outcome=outcome,
         error_class=type(error).__name__ if error else "",
         error_message=str(error)[:500] if error else "",
-        latency_ms=int((time.monotonic() - started) * 1000),
+        latency_ms=int(elapsed * 1000),
     )
     Withdrawal.objects.filter(pk=withdrawal.pk).update(updated_at=timezone.now())
     return result, outcome
@@ -311,7 +315,7 @@ def _pay_out(withdrawal: Withdrawal) -> str:
             done_with.add(acquirer.pk)
             continue
         if answer is None:
-            raise PayoutUndetermined(f"{acquirer.key}: payout status unknown ({outcome})")
+            raise _undetermined(acquirer, outcome)
         return _settle(withdrawal, acquirer, answer)
 
     for acquirer in payout_chain(withdrawal.account, withdrawal.liquid_amount):
@@ -329,9 +333,10 @@ def _pay_out(withdrawal: Withdrawal) -> str:
             answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS, _asker(acquirer, request))
         if outcome in FINISHED_ELSEWHERE:
             done_with.add(acquirer.pk)
+            metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "payout").inc()
             continue
         if answer is None:
-            raise PayoutUndetermined(f"{acquirer.key}: payout status unknown ({outcome})")
+            raise _undetermined(acquirer, outcome)
         return _settle(withdrawal, acquirer, answer)
 
     withdrawal_transition(
@@ -340,7 +345,13 @@ def _pay_out(withdrawal: Withdrawal) -> str:
         source=WithdrawalTransition.Source.SYSTEM,
         reason="no acquirer could pay out",
     )
+    metrics.PAYOUTS.labels("none", S.FAILED).inc()
     return S.FAILED
+
+
+def _undetermined(acquirer: Acquirer, outcome: str) -> PayoutUndetermined:
+    metrics.PAYOUTS.labels(acquirer.key, "undetermined").inc()
+    return PayoutUndetermined(f"{acquirer.key}: payout status unknown ({outcome})")
 
 
 def _asker(acquirer: Acquirer, request: PayoutRequest) -> Callable[[], PayoutResult]:
@@ -360,7 +371,9 @@ def _settle(withdrawal: Withdrawal, acquirer: Acquirer, result: PayoutResult) ->
             e2e_id=result.e2e_id,
             paid_at=result.paid_at,
         )
+        metrics.PAYOUTS.labels(acquirer.key, S.PAID).inc()
         return S.PAID
+    metrics.PAYOUTS.labels(acquirer.key, "processing").inc()
     return "processing"  # confirmed later by a notification or by the poller
 
 

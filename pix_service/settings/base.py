@@ -44,6 +44,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the latency it records includes every other middleware.
+    "pix_service.metrics.MetricsMiddleware",
     "pix_service.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves admin and Swagger UI assets from gunicorn: no CDN, no nginx needed.
@@ -208,6 +210,14 @@ PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
 SERVICE_VERSION = "1.0.0"
 # Requests per credential per minute (decisions §7); 0 turns the limit off.
 API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)
+
+# --------------------------------------------------------------------------- operations
+# /metrics is off (404) until a token is set; scrapers send it as a Bearer token.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Workers beat into this Redis sorted set; readiness wants one younger than MAX_AGE.
+WORKER_HEARTBEAT_KEY = env.str("WORKER_HEARTBEAT_KEY", default="pix:workers")
+WORKER_HEARTBEAT_INTERVAL = env.float("WORKER_HEARTBEAT_INTERVAL", default=10.0)
+WORKER_HEARTBEAT_MAX_AGE = env.float("WORKER_HEARTBEAT_MAX_AGE", default=30.0)
 
 # --------------------------------------------------------------------------- webhooks (decisions §6)
 # Loopback/private/reserved destinations are refused unless this is on

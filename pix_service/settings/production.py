@@ -21,8 +21,8 @@ PIX_SANDBOX = env.bool("PIX_SANDBOX", default=False)
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
-# The health probe is plain HTTP inside the compose network.
-SECURE_REDIRECT_EXEMPT = [r"^api/health$"]
+# Probes and the metrics scraper speak plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^api/health(/ready)?$", r"^metrics$"]
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)

@@ -13,7 +13,8 @@ grow by one query unnoticed, the large one cannot grow by thirty.
 ===================================  ========  ===  ================================================================
 Endpoint                             Measured  Max  Why
 ===================================  ========  ===  ================================================================
-GET  /api/health                     1         2    SELECT 1, no credentials (the broker check is Redis)
+GET  /api/health                     0         1    liveness: touches nothing
+GET  /api/health/ready               1         2    SELECT 1, no credentials (broker and heartbeats are Redis)
 GET  /api/withdrawals/balance        3         4    credential, balance row, SUM of today's withdrawals
 GET  /api/transactions               3         4    credential, COUNT, the page
 GET  /api/transactions/{id}          2         3    credential, the charge
@@ -65,7 +66,8 @@ from withdrawals.services import withdrawal_request
 SIZES = [1, 30]
 # The "Max" column of the table above.
 BOUNDS = {
-    "GET /api/health": 2,
+    "GET /api/health": 1,
+    "GET /api/health/ready": 2,
     "GET /api/withdrawals/balance": 4,
     "GET /api/transactions": 4,
     "GET /api/transactions/{id}": 3,
@@ -185,7 +187,25 @@ def test_health(
     client = APIClient()
     client.get("/api/health")
     with bounded(django_assert_max_num_queries, "GET /api/health", size):
-        assert ok(client.get("/api/health")) == {"database": "ok", "broker": "ok"}
+        assert ok(client.get("/api/health")) == {"status": "ok"}
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_readiness(
+    account: Account, alpha: Acquirer, size: int, settings: Any, django_assert_max_num_queries: DjangoAssertNumQueries
+) -> None:
+    from pix_service import heartbeat
+
+    charges(account, size)
+    settings.WORKER_HEARTBEAT_KEY = f"pix-test:workers:{uuid.uuid4().hex}"
+    heartbeat.beat("worker@host")
+    client = APIClient()
+    try:
+        client.get("/api/health/ready")
+        with bounded(django_assert_max_num_queries, "GET /api/health/ready", size):
+            assert ok(client.get("/api/health/ready")) == {"database": "ok", "broker": "ok", "worker": "ok"}
+    finally:
+        heartbeat.forget("worker@host")
 
 
 # --------------------------------------------------------------------------- charges

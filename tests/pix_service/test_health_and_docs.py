@@ -1,28 +1,12 @@
-"""Health, OpenAPI schema and Swagger UI."""
+"""OpenAPI schema and Swagger UI (health: test_observability)."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 from django.test import Client
-from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
-
-
-def test_health_reports_database_and_broker_without_credentials() -> None:
-    response = APIClient().get("/api/health")
-    assert response.status_code == 200
-    assert response.json() == {"success": True, "message": "OK", "data": {"database": "ok", "broker": "ok"}}
-
-
-def test_health_reports_an_unreachable_broker(settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pix_service.celery import app
-
-    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
-    response = APIClient().get("/api/health")
-    assert response.status_code == 503
-    assert response.json()["data"] == {"database": "ok", "broker": "unreachable"}
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +41,7 @@ def test_schema_documents_envelopes_and_error_statuses(schema: dict) -> None:
 def test_health_is_public_in_the_schema(schema: dict) -> None:
     assert not schema.get("security")
     assert not schema["paths"]["/api/health"]["get"].get("security")
+    assert not schema["paths"]["/api/health/ready"]["get"].get("security")
 
 
 def test_schema_generates_without_warnings_and_validates() -> None:
