@@ -1,5 +1,7 @@
 """Request id: accepted from a trusted-looking ``X-Request-ID`` or generated,
-set on every log line of the request and echoed in the response header."""
+set on every log line of the request and echoed in the response header.
+API answers are never cached: they carry balances, payer data and, once,
+secrets."""
 
 from __future__ import annotations
 
@@ -29,4 +31,6 @@ class RequestIdMiddleware:
         finally:
             request_id_var.reset(token)
         response["X-Request-ID"] = request_id
+        if request.path.startswith("/api/") and not response.has_header("Cache-Control"):
+            response["Cache-Control"] = "no-store"
         return response
