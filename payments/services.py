@@ -141,8 +141,9 @@ def charge_create(
             )
             for a in outcome.attempts
         )
-        taken = (outcome.acquirer.key, "created") if charge is not None and outcome.acquirer else ("none", "rejected")
-        metrics.on_commit(lambda: metrics.CHARGES.labels(*taken).inc())
+    # Committed here: charge_create is never called inside another transaction.
+    taken = (outcome.acquirer.key, "created") if charge is not None and outcome.acquirer else ("none", "rejected")
+    metrics.CHARGES.labels(*taken).inc()
     if charge is None:
         raise err.AllAcquirersFailed()
     return charge
