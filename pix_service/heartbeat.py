@@ -16,13 +16,16 @@ from functools import cache
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 logger = logging.getLogger(__name__)
 
 
 @cache
 def _client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    # One try: readiness must answer quickly when Redis is down.
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
 
 
 def _redis() -> redis.Redis:

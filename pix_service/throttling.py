@@ -11,6 +11,8 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -22,7 +24,9 @@ WINDOW_SECONDS = 60
 
 @functools.cache
 def _client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    # No client retries: during an outage each would add a connect timeout to
+    # every request, and the limiter fails open anyway.
+    return redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
 
 
 class CredentialRateThrottle(BaseThrottle):

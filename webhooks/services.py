@@ -165,11 +165,21 @@ def _delivery_attempt(delivery_id: uuid.UUID | str) -> str:
 
     body = event_body(delivery.event)
     timestamp = int(timezone.now().timestamp())
+    # Written before the call, like payout attempts: if this worker dies
+    # mid-request, the history still shows the attempt the receiver may have seen.
+    attempt = WebhookAttempt.objects.create(
+        delivery=delivery,
+        number=WebhookAttempt.objects.filter(delivery=delivery).count() + 1,
+        attempted_at=timezone.now(),
+        latency_ms=0,
+        error="interrupted: the worker stopped before an answer was recorded",
+        succeeded=False,
+    )
     result = http.post(delivery.url, body, _headers(delivery, body, timestamp))
-    return _record(delivery.pk, result)
+    return _record(delivery.pk, attempt.pk, result)
 
 
-def _record(delivery_id: uuid.UUID, result: http.HttpResult) -> str:
+def _record(delivery_id: uuid.UUID, attempt_id: int, result: http.HttpResult) -> str:
     countdown: float | None = None
     with transaction.atomic():
         delivery = (
@@ -179,10 +189,8 @@ def _record(delivery_id: uuid.UUID, result: http.HttpResult) -> str:
         # attempt_count is this round's (a redelivery starts a fresh schedule);
         # attempt numbers run on across rounds.
         number = delivery.attempt_count + 1
-        WebhookAttempt.objects.create(
-            delivery=delivery,
-            number=WebhookAttempt.objects.filter(delivery=delivery).count() + 1,
-            attempted_at=now,
+        WebhookAttempt.objects.filter(pk=attempt_id).update(
+            attempted_at=now,  # the schedule counts from here, as the next delay does
             status_code=result.status_code,
             latency_ms=result.latency_ms,
             response_body=result.body,

@@ -1,11 +1,23 @@
 """The built-in ``sandbox`` acquirer (decisions §8).
 
-Options: ``{"charge": "ok"|"fail"|"timeout", "payout": "ok"|"fail"|"timeout",
-"notification_secret": "..."}``. ``timeout`` really waits past the
-acquirer's read timeout and then succeeds late, which is the case a real
-timeout leaves us in: the acquirer may have acted although we gave up.
-What the sandbox "created" (charges, cancellations, payouts) is kept in
-Redis so every process sees the same acquirer.
+Options: ``{"charge": <behaviour>, "payout": "ok"|"fail"|"timeout",
+"notification_secret": "..."}``. Charge behaviours:
+
+- ``ok``: a valid BR Code at once; ``fail``: refused (unavailable);
+- ``timeout``: really waits past the acquirer's deadline (connect + read
+  timeout) and then succeeds late, which is the case a real timeout leaves
+  us in: the acquirer may have acted although we gave up;
+- ``slow``: answers well, after half the deadline;
+- ``flaky``: the 1st, 3rd, 5th... call to this acquirer is refused, the
+  others succeed (counted in Redis, so across processes);
+- ``garbage``: an answer the adapter cannot read (``InvalidResponse``), nothing created;
+- ``invalid_emv``: creates the charge but answers a BR Code with a wrong CRC,
+  which the service's checker refuses.
+
+Payouts: ``timeout`` records the transfer, then answers past the deadline.
+What the sandbox "created" or received (charges, cancellations, payouts and
+how many times each payout was requested) is kept in Redis so every process
+sees the same acquirer.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ from acquirers.adapters.base import (
     ChargeResult,
     InvalidNotification,
     InvalidOptions,
+    InvalidResponse,
     Notification,
     NotificationEvent,
     PayoutRequest,
@@ -41,7 +54,8 @@ from acquirers.adapters.base import (
     UnreadableNotification,
 )
 
-BEHAVIOURS = ("ok", "fail", "timeout")
+CHARGE_BEHAVIOURS = ("ok", "fail", "timeout", "slow", "flaky", "garbage", "invalid_emv")
+PAYOUT_BEHAVIOURS = ("ok", "fail", "timeout")
 SANDBOX_ISPB = "99999999"
 SIGNATURE_HEADER = "X-Sandbox-Signature"
 _STATE_TTL = 7 * 24 * 3600
@@ -65,9 +79,9 @@ class SandboxAdapter(AcquirerAdapter):
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
         clean = {"charge": options.get("charge", "ok"), "payout": options.get("payout", "ok")}
-        for operation, behaviour in clean.items():
-            if behaviour not in BEHAVIOURS:
-                raise InvalidOptions(f"{operation} must be one of {', '.join(BEHAVIOURS)}")
+        for operation, allowed in (("charge", CHARGE_BEHAVIOURS), ("payout", PAYOUT_BEHAVIOURS)):
+            if clean[operation] not in allowed:
+                raise InvalidOptions(f"{operation} must be one of {', '.join(allowed)}")
         secret = options.get("notification_secret")
         if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
             raise InvalidOptions("notification_secret must be a string of at least 16 characters")
@@ -80,10 +94,19 @@ class SandboxAdapter(AcquirerAdapter):
     def _key(self, *parts: str) -> str:
         return ":".join(("sandbox", self.config.key, *parts))
 
+    def _deadline(self) -> float:
+        return self.config.connect_timeout + self.config.read_timeout
+
     def _late(self) -> None:
         # Past the whole deadline (connect + read) by a margin, so the
         # caller's deadline fires first.
-        time.sleep(self.config.connect_timeout + self.config.read_timeout + 0.5)
+        time.sleep(self._deadline() + 0.5)
+
+    def _count(self, *parts: str) -> int:
+        """Atomic counter shared by every process (the cache is Redis)."""
+        key = self._key(*parts)
+        cache.add(key, 0, _STATE_TTL)
+        return int(cache.incr(key))
 
     # ------------------------------------------------------------------ charges
 
@@ -91,14 +114,22 @@ class SandboxAdapter(AcquirerAdapter):
         behaviour = self.options["charge"]
         if behaviour == "fail":
             raise AcquirerUnavailable("sandbox: charge refused (options.charge = fail)")
+        if behaviour == "flaky" and self._count("charge_calls") % 2 == 1:
+            raise AcquirerUnavailable("sandbox: charge refused (options.charge = flaky)")
+        if behaviour == "garbage":
+            raise InvalidResponse("sandbox: unreadable answer (options.charge = garbage)")
         if behaviour == "timeout":
             self._late()
+        if behaviour == "slow":
+            time.sleep(self._deadline() / 2)
         emv = brcode.encode_dynamic(
             location=f"pix.sandbox.local/qr/v2/{request.txid}",
             amount=request.amount,
             merchant_name=request.merchant_name,
             merchant_city=request.merchant_city,
         )
+        if behaviour == "invalid_emv":
+            emv = emv[:-4] + ("0000" if emv[-4:] != "0000" else "FFFF")  # a CRC16 that does not match
         # add, not set: a cancellation that arrived first must stand.
         cache.add(self._key("charge", request.txid), "active", _STATE_TTL)
         return ChargeResult(provider_charge_id=f"sbx_{request.txid}", emv=emv)
@@ -118,6 +149,8 @@ class SandboxAdapter(AcquirerAdapter):
     # ------------------------------------------------------------------ payouts
 
     def create_payout(self, request: PayoutRequest) -> PayoutResult:
+        # What a real acquirer's logs would show: every request, even repeats.
+        self._count("payout_requests", request.idempotency_id)
         done = self.get_payout_status(request.idempotency_id)
         if done.status is not PayoutStatus.NOT_FOUND:
             return done  # idempotent: the same id is never paid twice
@@ -136,6 +169,10 @@ class SandboxAdapter(AcquirerAdapter):
         if behaviour == "timeout":
             self._late()
         return result
+
+    def payout_requests(self, idempotency_id: str) -> int:
+        """For tests and operators: how many times this payout was requested."""
+        return int(cache.get(self._key("payout_requests", idempotency_id)) or 0)
 
     def get_payout_status(self, idempotency_id: str) -> PayoutResult:
         raw = cache.get(self._key("payout", idempotency_id))
