@@ -7,7 +7,9 @@ from typing import Any
 from rest_framework import serializers
 
 from acquirers.models import ACQUIRER_KEY_PATTERN
+from acquirers.services import MAX_CHAIN_LENGTH
 from pix_service.fields import StrictIntegerField
+from pix_service.schema import SchemaExtras
 
 
 def acquirer_key_field(**kwargs: Any) -> serializers.RegexField:
@@ -25,10 +27,20 @@ class AcquirerItemSerializer(serializers.Serializer[Any]):
     priority = StrictIntegerField(min_value=1, max_value=3)
 
 
-class AcquirerSelectionSerializer(serializers.Serializer[Any]):
+def acquirer_items_field(**kwargs: Any) -> serializers.ListField:
+    """1 to 3 ``{acquirer_key, priority}`` items. A ListField rather than
+    ``many=True``: its length bounds are validators, which the OpenAPI
+    schema shows as ``minItems``/``maxItems``."""
+    return serializers.ListField(child=AcquirerItemSerializer(), min_length=1, max_length=MAX_CHAIN_LENGTH, **kwargs)
+
+
+class AcquirerSelectionSerializer(SchemaExtras, serializers.Serializer[Any]):
     """Either ``{acquirers: [...]}`` or ``{acquirer_key, priority}``."""
 
-    acquirers = AcquirerItemSerializer(many=True, required=False, min_length=1, max_length=3)  # type: ignore[call-arg]
+    # The view requires exactly one of the two forms (422 otherwise).
+    openapi_extra = {"oneOf": [{"required": ["acquirers"]}, {"required": ["acquirer_key"]}]}
+
+    acquirers = acquirer_items_field(required=False)
     acquirer_key = acquirer_key_field(required=False)
     priority = StrictIntegerField(min_value=1, max_value=3, required=False, help_text="Single form only; default 1.")
 

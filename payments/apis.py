@@ -28,6 +28,7 @@ from pix_service.api import (
     LISTING_PARAMETERS,
     VALIDATION_ERROR,
     AccountAPIView,
+    error_response,
     listing_envelope,
     not_found,
     ok,
@@ -37,6 +38,7 @@ from pix_service.api import (
 from pix_service.exceptions import ValidationFailed
 from pix_service.idempotency import idempotent
 from pix_service.listing import filter_and_paginate
+from pix_service.schema import uuid_path
 
 BUYER_ADDRESS_FIELDS = (
     "buyer_city",
@@ -57,6 +59,9 @@ def override_items(data: dict[str, Any]) -> list[OverrideItem] | None:
     if "acquirers" in data:
         return [OverrideItem(acquirer_key=i["acquirer_key"], priority=i["priority"]) for i in data["acquirers"]]
     return None
+
+
+CHARGE_ID = uuid_path("charge_id", "Transaction id.")
 
 
 class ChargesApi(AccountAPIView):
@@ -131,6 +136,7 @@ class ChargeDetailApi(AccountAPIView):
     @extend_schema(
         tags=["transactions"],
         summary="Read a charge",
+        parameters=[CHARGE_ID],
         responses=responses(
             {200: success_envelope("ChargeResponse", ChargeSerializer())}, (404, not_found(err.CHARGE_NOT_FOUND))
         ),
@@ -146,7 +152,7 @@ class ChargeQrCodeApi(AccountAPIView):
     @extend_schema(
         tags=["transactions"],
         summary="QR code image of a charge",
-        parameters=[OpenApiParameter("format", str, enum=["png", "svg"], description="Default png.")],
+        parameters=[CHARGE_ID, OpenApiParameter("format", str, enum=["png", "svg"], description="Default png.")],
         responses=responses(
             {
                 (200, "image/png"): OpenApiResponse(OpenApiTypes.BINARY, description="PNG image of the BR Code."),
@@ -185,11 +191,18 @@ class SandboxChargeApi(AccountAPIView):
     @extend_schema(
         tags=["sandbox"],
         summary="Sandbox: pay, fail, refund or charge back a charge",
+        parameters=[CHARGE_ID, OpenApiParameter("action", str, OpenApiParameter.PATH, enum=list(SANDBOX_EVENTS))],
         request=None,
         responses=responses(
             {200: success_envelope("SandboxChargeResponse", ChargeSerializer())},
             (404, not_found(err.CHARGE_NOT_FOUND)),
-            (409, OpenApiResponse(description="The charge's status does not allow this change.")),
+            (
+                409,
+                error_response(
+                    "The charge's status does not allow this change.",
+                    "A transação não pode passar de Falhou para Paga.",
+                ),
+            ),
         ),
     )
     def post(self, request: Request, charge_id: str, action: str) -> Response:

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from accounts import exceptions as auth_msg
 from accounts.permissions import ACCOUNT_API
+from pix_service.schema import AMOUNT_FILTER, PAGE_PARAMETERS, TEXT_FILTER, AccountAutoSchema, timestamp_parameter
 
 
 class AccountAPIView(APIView):
@@ -25,6 +26,7 @@ class AccountAPIView(APIView):
 
     permission_classes: ClassVar[list[type[BasePermission]]] = list(ACCOUNT_API)  # type: ignore[misc]
     required_permission: ClassVar[str]
+    schema = AccountAutoSchema()
 
     @staticmethod
     def json_body(request: Request) -> Any:
@@ -87,7 +89,8 @@ class _AuthError(serializers.Serializer[Any]):
     message = serializers.CharField()
 
 
-def _error(description: str, message: str) -> OpenApiResponse:
+def error_response(description: str, message: str) -> OpenApiResponse:
+    """An error-envelope response with its one example."""
     return OpenApiResponse(
         _ErrorEnvelope,
         description=description,
@@ -118,35 +121,35 @@ AUTH_ERRORS: dict[int, OpenApiResponse] = {
             OpenApiExample("Blocked", value={"success": False, "message": auth_msg.BLOCKED, "data": None}),
         ],
     ),
-    429: _error(
+    429: error_response(
         "Rate limit exceeded (`Retry-After` says when to retry).",
         "Limite de requisições excedido. Tente novamente em instantes.",
     ),
-    500: _error("Unexpected error; never carries a trace.", "Erro interno do servidor."),
+    500: error_response("Unexpected error; never carries a trace.", "Erro interno do servidor."),
 }
 
 VALIDATION_ERROR = OpenApiResponse(_ValidationEnvelope, description="Invalid fields, one entry per field.")
-BAD_BODY = _error(
+BAD_BODY = error_response(
     "The body is not a JSON object, or a business rule refused the request.", "Corpo da requisição inválido."
 )
+INVALID_BODY = error_response("The body is not a JSON object.", "Corpo da requisição inválido.")
 
 
 LISTING_PARAMETERS = [
     OpenApiParameter("id", OpenApiTypes.UUID, description="Exact id."),
-    OpenApiParameter("e2e_id", str, description="Exact end-to-end id."),
-    OpenApiParameter("amount_min", int, description="Centavos, inclusive."),
-    OpenApiParameter("amount_max", int, description="Centavos, inclusive."),
-    OpenApiParameter("paid_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-    OpenApiParameter("paid_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-    OpenApiParameter("created_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-    OpenApiParameter("created_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-    OpenApiParameter("page", int, description="Page, default 1."),
-    OpenApiParameter("per_page", int, description="Page size, 1..100, default 15."),
+    OpenApiParameter("e2e_id", {**TEXT_FILTER, "maxLength": 64}, description="Exact end-to-end id."),
+    OpenApiParameter("amount_min", AMOUNT_FILTER, description="Centavos, inclusive."),
+    OpenApiParameter("amount_max", AMOUNT_FILTER, description="Centavos, inclusive."),
+    timestamp_parameter("paid_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    timestamp_parameter("paid_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    timestamp_parameter("created_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    *PAGE_PARAMETERS,
 ]
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key",
-    str,
+    {"type": "string", "minLength": 1, "maxLength": 255},
     location=OpenApiParameter.HEADER,
     required=False,
     description=(
@@ -158,7 +161,7 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
 IDEMPOTENCY_RESPONSES = [
     (
         409,
-        _error(
+        error_response(
             "A request with this Idempotency-Key is still running.",
             "Uma requisição com esta chave de idempotência ainda está em processamento.",
         ),
@@ -167,7 +170,7 @@ IDEMPOTENCY_RESPONSES = [
 
 
 def not_found(message: str) -> OpenApiResponse:
-    return _error("Unknown id, malformed id, or another account's record.", message)
+    return error_response("Unknown id, malformed id, or another account's record.", message)
 
 
 def responses(success: dict[Any, Any], *extra: tuple[int, OpenApiResponse]) -> dict[Any, Any]:

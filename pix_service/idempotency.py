@@ -38,7 +38,7 @@ IN_FLIGHT = "Uma requisição com esta chave de idempotência ainda está em pro
 def _request_hash(request: Request) -> str:
     try:
         canonical = json.dumps(json.loads(request.body or b"null"), sort_keys=True, separators=(",", ":")).encode()
-    except ValueError:
+    except (ValueError, RecursionError):  # a body nested past Python's limit is unreadable too
         canonical = bytes(request.body)
     return hashlib.sha256(canonical).hexdigest()
 

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 
 from accounts.models import Account
 from pix_service.api import (
+    INVALID_BODY,
     VALIDATION_ERROR,
     AccountAPIView,
     listing_envelope,
@@ -19,6 +20,7 @@ from pix_service.api import (
 )
 from pix_service.exceptions import ValidationFailed
 from pix_service.listing import filter_and_paginate
+from pix_service.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from webhooks import exceptions as err
 from webhooks import http, selectors, services
 from webhooks.serializers import (
@@ -28,6 +30,8 @@ from webhooks.serializers import (
     EndpointSerializer,
     SecretSerializer,
 )
+
+ENDPOINT_ID = uuid_path("endpoint_id", "Webhook endpoint id.")
 
 
 class WebhookApiView(AccountAPIView):
@@ -60,7 +64,9 @@ class WebhooksApi(WebhookApiView):
         ),
         request=EndpointCreateSerializer,
         responses=responses(
-            {201: success_envelope("WebhookCreated", EndpointCreatedSerializer())}, (422, VALIDATION_ERROR)
+            {201: success_envelope("WebhookCreated", EndpointCreatedSerializer())},
+            (400, INVALID_BODY),
+            (422, VALIDATION_ERROR),
         ),
     )
     def post(self, request: Request) -> Response:
@@ -81,6 +87,7 @@ class WebhookDetailApi(WebhookApiView):
     @extend_schema(
         tags=["webhooks"],
         summary="Delete a webhook endpoint",
+        parameters=[ENDPOINT_ID],
         responses=responses(
             {200: success_envelope("WebhookDeleted", serializers.JSONField(allow_null=True))},
             (404, not_found(err.ENDPOINT_NOT_FOUND)),
@@ -96,6 +103,7 @@ class WebhookRotateSecretApi(WebhookApiView):
     @extend_schema(
         tags=["webhooks"],
         summary="Rotate an endpoint's signing secret",
+        parameters=[ENDPOINT_ID],
         request=None,
         responses=responses(
             {200: success_envelope("WebhookSecret", SecretSerializer())}, (404, not_found(err.ENDPOINT_NOT_FOUND))
@@ -112,12 +120,12 @@ class WebhookDeliveriesApi(WebhookApiView):
         tags=["webhooks"],
         summary="List an endpoint's deliveries",
         parameters=[
+            ENDPOINT_ID,
             OpenApiParameter("status", str, enum=["pending", "succeeded", "failed"]),
             OpenApiParameter("event_type", str, enum=["transaction", "withdrawal"]),
-            OpenApiParameter("created_at_start", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo."),
-            OpenApiParameter("created_at_end", str, description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo."),
-            OpenApiParameter("page", int),
-            OpenApiParameter("per_page", int, description="1..100, default 15."),
+            timestamp_parameter("created_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+            timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+            *PAGE_PARAMETERS,
         ],
         responses=responses(
             {200: listing_envelope("DeliveryList", "deliveries", DeliverySerializer(many=True))},
@@ -143,6 +151,7 @@ class WebhookEventRedeliverApi(WebhookApiView):
         tags=["webhooks"],
         summary="Redeliver an event's failed deliveries",
         description="Every delivery of the event that failed for good starts again with a fresh schedule.",
+        parameters=[uuid_path("event_id", "Webhook event id (`X-Webhook-Event-ID`).")],
         request=None,
         responses=responses(
             {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -14,6 +14,7 @@ from pix_service.api import (
     LISTING_PARAMETERS,
     VALIDATION_ERROR,
     AccountAPIView,
+    error_response,
     listing_envelope,
     not_found,
     ok,
@@ -22,6 +23,7 @@ from pix_service.api import (
 )
 from pix_service.idempotency import idempotent
 from pix_service.listing import filter_and_paginate
+from pix_service.schema import uuid_path
 from withdrawals import exceptions as err
 from withdrawals.models import WithdrawalStatus, WithdrawalTransition
 from withdrawals.selectors import WithdrawalFilterSet, balance_summary, withdrawal_get, withdrawals_of
@@ -32,6 +34,8 @@ from withdrawals.serializers import (
     WithdrawalSerializer,
 )
 from withdrawals.services import withdrawal_request, withdrawal_transition
+
+WITHDRAWAL_ID = uuid_path("withdrawal_id", "Withdrawal id.")
 
 
 class WithdrawalsApi(AccountAPIView):
@@ -97,6 +101,7 @@ class WithdrawalDetailApi(AccountAPIView):
     @extend_schema(
         tags=["withdrawals"],
         summary="Read a withdrawal",
+        parameters=[WITHDRAWAL_ID],
         responses=responses(
             {200: success_envelope("WithdrawalResponse", WithdrawalSerializer())},
             (404, not_found(err.WITHDRAWAL_NOT_FOUND)),
@@ -127,11 +132,18 @@ class SandboxWithdrawalReturnApi(AccountAPIView):
     @extend_schema(
         tags=["sandbox"],
         summary="Sandbox: the destination returns a paid withdrawal",
+        parameters=[WITHDRAWAL_ID],
         request=None,
         responses=responses(
             {200: success_envelope("SandboxWithdrawalResponse", WithdrawalSerializer())},
             (404, not_found(err.WITHDRAWAL_NOT_FOUND)),
-            (409, OpenApiResponse(description="The withdrawal's status does not allow this change.")),
+            (
+                409,
+                error_response(
+                    "The withdrawal's status does not allow this change.",
+                    "O saque não pode passar de Pendente para Devolvido.",
+                ),
+            ),
         ),
     )
     def post(self, request: Request, withdrawal_id: str) -> Response:

@@ -6,12 +6,18 @@ from typing import Any
 
 from rest_framework import serializers
 
+from accounts.selectors import PLATFORM_MINIMUM_WITHDRAWAL
 from pix_service.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
+from pix_service.schema import SchemaExtras
 from withdrawals.keys import INVALID_KEY, MAX_KEY_LENGTH, normalize_key
 from withdrawals.models import PixKeyType, Withdrawal
 
 
-class WithdrawalCreateSerializer(serializers.Serializer[Any]):
+class WithdrawalCreateSerializer(SchemaExtras, serializers.Serializer[Any]):
+    # The minimum is checked by the service (it depends on the account); the
+    # platform's floor holds for every account.
+    openapi_extra = {"properties": {"amount": {"minimum": PLATFORM_MINIMUM_WITHDRAWAL}}}
+
     amount = StrictIntegerField(help_text="Centavos; at least max(1000, the account's minimum).")
     key_type = StrictChoiceField(choices=PixKeyType.choices, default=PixKeyType.CPF)
     key_value = StrictCharField(
