@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -15,12 +16,26 @@ from rest_framework.views import APIView
 from accounts.models import Account
 from accounts.permissions import AcquirerSelectionEnabled
 from acquirers import selectors, services
-from acquirers.adapters.base import InvalidNotification, UnreadableNotification
-from acquirers.models import Acquirer, AcquirerSlot
+from acquirers.adapters.base import (
+    NOTIFICATION_TOKEN_HEADER,
+    AdapterError,
+    InvalidNotification,
+    UnreadableNotification,
+)
+from acquirers.models import ACQUIRER_KEY_PATTERN, Acquirer, AcquirerSlot
 from acquirers.notifications import notification_process, notification_store
 from acquirers.serializers import AcquirerListSerializer, AcquirerSelectionSerializer, ActiveAcquirersDataSerializer
 from payments import exceptions as err
-from pix_service.api import VALIDATION_ERROR, AccountAPIView, ok, responses, success_envelope
+from pix_service.api import (
+    AUTH_ERRORS,
+    INVALID_BODY,
+    VALIDATION_ERROR,
+    AccountAPIView,
+    error_response,
+    ok,
+    responses,
+    success_envelope,
+)
 from pix_service.exceptions import NotFoundError, PixServiceError, ValidationFailed
 
 
@@ -66,7 +81,9 @@ class AcquirerSelectionApi(AccountAPIView):
         ),
         request=AcquirerSelectionSerializer,
         responses=responses(
-            {200: success_envelope("ActiveAcquirersResponse", ActiveAcquirersDataSerializer())}, (422, VALIDATION_ERROR)
+            {200: success_envelope("ActiveAcquirersResponse", ActiveAcquirersDataSerializer())},
+            (400, INVALID_BODY),
+            (422, VALIDATION_ERROR),
         ),
     )
     def put(self, request: Request) -> Response:
@@ -101,47 +118,116 @@ class AcquirerSelectionApi(AccountAPIView):
         return by_key
 
 
+_KEY_PARAMETER = OpenApiParameter(
+    "key",
+    {"type": "string", "pattern": ACQUIRER_KEY_PATTERN, "maxLength": 64},
+    OpenApiParameter.PATH,
+    description="The acquirer's key.",
+)
+_TOKEN_PARAMETER = OpenApiParameter(
+    "token",
+    {"type": "string", "maxLength": 256},
+    OpenApiParameter.PATH,
+    description="The secret segment of the URL registered with the acquirer (its adapter checks it).",
+)
+
+
+_NOTIFICATION_RESPONSES: dict[int, Any] = {
+    200: success_envelope(
+        "NotificationAccepted", inline_serializer("Processed", {"processed": serializers.IntegerField()})
+    ),
+    400: error_response("Authentic, but not a notification the adapter reads.", "Notificação ilegível."),
+    401: error_response("The acquirer's adapter could not authenticate the request.", "Notificação não autenticada."),
+    404: error_response("Unknown acquirer.", "Adquirente não encontrada."),
+    500: AUTH_ERRORS[500],
+    503: error_response(
+        "The adapter could not confirm the notification with the acquirer; it is kept and the acquirer should retry.",
+        "Notificação não confirmada na adquirente. Tente novamente.",
+    ),
+}
+
+
+def _notification_schema(*, operation_id: str, token: bool, summary: str) -> Any:
+    return extend_schema(
+        operation_id=operation_id,
+        tags=["acquirers"],
+        summary=summary,
+        auth=[],
+        parameters=[_KEY_PARAMETER, _TOKEN_PARAMETER] if token else [_KEY_PARAMETER],
+        # The acquirer's own format, read from the raw bytes by its adapter.
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses=_NOTIFICATION_RESPONSES,
+    )
+
+
 class AcquirerNotificationApi(APIView):
     """``POST /acquirers/{key}/notifications``: the acquirer's callbacks.
 
     No account credentials: the acquirer's adapter authenticates the request
-    (signature, token). The raw request is stored before anything else.
+    (a signature, or the secret token of the URL: see the subclasses). The raw
+    request is stored before anything else; the token never is.
     """
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
 
-    @extend_schema(
-        tags=["acquirers"],
-        summary="Inbound notification from an acquirer",
-        auth=[],
-        request={"application/json": inline_serializer("AcquirerNotification", {"body": serializers.JSONField()})},
-        responses={
-            200: success_envelope(
-                "NotificationAccepted", inline_serializer("Processed", {"processed": serializers.IntegerField()})
-            ),
-            401: OpenApiResponse(description="Verification by the acquirer's adapter failed."),
-            404: OpenApiResponse(description="Unknown acquirer."),
-        },
+    @_notification_schema(
+        operation_id="acquirers_notifications_create", token=False, summary="Inbound notification from an acquirer"
     )
     def post(self, request: Request, key: str) -> Response:
+        return self.receive(request, key, None)
+
+    def receive(self, request: Request, key: str, token: str | None) -> Response:
         acquirer = Acquirer.objects.filter(key=key).first()
         if acquirer is None:
             raise NotFoundError("Adquirente não encontrada.")
         # request.data is never touched: the adapter verifies the raw bytes.
         body: bytes = request.body
-        # Stored in its own transaction first: whatever happens next, we keep it.
+        # The token header comes from the URL only: a client sending it is ignored.
+        headers = {k: v for k, v in request.headers.items() if k.lower() != NOTIFICATION_TOKEN_HEADER.lower()}
+        # Stored in its own transaction first: whatever happens next, we keep it (without the token).
         with transaction.atomic():
             inbound = notification_store(
-                acquirer=acquirer, headers=dict(request.headers), body=body, remote_addr=request.META.get("REMOTE_ADDR")
+                acquirer=acquirer, headers=headers, body=body, remote_addr=request.META.get("REMOTE_ADDR")
             )
+        if token is not None:
+            headers[NOTIFICATION_TOKEN_HEADER] = token
         try:
-            results = notification_process(inbound=inbound, body=body)
+            results = notification_process(inbound=inbound, body=body, headers=headers)
         except UnreadableNotification as exc:
             raise NotificationUnreadable() from exc
         except InvalidNotification as exc:
             raise NotificationRejected() from exc
+        except AdapterError as exc:
+            raise NotificationNotConfirmed() from exc
         return ok({"processed": sum(r.changed for r in results)}, "Notificação recebida.")
+
+
+class AcquirerTokenNotificationApi(AcquirerNotificationApi):
+    """``POST /acquirers/{key}/notifications/{token}``: the URL registered with
+    an API Pix PSP (``PUT /webhook/{chave}``); its secret segment is handed to
+    the adapter, which compares it in constant time."""
+
+    @_notification_schema(
+        operation_id="acquirers_notifications_token_create",
+        token=True,
+        summary="Inbound notification from an acquirer, authenticated by the URL's token",
+    )
+    def post(self, request: Request, key: str, token: str) -> Response:
+        return self.receive(request, key, token)
+
+
+class AcquirerTokenPixNotificationApi(AcquirerNotificationApi):
+    """``POST /acquirers/{key}/notifications/{token}/pix``: where an API Pix
+    PSP actually posts (it appends ``/pix`` to the registered URL)."""
+
+    @_notification_schema(
+        operation_id="acquirers_notifications_token_pix_create",
+        token=True,
+        summary="Inbound API Pix callback (the PSP appends /pix to the registered URL)",
+    )
+    def post(self, request: Request, key: str, token: str) -> Response:
+        return self.receive(request, key, token)
 
 
 class NotificationUnreadable(PixServiceError):
@@ -150,6 +236,15 @@ class NotificationUnreadable(PixServiceError):
     status_code = 400
     default_message = "Notificação ilegível."
     default_code = "notification_unreadable"
+
+
+class NotificationNotConfirmed(PixServiceError):
+    """The adapter could not confirm the news with the acquirer (it did not
+    answer): kept as received, and the acquirer's retry will try again."""
+
+    status_code = 503
+    default_message = "Notificação não confirmada na adquirente. Tente novamente."
+    default_code = "notification_not_confirmed"
 
 
 class NotificationRejected(PixServiceError):

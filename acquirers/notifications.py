@@ -1,25 +1,51 @@
-"""Inbound acquirer notifications: stored raw first, then verified by the
-acquirer's adapter, then applied through the same services the sandbox and
-the back office use. Re-applying a notification is a no-op."""
+"""What acquirers tell us about charges and payouts, applied through the
+same services the sandbox and the back office use. Re-applying is a no-op.
+
+- Pushed: inbound notifications, stored raw first, then verified (and, for
+  adapters that must, confirmed with the acquirer) by the adapter, then applied.
+- Pulled: status polling of charges left pending (reconciliation), whose
+  answer is applied as the same events.
+- Answered: a refund asked of the acquirer, applied once it says the money
+  went back.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
 import logging
-from collections.abc import Mapping
+import time
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
+from django.core.cache import cache
 from django.db import DatabaseError
 from django.utils import timezone
 
 from acquirers import adapters
-from acquirers.adapters.base import InvalidNotification, Notification, NotificationEvent
+from acquirers.adapters.base import (
+    NOTIFICATION_TOKEN_HEADER,
+    AdapterError,
+    InvalidNotification,
+    InvalidOptions,
+    Notification,
+    NotificationEvent,
+    ProviderChargeState,
+    RefundRequest,
+    RefundStatus,
+)
 from acquirers.models import Acquirer, InboundNotification
+from pix_service import deadline
 from pix_service.exceptions import PixServiceError
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
-# Headers worth keeping for forensics; never credentials of ours.
-_DROP_HEADERS = {"cookie", "authorization", "x-secret-key"}
+# Headers worth keeping for forensics; never credentials of ours (the
+# notification token is a secret of the URL, handed to the adapter only).
+_DROP_HEADERS = {"cookie", "authorization", "x-secret-key", NOTIFICATION_TOKEN_HEADER.lower()}
 
 
 @dataclass(frozen=True)
@@ -35,18 +61,30 @@ def notification_store(
     return InboundNotification.objects.create(
         acquirer=acquirer,
         headers={k: v for k, v in headers.items() if k.lower() not in _DROP_HEADERS},
-        body=body.decode("utf-8", errors="replace"),
+        # PostgreSQL text cannot hold NUL: kept visible as U+FFFD instead of failing the store.
+        body=body.decode("utf-8", errors="replace").replace("\x00", "\ufffd"),
         remote_addr=remote_addr,
     )
 
 
-def notification_process(*, inbound: InboundNotification, body: bytes) -> list[ApplyResult]:
-    """Verify with the adapter, then apply each event. Raises
-    :class:`InvalidNotification` when verification fails (stored as rejected)."""
+def notification_process(
+    *, inbound: InboundNotification, body: bytes, headers: Mapping[str, str] | None = None
+) -> list[ApplyResult]:
+    """Verify with the adapter, then apply each event. ``headers`` are the
+    request's as the adapter must see them (the stored ones lack secrets).
+
+    Raises :class:`InvalidNotification` when verification fails (stored as
+    rejected), and :class:`AdapterError` when the adapter could not confirm
+    the news with the acquirer (stored as failed; the acquirer retries)."""
     try:
-        notifications = adapters.build(inbound.acquirer).parse_notification(inbound.headers, body)
+        notifications = adapters.build(inbound.acquirer).parse_notification(
+            inbound.headers if headers is None else headers, body
+        )
     except InvalidNotification as exc:
         _finish(inbound, InboundNotification.Status.REJECTED, str(exc))
+        raise
+    except AdapterError as exc:
+        _finish(inbound, InboundNotification.Status.FAILED, f"not confirmed with the acquirer: {exc}"[:2000])
         raise
     results: list[ApplyResult] = []
     errors: list[str] = []
@@ -89,9 +127,16 @@ def notification_apply(*, acquirer: Acquirer | None, notification: Notification,
     from payments.models import Charge, ChargeStatus
     from payments.services import charge_transition
 
-    charge = Charge.objects.filter(txid=notification.reference).only("pk", "status", "acquirer_id").first()
+    charge = Charge.objects.filter(txid=notification.reference).only("pk", "status", "acquirer_id", "amount").first()
     if charge is None or (acquirer is not None and charge.acquirer_id != acquirer.pk):
         raise ChargeNotFound()
+    if (
+        notification.event is NotificationEvent.CHARGE_PAID
+        and notification.amount is not None
+        and notification.amount != charge.amount
+    ):
+        # Our charges have a fixed value: another amount is for staff, never credited as is.
+        raise PixServiceError(f"Valor pago ({notification.amount}) difere do valor da cobrança ({charge.amount}).")
 
     event = notification.event
     already_paid = (ChargeStatus.PAID, ChargeStatus.CHARGEBACK, ChargeStatus.REFUNDED)
@@ -156,3 +201,146 @@ def _apply_payout(*, acquirer: Acquirer | None, notification: Notification, sour
         reason="refused by the acquirer" if target == WithdrawalStatus.FAILED else "",
     )
     return ApplyResult(changed=changed)
+
+
+# --------------------------------------------------------------------------- pulled: reconciliation
+
+
+def _call(acquirer: Acquirer, func: Callable[[], T]) -> T:
+    """An acquirer call under a hard deadline, like the chain's. The adapter's
+    own budget (connect + read) is the soft one; this is the backstop."""
+    limit = 2 * (acquirer.connect_timeout_ms + acquirer.read_timeout_ms) / 1000
+    return deadline.call_with_deadline(func, limit)
+
+
+def charge_reconcile(*, charge_id: uuid.UUID | str) -> list[ApplyResult]:
+    """Ask the charge's acquirer where a pending charge stands and apply what
+    it says: paid (and refunded), or removed there (failed here). Raises
+    :class:`AdapterError` when the acquirer cannot answer."""
+    from payments.models import Charge, ChargeStatus
+
+    charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
+    acquirer = charge.acquirer
+    adapter = adapters.build(acquirer)
+    if not adapter.supports_charge_status:
+        return []
+    status = _call(acquirer, lambda: adapter.charge_status(charge.txid))
+    events = list(status.events)
+    if status.state is ProviderChargeState.REMOVED and charge.status == ChargeStatus.PENDING:
+        events = [Notification(event=NotificationEvent.CHARGE_FAILED, reference=charge.txid)]
+    elif status.state is ProviderChargeState.NOT_FOUND:
+        logger.warning("acquirer %s does not know charge %s", acquirer.key, charge.txid)
+    return [notification_apply(acquirer=acquirer, notification=event, source="acquirer") for event in events]
+
+
+def charges_reconcile(
+    *,
+    older_than: dt.timedelta = dt.timedelta(minutes=2),
+    every: dt.timedelta = dt.timedelta(minutes=5),
+    limit: int = 100,
+    time_budget: float = 120.0,
+) -> int:
+    """Poll the acquirers of charges pending for longer than ``older_than``
+    (their notification may have been lost), each charge at most once per
+    ``every`` whichever process runs this, within ``time_budget`` seconds (well
+    under the task time limit, whatever the acquirers do). Returns how many
+    charges changed."""
+    from payments.models import Charge, ChargeStatus
+
+    pollable = []
+    for acquirer in Acquirer.objects.all():
+        try:
+            if adapters.adapter_class(acquirer.adapter).supports_charge_status:
+                pollable.append(acquirer.pk)
+        except InvalidOptions:
+            continue  # an adapter this version does not have: nothing to poll
+    rows = list(
+        Charge.objects.filter(
+            status=ChargeStatus.PENDING, acquirer_id__in=pollable, created_at__lte=timezone.now() - older_than
+        )
+        .order_by("created_at")
+        .values_list("pk", "acquirer_id")[:limit]
+    )
+    changed = 0
+    down: set[int] = set()
+    stop_at = time.monotonic() + time_budget
+    for charge_id, acquirer_id in rows:
+        if acquirer_id in down or time.monotonic() > stop_at:
+            continue  # an acquirer that failed once this run is not asked again until the next
+        if not cache.add(f"charge-reconcile:{charge_id}", "1", int(every.total_seconds())):
+            continue  # polled recently, here or by another process
+        try:
+            changed += sum(r.changed for r in charge_reconcile(charge_id=charge_id))
+        except (AdapterError, deadline.DeadlineExceeded) as exc:
+            down.add(acquirer_id)
+            logger.warning("reconciling charge %s: %s: %s", charge_id, type(exc).__name__, exc)
+        except PixServiceError as exc:  # a refused transition, an amount that differs: staff's
+            logger.warning("reconciling charge %s: %s", charge_id, exc.message)
+    return changed
+
+
+# --------------------------------------------------------------------------- answered: refunds
+
+
+class RefundOutcome(enum.StrEnum):
+    REFUNDED = "refunded"  # the acquirer returned the money; the charge is refunded
+    PROCESSING = "processing"  # asked; the acquirer's callback (or asking again) finishes it
+    MARKED = "marked"  # no money to move at the acquirer: marked refunded here only
+
+
+class RefundFailed(PixServiceError):
+    """The acquirer could not, or did not, return the money."""
+
+    default_message = "A devolução não foi realizada pela adquirente."
+    default_code = "refund_failed"
+
+
+def refund_id_for(charge_id: uuid.UUID | str) -> str:
+    """The devolução id of a charge's full refund: derived from the charge, so
+    asking again names the same devolução (idempotent at the acquirer)."""
+    return "D" + uuid.UUID(str(charge_id)).hex
+
+
+def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -> RefundOutcome:
+    """Refund a paid charge: ask its acquirer to return the Pix (when the
+    adapter can) and apply ``refunded`` once the acquirer says it is done.
+    Asking again for the same charge is idempotent and reports the current
+    state. A charge in chargeback (MED already returned the money), or at an
+    acquirer without refunds, is only marked refunded."""
+    from payments import exceptions as payment_errors
+    from payments.models import Charge, ChargeStatus, ChargeTransition
+    from payments.services import charge_transition
+
+    charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
+    if charge.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
+        raise payment_errors.TransitionNotAllowed("Só cobranças pagas ou contestadas podem ser estornadas.")
+    adapter = adapters.build(charge.acquirer)
+
+    def mark() -> None:
+        charge_transition(
+            charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=ChargeTransition.Source.STAFF, actor=actor
+        )
+
+    if charge.status == ChargeStatus.CHARGEBACK or not adapter.supports_refund:
+        mark()
+        return RefundOutcome.MARKED
+    if not charge.e2e_id:
+        raise RefundFailed("Cobrança paga sem e2e id: a devolução não pode ser pedida à adquirente.")
+    request = RefundRequest(
+        charge_id=charge.pk,
+        txid=charge.txid,
+        e2e_id=charge.e2e_id,
+        refund_id=refund_id_for(charge.pk),
+        amount=charge.amount,
+        reason=reason,
+    )
+    try:
+        result = _call(charge.acquirer, lambda: adapter.refund_charge(request))
+    except (AdapterError, deadline.DeadlineExceeded) as exc:
+        raise RefundFailed(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
+    if result.status is RefundStatus.FAILED:
+        raise RefundFailed(f"Devolução não realizada pela adquirente: {result.reason or 'sem motivo'}"[:500])
+    if result.status is RefundStatus.PROCESSING:
+        return RefundOutcome.PROCESSING
+    mark()
+    return RefundOutcome.REFUNDED

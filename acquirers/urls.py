@@ -1,8 +1,24 @@
 from django.urls import path
 
-from acquirers.apis import AcquirerNotificationApi, AcquirerSelectionApi
+from acquirers.apis import (
+    AcquirerNotificationApi,
+    AcquirerSelectionApi,
+    AcquirerTokenNotificationApi,
+    AcquirerTokenPixNotificationApi,
+)
 
 urlpatterns = [
     path("pix-cash-in/acquirers", AcquirerSelectionApi.as_view(), name="acquirer-selection"),
     path("acquirers/<str:key>/notifications", AcquirerNotificationApi.as_view(), name="acquirer-notifications"),
+    # The URL registered with an API Pix PSP carries a secret segment; the PSP appends /pix.
+    path(
+        "acquirers/<str:key>/notifications/<str:token>",
+        AcquirerTokenNotificationApi.as_view(),
+        name="acquirer-notifications-token",
+    ),
+    path(
+        "acquirers/<str:key>/notifications/<str:token>/pix",
+        AcquirerTokenPixNotificationApi.as_view(),
+        name="acquirer-notifications-token-pix",
+    ),
 ]

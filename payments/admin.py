@@ -6,14 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from acquirers.adapters.base import AdapterError
+from acquirers.notifications import RefundOutcome, charge_reconcile, charge_refund
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
 from pix_service.admin import ReadOnlyInlineMixin, UUIDSearchMixin, transition_action
+from pix_service.exceptions import PixServiceError
 
 
 class ChargeAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeAttempt, Charge]):
@@ -49,6 +52,61 @@ def _transition_action(
     )
 
 
+@admin.action(description="Estornar", permissions=["change"])
+def refund(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+    """Paid charges: the acquirer is asked to return the Pix (a devolução,
+    when its adapter can) and the charge becomes refunded once it says the
+    money went back; running it again on a charge whose devolução is still
+    processing asks again (same devolução id). Charges in chargeback, or at
+    acquirers without refunds, are marked refunded only."""
+    counts = dict.fromkeys(RefundOutcome, 0)
+    skipped = 0
+    failures: list[str] = []
+    for record in queryset.select_related(None).only("pk", "status"):
+        if record.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
+            skipped += 1
+            continue
+        try:
+            outcome = charge_refund(charge_id=record.pk, actor=request.user.get_username())
+        except TransitionNotAllowed:
+            skipped += 1  # moved on since the list was loaded
+            continue
+        except PixServiceError as exc:
+            failures.append(f"{record.pk}: {exc.message}")
+            continue
+        counts[outcome] += 1
+        modeladmin.log_change(request, record, f"Estornar ({record.status}): {outcome}")
+    done = counts[RefundOutcome.REFUNDED] + counts[RefundOutcome.MARKED]
+    if done:
+        modeladmin.message_user(request, f"Estornar: {done} cobrança(s).", messages.SUCCESS)
+    if counts[RefundOutcome.PROCESSING]:
+        modeladmin.message_user(
+            request,
+            f"{counts[RefundOutcome.PROCESSING]} devolução(ões) em processamento na adquirente: a cobrança "
+            "passa a estornada quando a adquirente confirmar (ou ao estornar de novo).",
+            messages.INFO,
+        )
+    for failure in failures:
+        modeladmin.message_user(request, failure, messages.ERROR)
+    if skipped:
+        modeladmin.message_user(
+            request, f"{skipped} cobrança(s) ignorada(s): o status atual não permite.", messages.WARNING
+        )
+
+
+@admin.action(description="Consultar na adquirente", permissions=["change"])
+def reconcile(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+    """Ask the acquirer where pending charges stand and apply its answer
+    (what the periodic reconciliation does, on demand)."""
+    changed = 0
+    for record in queryset.select_related(None).only("pk", "status").filter(status=ChargeStatus.PENDING):
+        try:
+            changed += sum(r.changed for r in charge_reconcile(charge_id=record.pk))
+        except (AdapterError, PixServiceError, TimeoutError) as exc:
+            modeladmin.message_user(request, f"{record.pk}: {exc}", messages.ERROR)
+    modeladmin.message_user(request, f"Consultar na adquirente: {changed} cobrança(s) mudaram.", messages.INFO)
+
+
 @admin.register(Charge)
 class ChargeAdmin(UUIDSearchMixin, admin.ModelAdmin[Charge]):
     list_display = ("id", "account", "amount", "liquid_amount", "status", "acquirer", "created_at", "paid_at")
@@ -60,7 +118,8 @@ class ChargeAdmin(UUIDSearchMixin, admin.ModelAdmin[Charge]):
     inlines = [ChargeAttemptInline, ChargeTransitionInline]
     actions = [
         _transition_action("cancel", "Cancelar", ChargeStatus.CANCELED, (ChargeStatus.PENDING,)),
-        _transition_action("refund", "Estornar", ChargeStatus.REFUNDED, (ChargeStatus.PAID, ChargeStatus.CHARGEBACK)),
+        refund,
+        reconcile,
         _transition_action(
             "mark_chargeback", "Marcar contestação (MED)", ChargeStatus.CHARGEBACK, (ChargeStatus.PAID,)
         ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from acquirers.notifications import charges_reconcile
 from payments.services import charges_expire
 
 
@@ -11,3 +12,10 @@ from payments.services import charges_expire
 def expire_charges() -> int:
     """Cancel pending charges past their account's expiry. Idempotent."""
     return charges_expire()
+
+
+@shared_task(acks_late=True)
+def reconcile_charges() -> int:
+    """Ask acquirers that can answer (``GET /cob/{txid}``) about charges left
+    pending, in case their notification was lost. Idempotent."""
+    return charges_reconcile()

@@ -52,4 +52,4 @@ def validate_options(adapter: str, options: Any) -> dict[str, Any]:
 
 def _load_builtin() -> None:
     # Imported lazily: adapters import settings-dependent modules.
-    from acquirers.adapters import sandbox  # noqa: F401
+    from acquirers.adapters import bacen_pix, efi_pix, sandbox  # noqa: F401

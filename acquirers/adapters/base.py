@@ -50,6 +50,13 @@ class InvalidResponse(AcquirerUnavailable):
     error_class = "invalid_response"
 
 
+class CapabilityNotSupported(AdapterError):
+    """The adapter does not offer this optional operation (status polling,
+    refunds): callers check ``supports_*`` first; this is the safe default."""
+
+    error_class = "not_supported"
+
+
 class InvalidNotification(Exception):
     """An inbound notification failed authentication."""
 
@@ -145,6 +152,52 @@ class Notification:
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 
+class ProviderChargeState(enum.StrEnum):
+    """Where a charge stands at the acquirer (status polling)."""
+
+    ACTIVE = "active"  # can still be paid
+    COMPLETED = "completed"  # paid; ``events`` says how
+    REMOVED = "removed"  # withdrawn (by us or by the acquirer): can no longer be paid
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True)
+class ChargeStatusResult:
+    """The acquirer's view of one charge, with the events it implies
+    (paid, refunded), applied like an inbound notification's."""
+
+    state: ProviderChargeState
+    events: tuple[Notification, ...] = ()
+
+
+@dataclass(frozen=True)
+class RefundRequest:
+    charge_id: uuid.UUID
+    txid: str
+    e2e_id: str  # the Pix being returned
+    refund_id: str  # ^[a-zA-Z0-9]{1,35}$, derived from the charge id: a retried request is idempotent
+    amount: int  # centavos
+    reason: str = ""
+
+
+class RefundStatus(enum.StrEnum):
+    PROCESSING = "processing"
+    DONE = "done"  # the money went back to the payer
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class RefundResult:
+    status: RefundStatus
+    provider_refund_id: str = ""
+    reason: str = ""
+
+
+#: Header the notification view sets from the URL's secret segment (never
+#: taken from the request itself) so adapters can verify it; never stored.
+NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a header's name
+
+
 # --------------------------------------------------------------------------- adapter
 
 
@@ -154,6 +207,9 @@ class AcquirerAdapter(abc.ABC):
 
     #: Registry name, stored in ``Acquirer.adapter``.
     name: ClassVar[str]
+    #: Optional capabilities; the defaults below raise :class:`CapabilityNotSupported`.
+    supports_charge_status: ClassVar[bool] = False
+    supports_refund: ClassVar[bool] = False
 
     def __init__(self, config: AcquirerConfig) -> None:
         self.config = config
@@ -171,6 +227,14 @@ class AcquirerAdapter(abc.ABC):
     def cancel_charge(self, txid: str) -> None:  # noqa: B027 - optional capability
         """Best effort: withdraw a charge we may have created (after a timeout)."""
 
+    def charge_status(self, txid: str) -> ChargeStatusResult:
+        """Ask where a charge stands (reconciliation of charges left pending)."""
+        raise CapabilityNotSupported(f"{self.name}: charge status polling is not supported")
+
+    def refund_charge(self, request: RefundRequest) -> RefundResult:
+        """Return a paid charge's money to the payer; idempotent on ``request.refund_id``."""
+        raise CapabilityNotSupported(f"{self.name}: refunds are not supported")
+
     @abc.abstractmethod
     def create_payout(self, request: PayoutRequest) -> PayoutResult:
         """Send a PIX; must be idempotent on ``request.idempotency_id``."""
@@ -181,4 +245,9 @@ class AcquirerAdapter(abc.ABC):
 
     @abc.abstractmethod
     def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
-        """Authenticate and parse an inbound notification, or raise :class:`InvalidNotification`."""
+        """Authenticate and parse an inbound notification, or raise :class:`InvalidNotification`.
+
+        An adapter that must confirm the news with the acquirer first may
+        raise an :class:`AdapterError` when the acquirer cannot answer now:
+        the notification stays stored and the acquirer is asked to retry.
+        """

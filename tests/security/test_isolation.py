@@ -82,6 +82,13 @@ EXEMPT = {
         "an acquirer's callback: no account credentials, the adapter authenticates it, and the key names a "
         "platform acquirer, not an account's record"
     ),
+    ("api/acquirers/<str:key>/notifications/<str:token>", "post"): (
+        "an API Pix PSP's callback: no account credentials; the adapter checks the URL's secret token; key and "
+        "token name a platform acquirer, not an account's record"
+    ),
+    ("api/acquirers/<str:key>/notifications/<str:token>/pix", "post"): (
+        "the same callback: API Pix PSPs append /pix to the registered URL"
+    ),
 }
 
 

@@ -1,0 +1,379 @@
+"""The ``bacen_pix`` acquirer: cash-in through any PSP that implements Banco
+Central's API Pix (v2), immediate charges (``cob``) with our own txid.
+
+Options (see the README, "Configuring a real acquirer"): the connection
+options of :mod:`acquirers.adapters.http` (base and token URLs, client id,
+environment variable names of the client secret and of the mTLS certificate
+and key, CA bundle, scopes) plus ``chave``, the receiving account's Pix key,
+and ``notification_token_env``, the variable holding the secret segment of the
+notification URL registered with the PSP.
+
+- ``create_charge``: ``PUT /cob/{txid}``; the txid is derived from our charge
+  id, so a retried PUT names the same charge. A PSP that refuses a txid in
+  use gets a ``GET /cob/{txid}`` and the charge is adopted when it is ours
+  (same value and key, still active).
+- ``cancel_charge``: ``PATCH /cob/{txid}`` to ``REMOVIDA_PELO_USUARIO_RECEBEDOR``.
+- ``charge_status``: ``GET /cob/{txid}``; ``CONCLUIDA`` with its ``pix[]``
+  entries is paid with their ``endToEndId``.
+- ``refund_charge``: ``PUT /pix/{e2eid}/devolucao/{id}``; ``DEVOLVIDO`` is done.
+- ``parse_notification``: the ``{webhookUrl}/pix`` callback. The URL's secret
+  segment is compared in constant time (mTLS is checked at the edge), then
+  every Pix it names is confirmed with ``GET /pix/{e2eid}``; the events come
+  from the PSP's answer, never from the callback body, so a forged or replayed
+  callback cannot move money.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import json
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from acquirers.adapters import http, register
+from acquirers.adapters.base import (
+    NOTIFICATION_TOKEN_HEADER,
+    AcquirerAdapter,
+    AcquirerDeclined,
+    AcquirerUnavailable,
+    ChargeRequest,
+    ChargeResult,
+    ChargeStatusResult,
+    InvalidNotification,
+    InvalidOptions,
+    InvalidResponse,
+    Notification,
+    NotificationEvent,
+    PayoutRequest,
+    PayoutResult,
+    PayoutStatus,
+    ProviderChargeState,
+    RefundRequest,
+    RefundResult,
+    RefundStatus,
+    UnreadableNotification,
+)
+
+logger = logging.getLogger(__name__)
+
+#: What the adapter calls: immediate charges and received Pix (refunds are ``pix.write``).
+DEFAULT_SCOPES = ("cob.write", "cob.read", "pix.write", "pix.read")
+REMOVED_BY_US = "REMOVIDA_PELO_USUARIO_RECEBEDOR"
+_REMOVED = frozenset({REMOVED_BY_US, "REMOVIDA_PELO_PSP"})
+_TXID = re.compile(r"^[a-zA-Z0-9]{26,35}$")
+_E2E_ID = re.compile(r"^[a-zA-Z0-9]{32}$")
+_REFUND_ID = re.compile(r"^[a-zA-Z0-9]{1,35}$")
+_VALOR = re.compile(r"^\d{1,10}\.\d{2}$")
+_CPF = re.compile(r"^\d{11}$")
+_CNPJ = re.compile(r"^[0-9A-Z]{14}$")
+#: At most this many Pix are confirmed per callback (each is a GET to the PSP).
+MAX_PIX_PER_NOTIFICATION = 50
+
+
+def valor(centavos: int) -> str:
+    """Centavos as the API's decimal string (``1234`` → ``"12.34"``)."""
+    if centavos < 0:
+        raise ValueError("negative amount")
+    return f"{centavos // 100}.{centavos % 100:02d}"
+
+
+def centavos(text: object) -> int:
+    """The API's decimal string as centavos; InvalidResponse if malformed."""
+    if not isinstance(text, str) or not _VALOR.match(text):
+        raise InvalidResponse(f"not an API Pix value: {text!r}")
+    return int(text.replace(".", ""))
+
+
+def _moment(text: object) -> dt.datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+@register
+class BacenPixAdapter(AcquirerAdapter):
+    name = "bacen_pix"
+    supports_charge_status = True
+    supports_refund = True
+
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        clean = http.clean_connection_options(
+            options, default_scopes=DEFAULT_SCOPES, own=("chave", "notification_token_env")
+        )
+        chave = options.get("chave")
+        if not isinstance(chave, str) or not 1 <= len(chave) <= 77:
+            raise InvalidOptions("chave is required: the receiving account's Pix key (at most 77 characters)")
+        clean["chave"] = chave
+        token_env = http.env_name(options, "notification_token_env")
+        if token_env:
+            clean["notification_token_env"] = token_env
+        return clean
+
+    def _client(self) -> http.ApiClient:
+        return http.client_for(self.config, self.options)
+
+    # ------------------------------------------------------------------ charges
+
+    def create_charge(self, request: ChargeRequest) -> ChargeResult:
+        if not _TXID.match(request.txid):
+            raise ValueError(f"txid {request.txid!r} is not 26-35 alphanumerics")
+        body: dict[str, Any] = {
+            "calendario": {"expiracao": request.expires_in},
+            "valor": {"original": valor(request.amount)},
+            "chave": self.options["chave"],
+        }
+        devedor = _devedor(request.payer_document, request.payer_name)
+        if devedor:
+            body["devedor"] = devedor
+        if request.description:
+            body["solicitacaoPagador"] = request.description[:140]
+        client = self._client()
+        path = f"/cob/{request.txid}"
+        try:
+            cob = client.request("PUT", path, json_body=body, idempotent=True).data
+        except http.HttpDeclined as refused:
+            if isinstance(refused, http.HttpNotFound):
+                raise
+            # Some PSPs refuse a PUT for a txid already in use: after a retry
+            # whose first answer was lost, that charge is ours.
+            existing = self._existing(client, path, body)
+            if existing is None:
+                raise
+            cob = existing
+        return self._charge_result(cob, request)
+
+    def _existing(self, client: http.ApiClient, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        try:
+            cob = client.request("GET", path, idempotent=True).data
+        except (AcquirerUnavailable, AcquirerDeclined):
+            return None
+        same = (
+            cob.get("status") == "ATIVA"
+            and isinstance(cob.get("valor"), dict)
+            and cob["valor"].get("original") == body["valor"]["original"]
+            and cob.get("chave") == body["chave"]
+        )
+        return cob if same else None
+
+    @staticmethod
+    def _charge_result(cob: Mapping[str, Any], request: ChargeRequest) -> ChargeResult:
+        if cob.get("txid") != request.txid:
+            raise InvalidResponse(f"cob answer names txid {cob.get('txid')!r}, not ours")
+        if cob.get("status") != "ATIVA":
+            raise InvalidResponse(f"cob {request.txid} is {cob.get('status')!r}, not ATIVA")
+        amount = cob.get("valor", {}).get("original") if isinstance(cob.get("valor"), dict) else None
+        if centavos(amount) != request.amount:
+            raise InvalidResponse(f"cob {request.txid} is for {amount}, not {valor(request.amount)}")
+        emv = cob.get("pixCopiaECola")
+        if not isinstance(emv, str) or not emv:
+            raise InvalidResponse(f"cob {request.txid} has no pixCopiaECola")
+        # The chain checks the EMV itself (CRC, GUI, amount) like every acquirer's.
+        return ChargeResult(provider_charge_id=request.txid, emv=emv)
+
+    def cancel_charge(self, txid: str) -> None:
+        """PATCH to REMOVIDA_PELO_USUARIO_RECEBEDOR. A 404 raises (the late
+        create may not have landed yet: the task retries); a cob already
+        removed is done; one already paid cannot be withdrawn (logged for staff)."""
+        client = self._client()
+        path = f"/cob/{txid}"
+        try:
+            client.request("PATCH", path, json_body={"status": REMOVED_BY_US}, idempotent=True)
+            return
+        except http.HttpDeclined as refused:
+            if isinstance(refused, http.HttpNotFound):
+                raise
+            current = client.request("GET", path, idempotent=True).data.get("status")
+            if current in _REMOVED:
+                return
+            if current == "CONCLUIDA":
+                logger.error(
+                    "acquirer %s: charge %s was paid there after we gave up on it; staff must return the money",
+                    self.config.key,
+                    txid,
+                )
+                return
+            raise
+
+    def charge_status(self, txid: str) -> ChargeStatusResult:
+        try:
+            cob = self._client().request("GET", f"/cob/{txid}", idempotent=True).data
+        except http.HttpNotFound:
+            return ChargeStatusResult(ProviderChargeState.NOT_FOUND)
+        status = cob.get("status")
+        if status == "ATIVA":
+            return ChargeStatusResult(ProviderChargeState.ACTIVE)
+        if status in _REMOVED:
+            return ChargeStatusResult(ProviderChargeState.REMOVED)
+        if status != "CONCLUIDA":
+            raise InvalidResponse(f"cob {txid}: unknown status {status!r}")
+        received = cob.get("pix") or []
+        if not isinstance(received, list):
+            raise InvalidResponse(f"cob {txid}: pix is not a list")
+        events: list[Notification] = []
+        for pix in received:
+            if not isinstance(pix, dict):
+                raise InvalidResponse(f"cob {txid}: pix entry is not an object")
+            # Entries inside a cob may omit the txid: it is this cob's.
+            events += _events({"txid": txid, **pix})
+        return ChargeStatusResult(ProviderChargeState.COMPLETED, tuple(events))
+
+    # ------------------------------------------------------------------ refunds
+
+    def refund_charge(self, request: RefundRequest) -> RefundResult:
+        if not _E2E_ID.match(request.e2e_id) or not _REFUND_ID.match(request.refund_id):
+            raise ValueError("refund: malformed e2e id or refund id")
+        body: dict[str, Any] = {"valor": valor(request.amount), "natureza": "ORIGINAL"}
+        if request.reason:
+            body["descricao"] = request.reason[:140]
+        client = self._client()
+        path = f"/pix/{request.e2e_id}/devolucao/{request.refund_id}"
+        try:
+            devolucao = client.request("PUT", path, json_body=body, idempotent=True).data
+        except http.HttpDeclined as refused:
+            if isinstance(refused, http.HttpNotFound):
+                raise
+            # Asked before with this id (the id is ours and stable): its state is the answer.
+            try:
+                devolucao = client.request("GET", path, idempotent=True).data
+            except http.HttpNotFound:
+                raise refused from None
+            if devolucao.get("valor") != body["valor"]:
+                raise
+        status = devolucao.get("status")
+        if devolucao.get("id") not in (None, request.refund_id):
+            raise InvalidResponse(f"devolução answer names id {devolucao.get('id')!r}, not ours")
+        mapped = {
+            "EM_PROCESSAMENTO": RefundStatus.PROCESSING,
+            "DEVOLVIDO": RefundStatus.DONE,
+            "NAO_REALIZADO": RefundStatus.FAILED,
+        }.get(str(status))
+        if mapped is None:
+            raise InvalidResponse(f"devolução {request.refund_id}: unknown status {status!r}")
+        return RefundResult(
+            status=mapped,
+            provider_refund_id=str(devolucao.get("rtrId", ""))[:100],
+            reason=str(devolucao.get("motivo", ""))[:500],
+        )
+
+    # ------------------------------------------------------------------ payouts
+
+    def create_payout(self, request: PayoutRequest) -> PayoutResult:
+        # The API Pix standard has no payouts (each PSP has its own API): a
+        # definitive no, so the payout chain moves on without asking again.
+        raise AcquirerDeclined("bacen_pix is cash-in only")
+
+    def get_payout_status(self, idempotency_id: str) -> PayoutResult:
+        return PayoutResult(status=PayoutStatus.NOT_FOUND)  # never sent one
+
+    # ------------------------------------------------------------------ notifications
+
+    def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
+        """The ``{webhookUrl}/pix`` callback: ``{"pix": [{endToEndId, txid,
+        valor, horario, devolucoes?}, ...]}``. Authenticated by the URL's secret
+        segment (the view hands it over in :data:`NOTIFICATION_TOKEN_HEADER`),
+        then confirmed Pix by Pix with ``GET /pix/{e2eid}``."""
+        self._authenticate(headers)
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UnreadableNotification(f"body is not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise UnreadableNotification("body is not a JSON object")
+        if "pix" not in data:
+            return []  # e.g. the test call some PSPs make when the webhook is registered
+        entries = data["pix"]
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise UnreadableNotification("pix is not a list of objects")
+        if len(entries) > MAX_PIX_PER_NOTIFICATION:
+            raise UnreadableNotification(f"more than {MAX_PIX_PER_NOTIFICATION} Pix in one callback")
+        client = self._client()
+        events: list[Notification] = []
+        for entry in entries:
+            e2e_id = entry.get("endToEndId")
+            if not isinstance(e2e_id, str) or not _E2E_ID.match(e2e_id):
+                raise UnreadableNotification(f"malformed endToEndId {e2e_id!r}")
+            try:
+                pix = client.request("GET", f"/pix/{e2e_id}", idempotent=True).data
+            except http.HttpNotFound as exc:
+                raise InvalidNotification(f"Pix {e2e_id} is unknown to the acquirer") from exc
+            if pix.get("endToEndId") != e2e_id:
+                raise InvalidResponse(f"GET /pix/{e2e_id} answered another Pix")
+            if entry.get("txid") and entry.get("txid") != pix.get("txid"):
+                raise InvalidNotification(f"Pix {e2e_id}: the callback's txid differs from the acquirer's")
+            events += _events(pix)
+        return events
+
+    def _authenticate(self, headers: Mapping[str, str]) -> None:
+        env = self.options.get("notification_token_env")
+        if not env:
+            raise InvalidNotification("this acquirer has no notification_token_env: notifications are refused")
+        expected = http.read_env(env, f"acquirer {self.config.key} notification token")
+        presented = next((v for k, v in headers.items() if k.lower() == NOTIFICATION_TOKEN_HEADER.lower()), "")
+        if not hmac.compare_digest(presented.encode(), expected.encode()):
+            raise InvalidNotification("wrong or missing notification token")
+
+
+def _devedor(document: str, name: str) -> dict[str, str] | None:
+    """CPF or CNPJ (alphanumeric CNPJs included) with the name; none when
+    either is missing (``devedor`` is optional, but never half filled)."""
+    name = name.strip()[:200]
+    if not name:
+        return None
+    if _CPF.match(document):
+        return {"cpf": document, "nome": name}
+    if _CNPJ.match(document):
+        return {"cnpj": document, "nome": name}
+    return None
+
+
+def _events(pix: Mapping[str, Any]) -> list[Notification]:
+    """What one confirmed Pix means for our charge: paid, and refunded once
+    devoluções returned all of it. A Pix without txid is not a charge of ours."""
+    txid = pix.get("txid")
+    if not txid:
+        return []
+    e2e_id = pix.get("endToEndId")
+    if not isinstance(txid, str) or not isinstance(e2e_id, str) or not _E2E_ID.match(e2e_id):
+        raise InvalidResponse("Pix without a valid txid or endToEndId")
+    amount = centavos(pix.get("valor"))
+    raw = dict(pix)
+    events = [
+        Notification(
+            event=NotificationEvent.CHARGE_PAID,
+            reference=txid,
+            e2e_id=e2e_id,
+            occurred_at=_moment(pix.get("horario")),
+            amount=amount,
+            raw=raw,
+        )
+    ]
+    returned = 0
+    settled_at: dt.datetime | None = None
+    for devolucao in pix.get("devolucoes") or []:
+        if isinstance(devolucao, dict) and devolucao.get("status") == "DEVOLVIDO":
+            returned += centavos(devolucao.get("valor"))
+            horario = devolucao.get("horario")
+            settled_at = _moment(horario.get("liquidacao")) if isinstance(horario, dict) else settled_at
+    if returned >= amount:
+        events.append(
+            Notification(
+                event=NotificationEvent.CHARGE_REFUNDED,
+                reference=txid,
+                e2e_id=e2e_id,
+                occurred_at=settled_at,
+                amount=returned,
+                raw=raw,
+            )
+        )
+    elif returned:
+        # Partial returns are not a state of our charges: staff see them in the stored body.
+        logger.warning("Pix %s: %d of %d centavos returned (partial refund)", e2e_id, returned, amount)
+    return events

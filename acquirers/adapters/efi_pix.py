@@ -1,0 +1,296 @@
+"""The ``efi_pix`` acquirer: cash-out through Efí's (formerly Gerencianet)
+"send Pix" API, an Efí extension of the API Pix (``/gn/...``), built on
+:mod:`acquirers.adapters.http` (mTLS, OAuth2 client credentials).
+
+Implemented from Efí's public documentation, not against the live API:
+see the README, "Configuring Efí for payouts (efi_pix)", for what is
+assumed. Options: the connection options of :mod:`acquirers.adapters.http`
+(``base_url`` ``https://pix.api.efipay.com.br``, homologação
+``https://pix-h.api.efipay.com.br``; ``token_url`` defaults to
+``{base_url}/oauth/token``; the token request is HTTP Basic with a JSON body,
+Efí's form), plus ``chave``, the paying account's Pix key at Efí,
+``notification_token_env`` and ``info_pagador``.
+
+- ``create_payout``: ``PUT /v3/gn/pix/{idEnvio}`` with our idempotency id as
+  ``idEnvio``. Never retried by the client: Efí refuses a reused ``idEnvio``
+  (409 ``id_envio_duplicado``) instead of answering the first send again, and
+  after an unclear answer the withdrawal service asks the status anyway
+  (decisions §5). Any 4xx is checked against the status lookup before it is
+  reported as a refusal: a refusal of a send Efí already holds (a retried
+  send whose first answer was lost) must never let the chain pay elsewhere.
+- ``get_payout_status``: ``GET /v2/gn/pix/enviados/id-envio/{idEnvio}``.
+  ``NOT_FOUND`` (the answer that lets the chain move on) only for Efí's
+  documented 404 problem ``PixEnviadoNaoEncontrado``; any other 404, 4xx,
+  5xx, timeout or garbage is "unknown" (an :class:`AcquirerUnavailable`), so
+  the payout waits rather than risk a second send.
+- ``parse_notification``: the ``{webhookUrl}/pix`` callback of the paying
+  key. The URL's secret segment is compared in constant time, then every sent
+  Pix it names (``gnExtras.idEnvio``) is looked up; events come from Efí's
+  answer, never from the body, so a forged or replayed callback moves no money.
+- ``create_charge``: a definitive no (cash-out only; cash-in at Efí is a
+  ``bacen_pix`` acquirer on another key, see the README).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import json
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from acquirers.adapters import http, register
+from acquirers.adapters.bacen_pix import centavos, valor
+from acquirers.adapters.base import (
+    NOTIFICATION_TOKEN_HEADER,
+    AcquirerAdapter,
+    AcquirerDeclined,
+    AcquirerUnavailable,
+    AdapterError,
+    ChargeRequest,
+    ChargeResult,
+    InvalidNotification,
+    InvalidOptions,
+    InvalidResponse,
+    Notification,
+    NotificationEvent,
+    PayoutRequest,
+    PayoutResult,
+    PayoutStatus,
+    UnreadableNotification,
+)
+
+logger = logging.getLogger(__name__)
+
+SEND_PATH = "/v3/gn/pix/{id_envio}"
+STATUS_PATH = "/v2/gn/pix/enviados/id-envio/{id_envio}"
+#: The last segment of the ``type`` of Efí's 404 problem for an unknown send.
+NOT_FOUND_KIND = "PixEnviadoNaoEncontrado"
+STATES = {
+    "EM_PROCESSAMENTO": PayoutStatus.PROCESSING,
+    "REALIZADO": PayoutStatus.PAID,
+    "NAO_REALIZADO": PayoutStatus.FAILED,
+}
+_ID_ENVIO = re.compile(r"^[a-zA-Z0-9]{1,35}$")
+_E2E_ID = re.compile(r"^[a-zA-Z0-9]{32}$")
+#: At most this many sent Pix are confirmed per callback (each is a GET to Efí).
+MAX_PIX_PER_NOTIFICATION = 50
+#: Efí's limit for ``pagador.infoPagador``.
+MAX_INFO_PAGADOR = 140
+
+
+def _moment(text: object) -> dt.datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+@register
+class EfiPixAdapter(AcquirerAdapter):
+    name = "efi_pix"
+
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        given = dict(options)
+        # Efí's token endpoint takes JSON (HTTP Basic for the client), and lives on the API's host.
+        given.setdefault("token_body", "json")
+        base_url = given.get("base_url")
+        if "token_url" not in given and isinstance(base_url, str) and base_url:
+            given["token_url"] = base_url.rstrip("/") + "/oauth/token"
+        # No scopes in the token request: Efí grants those enabled on the application
+        # (pix.send and gn.pix.send.read here).
+        clean = http.clean_connection_options(
+            given, default_scopes=(), own=("chave", "notification_token_env", "info_pagador")
+        )
+        if urlsplit(clean["base_url"]).path not in ("", "/"):
+            # The paths (/v3/gn/..., /v2/gn/...) are the adapter's: a base URL with a
+            # path (e.g. the /v2 of a bacen_pix acquirer at Efí) would miss every route.
+            raise InvalidOptions("base_url must be Efí's API origin without a path (https://pix.api.efipay.com.br)")
+        chave = given.get("chave")
+        if not isinstance(chave, str) or not 1 <= len(chave) <= 77:
+            raise InvalidOptions("chave is required: the paying account's Pix key at Efí (at most 77 characters)")
+        clean["chave"] = chave
+        info = given.get("info_pagador", "")
+        if not isinstance(info, str) or len(info) > MAX_INFO_PAGADOR:
+            raise InvalidOptions(f"info_pagador must be text of at most {MAX_INFO_PAGADOR} characters")
+        if info:
+            clean["info_pagador"] = info
+        token_env = http.env_name(given, "notification_token_env")
+        if token_env:
+            clean["notification_token_env"] = token_env
+        return clean
+
+    def _client(self) -> http.ApiClient:
+        return http.client_for(self.config, self.options)
+
+    # ------------------------------------------------------------------ charges
+
+    def create_charge(self, request: ChargeRequest) -> ChargeResult:
+        # A definitive no: the charge chain moves on at once, and the breaker
+        # counts it as an answer, not an outage.
+        raise AcquirerDeclined("efi_pix is cash-out only (cash-in at Efí: a bacen_pix acquirer)")
+
+    # ------------------------------------------------------------------ payouts
+
+    def create_payout(self, request: PayoutRequest) -> PayoutResult:
+        if not _ID_ENVIO.match(request.idempotency_id):
+            raise ValueError(f"idEnvio {request.idempotency_id!r} is not 1-35 alphanumerics")
+        pagador: dict[str, str] = {"chave": self.options["chave"]}
+        if self.options.get("info_pagador"):
+            pagador["infoPagador"] = self.options["info_pagador"]
+        body = {"valor": valor(request.amount), "pagador": pagador, "favorecido": {"chave": request.key_value}}
+        client = self._client()
+        path = SEND_PATH.format(id_envio=request.idempotency_id)
+        try:
+            # Not retried here (idempotent=False): see the module docstring.
+            sent = client.request("PUT", path, json_body=body, idempotent=False).data
+        except http.HttpDeclined as refused:
+            return self._after_refusal(client, request, refused)
+        return _result(sent, request.idempotency_id, amount=request.amount)
+
+    def _after_refusal(
+        self, client: http.ApiClient, request: PayoutRequest, refused: http.HttpDeclined
+    ) -> PayoutResult:
+        """A 4xx to our send: 409 ``id_envio_duplicado`` after a lost answer,
+        or a refusal Efí may still have recorded. What Efí holds under our
+        ``idEnvio`` decides; only "never received" makes it a refusal."""
+        try:
+            held = _lookup(client, request.idempotency_id)
+        except AdapterError as exc:
+            raise AcquirerUnavailable(f"{refused}; then the status lookup failed: {exc}") from exc
+        if held is None:
+            raise refused
+        logger.info(
+            "acquirer %s: send %s refused (%s) but Efí holds it", self.config.key, request.idempotency_id, refused
+        )
+        return _result(held, request.idempotency_id, amount=request.amount)
+
+    def get_payout_status(self, idempotency_id: str) -> PayoutResult:
+        if not _ID_ENVIO.match(idempotency_id):
+            raise ValueError(f"idEnvio {idempotency_id!r} is not 1-35 alphanumerics")
+        held = _lookup(self._client(), idempotency_id)
+        if held is None:
+            return PayoutResult(status=PayoutStatus.NOT_FOUND)
+        return _result(held, idempotency_id)
+
+    # ------------------------------------------------------------------ notifications
+
+    def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
+        """``{"pix": [{endToEndId, valor, horario, status, tipo, gnExtras:
+        {idEnvio}}, ...]}`` on the paying key's webhook. Entries without
+        ``gnExtras.idEnvio`` (Pix received, devoluções) are not payouts and
+        are ignored; each payout is confirmed with the status lookup."""
+        self._authenticate(headers)
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UnreadableNotification(f"body is not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise UnreadableNotification("body is not a JSON object")
+        if "pix" not in data:
+            return []  # the test call Efí makes when the webhook is registered
+        entries = data["pix"]
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise UnreadableNotification("pix is not a list of objects")
+        if len(entries) > MAX_PIX_PER_NOTIFICATION:
+            raise UnreadableNotification(f"more than {MAX_PIX_PER_NOTIFICATION} Pix in one callback")
+        client = self._client()
+        events: list[Notification] = []
+        confirmed: set[str] = set()
+        for entry in entries:
+            extras = entry.get("gnExtras")
+            id_envio = extras.get("idEnvio") if isinstance(extras, dict) else None
+            if id_envio is None:
+                continue
+            if not isinstance(id_envio, str) or not _ID_ENVIO.match(id_envio):
+                raise UnreadableNotification(f"malformed gnExtras.idEnvio {id_envio!r}")
+            if id_envio in confirmed:
+                continue
+            confirmed.add(id_envio)
+            held = _lookup(client, id_envio)
+            if held is None:
+                raise InvalidNotification(f"sent Pix {id_envio} is unknown to Efí")
+            result = _result(held, id_envio)
+            claimed_e2e = entry.get("endToEndId")
+            if claimed_e2e and result.e2e_id and claimed_e2e != result.e2e_id:
+                raise InvalidNotification(f"sent Pix {id_envio}: the callback's endToEndId differs from Efí's")
+            event = {
+                PayoutStatus.PAID: NotificationEvent.PAYOUT_PAID,
+                PayoutStatus.FAILED: NotificationEvent.PAYOUT_FAILED,
+            }.get(result.status)
+            if event is None:
+                # Still EM_PROCESSAMENTO at Efí whatever the body says: nothing to apply yet.
+                logger.info("acquirer %s: sent Pix %s is still %s", self.config.key, id_envio, result.status)
+                continue
+            events.append(
+                Notification(
+                    event=event,
+                    reference=id_envio,
+                    e2e_id=result.e2e_id,
+                    occurred_at=result.paid_at,
+                    amount=centavos(held.get("valor")),
+                    raw=held,
+                )
+            )
+        return events
+
+    def _authenticate(self, headers: Mapping[str, str]) -> None:
+        env = self.options.get("notification_token_env")
+        if not env:
+            raise InvalidNotification("this acquirer has no notification_token_env: notifications are refused")
+        expected = http.read_env(env, f"acquirer {self.config.key} notification token")
+        presented = next((v for k, v in headers.items() if k.lower() == NOTIFICATION_TOKEN_HEADER.lower()), "")
+        if not hmac.compare_digest(presented.encode(), expected.encode()):
+            raise InvalidNotification("wrong or missing notification token")
+
+
+def _lookup(client: http.ApiClient, id_envio: str) -> dict[str, Any] | None:
+    """Efí's record of our send, or None when Efí says it never received it.
+    Anything short of that definitive answer raises :class:`AcquirerUnavailable`
+    (never :class:`AcquirerDeclined`, which would let the chain move on)."""
+    path = STATUS_PATH.format(id_envio=id_envio)
+    try:
+        return client.request("GET", path, idempotent=True).data
+    except http.HttpNotFound as exc:
+        if exc.problem is not None and exc.problem.kind == NOT_FOUND_KIND:
+            return None
+        # A 404 from a proxy, a retired route or an unknown dialect says nothing about our send.
+        raise InvalidResponse(f"{exc}: not Efí's {NOT_FOUND_KIND}, so the payout's state is unknown") from exc
+    except http.HttpDeclined as exc:
+        raise AcquirerUnavailable(f"status lookup refused, the payout's state is unknown: {exc}") from exc
+
+
+def _result(data: Mapping[str, Any], id_envio: str, *, amount: int | None = None) -> PayoutResult:
+    """A send answer (``e2eId``) or a lookup (``endToEndId``) as our result."""
+    if data.get("idEnvio") != id_envio:
+        raise InvalidResponse(f"Efí's answer names idEnvio {data.get('idEnvio')!r}, not {id_envio}")
+    status = data.get("status")
+    mapped = STATES.get(status) if isinstance(status, str) else None
+    if mapped is None:
+        raise InvalidResponse(f"sent Pix {id_envio}: unknown status {status!r}")
+    if amount is not None and centavos(data.get("valor")) != amount:
+        # Our idEnvio is derived from the withdrawal: another value there is for staff.
+        raise InvalidResponse(f"sent Pix {id_envio} is for {data.get('valor')}, not {valor(amount)}")
+    e2e = data.get("endToEndId") or data.get("e2eId")
+    e2e_id = e2e if isinstance(e2e, str) and _E2E_ID.match(e2e) else None
+    horario = data.get("horario")
+    settled_at = _moment(horario.get("liquidacao")) if isinstance(horario, dict) else None
+    if mapped is PayoutStatus.PAID:
+        if e2e_id is None:
+            raise InvalidResponse(f"sent Pix {id_envio} is REALIZADO without a valid endToEndId ({e2e!r})")
+        return PayoutResult(status=mapped, provider_payout_id=e2e_id, e2e_id=e2e_id, paid_at=settled_at)
+    reason = ""
+    if mapped is PayoutStatus.FAILED:
+        extras = data.get("gnExtras")
+        erro = extras.get("erro") if isinstance(extras, dict) else None
+        if isinstance(erro, dict):
+            reason = " - ".join(str(erro[k])[:200] for k in ("codigo", "motivo") if erro.get(k))
+        reason = reason or "NAO_REALIZADO"
+    return PayoutResult(status=mapped, provider_payout_id=e2e_id or id_envio, e2e_id=e2e_id, reason=reason)

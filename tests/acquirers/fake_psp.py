@@ -1,0 +1,706 @@
+"""A fake PSP implementing the part of Banco Central's API Pix (v2.9.0) that
+the ``bacen_pix`` adapter uses, on loopback, behind mTLS.
+
+Every request it receives and every answer it gives is validated against the
+official OpenAPI document (``shared/reference``) with openapi-core; each
+violation is recorded in :attr:`FakePsp.violations` and the fixture fails the
+test on any. What the spec cannot check (the OAuth2 token exchange, RFC 6749
+§4.4; that every call presented our client certificate) is checked here.
+
+Known errata of the official document, corrected before use (each would make
+every valid message fail, or the document itself fail validation):
+
+- CPF (and ``codMun``) patterns are written as JavaScript regex literals,
+  ``"/^\\d{11}$/"``, which no CPF can match: the slashes are dropped;
+- ``CobExpiracao.expiracao.default`` is the string ``"86400"`` for an integer;
+- ``RecNotification.required`` names ``atualizacao"`` (a stray quote) and
+  ``CobVGerada.required`` names ``location``, which it does not declare.
+
+Operations declare no 401 (a token rejected at the PSP's gateway) and the
+spec's error section says any endpoint may answer 500 or 504: those answers
+are validated against the ``Problema`` schema instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import enum
+import json
+import secrets
+import socket
+import ssl
+import string
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import requests
+import trustme
+import yaml
+from openapi_core import Config, OpenAPI
+from openapi_core.security.factories import SecurityProviderFactory
+from openapi_core.security.providers import BaseProvider
+from openapi_core.templating.responses.exceptions import ResponseNotFound
+from openapi_core.testing import MockRequest, MockResponse
+from openapi_schema_validator import OAS30Validator, oas30_format_checker
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT4
+
+from acquirers import brcode
+
+SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "reference" / "bacen-api-pix-2.9.0.openapi.yaml"
+#: The spec's server is ``https://pix.example.com/api/``; the fake serves the same paths under /api.
+SPEC_HOST = "https://pix.example.com"
+API_PREFIX = "/api"
+ERROR_TYPE = "https://pix.bcb.gov.br/api/v2/error/"
+PSP_ISPB = "12345678"
+_ALNUM = string.ascii_letters + string.digits
+_SPEC_URI = "urn:bacen-api-pix-2.9.0"
+#: Statuses no operation declares but any may answer (see the module docstring).
+GENERAL_ERROR_STATUSES = frozenset({401, 500, 504})
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+def _drop_js_delimiters(node: Any) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str) and value.startswith("/^") and value.endswith("$/"):
+                node[key] = value[1:-1]
+            else:
+                _drop_js_delimiters(value)
+    elif isinstance(node, list):
+        for item in node:
+            _drop_js_delimiters(item)
+
+
+@cache
+def spec_document() -> dict[str, Any]:
+    """The official document with the errata above corrected, nothing else."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(SPEC_PATH, encoding="utf-8") as handle:
+        document: dict[str, Any] = yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
+    schemas = document["components"]["schemas"]
+    schemas["CobExpiracao"]["properties"]["expiracao"]["default"] = 86400
+    schemas["RecNotification"]["required"] = ["idRec", "status", "atualizacao"]
+    schemas["CobVGerada"]["required"].remove("location")
+    _drop_js_delimiters(document)
+    return document
+
+
+class _BearerProvider(BaseProvider):
+    """openapi-core leaves OAuth2 unchecked; the spec's security requirement
+    means a bearer token on every call, so this checks that much (the fake
+    then checks the token is one it issued)."""
+
+    def __call__(self, parameters: Any) -> Any:
+        from openapi_core.security.exceptions import SecurityProviderError
+
+        value = parameters.header.get("Authorization", "")
+        if not value.startswith("Bearer ") or not value[7:].strip():
+            raise SecurityProviderError("missing bearer token")
+        return value[7:]
+
+
+class _Providers(SecurityProviderFactory):
+    PROVIDERS = {**SecurityProviderFactory.PROVIDERS, "oauth2": _BearerProvider}
+
+
+_spec_lock = threading.Lock()
+
+
+def spec() -> OpenAPI:
+    """Built once per process (about a second), under a lock: the first
+    requests arrive together from several threads."""
+    with _spec_lock:
+        return _build_spec()
+
+
+@cache
+def _build_spec() -> OpenAPI:
+    config = Config(
+        extra_media_type_deserializers={"application/problem+json": json.loads},
+        security_provider_factory=_Providers(),
+    )
+    return OpenAPI.from_dict(spec_document(), config=config)
+
+
+@cache
+def _registry() -> Registry[Any]:
+    return Registry().with_resource(_SPEC_URI, Resource.from_contents(spec_document(), default_specification=DRAFT4))
+
+
+def schema_errors(instance: Any, pointer: str) -> list[str]:
+    """Violations of the schema at ``pointer`` (a JSON pointer into the spec)."""
+    validator = OAS30Validator(
+        {"$ref": f"{_SPEC_URI}#{pointer}"}, registry=_registry(), format_checker=oas30_format_checker
+    )
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(instance)]
+
+
+def _describe(exc: BaseException) -> str:
+    parts = [f"{type(exc).__name__}: {exc}"]
+    cause = exc.__cause__
+    for error in getattr(cause, "schema_errors", ()) or ():
+        parts.append(f"  - {'/'.join(map(str, error.absolute_path))}: {error.message}")
+    if cause is not None and not getattr(cause, "schema_errors", None):
+        parts.append(f"  cause: {cause!r}")
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+class Fault(enum.StrEnum):
+    TIMEOUT = "timeout"  # act, then answer after ``FakePsp.delay`` (too late)
+    UNAVAILABLE = "unavailable"  # 503 ServicoIndisponivel
+    ERROR = "error"  # 500 ErroInternoDoServidor
+    GATEWAY_TIMEOUT = "gateway_timeout"  # 504 IndisponibilidadePorTempoEsgotado
+    DECLINED = "declined"  # 400 problem with violations
+    FORBIDDEN = "forbidden"  # 403 AcessoNegado
+    UNAUTHORIZED = "unauthorized"  # 401: the token was revoked
+    GARBAGE = "garbage"  # a 2xx that is not JSON
+    INVALID_EMV = "invalid_emv"  # cob.put: creates the charge, answers a BR Code with a broken CRC
+    LOST_ANSWER = "lost_answer"  # act, then 500 (the answer is lost on the way)
+    RESET = "reset"  # close the connection without an answer
+
+
+#: Operations faults can target.
+OPERATIONS = ("token", "cob.put", "cob.get", "cob.patch", "pix.get", "devolucao.put", "devolucao.get")
+
+
+@dataclass
+class Call:
+    operation: str
+    method: str
+    path: str
+    body: Any
+    client_cert: dict[str, Any] | None
+
+
+# --------------------------------------------------------------------------- certificates
+
+
+@dataclass(frozen=True)
+class Pki:
+    """The PSP's CA and server certificate, the CA that signs our client
+    certificates, our client certificate, and one from a CA nobody trusts."""
+
+    psp_ca: trustme.CA
+    server: trustme.LeafCert
+    client_ca: trustme.CA
+    client: trustme.LeafCert
+    rogue: trustme.LeafCert
+
+    @classmethod
+    def create(cls) -> Pki:
+        psp_ca, client_ca, rogue_ca = trustme.CA(), trustme.CA(), trustme.CA()
+        return cls(
+            psp_ca=psp_ca,
+            server=psp_ca.issue_cert("127.0.0.1", "localhost"),
+            client_ca=client_ca,
+            client=client_ca.issue_cert("pix-service.test", common_name="pix-service"),
+            rogue=rogue_ca.issue_cert("intruder.test", common_name="intruder"),
+        )
+
+    @staticmethod
+    def cert_pem(leaf: trustme.LeafCert) -> str:
+        return b"".join(blob.bytes() for blob in leaf.cert_chain_pems).decode()
+
+    @staticmethod
+    def key_pem(leaf: trustme.LeafCert) -> str:
+        return leaf.private_key_pem.bytes().decode()
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_e2e_id() -> str:
+    moment = dt.datetime.now(dt.UTC)
+    return f"E{PSP_ISPB}{moment:%Y%m%d%H%M}" + "".join(secrets.choice(_ALNUM) for _ in range(11))
+
+
+def problem(status: int, kind: str, title: str, detail: str = "", **extra: Any) -> dict[str, Any]:
+    body = {"type": ERROR_TYPE + kind, "title": title, "status": status, **extra}
+    if detail:
+        body["detail"] = detail
+    return body
+
+
+@dataclass
+class FakePsp:
+    pki: Pki
+    client_id: str
+    client_secret: str
+    chave: str
+    #: Where "pay" and "settle_refund" POST the callback (our notification URL; the PSP appends /pix).
+    webhook_url: str = ""
+    token_ttl: int = 3600
+    #: How late a TIMEOUT fault answers.
+    delay: float = 3.0
+    #: "immediate": a devolução is DEVOLVIDO at once; "async": EM_PROCESSAMENTO until settle_refund().
+    refund_mode: str = "immediate"
+    #: False: a PUT /cob on a txid in use is refused (as some PSPs do); True: answers the charge again.
+    idempotent_put: bool = False
+
+    cobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pix: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tokens: set[str] = field(default_factory=set)
+    token_requests: int = 0
+    calls: list[Call] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    callbacks: list[tuple[dict[str, Any], int]] = field(default_factory=list)
+    faults: dict[str, list[Fault]] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    url: str = ""
+    _next_loc: int = 1000
+
+    # ------------------------------------------------------------------ test API
+
+    @property
+    def base_url(self) -> str:
+        return self.url + API_PREFIX
+
+    @property
+    def token_url(self) -> str:
+        return self.url + "/oauth/token"
+
+    def fail(self, operation: str, *faults: Fault) -> None:
+        """The next calls of ``operation`` get these faults, in order; then normal service."""
+        assert operation in OPERATIONS, operation
+        with self.lock:
+            self.faults.setdefault(operation, []).extend(faults)
+
+    def calls_of(self, operation: str) -> list[Call]:
+        with self.lock:
+            return [c for c in self.calls if c.operation == operation]
+
+    def pay(self, txid: str, *, notify: bool = False, amount: str | None = None) -> str:
+        """A payer pays the charge: the Pix is recorded, the charge CONCLUIDA,
+        and (``notify``) the callback POSTed to ``webhook_url + "/pix"``."""
+        with self.lock:
+            cob = self.cobs[txid]
+            assert cob["status"] == "ATIVA", cob["status"]
+            e2e_id = new_e2e_id()
+            pix = {
+                "endToEndId": e2e_id,
+                "txid": txid,
+                "valor": amount or cob["valor"]["original"],
+                "chave": cob["chave"],
+                "horario": now_iso(),
+                "infoPagador": "Pagamento de teste",
+            }
+            self.pix[e2e_id] = pix
+            cob["status"] = "CONCLUIDA"
+            cob["pix"] = [pix]
+        if notify:
+            self.notify([e2e_id])
+        return e2e_id
+
+    def settle_refund(self, e2e_id: str, refund_id: str, *, status: str = "DEVOLVIDO", notify: bool = False) -> None:
+        """A devolução reaches its final status; the callback says so (the spec's rule)."""
+        with self.lock:
+            (devolucao,) = [d for d in self.pix[e2e_id].get("devolucoes", []) if d["id"] == refund_id]
+            devolucao["status"] = status
+            if status == "DEVOLVIDO":
+                devolucao["horario"]["liquidacao"] = now_iso()
+            else:
+                devolucao["motivo"] = "Conta do pagador encerrada"
+        if notify:
+            self.notify([e2e_id])
+
+    def callback_body(self, e2e_ids: list[str]) -> dict[str, Any]:
+        """The ``{webhookUrl}/pix`` callback for these Pix, validated against
+        the spec's ``WebhookPixBody``."""
+        with self.lock:
+            payload = {"pix": [json.loads(json.dumps(self.pix[e])) for e in e2e_ids]}
+        schema = "/components/requestBodies/WebhookPixBody/content/application~1json/schema"
+        for error in schema_errors(payload, schema):
+            self.violations.append(f"callback body: {error}")
+        return payload
+
+    def notify(self, e2e_ids: list[str]) -> int:
+        """POST the callback to ``webhook_url + "/pix"`` over HTTP, as the PSP
+        would (in tests, straight to the live server: mTLS belongs to the edge),
+        and return our service's status code."""
+        payload = self.callback_body(e2e_ids)
+        response = requests.post(self.webhook_url.rstrip("/") + "/pix", json=payload, timeout=30)
+        with self.lock:
+            self.callbacks.append((payload, response.status_code))
+        return response.status_code
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[FakePsp]:
+        spec()  # loaded before the first request, not during it
+        _registry()
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.pki.server.configure_cert(context)
+        self.pki.client_ca.configure_trust(context)
+        context.verify_mode = ssl.CERT_REQUIRED  # mTLS: no client certificate, no conversation
+        psp = self
+
+        open_connections: set[ssl.SSLSocket] = set()
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def finish_request(self, request: Any, client_address: Any) -> None:
+                # The TLS handshake happens here, on the request's own thread,
+                # so a client that never finishes it cannot stall the others.
+                try:
+                    tls = context.wrap_socket(request, server_side=True)
+                except (ssl.SSLError, OSError) as exc:
+                    with psp.lock:
+                        psp.calls.append(Call("tls_refused", "", "", repr(exc), None))
+                    return
+                with psp.lock:
+                    open_connections.add(tls)
+                try:
+                    Handler(tls, client_address, self)
+                finally:
+                    with psp.lock:
+                        open_connections.discard(tls)
+                    with contextlib.suppress(OSError):
+                        tls.close()
+
+        server = Server(("127.0.0.1", 0), Handler)
+        server.psp = psp  # type: ignore[attr-defined]
+        self.url = f"https://127.0.0.1:{server.server_address[1]}"
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.stopping.set()
+            server.shutdown()
+            server.server_close()
+            # Kept-alive connections end with this PSP: a client's pool must
+            # never reach it again (a later PSP may get the same port).
+            with self.lock:
+                for connection in list(open_connections):
+                    with contextlib.suppress(OSError):
+                        connection.shutdown(socket.SHUT_RDWR)
+
+    # ------------------------------------------------------------------ handling
+
+    def next_fault(self, operation: str) -> Fault | None:
+        with self.lock:
+            queue = self.faults.get(operation)
+            return queue.pop(0) if queue else None
+
+    def check_request(self, request: MockRequest) -> str | None:
+        try:
+            spec().validate_request(request)
+        except Exception as exc:  # noqa: BLE001 - every failure is a violation to report
+            return _describe(exc)
+        return None
+
+    def check_response(self, request: MockRequest, status: int, body: bytes, content_type: str) -> None:
+        response = MockResponse(body, status_code=status, content_type=content_type)
+        try:
+            spec().validate_response(request, response)
+        except ResponseNotFound:
+            if status not in GENERAL_ERROR_STATUSES:
+                self.violations.append(f"answer {request.method} {request.path}: {status} not in the spec")
+                return
+            for error in schema_errors(json.loads(body), "/components/schemas/Problema"):
+                self.violations.append(f"answer {request.method} {request.path} {status}: {error}")
+        except Exception as exc:  # noqa: BLE001 - every failure is a violation to report
+            self.violations.append(f"answer {request.method} {request.path} {status}: {_describe(exc)}")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as real PSPs (and the client's pooling) expect
+    timeout = 30  # an idle kept-alive connection ends, and its thread with it
+    server: Any
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    @property
+    def psp(self) -> FakePsp:
+        return self.server.psp
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _handle(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        parts = urllib.parse.urlsplit(self.path)
+        path = parts.path
+        peer = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
+        operation = "token" if path == "/oauth/token" and method == "POST" else _operation(method, path)
+        try:
+            parsed: Any = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        with self.psp.lock:
+            self.psp.calls.append(Call(operation or "unknown", method, path, parsed, peer))
+        if not peer:
+            self.psp.violations.append(f"{method} {path} without a client certificate")
+        if operation == "token":
+            self._token(raw)
+            return
+        request = MockRequest(
+            SPEC_HOST,
+            method,
+            path,
+            args=dict(urllib.parse.parse_qsl(parts.query)),
+            headers=dict(self.headers.items()),
+            data=raw,
+            content_type=(self.headers.get("Content-Type") or "application/json").lower(),
+        )
+        if operation is None:
+            self.psp.violations.append(f"{method} {path}: not an operation the fake (or the adapter) should use")
+            self._send(request, 404, problem(404, "NaoEncontrado", "Não encontrado"))
+            return
+        invalid = self.psp.check_request(request)
+        if invalid:
+            self.psp.violations.append(f"request {method} {path}: {invalid}")
+            self._send(request, 400, problem(400, "RequisicaoInvalida", "Requisição inválida", invalid[:500]))
+            return
+        token = (self.headers.get("Authorization") or "")[7:]
+        if token not in self.psp.tokens:
+            self._send(request, 401, problem(401, "NaoAutorizado", "Token inválido ou expirado"))
+            return
+        fault = self.psp.next_fault(operation)
+        if fault is Fault.RESET:
+            self.close_connection = True
+            self.connection.close()
+            return
+        if fault is Fault.UNAUTHORIZED:
+            with self.psp.lock:
+                self.psp.tokens.discard(token)
+            self._send(request, 401, problem(401, "NaoAutorizado", "Token revogado"))
+            return
+        if fault in _FAULT_ANSWERS:
+            status, body = _FAULT_ANSWERS[fault]
+            self._send(request, status, body)
+            return
+        if fault is Fault.GARBAGE:
+            self._send_raw(200 if method != "PUT" else 201, b"<html>oops</html>", "text/html")
+            return
+        status, body = getattr(self, "_" + operation.replace(".", "_"))(request, parsed, fault)
+        if fault is Fault.TIMEOUT:
+            self.psp.stopping.wait(self.psp.delay)
+        if fault is Fault.LOST_ANSWER:
+            self._send(request, 500, problem(500, "ErroInternoDoServidor", "Erro interno"))
+            return
+        self._send(request, status, body)
+
+    def _send(self, request: MockRequest, status: int, body: dict[str, Any]) -> None:
+        content_type = "application/json" if status < 400 else "application/problem+json"
+        data = json.dumps(body, ensure_ascii=False).encode()
+        self.psp.check_response(request, status, data, content_type)
+        self._send_raw(status, data, content_type)
+
+    def _send_raw(self, status: int, data: bytes, content_type: str) -> None:
+        with contextlib.suppress(OSError):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    # ------------------------------------------------------------------ OAuth2 (RFC 6749 §4.4)
+
+    def _token(self, raw: bytes) -> None:
+        psp = self.psp
+        with psp.lock:
+            psp.token_requests += 1
+        fault = psp.next_fault("token")
+        if fault is Fault.UNAVAILABLE:
+            self._send_raw(503, b'{"error":"temporarily_unavailable"}', "application/json")
+            return
+        errors = []
+        if (self.headers.get("Content-Type") or "").split(";")[0] != "application/x-www-form-urlencoded":
+            errors.append("token request is not form-encoded")
+        fields = dict(urllib.parse.parse_qsl(raw.decode()))
+        if fields.get("grant_type") != "client_credentials":
+            errors.append(f"grant_type is {fields.get('grant_type')!r}")
+        scopes = set(fields.get("scope", "").split())
+        if not scopes <= {"cob.write", "cob.read", "pix.write", "pix.read"}:
+            errors.append(f"unexpected scopes {sorted(scopes)}")
+        auth = self.headers.get("Authorization") or ""
+        try:
+            pair = base64.b64decode(auth.removeprefix("Basic ")).decode()
+            client_id, secret = (urllib.parse.unquote(p) for p in pair.split(":", 1))
+        except ValueError:
+            client_id = secret = ""
+        if errors:
+            psp.violations.extend(errors)
+        if errors or (client_id, secret) != (psp.client_id, psp.client_secret):
+            self._send_raw(401, b'{"error":"invalid_client"}', "application/json")
+            return
+        token = secrets.token_urlsafe(24)
+        with psp.lock:
+            psp.tokens.add(token)
+        body = {"access_token": token, "token_type": "Bearer", "expires_in": psp.token_ttl, "scope": " ".join(scopes)}
+        self._send_raw(200, json.dumps(body).encode(), "application/json")
+
+    # ------------------------------------------------------------------ API Pix
+
+    def _cob_put(self, request: MockRequest, body: dict[str, Any], fault: Fault | None) -> tuple[int, Any]:
+        psp = self.psp
+        txid = request.path.rsplit("/", 1)[1]
+        with psp.lock:
+            if txid in psp.cobs:
+                if psp.idempotent_put:
+                    return 201, psp.cobs[txid]
+                return 400, problem(
+                    400,
+                    "CobOperacaoInvalida",
+                    "Cobrança inválida.",
+                    "O txid informado já está em uso.",
+                    violacoes=[{"razao": "txid em uso", "propriedade": "txid", "valor": txid}],
+                )
+            psp._next_loc += 1
+            location = f"pix.fakepsp.test/qr/v2/{secrets.token_hex(16)}"
+            created = now_iso()
+            amount = int(body["valor"]["original"].replace(".", ""))
+            emv = brcode.encode_dynamic(
+                location=location, amount=amount, merchant_name="FAKE PSP RECEBEDOR", merchant_city="SAO PAULO"
+            )
+            if fault is Fault.INVALID_EMV:
+                emv = emv[:-4] + ("0000" if emv[-4:] != "0000" else "FFFF")
+            cob = {
+                "calendario": {"criacao": created, "expiracao": body["calendario"].get("expiracao", 86400)},
+                "txid": txid,
+                "revisao": 0,
+                "loc": {"id": psp._next_loc, "location": location, "tipoCob": "cob", "criacao": created, "txid": txid},
+                "location": location,
+                "status": "ATIVA",
+                "valor": {"original": body["valor"]["original"], "modalidadeAlteracao": 0},
+                "chave": body["chave"],
+                "pixCopiaECola": emv,
+            }
+            for optional in ("devedor", "solicitacaoPagador"):
+                if optional in body:
+                    cob[optional] = body[optional]
+            psp.cobs[txid] = cob
+            return 201, cob
+
+    def _cob_get(self, request: MockRequest, body: Any, fault: Fault | None) -> tuple[int, Any]:
+        txid = request.path.rsplit("/", 1)[1]
+        with self.psp.lock:
+            cob = self.psp.cobs.get(txid)
+            if cob is None:
+                return 404, problem(404, "CobNaoEncontrado", "Cobrança não encontrada.")
+            return 200, json.loads(json.dumps(cob))
+
+    def _cob_patch(self, request: MockRequest, body: dict[str, Any], fault: Fault | None) -> tuple[int, Any]:
+        txid = request.path.rsplit("/", 1)[1]
+        with self.psp.lock:
+            cob = self.psp.cobs.get(txid)
+            if cob is None:
+                return 404, problem(404, "CobNaoEncontrado", "Cobrança não encontrada.")
+            if cob["status"] != "ATIVA":
+                return 400, problem(
+                    400, "CobOperacaoInvalida", "Cobrança inválida.", f"A cobrança está {cob['status']}."
+                )
+            if body.get("status") == "REMOVIDA_PELO_USUARIO_RECEBEDOR":
+                cob["status"] = "REMOVIDA_PELO_USUARIO_RECEBEDOR"
+                cob["revisao"] += 1
+            return 200, {k: v for k, v in cob.items() if k != "pix"}
+
+    def _pix_get(self, request: MockRequest, body: Any, fault: Fault | None) -> tuple[int, Any]:
+        e2e_id = request.path.rsplit("/", 1)[1]
+        with self.psp.lock:
+            pix = self.psp.pix.get(e2e_id)
+            if pix is None:
+                return 404, problem(404, "NaoEncontrado", "Pix não encontrado.")
+            return 200, json.loads(json.dumps(pix))
+
+    def _devolucao_put(self, request: MockRequest, body: dict[str, Any], fault: Fault | None) -> tuple[int, Any]:
+        *_, e2e_id, _, refund_id = request.path.split("/")
+        with self.psp.lock:
+            pix = self.psp.pix.get(e2e_id)
+            if pix is None:
+                return 404, problem(404, "PixNaoEncontrado", "Pix não encontrado.")
+            existing = [d for d in pix.get("devolucoes", []) if d["id"] == refund_id]
+            if existing:
+                return 400, problem(400, "PixDevolucaoInvalida", "Devolução inválida.", "id de devolução em uso.")
+            returned = sum(int(d["valor"].replace(".", "")) for d in pix.get("devolucoes", []))
+            if returned + int(body["valor"].replace(".", "")) > int(pix["valor"].replace(".", "")):
+                return 400, problem(400, "PixDevolucaoInvalida", "Devolução inválida.", "Valor acima do Pix.")
+            devolucao = {
+                "id": refund_id,
+                "rtrId": f"D{PSP_ISPB}{dt.datetime.now(dt.UTC):%Y%m%d%H%M}" + secrets.token_hex(6)[:11],
+                "valor": body["valor"],
+                "natureza": body.get("natureza", "ORIGINAL"),
+                "horario": {"solicitacao": now_iso()},
+                "status": "EM_PROCESSAMENTO",
+            }
+            if self.psp.refund_mode == "immediate":
+                devolucao["status"] = "DEVOLVIDO"
+                devolucao["horario"]["liquidacao"] = now_iso()
+            pix.setdefault("devolucoes", []).append(devolucao)
+            return 201, json.loads(json.dumps(devolucao))
+
+    def _devolucao_get(self, request: MockRequest, body: Any, fault: Fault | None) -> tuple[int, Any]:
+        *_, e2e_id, _, refund_id = request.path.split("/")
+        with self.psp.lock:
+            pix = self.psp.pix.get(e2e_id) or {}
+            found = [d for d in pix.get("devolucoes", []) if d["id"] == refund_id]
+            if not found:
+                return 404, problem(404, "NaoEncontrado", "Devolução não encontrada.")
+            return 200, json.loads(json.dumps(found[0]))
+
+
+_FAULT_ANSWERS: dict[Fault, tuple[int, dict[str, Any]]] = {
+    Fault.UNAVAILABLE: (503, problem(503, "ServicoIndisponivel", "Serviço indisponível", "Manutenção programada.")),
+    Fault.ERROR: (500, problem(500, "ErroInternoDoServidor", "Erro interno do servidor")),
+    Fault.GATEWAY_TIMEOUT: (504, problem(504, "IndisponibilidadePorTempoEsgotado", "Tempo esgotado")),
+    Fault.DECLINED: (
+        400,
+        problem(
+            400,
+            "CobOperacaoInvalida",
+            "Cobrança inválida.",
+            "A requisição que busca alterar ou criar uma cobrança não respeita o schema.",
+            correlationId="corr-123",
+            violacoes=[{"razao": "chave não pertence ao recebedor", "propriedade": "cob.chave", "valor": "x"}],
+        ),
+    ),
+    Fault.FORBIDDEN: (403, problem(403, "AcessoNegado", "Acesso negado", "Escopo insuficiente.")),
+}
+
+
+def _operation(method: str, path: str) -> str | None:
+    if not path.startswith(API_PREFIX + "/"):
+        return None
+    segments = path[len(API_PREFIX) + 1 :].split("/")
+    if len(segments) == 2 and segments[0] == "cob":
+        return {"PUT": "cob.put", "GET": "cob.get", "PATCH": "cob.patch"}.get(method)
+    if len(segments) == 2 and segments[0] == "pix" and method == "GET":
+        return "pix.get"
+    if len(segments) == 4 and segments[0] == "pix" and segments[2] == "devolucao":
+        return {"PUT": "devolucao.put", "GET": "devolucao.get"}.get(method)
+    return None
