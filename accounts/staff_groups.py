@@ -25,6 +25,8 @@ OPERATIONS_EXTRA = (
     # Webhooks: enable/disable endpoints, rotate secrets, resend events.
     "webhooks.change_webhookendpoint",
     "webhooks.change_webhookdelivery",
+    # Acquirers: close a circuit breaker by hand.
+    "acquirers.reset_circuit_breaker",
 )
 
 

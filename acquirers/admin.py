@@ -3,16 +3,33 @@ slots) is edited on the account's page, as inlines of ``accounts.admin``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
-from acquirers import adapters
+from acquirers import adapters, health
 from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, InboundNotification
 from pix_service.admin import ReadOnlyAdminMixin
+
+#: Read-only fields of an existing acquirer's page (acquirers.health).
+CIRCUIT_FIELDS = (
+    "circuit_state",
+    "circuit_failures",
+    "circuit_opened_at",
+    "circuit_retry_at",
+    "recent_success_rate",
+    "recent_latency",
+)
+_UNKNOWN = "indisponível (Redis fora do ar)"
+_OFF = "desligado (ACQUIRER_BREAKER_ENABLED)"
 
 
 def _adapter_choices() -> list[tuple[str, str]]:
@@ -38,13 +55,122 @@ class AcquirerForm(forms.ModelForm[Acquirer]):
         return data
 
 
+def _attach_health(acquirers: Iterable[Acquirer]) -> None:
+    """Read the breakers of a page of acquirers in one Redis round trip and
+    keep each on its row, for the columns and fields below."""
+    rows = list(acquirers)
+    found = health.snapshots(rows)
+    for acquirer in rows:
+        acquirer._health = None if found is None else found[acquirer.pk]  # type: ignore[attr-defined]
+
+
+def _health_of(acquirer: Acquirer) -> health.Health | None:
+    if not hasattr(acquirer, "_health"):
+        _attach_health([acquirer])
+    found: health.Health | None = acquirer._health  # type: ignore[attr-defined]
+    return found
+
+
+def _when(moment: Any) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
 @admin.register(Acquirer)
 class AcquirerAdmin(admin.ModelAdmin[Acquirer]):
     form = AcquirerForm
-    list_display = ("key", "name", "adapter", "enabled", "max_ticket", "default_priority")
+    list_display = ("key", "name", "adapter", "enabled", "max_ticket", "default_priority", "circuit", "recent_health")
     list_filter = ("enabled", "adapter")
     search_fields = ("key", "name")
-    readonly_fields = ("created_at", "updated_at")
+    actions = ("reset_circuit_breaker",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Acquirer | None = None) -> tuple[str, ...]:
+        # A breaker exists once the acquirer does.
+        return ("created_at", "updated_at", *(CIRCUIT_FIELDS if obj is not None else ()))
+
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        changelist = super().get_changelist_instance(request)
+        # The page's rows are evaluated here and reused by the template.
+        _attach_health(changelist.result_list)
+        return changelist
+
+    # ----------------------------------------------------------------- circuit breaker
+
+    @admin.display(description="circuito")
+    def circuit(self, acquirer: Acquirer) -> str:
+        if not settings.ACQUIRER_BREAKER_ENABLED:
+            return _OFF
+        found = _health_of(acquirer)
+        if found is None:
+            return _UNKNOWN
+        label = health.STATE_LABELS[found.state]
+        return f"{label} ({found.failures} falha(s) seguidas)" if found.failures else label
+
+    @admin.display(description="saúde recente")
+    def recent_health(self, acquirer: Acquirer) -> str:
+        found = _health_of(acquirer)
+        if found is None:
+            return _UNKNOWN
+        if not found.calls:
+            return "sem chamadas recentes"
+        return f"{self.recent_success_rate(acquirer)}; {self.recent_latency(acquirer)}"
+
+    @admin.display(description="estado do circuito")
+    def circuit_state(self, acquirer: Acquirer) -> str:
+        if not settings.ACQUIRER_BREAKER_ENABLED:
+            return _OFF
+        found = _health_of(acquirer)
+        return _UNKNOWN if found is None else health.STATE_LABELS[found.state]
+
+    @admin.display(description="falhas seguidas")
+    def circuit_failures(self, acquirer: Acquirer) -> str:
+        found = _health_of(acquirer)
+        return _UNKNOWN if found is None else str(found.failures)
+
+    @admin.display(description="aberto desde")
+    def circuit_opened_at(self, acquirer: Acquirer) -> str:
+        found = _health_of(acquirer)
+        return _UNKNOWN if found is None else _when(found.opened_at)
+
+    @admin.display(description="nova tentativa a partir de")
+    def circuit_retry_at(self, acquirer: Acquirer) -> str:
+        found = _health_of(acquirer)
+        return _UNKNOWN if found is None else _when(found.retry_at)
+
+    @admin.display(description="taxa de sucesso recente")
+    def recent_success_rate(self, acquirer: Acquirer) -> str:
+        found = _health_of(acquirer)
+        if found is None:
+            return _UNKNOWN
+        if found.success_rate is None:
+            return "-"
+        # Declines are answers: they count as successes here, as in the breaker.
+        return f"{found.success_rate:.1%} de {found.calls} chamada(s) desde {_when(found.since)}"
+
+    @admin.display(description="latência recente (p50 / p95)")
+    def recent_latency(self, acquirer: Acquirer) -> str:
+        found = _health_of(acquirer)
+        if found is None:
+            return _UNKNOWN
+        if found.p50_ms is None:
+            return "-"
+        return f"p50 {found.p50_ms} ms / p95 {found.p95_ms} ms"
+
+    def has_reset_circuit_breaker_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("acquirers.reset_circuit_breaker")
+
+    @admin.action(description="Resetar o circuit breaker (fechar o circuito)", permissions=["reset_circuit_breaker"])
+    def reset_circuit_breaker(self, request: HttpRequest, queryset: QuerySet[Acquirer]) -> None:
+        done = 0
+        for acquirer in queryset.order_by("pk"):
+            try:
+                health.reset(acquirer)
+            except health.HealthUnavailable:
+                self.message_user(request, f"{acquirer.key}: Redis indisponível; nada mudou.", messages.ERROR)
+                continue
+            self.log_change(request, acquirer, "Circuit breaker resetado (circuito fechado)")
+            done += 1
+        if done:
+            self.message_user(request, f"{done} circuito(s) fechado(s).", messages.SUCCESS)
 
     def get_exclude(self, request: HttpRequest, obj: Acquirer | None = None) -> tuple[str, ...]:
         # Options hold the provider's credentials (e.g. notification_secret);

@@ -5,17 +5,25 @@ timeout), enforced here rather than trusted to the adapter. The first
 acquirer that returns a valid BR Code for the amount takes the charge; any
 failure (unavailable, timeout, refusal, invalid answer, adapter bug) moves on
 to the next. No database transaction or lock is held while waiting.
+
+Acquirers whose circuit breaker is open (:mod:`acquirers.health`) are passed
+over without a call and recorded as ``circuit_open`` attempts; every call's
+outcome feeds the breaker. If every acquirer of the chain is open, the one
+that may be tried again soonest is called anyway, as the breaker's probe: a
+charge is never refused on breaker state alone, and while every acquirer is
+down a request waits for one of them, not for the whole chain.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from acquirers import adapters, brcode
+from acquirers import adapters, brcode, health
 from acquirers.adapters.base import AcquirerTimeout, AdapterError, ChargeRequest, ChargeResult
 from acquirers.models import Acquirer
 from pix_service import deadline, metrics
@@ -57,36 +65,76 @@ class ChainResult:
 
 def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> ChainResult:
     outcome = ChainResult()
+    skipped: list[tuple[int, Acquirer, health.Gate]] = []
     for position, acquirer in enumerate(chain, start=1):
-        started = time.monotonic()
-        error: BaseException | None = None
-        try:
-            adapter = adapters.build(acquirer)
-            deadline = acquirer.connect_timeout_ms / 1000 + acquirer.read_timeout_ms / 1000
-            result = call_with_deadline(lambda adapter=adapter: adapter.create_charge(request), deadline)  # type: ignore[misc]
-            brcode.check(result.emv, amount=request.amount)
-        except Exception as exc:  # noqa: BLE001 - any failure of one acquirer moves the chain on
-            error = exc
-        elapsed = time.monotonic() - started
-        latency = int(elapsed * 1000)
-        kind = "ok" if error is None else _classify(error)
-        metrics.ACQUIRER_ATTEMPT_LATENCY.labels(acquirer.key, "create_charge", kind).observe(elapsed)
-
-        if error is None:
-            outcome.attempts.append(Attempt(acquirer, position, "ok", latency))
-            outcome.acquirer, outcome.result = acquirer, result
+        gate = health.admit(acquirer)
+        if not gate.allowed:
+            health.skipped(acquirer, "create_charge", gate)
+            skipped.append((position, acquirer, gate))
+            outcome.attempts.append(_skip(acquirer, position, gate))
+            continue
+        if _try(outcome, acquirer, position, request, decisive=gate.probe, last=position == len(chain)):
             return outcome
 
-        if position < len(chain):
-            metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "create_charge").inc()
-        if kind == "error":
-            logger.exception("acquirer %s adapter failed unexpectedly", acquirer.key, exc_info=error)
-        else:
-            logger.warning("acquirer %s attempt failed: %s: %s", acquirer.key, kind, error)
-        if isinstance(error, AcquirerTimeout):
-            outcome.timed_out.append(acquirer)
-        outcome.attempts.append(Attempt(acquirer, position, kind, latency, type(error).__name__, str(error)[:500]))
+    if skipped and len(skipped) == len(outcome.attempts):
+        # Every acquirer is open. Rather than refuse a charge on what may be
+        # stale state, the one whose cool-down ends first gets this request as
+        # its probe; a failure opens it again and the next request goes to the
+        # next one, so an outage costs each request one deadline, not all.
+        position, acquirer, _ = min(skipped, key=lambda item: item[2].retry_at)
+        logger.warning("every acquirer's circuit is open; trying %s anyway", acquirer.key)
+        outcome.attempts = [a for a in outcome.attempts if a.position != position]
+        _try(outcome, acquirer, position, request, decisive=True, last=True)
+        outcome.attempts.sort(key=lambda a: a.position)
     return outcome
+
+
+def _try(
+    outcome: ChainResult, acquirer: Acquirer, position: int, request: ChargeRequest, *, decisive: bool, last: bool
+) -> bool:
+    """One call, recorded in ``outcome`` and fed to the breaker; True if it took the charge."""
+    started = time.monotonic()
+    error: BaseException | None = None
+    try:
+        adapter = adapters.build(acquirer)
+        deadline = acquirer.connect_timeout_ms / 1000 + acquirer.read_timeout_ms / 1000
+        result = call_with_deadline(lambda adapter=adapter: adapter.create_charge(request), deadline)  # type: ignore[misc]
+        brcode.check(result.emv, amount=request.amount)
+    except Exception as exc:  # noqa: BLE001 - any failure of one acquirer moves the chain on
+        error = exc
+    elapsed = time.monotonic() - started
+    latency = int(elapsed * 1000)
+    kind = "ok" if error is None else _classify(error)
+    metrics.ACQUIRER_ATTEMPT_LATENCY.labels(acquirer.key, "create_charge", kind).observe(elapsed)
+    health.record(acquirer, outcome=kind, latency_ms=latency, decisive=decisive)
+
+    if error is None:
+        outcome.attempts.append(Attempt(acquirer, position, "ok", latency))
+        outcome.acquirer, outcome.result = acquirer, result
+        return True
+
+    if not last:
+        metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "create_charge").inc()
+    if kind == "error":
+        logger.exception("acquirer %s adapter failed unexpectedly", acquirer.key, exc_info=error)
+    else:
+        logger.warning("acquirer %s attempt failed: %s: %s", acquirer.key, kind, error)
+    if isinstance(error, AcquirerTimeout):
+        outcome.timed_out.append(acquirer)
+    outcome.attempts.append(Attempt(acquirer, position, kind, latency, type(error).__name__, str(error)[:500]))
+    return False
+
+
+def _skip(acquirer: Acquirer, position: int, gate: health.Gate) -> Attempt:
+    until = dt.datetime.fromtimestamp(gate.retry_at, tz=dt.UTC)
+    return Attempt(
+        acquirer,
+        position,
+        "circuit_open",
+        0,
+        "CircuitOpen",
+        f"circuit open: not tried before {until:%Y-%m-%d %H:%M:%S} UTC",
+    )
 
 
 def _classify(error: BaseException) -> str:

@@ -44,6 +44,7 @@ class Acquirer(models.Model):
     class Meta:
         verbose_name = "adquirente"
         ordering = ["key"]
+        permissions = [("reset_circuit_breaker", "Can reset the acquirer's circuit breaker")]
         constraints = [
             models.CheckConstraint(condition=Q(max_ticket__gte=0), name="acquirer_max_ticket_non_negative"),
             models.CheckConstraint(condition=Q(key__regex=ACQUIRER_KEY_PATTERN), name="acquirer_key_pattern"),

@@ -64,9 +64,19 @@ ACQUIRER_FALLBACKS = Counter(
     "Times a chain moved past an acquirer to the next one.",
     ["acquirer", "operation"],
 )
+ACQUIRER_CIRCUIT_OPENS = Counter(
+    "pix_acquirer_circuit_opens_total",
+    "Times an acquirer's circuit breaker opened (a failed half-open probe opens it again and counts).",
+    ["acquirer"],
+)
+ACQUIRER_CIRCUIT_SKIPS = Counter(
+    "pix_acquirer_circuit_skips_total",
+    "Times a chain passed an acquirer over because its circuit was open.",
+    ["acquirer", "operation"],
+)
 PAYOUTS = Counter(
     "pix_payouts_total",
-    "Payout runs by acquirer and outcome (paid, processing, failed, undetermined).",
+    "Payout runs by acquirer and outcome (paid, processing, failed, undetermined, deferred).",
     ["acquirer", "outcome"],
 )
 WITHDRAWAL_STATUS_CHANGES = Counter(
@@ -137,6 +147,38 @@ class StateCollector(Collector):
         except Exception:  # noqa: BLE001 - Redis down: report no workers rather than fail the scrape
             workers.add_metric([], 0)
         yield workers
+
+        yield from _circuit_gauges()
+
+
+#: ``pix_acquirer_circuit_state`` values: alert on ``== 2``.
+CIRCUIT_STATE_VALUES = {"closed": 0, "half_open": 1, "open": 2}
+
+
+def _circuit_gauges() -> Iterator[Metric]:
+    """Each acquirer's breaker, from Redis (one round trip for all of them).
+    Redis down: no samples, rather than a made-up "closed"."""
+    from acquirers import health
+    from acquirers.models import Acquirer
+
+    state = GaugeMetricFamily(
+        "pix_acquirer_circuit_state",
+        "Circuit breaker of each acquirer: 0 closed, 1 half-open (cool-down over, probing), 2 open (skipped).",
+        labels=["acquirer"],
+    )
+    failures = GaugeMetricFamily(
+        "pix_acquirer_consecutive_failures",
+        "Unavailability failures in a row of each acquirer (a decline is an answer, not a failure).",
+        labels=["acquirer"],
+    )
+    acquirers = list(Acquirer.objects.only("pk", "key", "created_at"))
+    found = health.snapshots(acquirers) or {}
+    for acquirer in acquirers:
+        if acquirer.pk in found:
+            state.add_metric([acquirer.key], CIRCUIT_STATE_VALUES[found[acquirer.pk].state])
+            failures.add_metric([acquirer.key], found[acquirer.pk].failures)
+    yield state
+    yield failures
 
 
 class _ThisProcess(Collector):

@@ -66,10 +66,31 @@ class Withdrawal(models.Model):
         verbose_name = "saque"
         ordering = ["-created_at", "-id"]
         indexes = [
-            models.Index(fields=["account", "-created_at", "-id"], name="withdrawal_account_recent"),
-            models.Index(fields=["account", "status", "-created_at"], name="withdrawal_account_status"),
-            models.Index(fields=["account", "paid_at"], name="withdrawal_account_paid_at"),
-            models.Index(fields=["account", "amount"], name="withdrawal_account_amount"),
+            # Listings (GET /withdrawals), as for charges (payments.models):
+            # one account, newest first, any combination of filters answered
+            # from one index; the day's sum of the withdrawal limit (account,
+            # created_at, status, amount) is an index-only scan of the first.
+            models.Index(
+                fields=["account", "-created_at", "-id"],
+                include=["status", "amount", "paid_at"],
+                name="withdrawal_list_recent",
+            ),
+            models.Index(
+                fields=["account", "status", "-created_at", "-id"],
+                include=["amount", "paid_at"],
+                name="withdrawal_list_status",
+            ),
+            models.Index(
+                fields=["account", "paid_at"],
+                include=["status", "amount", "created_at", "id"],
+                condition=Q(paid_at__isnull=False),
+                name="withdrawal_list_paid_at",
+            ),
+            models.Index(
+                fields=["account", "amount"],
+                include=["status", "paid_at", "created_at", "id"],
+                name="withdrawal_list_amount",
+            ),
             # Beat polls payouts stuck in approved.
             models.Index(fields=["updated_at"], name="withdrawal_approved", condition=Q(status="approved")),
         ]

@@ -20,7 +20,7 @@ from accounts.fees import withdrawal_fee
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import effective_minimum_withdrawal
 from accounts.services import balance_lock, ledger_post
-from acquirers import adapters
+from acquirers import adapters, health
 from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerDeclined,
@@ -250,7 +250,11 @@ def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> str:
         Withdrawal.objects.filter(pk=withdrawal.pk).update(payout_leased_until=None)
 
 
-def _attempt(withdrawal: Withdrawal, acquirer: Acquirer, action: str, call: Callable[[], T]) -> tuple[T | None, str]:
+def _attempt(
+    withdrawal: Withdrawal, acquirer: Acquirer, action: str, call: Callable[[], T], *, probe: bool = False
+) -> tuple[T | None, str]:
+    """One call, recorded before and after, its outcome fed to the acquirer's
+    circuit breaker (``probe``: this call is the half-open probe)."""
     deadline = acquirer.connect_timeout_ms / 1000 + acquirer.read_timeout_ms / 1000
     # Written before the call: if this worker dies mid-send, the next run sees
     # that this acquirer may hold the payout and asks it first.
@@ -278,6 +282,7 @@ def _attempt(withdrawal: Withdrawal, acquirer: Acquirer, action: str, call: Call
         outcome = "error"
     elapsed = time.monotonic() - started
     metrics.ACQUIRER_ATTEMPT_LATENCY.labels(acquirer.key, f"payout_{action}", outcome).observe(elapsed)
+    health.record(acquirer, outcome=outcome, latency_ms=int(elapsed * 1000), decisive=probe)
     PayoutAttempt.objects.filter(pk=attempt.pk).update(
         outcome=outcome,
         error_class=type(error).__name__ if error else "",
@@ -308,7 +313,9 @@ def _pay_out(withdrawal: Withdrawal) -> str:
 
     # First every acquirer that may hold the payout, whether or not it is
     # still in the chain (disabled, reordered, removed): a payout is never
-    # sent elsewhere while one of them could still be paying it.
+    # sent elsewhere while one of them could still be paying it. Nor does an
+    # open circuit breaker spare one of them the question: only its answer
+    # lets the payout move on.
     for acquirer in Acquirer.objects.filter(pk__in=set(contacted)):
         answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS, _asker(acquirer, request))
         if outcome in FINISHED_ELSEWHERE:
@@ -318,8 +325,16 @@ def _pay_out(withdrawal: Withdrawal) -> str:
             raise _undetermined(acquirer, outcome)
         return _settle(withdrawal, acquirer, answer)
 
+    waiting_for: list[health.Gate] = []
     for acquirer in payout_chain(withdrawal.account, withdrawal.liquid_amount):
         if acquirer.pk in done_with:
+            continue
+        gate = health.admit(acquirer)
+        if not gate.allowed:
+            # Open circuit: not sent now, but not done with either. Nothing is
+            # written to the attempts: a send row would read as "may hold it".
+            health.skipped(acquirer, "payout", gate)
+            waiting_for.append(gate)
             continue
         adapter = adapters.build(acquirer)
 
@@ -327,7 +342,7 @@ def _pay_out(withdrawal: Withdrawal) -> str:
             return a.create_payout(request)
 
         Withdrawal.objects.filter(pk=withdrawal.pk).update(acquirer=acquirer)
-        answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.SEND, send)
+        answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.SEND, send, probe=gate.probe)
         if answer is None and outcome not in FINISHED_ELSEWHERE:
             # Timeout or unclear answer: the acquirer may have it. Ask first.
             answer, outcome = _attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS, _asker(acquirer, request))
@@ -338,6 +353,15 @@ def _pay_out(withdrawal: Withdrawal) -> str:
         if answer is None:
             raise _undetermined(acquirer, outcome)
         return _settle(withdrawal, acquirer, answer)
+
+    if waiting_for:
+        # Nobody waits on a payout: rather than fail it while an acquirer of
+        # its chain is cooling down, try again when the first cool-down ends
+        # (beat's poll of approved withdrawals is the safety net).
+        retry_in = max(1.0, min(gate.retry_at for gate in waiting_for) - health.clock())
+        _enqueue_processing(withdrawal.pk, countdown=retry_in)
+        metrics.PAYOUTS.labels("none", "deferred").inc()
+        return "deferred"
 
     withdrawal_transition(
         withdrawal_id=withdrawal.pk,

@@ -1,0 +1,410 @@
+"""Acquirer health: one circuit breaker per acquirer, shared through Redis.
+
+Every call to an acquirer (charge creation, payout send, payout status) is
+recorded here as healthy or failed. Unavailability fails it (unavailable,
+timeout, invalid answer, adapter error); a decline is a healthy answer: the
+acquirer is up and said no.
+
+- **closed**: every call goes through. The circuit opens after
+  ``ACQUIRER_BREAKER_FAILURES`` failures in a row, or when at least
+  ``ACQUIRER_BREAKER_FAILURE_RATE`` of the calls of the last
+  ``ACQUIRER_BREAKER_WINDOW`` seconds failed, once there were
+  ``ACQUIRER_BREAKER_MIN_CALLS`` of them (a flapping acquirer never fails
+  five times in a row, yet fails most calls).
+- **open**: the chains pass the acquirer over for ``ACQUIRER_BREAKER_COOLDOWN``
+  seconds.
+- **half-open**: after the cool-down exactly one call, the probe, is let
+  through, whatever the number of processes: the claim is one Lua script, so
+  it is atomic in Redis. Its success closes the circuit, its failure opens it
+  for another cool-down. A probe whose process died gives its claim up after
+  the acquirer's deadline (plus a margin) and the next call probes.
+
+Each transition is one Lua script over the acquirer's hash (state, failures
+in a row, opened at, open until, probe lease) and its list of recent calls
+(``"<time> <1|0> <latency ms>"``, newest first, the last
+``ACQUIRER_HEALTH_SAMPLES``), so every process sees one consistent breaker.
+A call costs two round trips: :func:`admit` before, :func:`record` after.
+Times come from the callers' clock (:data:`clock`, which tests move), not
+Redis's, so a test never sleeps through a cool-down.
+
+If Redis cannot be reached the breaker fails open, like the rate limit: every
+acquirer is treated as closed and nothing is recorded, and the process leaves
+Redis alone for a few seconds so an outage does not add a timeout to every
+call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import functools
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import redis
+from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from pix_service import metrics
+
+if TYPE_CHECKING:
+    from acquirers.models import Acquirer
+
+logger = logging.getLogger(__name__)
+
+#: Wall-clock seconds; tests replace it to move time.
+clock: Callable[[], float] = time.time
+
+#: Call outcomes that count as unavailability. Everything else (ok, declined,
+#: paid, processing, failed, not_found) is an answer from a working acquirer.
+FAILURES = frozenset({"unavailable", "timeout", "invalid_response", "error"})
+
+# An acquirer nobody called for a day starts again from a clean slate.
+_TTL_SECONDS = 24 * 3600
+# After a Redis error the breaker stays out of the way this long (per process).
+_REDIS_RETRY_SECONDS = 5.0
+# A probe's claim outlives the acquirer's own deadline by this much: the
+# chain enforces the deadline, so a live prober reports well within it.
+_PROBE_MARGIN_SECONDS = 2.0
+
+
+class State(enum.StrEnum):
+    CLOSED = "closed"
+    HALF_OPEN = "half_open"
+    OPEN = "open"
+
+
+STATE_LABELS = {State.CLOSED: "fechado", State.HALF_OPEN: "meio-aberto", State.OPEN: "aberto"}
+
+
+class HealthUnavailable(Exception):
+    """Redis could not be reached for an operation that must not fail open
+    (a staff reset)."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """May this call go to the acquirer now?"""
+
+    allowed: bool
+    #: This call is the half-open probe: its outcome closes or re-opens the circuit.
+    probe: bool = False
+    #: When skipped: when the acquirer may be tried again (epoch seconds).
+    retry_at: float = 0.0
+
+
+ALLOWED = Gate(allowed=True)
+
+
+@dataclass(frozen=True)
+class Health:
+    """What the back office and ``/metrics`` show about one acquirer."""
+
+    state: State
+    failures: int  # in a row
+    opened_at: dt.datetime | None  # first opening of the current outage
+    retry_at: dt.datetime | None  # end of the cool-down (open) or of the probe's lease
+    calls: int  # recent calls known (at most ACQUIRER_HEALTH_SAMPLES)
+    since: dt.datetime | None  # time of the oldest of them
+    success_rate: float | None  # healthy answers / calls
+    p50_ms: int | None
+    p95_ms: int | None
+
+
+# --------------------------------------------------------------------------- Redis
+
+# KEYS[1] breaker hash. ARGV: now, probe lease (s).
+# Returns {decision, time}: closed | open (time: end of cool-down) |
+# probing (another call holds the probe; time: end of its lease) | probe.
+_ADMIT = """
+local s = redis.call('HMGET', KEYS[1], 'state', 'open_until', 'probe_until')
+if not s[1] or s[1] == 'closed' then
+  return {'closed', ''}
+end
+local now = tonumber(ARGV[1])
+if now < tonumber(s[2] or '0') then
+  return {'open', s[2]}
+end
+if s[3] and now < tonumber(s[3]) then
+  return {'probing', s[3]}
+end
+redis.call('HSET', KEYS[1], 'state', 'half_open', 'probe_until', string.format('%.3f', now + tonumber(ARGV[2])))
+return {'probe', ''}
+"""
+
+# KEYS[1] breaker hash, KEYS[2] recent calls. ARGV: now, healthy (1/0),
+# latency ms, decisive (1/0: the probe or a forced call), failures in a row
+# to open, failure rate to open, minimum calls for the rate, window (s),
+# cool-down (s), samples kept, ttl (s).
+# Returns {transition, failures in a row}: transition is '' | opened |
+# reopened | closed.
+_RECORD = """
+local now = tonumber(ARGV[1])
+redis.call('LPUSH', KEYS[2], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[10]) - 1)
+redis.call('EXPIRE', KEYS[2], ARGV[11])
+local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
+local decisive = ARGV[4] == '1'
+local open_until = string.format('%.3f', now + tonumber(ARGV[9]))
+local transition = ''
+local failures = 0
+if ARGV[2] == '1' then
+  if state == 'closed' then
+    redis.call('HSET', KEYS[1], 'failures', '0')
+  elseif decisive then
+    redis.call('HSET', KEYS[1], 'state', 'closed', 'failures', '0', 'closed_at', ARGV[1])
+    redis.call('HDEL', KEYS[1], 'opened_at', 'open_until', 'probe_until')
+    transition = 'closed'
+  end
+else
+  failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
+  if state ~= 'closed' then
+    -- Calls let through before the circuit opened may still be answering:
+    -- only the probe (or a forced call) decides.
+    if decisive then
+      redis.call('HSET', KEYS[1], 'state', 'open', 'open_until', open_until)
+      redis.call('HDEL', KEYS[1], 'probe_until')
+      redis.call('HINCRBY', KEYS[1], 'opens', 1)
+      transition = 'reopened'
+    end
+  else
+    local trip = failures >= tonumber(ARGV[5])
+    if not trip then
+      -- Only calls since the circuit last closed: the failures that opened
+      -- it must not open it again on the first failure after a good probe.
+      local since = math.max(now - tonumber(ARGV[8]), tonumber(redis.call('HGET', KEYS[1], 'closed_at') or '0'))
+      local calls, failed = 0, 0
+      for _, entry in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+        local at, healthy = string.match(entry, '^(%S+) (%S+)')
+        if tonumber(at) >= since then
+          calls = calls + 1
+          if healthy == '0' then failed = failed + 1 end
+        end
+      end
+      trip = calls >= tonumber(ARGV[7]) and failed >= tonumber(ARGV[6]) * calls
+    end
+    if trip then
+      redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', ARGV[1], 'open_until', open_until)
+      redis.call('HINCRBY', KEYS[1], 'opens', 1)
+      transition = 'opened'
+    end
+  end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[11])
+return {transition, tostring(failures)}
+"""
+
+
+@dataclass(frozen=True)
+class _Redis:
+    client: redis.Redis
+    admit: Any  # redis.commands.core.Script
+    record: Any
+
+
+@functools.cache
+def _connect(url: str) -> _Redis:
+    # Short timeouts: a slow Redis must not hold a charge for long (see _suspend).
+    # No client retries: the breaker fails open at once when Redis is down.
+    client = redis.Redis.from_url(
+        url, socket_timeout=0.5, socket_connect_timeout=0.5, decode_responses=True, retry=Retry(NoBackoff(), 0)
+    )
+    return _Redis(client, client.register_script(_ADMIT), client.register_script(_RECORD))
+
+
+_suspended_until = 0.0
+_suspend_lock = threading.Lock()
+
+
+def _redis() -> _Redis | None:
+    """The connection, or None while the breaker stays out of Redis's way."""
+    if time.monotonic() < _suspended_until:
+        return None
+    return _connect(settings.REDIS_URL)
+
+
+def _suspend(operation: str) -> None:
+    global _suspended_until
+    with _suspend_lock:
+        _suspended_until = time.monotonic() + _REDIS_RETRY_SECONDS
+    logger.warning(
+        "acquirer health: Redis unavailable during %s; breaker open for every call", operation, exc_info=True
+    )
+
+
+def _key(acquirer: Acquirer) -> str:
+    # The primary key alone repeats across databases that share one Redis
+    # (two test suites, a re-created database); with its creation time it
+    # does not. The cache's prefix keeps test keys apart from the service's.
+    prefix = settings.CACHES["default"].get("KEY_PREFIX") or "pix"
+    created = int(acquirer.created_at.timestamp() * 1_000_000)
+    return f"{prefix}:breaker:{acquirer.pk}:{created}"
+
+
+def _stamp(moment: float) -> str:
+    return f"{moment:.3f}"
+
+
+def _lease(acquirer: Acquirer) -> float:
+    return (acquirer.connect_timeout_ms + acquirer.read_timeout_ms) / 1000 + _PROBE_MARGIN_SECONDS
+
+
+# --------------------------------------------------------------------------- the chains' side
+
+
+def admit(acquirer: Acquirer) -> Gate:
+    """Before a call that may be skipped (a charge, a new payout send): closed
+    lets it through, open says when to come back, half-open lets exactly one
+    caller through as the probe. One Redis round trip; fails open."""
+    if not settings.ACQUIRER_BREAKER_ENABLED:
+        return ALLOWED
+    conn = _redis()
+    if conn is None:
+        return ALLOWED
+    try:
+        decision, at = conn.admit(keys=[_key(acquirer)], args=[_stamp(clock()), _stamp(_lease(acquirer))])
+    except redis.RedisError:
+        _suspend("admit")
+        return ALLOWED
+    if decision == "closed":
+        return ALLOWED
+    if decision == "probe":
+        logger.info("acquirer %s: cool-down over, this call is the probe", acquirer.key)
+        return Gate(allowed=True, probe=True)
+    return Gate(allowed=False, retry_at=float(at))
+
+
+def record(acquirer: Acquirer, *, outcome: str, latency_ms: int, decisive: bool = False) -> None:
+    """After every call, skippable or not. ``decisive``: the call was the
+    probe, or forced through an open circuit; its outcome closes or re-opens
+    the circuit. One Redis round trip; a Redis error loses the sample."""
+    if not settings.ACQUIRER_BREAKER_ENABLED:
+        return
+    conn = _redis()
+    if conn is None:
+        return
+    healthy = outcome not in FAILURES
+    try:
+        transition, failures = conn.record(
+            keys=[_key(acquirer), _key(acquirer) + ":calls"],
+            args=[
+                _stamp(clock()),
+                "1" if healthy else "0",
+                max(0, latency_ms),
+                "1" if decisive else "0",
+                settings.ACQUIRER_BREAKER_FAILURES,
+                settings.ACQUIRER_BREAKER_FAILURE_RATE,
+                settings.ACQUIRER_BREAKER_MIN_CALLS,
+                settings.ACQUIRER_BREAKER_WINDOW,
+                settings.ACQUIRER_BREAKER_COOLDOWN,
+                settings.ACQUIRER_HEALTH_SAMPLES,
+                _TTL_SECONDS,
+            ],
+        )
+    except redis.RedisError:
+        _suspend("record")
+        return
+    if transition in ("opened", "reopened"):
+        metrics.ACQUIRER_CIRCUIT_OPENS.labels(acquirer.key).inc()
+        logger.warning(
+            "acquirer %s: circuit %s after %s failure(s) in a row (last: %s); skipped for %ss",
+            acquirer.key,
+            transition,
+            failures,
+            outcome,
+            settings.ACQUIRER_BREAKER_COOLDOWN,
+        )
+    elif transition == "closed":
+        logger.info("acquirer %s: circuit closed (the probe was answered: %s)", acquirer.key, outcome)
+
+
+def skipped(acquirer: Acquirer, operation: str, gate: Gate) -> None:
+    """A chain passed the acquirer over because its circuit is open."""
+    metrics.ACQUIRER_CIRCUIT_SKIPS.labels(acquirer.key, operation).inc()
+    logger.info("acquirer %s skipped for %s: circuit open until %.0f", acquirer.key, operation, gate.retry_at)
+
+
+# --------------------------------------------------------------------------- the back office's side
+
+
+def reset(acquirer: Acquirer) -> None:
+    """Close the circuit now (staff). Recent calls stay for display, but no
+    longer count towards the failure rate. Raises :class:`HealthUnavailable`
+    rather than pretend it worked."""
+    try:
+        client = _connect(settings.REDIS_URL).client
+        pipe = client.pipeline(transaction=True)
+        key = _key(acquirer)
+        pipe.hset(key, mapping={"state": State.CLOSED.value, "failures": "0", "closed_at": _stamp(clock())})
+        pipe.hdel(key, "opened_at", "open_until", "probe_until")
+        pipe.expire(key, _TTL_SECONDS)
+        pipe.execute()
+    except redis.RedisError as exc:
+        raise HealthUnavailable(str(exc)) from exc
+
+
+def snapshots(acquirers: Iterable[Acquirer]) -> dict[int, Health] | None:
+    """Every acquirer's health, in one round trip; None if Redis cannot be reached."""
+    rows = list(acquirers)
+    if not rows:
+        return {}
+    try:
+        pipe = _connect(settings.REDIS_URL).client.pipeline(transaction=False)
+        for acquirer in rows:
+            pipe.hgetall(_key(acquirer))
+            pipe.lrange(_key(acquirer) + ":calls", 0, -1)
+        replies = pipe.execute()
+    except redis.RedisError:
+        logger.warning("acquirer health: Redis unavailable; health not shown", exc_info=True)
+        return None
+    now = clock()
+    return {acquirer.pk: _health(replies[2 * i], replies[2 * i + 1], now) for i, acquirer in enumerate(rows)}
+
+
+def snapshot(acquirer: Acquirer) -> Health | None:
+    found = snapshots([acquirer])
+    return None if found is None else found[acquirer.pk]
+
+
+def _moment(value: str | float | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(float(value), tz=dt.UTC) if value else None
+
+
+def _health(fields: dict[str, str], calls: list[str], now: float) -> Health:
+    stored = fields.get("state", State.CLOSED.value)
+    open_until = float(fields.get("open_until") or 0)
+    probe_until = float(fields.get("probe_until") or 0)
+    retry_at: float | None
+    if stored == State.CLOSED:
+        state, retry_at = State.CLOSED, None
+    elif now < open_until:
+        state, retry_at = State.OPEN, open_until
+    else:
+        # Cool-down over: the next call probes (or one is probing now).
+        state, retry_at = State.HALF_OPEN, (probe_until if probe_until > now else None)
+    samples = [entry.split(" ") for entry in calls]
+    latencies = sorted(int(latency) for _, _, latency in samples)
+    return Health(
+        state=state,
+        failures=int(fields.get("failures") or 0),
+        opened_at=_moment(fields.get("opened_at")) if state is not State.CLOSED else None,
+        retry_at=_moment(retry_at),
+        calls=len(samples),
+        since=_moment(samples[-1][0]) if samples else None,
+        success_rate=sum(healthy == "1" for _, healthy, _ in samples) / len(samples) if samples else None,
+        p50_ms=_percentile(latencies, 50),
+        p95_ms=_percentile(latencies, 95),
+    )
+
+
+def _percentile(ordered: list[int], pct: int) -> int | None:
+    """Nearest-rank percentile of an ascending list."""
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
