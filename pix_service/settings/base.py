@@ -87,7 +87,27 @@ else:
 if env.str("PIX_DATABASE_NAME", default=""):
     DATABASES["default"]["NAME"] = env.str("PIX_DATABASE_NAME")
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+# Each process (gunicorn worker, Celery worker, manage.py, pytest) keeps a
+# psycopg pool of up to DB_POOL_MAX_SIZE connections, opened on first use
+# (after gunicorn's fork: never preload the app). Connections go back to it
+# at the end of every request and task, so a Celery worker on threads no
+# longer opens a connection per task. Size it to the threads of one process
+# (WEB_THREADS, the worker's concurrency): past it they queue, up to
+# DB_POOL_TIMEOUT seconds. 0 turns pooling off: persistent connections kept
+# DB_CONN_MAX_AGE seconds instead, checked before each request's first query.
+DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=8)
+if DB_POOL_MAX_SIZE > 0:
+    DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"].get("OPTIONS", {}),
+        "pool": {"min_size": 1, "max_size": DB_POOL_MAX_SIZE, "timeout": env.float("DB_POOL_TIMEOUT", default=10.0)},
+    }
+    # Django refuses persistent connections beside a pool: the pool is the persistence.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+# With a pool, psycopg checks each connection it hands out (Django's check
+# before a request's first query otherwise): after a PostgreSQL restart no
+# request gets a dead connection. Turning it off measured no faster (make bench).
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 REDIS_URL = env.str("REDIS_URL", default="") or embedded.redis_url()
@@ -189,12 +209,18 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),
+    # A publish during a broker outage fails at once instead of retrying for
+    # seconds inside a request: the outbox row is committed and the relay sends it.
+    "max_retries": 0,
+}
 CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
+    "reconcile-charges": {"task": "payments.tasks.reconcile_charges", "schedule": 60.0},
     "purge-idempotency-keys": {"task": "pix_service.tasks.purge_idempotency_keys", "schedule": 3600.0},
     "poll-stuck-payouts": {"task": "withdrawals.tasks.poll_stuck_payouts", "schedule": 60.0},
     "relay-webhooks": {
@@ -218,6 +244,25 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 WORKER_HEARTBEAT_KEY = env.str("WORKER_HEARTBEAT_KEY", default="pix:workers")
 WORKER_HEARTBEAT_INTERVAL = env.float("WORKER_HEARTBEAT_INTERVAL", default=10.0)
 WORKER_HEARTBEAT_MAX_AGE = env.float("WORKER_HEARTBEAT_MAX_AGE", default=30.0)
+
+# --------------------------------------------------------------------------- acquirer health
+# One circuit breaker per acquirer, shared through Redis (acquirers/health.py).
+# Failures are unavailability (unavailable, timeout, invalid answer, adapter
+# error); a decline is an answer and never counts. Off: every acquirer is
+# always tried and nothing is recorded.
+ACQUIRER_BREAKER_ENABLED = env.bool("ACQUIRER_BREAKER_ENABLED", default=True)
+# Opens after this many failures in a row...
+ACQUIRER_BREAKER_FAILURES = env.int("ACQUIRER_BREAKER_FAILURES", default=5)
+# ...or when this share of the calls of the last WINDOW seconds failed, once
+# there were MIN_CALLS of them (an acquirer failing most calls, not in a row).
+ACQUIRER_BREAKER_FAILURE_RATE = env.float("ACQUIRER_BREAKER_FAILURE_RATE", default=0.5)
+ACQUIRER_BREAKER_WINDOW = env.int("ACQUIRER_BREAKER_WINDOW", default=60)
+ACQUIRER_BREAKER_MIN_CALLS = env.int("ACQUIRER_BREAKER_MIN_CALLS", default=20)
+# Seconds an open acquirer is skipped before one probe call is let through.
+ACQUIRER_BREAKER_COOLDOWN = env.float("ACQUIRER_BREAKER_COOLDOWN", default=30.0)
+# Recent calls kept per acquirer: the failure rate's window and the admin's
+# success rate and p50/p95 latency.
+ACQUIRER_HEALTH_SAMPLES = env.int("ACQUIRER_HEALTH_SAMPLES", default=200)
 
 # --------------------------------------------------------------------------- webhooks (decisions §6)
 # Loopback/private/reserved destinations are refused unless this is on

@@ -1,0 +1,13 @@
+"""The service's routes plus ``bench/ceiling/<id>`` (see bench/ceiling.py)."""
+
+from django.urls import URLPattern, URLResolver, include, path
+
+from bench.ceiling import CeilingView
+from pix_service.urls import handler404, handler500
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("bench/ceiling/<str:charge_id>", CeilingView.as_view(), name="bench-ceiling"),
+    path("", include("pix_service.urls")),
+]
+
+__all__ = ["handler404", "handler500", "urlpatterns"]
