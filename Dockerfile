@@ -14,7 +14,7 @@ COPY . .
 # throwaway values for this build step only.
 RUN DATABASE_URL=postgres://build@localhost/build REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build \
     ALLOWED_HOSTS=localhost python manage.py collectstatic --noinput \
-    && useradd --system --uid 10001 pix && mkdir -p /app/var && chown pix /app/var
+    && useradd --system --uid 10001 pix && mkdir -p /app/var/metrics && chown -R pix /app/var
 
 USER pix
 EXPOSE 8000
