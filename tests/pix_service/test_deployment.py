@@ -110,23 +110,28 @@ def test_text_logs_carry_the_request_id(restore_logging: None) -> None:
     assert "[abc123]" in _log_line("text")
 
 
+def _production_client_says(script: str) -> object:
+    """Run ``script`` (Django set up on the production settings, a test
+    ``Client`` as ``Client``) and return the JSON its last line prints. No
+    database is touched, so the fake DATABASE_URL never matters."""
+    prelude = "import django, json; django.setup(); from django.test import Client; "
+    base = {k: v for k, v in os.environ.items() if k not in PROD_ENV}
+    env = {**base, **PROD_ENV, "DJANGO_SETTINGS_MODULE": "pix_service.settings.production"}
+    result = subprocess.run(
+        [sys.executable, "-c", prelude + script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def test_production_answers_carry_the_security_headers() -> None:
-    """A real request through the production middleware stack, as the TLS
-    proxy forwards it (liveness touches no database, so the fake
-    DATABASE_URL never matters)."""
-    script = (
-        "import django, json; django.setup(); from django.test import Client; "
+    """A real request through the production middleware stack, as the TLS proxy forwards it."""
+    headers = _production_client_says(
         "h = {'Host': 'pix.example.com', 'X-Forwarded-Proto': 'https'}; "
         "r = Client(headers=h).get('/api/health'); "
         "print(json.dumps({'status': r.status_code, **dict(r.headers.items())}))"
     )
-    base = {k: v for k, v in os.environ.items() if k not in PROD_ENV}
-    env = {**base, **PROD_ENV, "DJANGO_SETTINGS_MODULE": "pix_service.settings.production"}
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    headers = json.loads(result.stdout.strip().splitlines()[-1])
+    assert isinstance(headers, dict)
     assert headers["status"] == 200
     assert headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains; preload"
     assert headers["X-Content-Type-Options"] == "nosniff"
@@ -138,16 +143,9 @@ def test_production_answers_carry_the_security_headers() -> None:
 
 
 def test_production_redirects_plain_http_except_probes() -> None:
-    script = (
-        "import django, json; django.setup(); from django.test import Client; "
+    statuses = _production_client_says(
         "c = Client(headers={'Host': 'pix.example.com'}); "
         "print(json.dumps([c.get(p).status_code for p in ('/api/transactions', '/api/health', '/metrics')]))"
     )
-    base = {k: v for k, v in os.environ.items() if k not in PROD_ENV}
-    env = {**base, **PROD_ENV, "DJANGO_SETTINGS_MODULE": "pix_service.settings.production"}
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
     # The API redirects to https; liveness and the (disabled) metrics answer on http.
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == [301, 200, 404]
+    assert statuses == [301, 200, 404]
