@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, TypeVar
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, QuerySet
 
 from pix_service.exceptions import NotFoundError
@@ -20,7 +21,7 @@ def get_by_uuid(queryset: QuerySet[M], raw_id: Any, not_found: type[NotFoundErro
         key = uuid.UUID(str(raw_id))
     except ValueError:
         raise not_found() from None
-    row = queryset.filter(pk=key).first()
-    if row is None:
-        raise not_found()
-    return row
+    try:
+        return queryset.get(pk=key)  # no ORDER BY, unlike .first()
+    except ObjectDoesNotExist:
+        raise not_found() from None
