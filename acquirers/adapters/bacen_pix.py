@@ -26,8 +26,6 @@ notification URL registered with the PSP.
 from __future__ import annotations
 
 import datetime as dt
-import hmac
-import json
 import logging
 import re
 from collections.abc import Mapping
@@ -35,7 +33,6 @@ from typing import Any
 
 from acquirers.adapters import http, register
 from acquirers.adapters.base import (
-    NOTIFICATION_TOKEN_HEADER,
     AcquirerAdapter,
     AcquirerDeclined,
     AcquirerUnavailable,
@@ -43,7 +40,6 @@ from acquirers.adapters.base import (
     ChargeResult,
     ChargeStatusResult,
     InvalidNotification,
-    InvalidOptions,
     InvalidResponse,
     Notification,
     NotificationEvent,
@@ -87,7 +83,8 @@ def centavos(text: object) -> int:
     return int(text.replace(".", ""))
 
 
-def _moment(text: object) -> dt.datetime | None:
+def parse_moment(text: object) -> dt.datetime | None:
+    """An API Pix timestamp (RFC 3339; UTC when it names no offset), or None."""
     if not isinstance(text, str):
         return None
     try:
@@ -108,13 +105,8 @@ class BacenPixAdapter(AcquirerAdapter):
         clean = http.clean_connection_options(
             options, default_scopes=DEFAULT_SCOPES, own=("chave", "notification_token_env")
         )
-        chave = options.get("chave")
-        if not isinstance(chave, str) or not 1 <= len(chave) <= 77:
-            raise InvalidOptions("chave is required: the receiving account's Pix key (at most 77 characters)")
-        clean["chave"] = chave
-        token_env = http.env_name(options, "notification_token_env")
-        if token_env:
-            clean["notification_token_env"] = token_env
+        clean["chave"] = http.clean_pix_key(options, what="the receiving account's Pix key")
+        clean |= http.clean_notification_token_env(options)
         return clean
 
     def _client(self) -> http.ApiClient:
@@ -280,20 +272,10 @@ class BacenPixAdapter(AcquirerAdapter):
         valor, horario, devolucoes?}, ...]}``. Authenticated by the URL's secret
         segment (the view hands it over in :data:`NOTIFICATION_TOKEN_HEADER`),
         then confirmed Pix by Pix with ``GET /pix/{e2eid}``."""
-        self._authenticate(headers)
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise UnreadableNotification(f"body is not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise UnreadableNotification("body is not a JSON object")
-        if "pix" not in data:
+        http.verify_notification_token(self.config, self.options, headers)
+        entries = http.callback_entries(body, most=MAX_PIX_PER_NOTIFICATION)
+        if entries is None:
             return []  # e.g. the test call some PSPs make when the webhook is registered
-        entries = data["pix"]
-        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-            raise UnreadableNotification("pix is not a list of objects")
-        if len(entries) > MAX_PIX_PER_NOTIFICATION:
-            raise UnreadableNotification(f"more than {MAX_PIX_PER_NOTIFICATION} Pix in one callback")
         client = self._client()
         events: list[Notification] = []
         for entry in entries:
@@ -310,15 +292,6 @@ class BacenPixAdapter(AcquirerAdapter):
                 raise InvalidNotification(f"Pix {e2e_id}: the callback's txid differs from the acquirer's")
             events += _events(pix)
         return events
-
-    def _authenticate(self, headers: Mapping[str, str]) -> None:
-        env = self.options.get("notification_token_env")
-        if not env:
-            raise InvalidNotification("this acquirer has no notification_token_env: notifications are refused")
-        expected = http.read_env(env, f"acquirer {self.config.key} notification token")
-        presented = next((v for k, v in headers.items() if k.lower() == NOTIFICATION_TOKEN_HEADER.lower()), "")
-        if not hmac.compare_digest(presented.encode(), expected.encode()):
-            raise InvalidNotification("wrong or missing notification token")
 
 
 def _devedor(document: str, name: str) -> dict[str, str] | None:
@@ -350,7 +323,7 @@ def _events(pix: Mapping[str, Any]) -> list[Notification]:
             event=NotificationEvent.CHARGE_PAID,
             reference=txid,
             e2e_id=e2e_id,
-            occurred_at=_moment(pix.get("horario")),
+            occurred_at=parse_moment(pix.get("horario")),
             amount=amount,
             raw=raw,
         )
@@ -361,7 +334,7 @@ def _events(pix: Mapping[str, Any]) -> list[Notification]:
         if isinstance(devolucao, dict) and devolucao.get("status") == "DEVOLVIDO":
             returned += centavos(devolucao.get("valor"))
             horario = devolucao.get("horario")
-            settled_at = _moment(horario.get("liquidacao")) if isinstance(horario, dict) else settled_at
+            settled_at = parse_moment(horario.get("liquidacao")) if isinstance(horario, dict) else settled_at
     if returned >= amount:
         events.append(
             Notification(

@@ -33,9 +33,6 @@ Efí's form), plus ``chave``, the paying account's Pix key at Efí,
 
 from __future__ import annotations
 
-import datetime as dt
-import hmac
-import json
 import logging
 import re
 from collections.abc import Mapping
@@ -43,9 +40,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from acquirers.adapters import http, register
-from acquirers.adapters.bacen_pix import centavos, valor
+from acquirers.adapters.bacen_pix import centavos, parse_moment, valor
 from acquirers.adapters.base import (
-    NOTIFICATION_TOKEN_HEADER,
     AcquirerAdapter,
     AcquirerDeclined,
     AcquirerUnavailable,
@@ -82,16 +78,6 @@ MAX_PIX_PER_NOTIFICATION = 50
 MAX_INFO_PAGADOR = 140
 
 
-def _moment(text: object) -> dt.datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-
-
 @register
 class EfiPixAdapter(AcquirerAdapter):
     name = "efi_pix"
@@ -113,18 +99,13 @@ class EfiPixAdapter(AcquirerAdapter):
             # The paths (/v3/gn/..., /v2/gn/...) are the adapter's: a base URL with a
             # path (e.g. the /v2 of a bacen_pix acquirer at Efí) would miss every route.
             raise InvalidOptions("base_url must be Efí's API origin without a path (https://pix.api.efipay.com.br)")
-        chave = given.get("chave")
-        if not isinstance(chave, str) or not 1 <= len(chave) <= 77:
-            raise InvalidOptions("chave is required: the paying account's Pix key at Efí (at most 77 characters)")
-        clean["chave"] = chave
+        clean["chave"] = http.clean_pix_key(given, what="the paying account's Pix key at Efí")
         info = given.get("info_pagador", "")
         if not isinstance(info, str) or len(info) > MAX_INFO_PAGADOR:
             raise InvalidOptions(f"info_pagador must be text of at most {MAX_INFO_PAGADOR} characters")
         if info:
             clean["info_pagador"] = info
-        token_env = http.env_name(given, "notification_token_env")
-        if token_env:
-            clean["notification_token_env"] = token_env
+        clean |= http.clean_notification_token_env(given)
         return clean
 
     def _client(self) -> http.ApiClient:
@@ -187,20 +168,10 @@ class EfiPixAdapter(AcquirerAdapter):
         {idEnvio}}, ...]}`` on the paying key's webhook. Entries without
         ``gnExtras.idEnvio`` (Pix received, devoluções) are not payouts and
         are ignored; each payout is confirmed with the status lookup."""
-        self._authenticate(headers)
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise UnreadableNotification(f"body is not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise UnreadableNotification("body is not a JSON object")
-        if "pix" not in data:
+        http.verify_notification_token(self.config, self.options, headers)
+        entries = http.callback_entries(body, most=MAX_PIX_PER_NOTIFICATION)
+        if entries is None:
             return []  # the test call Efí makes when the webhook is registered
-        entries = data["pix"]
-        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-            raise UnreadableNotification("pix is not a list of objects")
-        if len(entries) > MAX_PIX_PER_NOTIFICATION:
-            raise UnreadableNotification(f"more than {MAX_PIX_PER_NOTIFICATION} Pix in one callback")
         client = self._client()
         events: list[Notification] = []
         confirmed: set[str] = set()
@@ -241,15 +212,6 @@ class EfiPixAdapter(AcquirerAdapter):
             )
         return events
 
-    def _authenticate(self, headers: Mapping[str, str]) -> None:
-        env = self.options.get("notification_token_env")
-        if not env:
-            raise InvalidNotification("this acquirer has no notification_token_env: notifications are refused")
-        expected = http.read_env(env, f"acquirer {self.config.key} notification token")
-        presented = next((v for k, v in headers.items() if k.lower() == NOTIFICATION_TOKEN_HEADER.lower()), "")
-        if not hmac.compare_digest(presented.encode(), expected.encode()):
-            raise InvalidNotification("wrong or missing notification token")
-
 
 def _lookup(client: http.ApiClient, id_envio: str) -> dict[str, Any] | None:
     """Efí's record of our send, or None when Efí says it never received it.
@@ -281,7 +243,7 @@ def _result(data: Mapping[str, Any], id_envio: str, *, amount: int | None = None
     e2e = data.get("endToEndId") or data.get("e2eId")
     e2e_id = e2e if isinstance(e2e, str) and _E2E_ID.match(e2e) else None
     horario = data.get("horario")
-    settled_at = _moment(horario.get("liquidacao")) if isinstance(horario, dict) else None
+    settled_at = parse_moment(horario.get("liquidacao")) if isinstance(horario, dict) else None
     if mapped is PayoutStatus.PAID:
         if e2e_id is None:
             raise InvalidResponse(f"sent Pix {id_envio} is REALIZADO without a valid endToEndId ({e2e!r})")

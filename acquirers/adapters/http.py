@@ -39,6 +39,7 @@ from __future__ import annotations
 import atexit
 import base64
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -58,12 +59,15 @@ from django.conf import settings
 from django.core.cache import cache
 
 from acquirers.adapters.base import (
+    NOTIFICATION_TOKEN_HEADER,
     AcquirerConfig,
     AcquirerDeclined,
     AcquirerTimeout,
     AcquirerUnavailable,
+    InvalidNotification,
     InvalidOptions,
     InvalidResponse,
+    UnreadableNotification,
 )
 
 logger = logging.getLogger(__name__)
@@ -289,6 +293,21 @@ def clean_connection_options(
         raise InvalidOptions("max_retries must be an integer from 0 to 3")
     clean["max_retries"] = retries
     return clean
+
+
+def clean_pix_key(options: Mapping[str, Any], *, what: str) -> str:
+    """Option ``chave``, the account's Pix key at the PSP; ``what`` says whose."""
+    chave = options.get("chave")
+    if not isinstance(chave, str) or not 1 <= len(chave) <= 77:
+        raise InvalidOptions(f"chave is required: {what} (at most 77 characters)")
+    return chave
+
+
+def clean_notification_token_env(options: Mapping[str, Any]) -> dict[str, str]:
+    """Option ``notification_token_env`` (the variable holding the secret
+    segment of the notification URL) when given; empty when not."""
+    token_env = env_name(options, "notification_token_env")
+    return {"notification_token_env": token_env} if token_env else {}
 
 
 def read_env(name: str, what: str) -> str:
@@ -641,13 +660,19 @@ class ApiClient:
         raise InvalidResponse(f"{where}: unexpected HTTP {raw.status}")
 
 
-def parse_problem(body: bytes) -> Problem | None:
-    """The RFC 7807 problem in ``body``, or None when it is not one."""
+def _json_dict(body: bytes) -> dict[str, Any] | None:
+    """``body`` as a JSON object; None when it is not JSON or not an object."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(data, dict) or not ({"type", "title"} & data.keys()):
+    return data if isinstance(data, dict) else None
+
+
+def parse_problem(body: bytes) -> Problem | None:
+    """The RFC 7807 problem in ``body``, or None when it is not one."""
+    data = _json_dict(body)
+    if data is None or not ({"type", "title"} & data.keys()):
         return None
     violations: list[str] = []
     for item in data.get("violacoes") or []:
@@ -673,22 +698,16 @@ PLAIN_ERROR_FIELDS = ("nome", "mensagem", "error", "error_description", "code", 
 def plain_error(body: bytes) -> str:
     """`` name - message`` of a JSON error object in a non-RFC 7807 dialect;
     empty when the body is not one (the status alone is then the message)."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return ""
-    if not isinstance(data, dict):
+    data = _json_dict(body)
+    if data is None:
         return ""
     parts = [str(data[k])[:200] for k in PLAIN_ERROR_FIELDS if isinstance(data.get(k), str | int) and data[k] != ""]
     return (" " + " - ".join(parts)) if parts else ""
 
 
 def _oauth_error(body: bytes) -> str:
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return ""
-    if not isinstance(data, dict):
+    data = _json_dict(body)
+    if data is None:
         return ""
     return " ".join(str(data[k])[:200] for k in ("error", "error_description") if data.get(k))
 
@@ -711,6 +730,43 @@ def client_for(config: AcquirerConfig, options: Mapping[str, Any]) -> ApiClient:
     """An :class:`ApiClient` for an acquirer whose options were cleaned by
     :func:`clean_connection_options`."""
     return ApiClient(settings_for(config, options))
+
+
+# --------------------------------------------------------------------------- notifications
+# The ``{webhookUrl}/pix`` callback of the API Pix (and of Efí's extension).
+
+
+def verify_notification_token(config: AcquirerConfig, options: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+    """The URL's secret segment (handed over by the view in
+    :data:`NOTIFICATION_TOKEN_HEADER`), compared in constant time with the
+    variable named by ``notification_token_env``; InvalidNotification if not."""
+    env = options.get("notification_token_env")
+    if not env:
+        raise InvalidNotification("this acquirer has no notification_token_env: notifications are refused")
+    expected = read_env(env, f"acquirer {config.key} notification token")
+    presented = next((v for k, v in headers.items() if k.lower() == NOTIFICATION_TOKEN_HEADER.lower()), "")
+    if not hmac.compare_digest(presented.encode(), expected.encode()):
+        raise InvalidNotification("wrong or missing notification token")
+
+
+def callback_entries(body: bytes, *, most: int) -> list[dict[str, Any]] | None:
+    """The ``pix`` entries of a callback body, at most ``most`` of them; None
+    when the body has no ``pix`` (nothing to confirm). UnreadableNotification
+    when malformed."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UnreadableNotification(f"body is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UnreadableNotification("body is not a JSON object")
+    if "pix" not in data:
+        return None
+    entries = data["pix"]
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise UnreadableNotification("pix is not a list of objects")
+    if len(entries) > most:
+        raise UnreadableNotification(f"more than {most} Pix in one callback")
+    return entries
 
 
 # --------------------------------------------------------------------------- cache

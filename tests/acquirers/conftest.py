@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from accounts.models import Account
 from acquirers.adapters import http
 from acquirers.models import Acquirer
 from tests.acquirers.fake_efi import FakeEfi
-from tests.acquirers.fake_psp import FakePsp, Pki
-from tests.factories import AcquirerFactory
+from tests.acquirers.fake_psp import FakePsp
+from tests.acquirers.fake_server import Pki
+from tests.factories import AccountFactory, AcquirerFactory
 
 # Secrets reach the adapter only through the environment (options name the
 # variables). They are set when this file is imported, before any fixture
@@ -34,6 +36,12 @@ os.environ.update(ENV)
 CLIENT_SECRET = ENV["PIX_TEST_BACEN_CLIENT_SECRET"]
 NOTIFY_TOKEN = ENV["PIX_TEST_BACEN_NOTIFY_TOKEN"]
 CHAVE = "7d9f0335-8dcc-4054-9bf9-0dbd61d36906"
+
+
+@pytest.fixture
+def account(db: Any) -> Account:
+    """A merchant with the cash-in fees the charge tests count on: 30 centavos + 1.5 %."""
+    return AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150)
 
 
 def bacen_options(psp: FakePsp, **overrides: Any) -> dict[str, Any]:

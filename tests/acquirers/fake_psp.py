@@ -23,26 +23,17 @@ are validated against the ``Problema`` schema instead.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import datetime as dt
 import enum
 import json
 import secrets
-import socket
-import ssl
-import string
 import threading
 import urllib.parse
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import requests
-import trustme
 import yaml
 from openapi_core import Config, OpenAPI
 from openapi_core.security.factories import SecurityProviderFactory
@@ -54,6 +45,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT4
 
 from acquirers import brcode
+from tests.acquirers.fake_server import TOKEN_PATH, FakeHandler, FakeServer, new_e2e_id, now_iso
 
 SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "reference" / "bacen-api-pix-2.9.0.openapi.yaml"
 #: The spec's server is ``https://pix.example.com/api/``; the fake serves the same paths under /api.
@@ -61,7 +53,6 @@ SPEC_HOST = "https://pix.example.com"
 API_PREFIX = "/api"
 ERROR_TYPE = "https://pix.bcb.gov.br/api/v2/error/"
 PSP_ISPB = "12345678"
-_ALNUM = string.ascii_letters + string.digits
 _SPEC_URI = "urn:bacen-api-pix-2.9.0"
 #: Statuses no operation declares but any may answer (see the module docstring).
 GENERAL_ERROR_STATUSES = frozenset({401, 500, 504})
@@ -177,59 +168,7 @@ class Fault(enum.StrEnum):
 OPERATIONS = ("token", "cob.put", "cob.get", "cob.patch", "pix.get", "devolucao.put", "devolucao.get")
 
 
-@dataclass
-class Call:
-    operation: str
-    method: str
-    path: str
-    body: Any
-    client_cert: dict[str, Any] | None
-
-
-# --------------------------------------------------------------------------- certificates
-
-
-@dataclass(frozen=True)
-class Pki:
-    """The PSP's CA and server certificate, the CA that signs our client
-    certificates, our client certificate, and one from a CA nobody trusts."""
-
-    psp_ca: trustme.CA
-    server: trustme.LeafCert
-    client_ca: trustme.CA
-    client: trustme.LeafCert
-    rogue: trustme.LeafCert
-
-    @classmethod
-    def create(cls) -> Pki:
-        psp_ca, client_ca, rogue_ca = trustme.CA(), trustme.CA(), trustme.CA()
-        return cls(
-            psp_ca=psp_ca,
-            server=psp_ca.issue_cert("127.0.0.1", "localhost"),
-            client_ca=client_ca,
-            client=client_ca.issue_cert("pix-service.test", common_name="pix-service"),
-            rogue=rogue_ca.issue_cert("intruder.test", common_name="intruder"),
-        )
-
-    @staticmethod
-    def cert_pem(leaf: trustme.LeafCert) -> str:
-        return b"".join(blob.bytes() for blob in leaf.cert_chain_pems).decode()
-
-    @staticmethod
-    def key_pem(leaf: trustme.LeafCert) -> str:
-        return leaf.private_key_pem.bytes().decode()
-
-
 # --------------------------------------------------------------------------- the server
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def new_e2e_id() -> str:
-    moment = dt.datetime.now(dt.UTC)
-    return f"E{PSP_ISPB}{moment:%Y%m%d%H%M}" + "".join(secrets.choice(_ALNUM) for _ in range(11))
 
 
 def problem(status: int, kind: str, title: str, detail: str = "", **extra: Any) -> dict[str, Any]:
@@ -240,16 +179,7 @@ def problem(status: int, kind: str, title: str, detail: str = "", **extra: Any) 
 
 
 @dataclass
-class FakePsp:
-    pki: Pki
-    client_id: str
-    client_secret: str
-    chave: str
-    #: Where "pay" and "settle_refund" POST the callback (our notification URL; the PSP appends /pix).
-    webhook_url: str = ""
-    token_ttl: int = 3600
-    #: How late a TIMEOUT fault answers.
-    delay: float = 3.0
+class FakePsp(FakeServer[Fault]):
     #: "immediate": a devolução is DEVOLVIDO at once; "async": EM_PROCESSAMENTO until settle_refund().
     refund_mode: str = "immediate"
     #: False: a PUT /cob on a txid in use is refused (as some PSPs do); True: answers the charge again.
@@ -257,16 +187,16 @@ class FakePsp:
 
     cobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     pix: dict[str, dict[str, Any]] = field(default_factory=dict)
-    tokens: set[str] = field(default_factory=set)
-    token_requests: int = 0
-    calls: list[Call] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    callbacks: list[tuple[dict[str, Any], int]] = field(default_factory=list)
-    faults: dict[str, list[Fault]] = field(default_factory=dict)
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    stopping: threading.Event = field(default_factory=threading.Event)
-    url: str = ""
     _next_loc: int = 1000
+
+    operations = OPERATIONS
+
+    def handler(self) -> type[FakeHandler]:
+        return Handler
+
+    def warm_up(self) -> None:
+        spec()
+        _registry()
 
     # ------------------------------------------------------------------ test API
 
@@ -276,17 +206,7 @@ class FakePsp:
 
     @property
     def token_url(self) -> str:
-        return self.url + "/oauth/token"
-
-    def fail(self, operation: str, *faults: Fault) -> None:
-        """The next calls of ``operation`` get these faults, in order; then normal service."""
-        assert operation in OPERATIONS, operation
-        with self.lock:
-            self.faults.setdefault(operation, []).extend(faults)
-
-    def calls_of(self, operation: str) -> list[Call]:
-        with self.lock:
-            return [c for c in self.calls if c.operation == operation]
+        return self.url + TOKEN_PATH
 
     def pay(self, txid: str, *, notify: bool = False, amount: str | None = None) -> str:
         """A payer pays the charge: the Pix is recorded, the charge CONCLUIDA,
@@ -294,7 +214,7 @@ class FakePsp:
         with self.lock:
             cob = self.cobs[txid]
             assert cob["status"] == "ATIVA", cob["status"]
-            e2e_id = new_e2e_id()
+            e2e_id = new_e2e_id(PSP_ISPB)
             pix = {
                 "endToEndId": e2e_id,
                 "txid": txid,
@@ -336,72 +256,9 @@ class FakePsp:
         """POST the callback to ``webhook_url + "/pix"`` over HTTP, as the PSP
         would (in tests, straight to the live server: mTLS belongs to the edge),
         and return our service's status code."""
-        payload = self.callback_body(e2e_ids)
-        response = requests.post(self.webhook_url.rstrip("/") + "/pix", json=payload, timeout=30)
-        with self.lock:
-            self.callbacks.append((payload, response.status_code))
-        return response.status_code
-
-    # ------------------------------------------------------------------ lifecycle
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[FakePsp]:
-        spec()  # loaded before the first request, not during it
-        _registry()
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.pki.server.configure_cert(context)
-        self.pki.client_ca.configure_trust(context)
-        context.verify_mode = ssl.CERT_REQUIRED  # mTLS: no client certificate, no conversation
-        psp = self
-
-        open_connections: set[ssl.SSLSocket] = set()
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def finish_request(self, request: Any, client_address: Any) -> None:
-                # The TLS handshake happens here, on the request's own thread,
-                # so a client that never finishes it cannot stall the others.
-                try:
-                    tls = context.wrap_socket(request, server_side=True)
-                except (ssl.SSLError, OSError) as exc:
-                    with psp.lock:
-                        psp.calls.append(Call("tls_refused", "", "", repr(exc), None))
-                    return
-                with psp.lock:
-                    open_connections.add(tls)
-                try:
-                    Handler(tls, client_address, self)
-                finally:
-                    with psp.lock:
-                        open_connections.discard(tls)
-                    with contextlib.suppress(OSError):
-                        tls.close()
-
-        server = Server(("127.0.0.1", 0), Handler)
-        server.psp = psp  # type: ignore[attr-defined]
-        self.url = f"https://127.0.0.1:{server.server_address[1]}"
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            self.stopping.set()
-            server.shutdown()
-            server.server_close()
-            # Kept-alive connections end with this PSP: a client's pool must
-            # never reach it again (a later PSP may get the same port).
-            with self.lock:
-                for connection in list(open_connections):
-                    with contextlib.suppress(OSError):
-                        connection.shutdown(socket.SHUT_RDWR)
+        return self.post_callback(self.callback_body(e2e_ids))
 
     # ------------------------------------------------------------------ handling
-
-    def next_fault(self, operation: str) -> Fault | None:
-        with self.lock:
-            queue = self.faults.get(operation)
-            return queue.pop(0) if queue else None
 
     def check_request(self, request: MockRequest) -> str | None:
         try:
@@ -424,47 +281,18 @@ class FakePsp:
             self.violations.append(f"answer {request.method} {request.path} {status}: {_describe(exc)}")
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as real PSPs (and the client's pooling) expect
-    timeout = 30  # an idle kept-alive connection ends, and its thread with it
-    server: Any
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
+class Handler(FakeHandler):
     @property
     def psp(self) -> FakePsp:
-        return self.server.psp
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_PATCH(self) -> None:
-        self._handle("PATCH")
+        return self.server.fake
 
     # ------------------------------------------------------------------ plumbing
 
     def _handle(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        parts = urllib.parse.urlsplit(self.path)
-        path = parts.path
-        peer = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
-        operation = "token" if path == "/oauth/token" and method == "POST" else _operation(method, path)
-        try:
-            parsed: Any = json.loads(raw) if raw else None
-        except ValueError:
-            parsed = raw.decode(errors="replace")
-        with self.psp.lock:
-            self.psp.calls.append(Call(operation or "unknown", method, path, parsed, peer))
-        if not peer:
-            self.psp.violations.append(f"{method} {path} without a client certificate")
+        incoming = self._receive(method)
+        raw, parsed, path = incoming.raw, incoming.body, incoming.path
+        operation = "token" if path == TOKEN_PATH and method == "POST" else _operation(method, path)
+        self._record(operation, incoming)
         if operation == "token":
             self._token(raw)
             return
@@ -472,7 +300,7 @@ class Handler(BaseHTTPRequestHandler):
             SPEC_HOST,
             method,
             path,
-            args=dict(urllib.parse.parse_qsl(parts.query)),
+            args=dict(urllib.parse.parse_qsl(incoming.query)),
             headers=dict(self.headers.items()),
             data=raw,
             content_type=(self.headers.get("Content-Type") or "application/json").lower(),
@@ -492,8 +320,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         fault = self.psp.next_fault(operation)
         if fault is Fault.RESET:
-            self.close_connection = True
-            self.connection.close()
+            self._hang_up()
             return
         if fault is Fault.UNAUTHORIZED:
             with self.psp.lock:
@@ -505,7 +332,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(request, status, body)
             return
         if fault is Fault.GARBAGE:
-            self._send_raw(200 if method != "PUT" else 201, b"<html>oops</html>", "text/html")
+            self._send_garbage(method)
             return
         status, body = getattr(self, "_" + operation.replace(".", "_"))(request, parsed, fault)
         if fault is Fault.TIMEOUT:
@@ -521,26 +348,11 @@ class Handler(BaseHTTPRequestHandler):
         self.psp.check_response(request, status, data, content_type)
         self._send_raw(status, data, content_type)
 
-    def _send_raw(self, status: int, data: bytes, content_type: str) -> None:
-        with contextlib.suppress(OSError):
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
     # ------------------------------------------------------------------ OAuth2 (RFC 6749 §4.4)
 
-    def _token(self, raw: bytes) -> None:
-        psp = self.psp
-        with psp.lock:
-            psp.token_requests += 1
-        fault = psp.next_fault("token")
-        if fault is Fault.UNAVAILABLE:
-            self._send_raw(503, b'{"error":"temporarily_unavailable"}', "application/json")
-            return
+    def _token_form(self, raw: bytes) -> tuple[list[str], str]:
         errors = []
-        if (self.headers.get("Content-Type") or "").split(";")[0] != "application/x-www-form-urlencoded":
+        if self._media_type() != "application/x-www-form-urlencoded":
             errors.append("token request is not form-encoded")
         fields = dict(urllib.parse.parse_qsl(raw.decode()))
         if fields.get("grant_type") != "client_credentials":
@@ -548,22 +360,7 @@ class Handler(BaseHTTPRequestHandler):
         scopes = set(fields.get("scope", "").split())
         if not scopes <= {"cob.write", "cob.read", "pix.write", "pix.read"}:
             errors.append(f"unexpected scopes {sorted(scopes)}")
-        auth = self.headers.get("Authorization") or ""
-        try:
-            pair = base64.b64decode(auth.removeprefix("Basic ")).decode()
-            client_id, secret = (urllib.parse.unquote(p) for p in pair.split(":", 1))
-        except ValueError:
-            client_id = secret = ""
-        if errors:
-            psp.violations.extend(errors)
-        if errors or (client_id, secret) != (psp.client_id, psp.client_secret):
-            self._send_raw(401, b'{"error":"invalid_client"}', "application/json")
-            return
-        token = secrets.token_urlsafe(24)
-        with psp.lock:
-            psp.tokens.add(token)
-        body = {"access_token": token, "token_type": "Bearer", "expires_in": psp.token_ttl, "scope": " ".join(scopes)}
-        self._send_raw(200, json.dumps(body).encode(), "application/json")
+        return errors, " ".join(scopes)
 
     # ------------------------------------------------------------------ API Pix
 

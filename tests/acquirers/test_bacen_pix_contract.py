@@ -29,7 +29,8 @@ from acquirers.adapters.base import (
 from acquirers.chain import run_charge_chain
 from acquirers.models import Acquirer
 from tests.acquirers.conftest import CHAVE, PKI, bacen_options, warm_up
-from tests.acquirers.fake_psp import FakePsp, Fault, Pki
+from tests.acquirers.fake_psp import FakePsp, Fault
+from tests.acquirers.fake_server import Pki
 from tests.realworld import run_concurrently
 
 pytestmark = pytest.mark.django_db

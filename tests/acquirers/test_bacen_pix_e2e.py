@@ -23,7 +23,7 @@ from acquirers.models import Acquirer
 from payments.models import Charge, ChargeAttempt, ChargeStatus
 from tests.acquirers.conftest import NOTIFY_TOKEN, warm_up
 from tests.acquirers.fake_psp import FakePsp, Fault
-from tests.factories import AccountFactory, AcquirerFactory
+from tests.factories import AcquirerFactory
 from tests.realworld import CeleryWorker, Receiver, wait_for
 from webhooks.services import endpoint_create
 
@@ -35,11 +35,6 @@ BODY = {
     "amount": AMOUNT,
     "buyer": {"buyer_name": "Fulana", "buyer_document": "11222333000181", "buyer_phone": "11999998888"},
 }
-
-
-@pytest.fixture
-def account(db: Any) -> Account:
-    return AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150)
 
 
 def create_charge(api: APIClient) -> Charge:

@@ -23,7 +23,6 @@ from acquirers.notifications import charges_reconcile, refund_id_for
 from payments.models import Charge, ChargeStatus
 from tests.acquirers.conftest import NOTIFY_TOKEN, bacen_options
 from tests.acquirers.fake_psp import FakePsp, Fault
-from tests.factories import AccountFactory
 
 pytestmark = pytest.mark.django_db
 S = ChargeStatus
@@ -37,11 +36,6 @@ BODY = {
 }
 URL = f"/api/acquirers/bacen/notifications/{NOTIFY_TOKEN}/pix"
 CHARGES = reverse("admin:payments_charge_changelist")
-
-
-@pytest.fixture
-def account(db: Any) -> Account:
-    return AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150)
 
 
 @pytest.fixture

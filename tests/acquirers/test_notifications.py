@@ -17,7 +17,7 @@ from acquirers.adapters.sandbox import SIGNATURE_HEADER, sign
 from acquirers.models import Acquirer, InboundNotification
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
-from tests.factories import AccountFactory, AcquirerFactory
+from tests.factories import AcquirerFactory
 
 S = ChargeStatus
 Status = InboundNotification.Status
@@ -37,11 +37,6 @@ ACCEPTED = {"success": True, "message": "Notificação recebida."}
 REJECTED = {"success": False, "message": "Notificação não autenticada.", "data": None}
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def account(db: Any) -> Account:
-    return AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150)
 
 
 @pytest.fixture
