@@ -154,12 +154,20 @@ def notification_apply(*, acquirer: Acquirer | None, notification: Notification,
         raise PixServiceError(f"Evento não suportado: {event}.")
     if event is NotificationEvent.CHARGE_CHARGEBACK_RESOLVED and charge.status != ChargeStatus.CHARGEBACK:
         return ApplyResult(changed=False, detail="no open chargeback")
+    # The checks above read without the lock (a fast path); the same rules go
+    # to the transition, which judges them again under the charge's lock.
+    only_from: set[str] | None = None
+    if event is NotificationEvent.CHARGE_PAID:
+        only_from = {s.value for s in ChargeStatus} - {s.value for s in already_paid}
+    elif event is NotificationEvent.CHARGE_CHARGEBACK_RESOLVED:
+        only_from = {ChargeStatus.CHARGEBACK.value}
     changed = charge_transition(
         charge_id=charge.pk,
         to_status=target,
         source=source,
         e2e_id=notification.e2e_id,
         paid_at=notification.occurred_at,
+        only_from=only_from,
     )
     return ApplyResult(changed=changed)
 

@@ -7,7 +7,7 @@ import datetime as dt
 import functools
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,6 +191,7 @@ def charge_transition(
     actor: str = "",
     e2e_id: str | None = None,
     paid_at: dt.datetime | None = None,
+    only_from: Collection[str] | None = None,
 ) -> bool:
     """Apply one status change, its ledger effect, its audit row and its
     webhook event atomically,
@@ -203,7 +204,9 @@ def charge_transition(
     """
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
-        if charge.status == to_status:
+        # only_from is judged here, under the lock: a caller's earlier read
+        # may be stale (a repeated "paid" racing a chargeback must not undo it).
+        if charge.status == to_status or (only_from is not None and charge.status not in only_from):
             return False
         key = (charge.status, to_status)
         if key not in TRANSITIONS:

@@ -1,7 +1,6 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path, re_path
-from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from pix_service.metrics import metrics_view
@@ -24,8 +23,7 @@ urlpatterns = [
     path("api/", include(api_patterns)),
     # Anything else under /api answers in the error envelope, also with DEBUG on
     # (Django's handler404 is bypassed then).
-    # CSRF-exempt: an unknown POST must get the 404 envelope, not Django's CSRF page.
-    re_path(r"^api/", csrf_exempt(api_not_found)),
+    re_path(r"^api/", api_not_found),
 ]
 
 handler404 = "pix_service.views.api_not_found"

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -118,6 +119,8 @@ class ReadinessView(APIView):
         )
 
 
+# CSRF-exempt: an unknown POST must get the 404 envelope, not Django's CSRF page.
+@csrf_exempt
 def api_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if not request.path.startswith("/api/"):
         return defaults.page_not_found(request, exception or Http404())

@@ -228,7 +228,12 @@ def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> str:
         if withdrawal.account.withdrawals_need_approval:
             return "awaiting_approval"
         # Approval enqueues processing again on commit; that run pays out.
-        withdrawal_approve(withdrawal_id=withdrawal.pk, source=WithdrawalTransition.Source.SYSTEM)
+        try:
+            withdrawal_approve(withdrawal_id=withdrawal.pk, source=WithdrawalTransition.Source.SYSTEM)
+        except err.WithdrawalTransitionNotAllowed:
+            # "pending" was read without the lock: staff canceled it, or another
+            # run approved and paid it, meanwhile. Their change stands.
+            return Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk)
         return "approved"
     if withdrawal.status != S.APPROVED:
         return withdrawal.status
