@@ -104,7 +104,9 @@ def _ensure_database(socket_dir: str, database: str) -> None:
     with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
         if not exists:
-            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+            # Two processes creating it at once: the loser sees DuplicateDatabase,
+            # or UniqueViolation when both passed the catalog check together.
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
 
 
