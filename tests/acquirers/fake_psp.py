@@ -2,7 +2,7 @@
 the ``bacen_pix`` adapter uses, on loopback, behind mTLS.
 
 Every request it receives and every answer it gives is validated against the
-official OpenAPI document (``shared/reference``) with openapi-core; each
+official OpenAPI document (``tests/acquirers/reference``) with openapi-core; each
 violation is recorded in :attr:`FakePsp.violations` and the fixture fails the
 test on any. What the spec cannot check (the OAuth2 token exchange, RFC 6749
 §4.4; that every call presented our client certificate) is checked here.
@@ -47,7 +47,8 @@ from referencing.jsonschema import DRAFT4
 from acquirers import brcode
 from tests.acquirers.fake_server import TOKEN_PATH, FakeHandler, FakeServer, new_e2e_id, now_iso
 
-SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "reference" / "bacen-api-pix-2.9.0.openapi.yaml"
+# Vendored (Apache 2.0, see reference/README.md): a clean clone must test without shared/.
+SPEC_PATH = Path(__file__).resolve().parent / "reference" / "bacen-api-pix-2.9.0.openapi.yaml"
 #: The spec's server is ``https://pix.example.com/api/``; the fake serves the same paths under /api.
 SPEC_HOST = "https://pix.example.com"
 API_PREFIX = "/api"
