@@ -48,6 +48,18 @@ def staff_client(client: Client, django_user_model: Any) -> Callable[[str], Clie
     return login
 
 
+@pytest.fixture(scope="module")
+def schema(django_db_blocker: Any) -> dict[str, Any]:
+    """The OpenAPI document as clients download it."""
+    import yaml
+
+    with django_db_blocker.unblock():
+        response = Client().get("/api/schema/")
+    assert response.status_code == 200
+    document: dict[str, Any] = yaml.safe_load(response.content)
+    return document
+
+
 @pytest.fixture
 def api(account: Account, issue_credential: Callable[..., IssuedCredential]) -> APIClient:
     """A client authenticated with an ``all`` credential of ``account``."""

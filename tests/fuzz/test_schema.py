@@ -9,23 +9,13 @@ import datetime as dt
 import re
 
 import pytest
-import yaml
 from django import forms
-from django.test import Client
 
 from pix_service.listing import TIMESTAMP_PATTERN, TimestampField
 
 pytestmark = pytest.mark.django_db
 
 METHODS = ("get", "post", "put", "patch", "delete")
-
-
-@pytest.fixture(scope="module")
-def schema(django_db_blocker) -> dict:
-    with django_db_blocker.unblock():
-        response = Client().get("/api/schema/")
-    assert response.status_code == 200
-    return yaml.safe_load(response.content)
 
 
 def account_operations(schema: dict) -> list[tuple[str, str, dict]]:
