@@ -32,7 +32,7 @@ from typing import Any
 
 import requests
 
-from bench.harness import LoadResult, bench_env, gunicorn, print_table, run_load, setup_django
+from bench.harness import LoadResult, bench_env, combine, gunicorn, print_table, run_load, setup_django
 
 SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
 URL = "/api/transactions"
@@ -585,16 +585,6 @@ class DirectSql:
         self.pool.close()
 
 
-def _merged(name: str, parts: Sequence[LoadResult]) -> LoadResult:
-    return LoadResult(
-        name,
-        sum(p.requests for p in parts),
-        sum(p.errors for p in parts),
-        sum(p.seconds for p in parts),
-        [latency for p in parts for latency in p.latencies],
-    )
-
-
 def credentials(account_id: uuid.UUID, calls: int) -> list[dict[str, str]]:
     """Enough credentials that none passes the per-minute rate limit
     (decisions §7) during ``calls`` requests: the limiter stays in the path."""
@@ -681,9 +671,9 @@ def run(
                                 name, call if is_api else bare, total=total // 2, concurrency=concurrency, warmup=warmup
                             )
                         )
-                result = _merged(name, rounds[True])
+                result = combine(name, rounds[True])
                 result.queries = case.queries
-                result.ceiling = _merged(name, rounds[False]).rps
+                result.ceiling = combine(name, rounds[False]).rps
                 result.ceiling_note = CEILING_NOTE
                 results.append(result)
     finally:
