@@ -24,7 +24,7 @@ from django.core.cache import cache
 from django.db import DatabaseError
 from django.utils import timezone
 
-from acquirers import adapters
+from acquirers import adapters, chain
 from acquirers.adapters.base import (
     NOTIFICATION_TOKEN_HEADER,
     AdapterError,
@@ -37,7 +37,6 @@ from acquirers.adapters.base import (
     RefundStatus,
 )
 from acquirers.models import Acquirer, InboundNotification
-from pix_service import deadline
 from pix_service.exceptions import PixServiceError
 
 logger = logging.getLogger(__name__)
@@ -215,10 +214,11 @@ def _apply_payout(*, acquirer: Acquirer | None, notification: Notification, sour
 
 
 def _call(acquirer: Acquirer, func: Callable[[], T]) -> T:
-    """An acquirer call under a hard deadline, like the chain's. The adapter's
-    own budget (connect + read) is the soft one; this is the backstop."""
+    """An acquirer call under the chain's hard deadline (an :class:`AcquirerTimeout`
+    when it passes). The adapter's own budget (connect + read) is the soft one;
+    this is the backstop."""
     limit = 2 * (acquirer.connect_timeout_ms + acquirer.read_timeout_ms) / 1000
-    return deadline.call_with_deadline(func, limit)
+    return chain.call_with_deadline(func, limit)
 
 
 def charge_reconcile(*, charge_id: uuid.UUID | str) -> list[ApplyResult]:
@@ -273,13 +273,15 @@ def charges_reconcile(
     down: set[int] = set()
     stop_at = time.monotonic() + time_budget
     for charge_id, acquirer_id in rows:
-        if acquirer_id in down or time.monotonic() > stop_at:
+        if time.monotonic() > stop_at:
+            break
+        if acquirer_id in down:
             continue  # an acquirer that failed once this run is not asked again until the next
         if not cache.add(f"charge-reconcile:{charge_id}", "1", int(every.total_seconds())):
             continue  # polled recently, here or by another process
         try:
             changed += sum(r.changed for r in charge_reconcile(charge_id=charge_id))
-        except (AdapterError, deadline.DeadlineExceeded) as exc:
+        except AdapterError as exc:
             down.add(acquirer_id)
             logger.warning("reconciling charge %s: %s: %s", charge_id, type(exc).__name__, exc)
         except PixServiceError as exc:  # a refused transition, an amount that differs: staff's
@@ -344,7 +346,7 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
     )
     try:
         result = _call(charge.acquirer, lambda: adapter.refund_charge(request))
-    except (AdapterError, deadline.DeadlineExceeded) as exc:
+    except AdapterError as exc:
         raise RefundFailed(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
     if result.status is RefundStatus.FAILED:
         raise RefundFailed(f"Devolução não realizada pela adquirente: {result.reason or 'sem motivo'}"[:500])

@@ -102,7 +102,7 @@ def reconcile(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) ->
     for record in queryset.select_related(None).only("pk", "status").filter(status=ChargeStatus.PENDING):
         try:
             changed += sum(r.changed for r in charge_reconcile(charge_id=record.pk))
-        except (AdapterError, PixServiceError, TimeoutError) as exc:
+        except (AdapterError, PixServiceError) as exc:
             modeladmin.message_user(request, f"{record.pk}: {exc}", messages.ERROR)
     modeladmin.message_user(request, f"Consultar na adquirente: {changed} cobrança(s) mudaram.", messages.INFO)
 
