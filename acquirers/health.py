@@ -48,10 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 from django.conf import settings
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from pix_service import metrics
+from pix_service.redis import client as redis_client
 
 if TYPE_CHECKING:
     from acquirers.models import Acquirer
@@ -211,10 +210,7 @@ class _Redis:
 @functools.cache
 def _connect(url: str) -> _Redis:
     # Short timeouts: a slow Redis must not hold a charge for long (see _suspend).
-    # No client retries: the breaker fails open at once when Redis is down.
-    client = redis.Redis.from_url(
-        url, socket_timeout=0.5, socket_connect_timeout=0.5, decode_responses=True, retry=Retry(NoBackoff(), 0)
-    )
+    client = redis_client(url, timeout=0.5, decode_responses=True)
     return _Redis(client, client.register_script(_ADMIT), client.register_script(_RECORD))
 
 

@@ -12,24 +12,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from functools import cache
 
 import redis
 from django.conf import settings
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+
+from pix_service.redis import client as redis_client
 
 logger = logging.getLogger(__name__)
 
 
-@cache
-def _client(url: str) -> redis.Redis:
-    # One try: readiness must answer quickly when Redis is down.
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
-
-
 def _redis() -> redis.Redis:
-    return _client(settings.REDIS_URL)
+    # Readiness must answer quickly when Redis is down.
+    return redis_client(settings.REDIS_URL, timeout=2)
 
 
 def beat(name: str, at: float | None = None) -> None:

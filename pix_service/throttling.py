@@ -4,29 +4,20 @@ service shares one exact count (DRF's own throttles read, then write)."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from typing import Any
 
 import redis
 from django.conf import settings
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from accounts.models import ApiCredential
+from pix_service.redis import client as redis_client
 
 logger = logging.getLogger(__name__)
 WINDOW_SECONDS = 60
-
-
-@functools.cache
-def _client(url: str) -> redis.Redis:
-    # No client retries: during an outage each would add a connect timeout to
-    # every request, and the limiter fails open anyway.
-    return redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
 
 
 class CredentialRateThrottle(BaseThrottle):
@@ -44,7 +35,8 @@ class CredentialRateThrottle(BaseThrottle):
         # The public key, not the row id: ids repeat across databases sharing one Redis.
         key = f"pix:ratelimit:{credential.public_key}:{int(now // WINDOW_SECONDS)}"
         try:
-            pipe = _client(settings.REDIS_URL).pipeline(transaction=True)
+            # Short timeout: this sits on every API request, and fails open anyway.
+            pipe = redis_client(settings.REDIS_URL, timeout=0.5).pipeline(transaction=True)
             pipe.incr(key)
             pipe.expire(key, 2 * WINDOW_SECONDS)
             count = int(pipe.execute()[0])
