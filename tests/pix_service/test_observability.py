@@ -131,6 +131,34 @@ def test_charges_by_acquirer_and_outcome_with_fallbacks_and_attempt_latency(
     assert (created(), fallbacks(), failed_calls(), paid()) == (1, 1, 1, 1)
 
 
+def test_a_rolled_back_change_is_not_counted(
+    metrics_on: None, merchant: tuple[Account, APIClient], django_capture_on_commit_callbacks: Any
+) -> None:
+    """Status changes count on commit only: a rolled-back one changed nothing."""
+    from payments.services import charge_transition
+
+    _, api = merchant
+    AcquirerFactory(key="metrics_rollback", default_priority=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post("/api/transactions", {"payment_method": "pix", "amount": 1000, "buyer": BUYER}, "json")
+    assert response.status_code == 201
+    charge_id = response.json()["data"]["id"]
+    paid = delta("pix_charge_status_changes_total", acquirer="metrics_rollback", status="paid")
+
+    def pay_then_roll_back() -> None:
+        with transaction.atomic():
+            assert charge_transition(charge_id=charge_id, to_status="paid", source="acquirer")
+            raise RuntimeError("roll back")
+
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
+        pay_then_roll_back()
+    assert paid() == 0
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert charge_transition(charge_id=charge_id, to_status="paid", source="acquirer")
+    assert paid() == 1
+
+
 def test_a_charge_no_acquirer_took_counts_as_rejected(
     metrics_on: None, merchant: tuple[Account, APIClient], django_capture_on_commit_callbacks: Any
 ) -> None:
