@@ -97,7 +97,7 @@ def _try(
     error: BaseException | None = None
     try:
         adapter = adapters.build(acquirer)
-        deadline = acquirer.connect_timeout_ms / 1000 + acquirer.read_timeout_ms / 1000
+        deadline = acquirer.deadline_seconds
         result = call_with_deadline(lambda adapter=adapter: adapter.create_charge(request), deadline)  # type: ignore[misc]
         brcode.check(result.emv, amount=request.amount)
     except Exception as exc:  # noqa: BLE001 - any failure of one acquirer moves the chain on

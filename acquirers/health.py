@@ -248,7 +248,7 @@ def _stamp(moment: float) -> str:
 
 
 def _lease(acquirer: Acquirer) -> float:
-    return (acquirer.connect_timeout_ms + acquirer.read_timeout_ms) / 1000 + _PROBE_MARGIN_SECONDS
+    return acquirer.deadline_seconds + _PROBE_MARGIN_SECONDS
 
 
 # --------------------------------------------------------------------------- the chains' side

@@ -53,6 +53,12 @@ class Acquirer(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.key})"
 
+    @property
+    def deadline_seconds(self) -> float:
+        """The whole budget of one call (connect + read): the hard deadline
+        the chain and the payout path enforce around the adapter."""
+        return (self.connect_timeout_ms + self.read_timeout_ms) / 1000
+
 
 class AcquirerGrant(models.Model):
     """Staff made this acquirer available to this account."""

@@ -217,7 +217,7 @@ def _call(acquirer: Acquirer, func: Callable[[], T]) -> T:
     """An acquirer call under the chain's hard deadline (an :class:`AcquirerTimeout`
     when it passes). The adapter's own budget (connect + read) is the soft one;
     this is the backstop."""
-    limit = 2 * (acquirer.connect_timeout_ms + acquirer.read_timeout_ms) / 1000
+    limit = 2 * acquirer.deadline_seconds
     return chain.call_with_deadline(func, limit)
 
 

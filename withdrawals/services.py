@@ -260,7 +260,7 @@ def _attempt(
 ) -> tuple[T | None, str]:
     """One call, recorded before and after, its outcome fed to the acquirer's
     circuit breaker (``probe``: this call is the half-open probe)."""
-    deadline = acquirer.connect_timeout_ms / 1000 + acquirer.read_timeout_ms / 1000
+    deadline = acquirer.deadline_seconds
     # Written before the call: if this worker dies mid-send, the next run sees
     # that this acquirer may hold the payout and asks it first.
     attempt = PayoutAttempt.objects.create(
