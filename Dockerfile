@@ -18,5 +18,5 @@ RUN DATABASE_URL=postgres://build@localhost/build REDIS_URL=redis://localhost:63
 
 USER pix
 EXPOSE 8000
-# Workers, threads and timeouts: pix_service/gunicorn.conf.py (WEB_WORKERS, WEB_THREADS).
+# Workers, threads and timeouts: pix_service/gunicorn.conf.py (WEB_WORKERS, WEB_THREADS, WEB_TIMEOUT).
 CMD ["gunicorn", "pix_service.wsgi:application", "--config", "pix_service/gunicorn.conf.py", "--bind", "0.0.0.0:8000", "--access-logfile", "-"]

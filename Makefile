@@ -8,10 +8,11 @@ export PORT
 
 .PHONY: run test install install-dev lint format typecheck migrations-check ci bench fuzz stop status clean
 
-$(VENV)/.installed: requirements.txt
+# requirements-local.txt: the runtime ones plus the embedded engines (not in the image).
+$(VENV)/.installed: requirements.txt requirements-local.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements-local.txt
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
@@ -50,8 +51,9 @@ bench: install-dev
 	$(PY) -m bench
 
 ## Schemathesis (--checks all, fixed seed) against gunicorn as deployed, on its own database.
+## FUZZ_ARGS="-- OPTIONS" passes options to schemathesis (.ci/run asks for a JUnit report).
 fuzz: install-dev
-	$(PY) -m tests.fuzz.run_schemathesis
+	$(PY) -m tests.fuzz.run_schemathesis $(FUZZ_ARGS)
 
 ## Stop the embedded PostgreSQL and Redis (data stays in ./var).
 stop: install

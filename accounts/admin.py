@@ -19,8 +19,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.cache import add_never_cache_headers
 
+# Registers the maker-checker queue (pedidos de aprovação).
+from accounts.approvals_admin import MoneyActionRequestAdmin  # noqa: F401
 from accounts.exceptions import InvalidTransition
 from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry, PaymentMethod
 from accounts.services import (
@@ -28,44 +29,60 @@ from accounts.services import (
     account_approve,
     account_create,
     account_reject,
+    account_rotate_postback_secret,
     account_set_blocked,
     credential_issue,
     credential_revoke,
     credential_rotate,
 )
 from acquirers.models import AcquirerGrant, AcquirerSlot
-from pix_service.admin import ReadOnlyAdminMixin
+from pix_service.admin import ReadOnlyAdminMixin, brl, reveal_later, reveal_url
 from webhooks.models import WebhookEndpoint
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import InlineModelAdmin, _FieldsetSpec
 
 SECRETS_TEMPLATE = "admin/accounts/credential_secrets.html"
+POSTBACK_PAGE_TEMPLATE = "admin/accounts/postback_secret.html"
 ISSUE_TEMPLATE = "admin/accounts/account/issue_credential.html"
-
-
-def brl(centavos: int) -> str:
-    """``123456`` → ``R$ 1.234,56``; money is stored as int centavos."""
-    sign = "-" if centavos < 0 else ""
-    reais, cents = divmod(abs(centavos), 100)
-    return f"{sign}R$ {reais:,}".replace(",", ".") + f",{cents:02d}"
 
 
 def can_manage_credentials(request: HttpRequest) -> bool:
     return request.user.has_perm("accounts.manage_credentials")
 
 
-def secrets_response(
-    request: HttpRequest, *, title: str, issued: Sequence[IssuedCredential], back_url: str, context: dict[str, Any]
-) -> TemplateResponse:
-    """The one page that ever shows a secret key."""
-    response = TemplateResponse(
-        request, SECRETS_TEMPLATE, {**context, "title": title, "issued": issued, "back_url": back_url}
+def show_secrets_once(
+    request: HttpRequest, *, title: str, issued: Sequence[IssuedCredential], url_name: str, back_url: str
+) -> HttpResponse:
+    """Redirects to the one page that ever shows a secret key (Post/Redirect/Get:
+    reloading it issues nothing and shows nothing again)."""
+    shown = [
+        {
+            "account": str(item.credential.account),
+            "permission": item.credential.get_permission_display(),
+            "label": item.credential.label,
+            "public_key": item.credential.public_key,
+            "secret_key": item.secret_key,
+        }
+        for item in issued
+    ]
+    return reveal_later(
+        request,
+        template=SECRETS_TEMPLATE,
+        context={"title": title, "issued": shown},
+        url_name=url_name,
+        back_url=back_url,
     )
-    # The admin wraps its views in never_cache already; this page must not
-    # depend on that, since a cached copy would hand the secret out again.
-    add_never_cache_headers(response)
-    return response
+
+
+def show_postback_secret_once(request: HttpRequest, account: Account, secret: str, *, title: str) -> HttpResponse:
+    return reveal_later(
+        request,
+        template=POSTBACK_PAGE_TEMPLATE,
+        context={"title": title, "account": str(account), "secret": secret},
+        url_name="admin:accounts_account_reveal",
+        back_url=reverse("admin:accounts_account_change", args=[quote(account.pk)]),
+    )
 
 
 # --------------------------------------------------------------------------- account inlines
@@ -168,7 +185,6 @@ CONFIGURATION: _FieldsetSpec = (
     ),
     ("Cobranças", {"fields": ("charge_expiry_seconds",)}),
 )
-POSTBACK = ("Segredo de postback", {"fields": ("postback_secret",)})
 
 
 @admin.register(Account)
@@ -178,13 +194,18 @@ class AccountAdmin(admin.ModelAdmin[Account]):
     list_filter = ("status", "is_blocked")
     search_fields = ("name", "document")
     list_select_related = ("balance",)
-    actions = ("approve", "reject", "block", "unblock")
+    actions = ("approve", "reject", "block", "unblock", "rotate_postback_secret")
+    # Never rendered, whatever the fieldsets become.
+    exclude = ("postback_secret", "previous_postback_secret", "previous_postback_secret_expires_at")
     inlines = (CredentialInline, AcquirerGrantInline, AcquirerSlotInline, WebhookEndpointInline)
 
     # ----------------------------------------------------------------- permissions
 
     def has_approve_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("accounts.approve_account")
+
+    def has_manage_credentials_permission(self, request: HttpRequest) -> bool:
+        return can_manage_credentials(request)
 
     def has_delete_permission(self, request: HttpRequest, obj: Account | None = None) -> bool:
         # Accounts carry money history: they are rejected or blocked, never deleted.
@@ -204,14 +225,14 @@ class AccountAdmin(admin.ModelAdmin[Account]):
     # ----------------------------------------------------------------- form
 
     def get_fieldsets(self, request: HttpRequest, obj: Account | None = None) -> _FieldsetSpec:
+        # The postback secret is never on this page: it is shown once, when
+        # the account is created or the secret rotated (support never sees it).
         if obj is None:
-            # The postback secret is generated when the row is created; showing
-            # the form's own default would show a value that is never stored.
             return (ADD_IDENTITY, *CONFIGURATION)
-        return (IDENTITY, *CONFIGURATION, POSTBACK)
+        return (IDENTITY, *CONFIGURATION)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Account | None = None) -> tuple[str, ...]:
-        readonly = ("is_blocked", "postback_secret")
+        readonly = ("is_blocked",)
         if obj is not None or not self.has_approve_permission(request):
             # After creation the status moves only through the approve/reject actions.
             return (*readonly, "status")
@@ -236,6 +257,12 @@ class AccountAdmin(admin.ModelAdmin[Account]):
         obj.pk = created.pk
         obj.refresh_from_db()
         obj._state.adding = False
+
+    def response_add(self, request: HttpRequest, obj: Account, post_url_continue: str | None = None) -> HttpResponse:
+        # The postback secret was made with the row: shown now, once, to whoever
+        # created the account, then never again.
+        self.message_user(request, f"Conta {obj} cadastrada.", messages.SUCCESS)
+        return show_postback_secret_once(request, obj, obj.postback_secret, title="Segredo de postback da nova conta")
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
@@ -312,6 +339,18 @@ class AccountAdmin(admin.ModelAdmin[Account]):
             done="desbloqueada(s)",
         )
 
+    @admin.action(description="Rotacionar segredo de postback (exibido uma vez)", permissions=["manage_credentials"])
+    def rotate_postback_secret(self, request: HttpRequest, queryset: QuerySet[Account]) -> HttpResponse | None:
+        accounts = list(queryset.order_by("pk")[:2])
+        if len(accounts) != 1:
+            self.message_user(request, "Selecione uma conta por vez para rotacionar o segredo.", messages.WARNING)
+            return None
+        [account] = accounts
+        with transaction.atomic():
+            secret = account_rotate_postback_secret(account=account)
+            self.log_change(request, account, "Segredo de postback rotacionado")
+        return show_postback_secret_once(request, account, secret, title="Novo segredo de postback")
+
     # ----------------------------------------------------------------- issuing credentials
 
     def get_urls(self) -> list[URLPattern]:
@@ -321,6 +360,7 @@ class AccountAdmin(admin.ModelAdmin[Account]):
                 self.admin_site.admin_view(self.issue_credential_view),
                 name=f"{self.opts.app_label}_{self.opts.model_name}_issue_credential",
             ),
+            reveal_url(self),
         ]
         # Before the defaults: their "<path:object_id>/" catch-all would swallow it.
         return custom + super().get_urls()
@@ -345,8 +385,12 @@ class AccountAdmin(admin.ModelAdmin[Account]):
                     account=account, permission=form.cleaned_data["permission"], label=form.cleaned_data["label"]
                 )
                 self.log_change(request, account, f"Credencial emitida: {issued.credential.public_key}")
-            return secrets_response(
-                request, title="Credencial emitida", issued=[issued], back_url=change_url, context=context
+            return show_secrets_once(
+                request,
+                title="Credencial emitida",
+                issued=[issued],
+                url_name=f"admin:{self.opts.app_label}_{self.opts.model_name}_reveal",
+                back_url=change_url,
             )
         return TemplateResponse(
             request, ISSUE_TEMPLATE, {**context, "title": f"Emitir credencial para {account}", "form": form}
@@ -426,12 +470,18 @@ class ApiCredentialAdmin(admin.ModelAdmin[ApiCredential]):
             self.message_user(request, f"{skipped} credencial(is) revogada(s) ignorada(s).", messages.WARNING)
         if not issued:
             return None
-        context = {**self.admin_site.each_context(request), "opts": self.opts}
-        # The changelist the action was run from, filters included.
-        back_url = request.get_full_path()
-        return secrets_response(
-            request, title="Credenciais rotacionadas", issued=issued, back_url=back_url, context=context
+        return show_secrets_once(
+            request,
+            title="Credenciais rotacionadas",
+            issued=issued,
+            url_name=f"admin:{self.opts.app_label}_{self.opts.model_name}_reveal",
+            # The changelist the action was run from, filters included.
+            back_url=request.get_full_path(),
         )
+
+    def get_urls(self) -> list[URLPattern]:
+        # Before the defaults: their "<path:object_id>/" catch-all would swallow it.
+        return [reveal_url(self), *super().get_urls()]
 
 
 # --------------------------------------------------------------------------- balances and ledger

@@ -34,6 +34,7 @@ from pix_service.fields import (
     StrictDecimalField,
     StrictIntegerField,
 )
+from webhooks.http import url_refusal
 from webhooks.models import WebhookEndpoint
 
 # Column bounds, so that an oversized number is a field error rather than a
@@ -157,6 +158,13 @@ class WebhookSpecSerializer(serializers.Serializer[Any]):
     ref = ref_field()
     url = HttpUrlField(max_length=2000)
 
+    def validate_url(self, value: str) -> str:
+        # The rules the API and the admin apply (https and a public address in production).
+        refusal = url_refusal(value)
+        if refusal:
+            raise serializers.ValidationError(refusal)
+        return value
+
 
 class AccountSpecSerializer(serializers.Serializer[Any]):
     ref = ref_field()
@@ -166,7 +174,7 @@ class AccountSpecSerializer(serializers.Serializer[Any]):
     document = StrictCharField(
         required=False,
         allow_blank=True,
-        validators=[RegexValidator(r"^(\d{11}|[0-9A-Z]{12}\d{2})?$", DOCUMENT_INVALID)],
+        validators=[RegexValidator(r"^([0-9]{11}|[0-9A-Z]{12}[0-9]{2})?$", DOCUMENT_INVALID)],
     )
     status = StrictChoiceField(choices=Account.Status.choices, required=False)
     blocked = StrictBooleanField(required=False, source="is_blocked")

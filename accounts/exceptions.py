@@ -30,12 +30,28 @@ class InvalidTransition(BusinessRuleError):
     default_code = "invalid_transition"
 
 
+class ApprovalRefused(BusinessRuleError):
+    """A maker-checker step the rules refuse: approving one's own request,
+    without the action's permission, a request already decided, or a second
+    open request for the same record."""
+
+    default_code = "approval_refused"
+
+
+class ActionNotExecutable(BusinessRuleError):
+    """The record a requested action targets no longer allows it (it moved on)."""
+
+    default_code = "action_not_executable"
+
+
 __all__ = [
     "ACQUIRER_SELECTION_DISABLED",
     "BLOCKED",
     "NOT_APPROVED",
     "NO_PERMISSION",
     "AccessDenied",
+    "ActionNotExecutable",
+    "ApprovalRefused",
     "CredentialsInvalid",
     "CredentialsMissing",
     "InvalidTransition",

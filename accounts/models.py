@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import ClassVar
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
@@ -55,7 +56,12 @@ class Account(models.Model):
     withdrawals_need_approval = models.BooleanField("saques exigem aprovação manual", default=False)
 
     charge_expiry_seconds = models.PositiveIntegerField("expiração da cobrança (s)", default=3600)
+    # Signs postback_url deliveries. Shown once, when the account is created
+    # or the secret rotated; after a rotation the previous one keeps signing
+    # beside it for WEBHOOK_SECRET_ROTATION_HOURS, as for endpoints.
     postback_secret = models.CharField(max_length=64, default=new_webhook_secret, editable=False)
+    previous_postback_secret = models.CharField(max_length=64, blank=True, editable=False)
+    previous_postback_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -160,6 +166,10 @@ class LedgerKind(models.TextChoices):
     WITHDRAWAL = "withdrawal", "Saque"
     WITHDRAWAL_REVERSAL = "withdrawal_reversal", "Saque devolvido ao saldo"
     WITHDRAWAL_RETURN = "withdrawal_return", "Saque retornado pelo destino"
+    # A refund the acquirer is still processing: its amount is reserved at
+    # once, released if the refund fails, replaced by the refund when done.
+    REFUND_HOLD = "refund_hold", "Reserva de estorno em processamento"
+    REFUND_RELEASE = "refund_release", "Reserva de estorno liberada"
 
 
 CREDIT_KINDS = frozenset(
@@ -168,12 +178,15 @@ CREDIT_KINDS = frozenset(
         LedgerKind.CHARGEBACK_REVERSAL,
         LedgerKind.WITHDRAWAL_REVERSAL,
         LedgerKind.WITHDRAWAL_RETURN,
+        LedgerKind.REFUND_RELEASE,
     }
 )
-DEBIT_KINDS = frozenset({LedgerKind.CHARGE_REFUND, LedgerKind.CHARGE_CHARGEBACK, LedgerKind.WITHDRAWAL})
+DEBIT_KINDS = frozenset(
+    {LedgerKind.CHARGE_REFUND, LedgerKind.CHARGE_CHARGEBACK, LedgerKind.WITHDRAWAL, LedgerKind.REFUND_HOLD}
+)
 # Decisions §4: refunds and chargebacks may take the balance below zero;
-# nothing else may.
-MAY_GO_NEGATIVE = frozenset({LedgerKind.CHARGE_REFUND, LedgerKind.CHARGE_CHARGEBACK})
+# nothing else may. A refund's reservation is the refund, earlier.
+MAY_GO_NEGATIVE = frozenset({LedgerKind.CHARGE_REFUND, LedgerKind.CHARGE_CHARGEBACK, LedgerKind.REFUND_HOLD})
 
 
 class LedgerEntry(models.Model):
@@ -213,3 +226,85 @@ class LedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.amount:+d} ({self.reference})"
+
+
+class MoneyActionRequest(models.Model):
+    """A back-office action that credits an account, asked for by one staff
+    member and carried out only when another approves it (maker-checker).
+
+    The target (a charge, a withdrawal) belongs to an app above this one, so
+    it is named by type and id; the app registers how to carry the action out
+    (``accounts.approvals``).
+    """
+
+    class Action(models.TextChoices):
+        RESOLVE_CHARGEBACK = "resolve_chargeback", "Resolver contestação a favor da conta"
+        MARK_WITHDRAWAL_RETURNED = "mark_withdrawal_returned", "Marcar saque como devolvido pelo destino"
+        FAIL_UNDETERMINED_PAYOUT = "fail_undetermined_payout", "Falhar pagamento indeterminado (devolver o saldo)"
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Aguardando aprovação"
+        APPROVED = "approved", "Aprovado e executado"
+        REJECTED = "rejected", "Rejeitado"
+        FAILED = "failed", "Aprovado, mas não executado"
+
+    id = models.BigAutoField(primary_key=True)
+    action = models.CharField("ação", max_length=40, choices=Action.choices)
+    target_type = models.CharField("tipo do registro", max_length=40)
+    target_id = models.CharField("registro", max_length=64)
+    account = models.ForeignKey(
+        Account, on_delete=models.PROTECT, related_name="money_action_requests", verbose_name="conta"
+    )
+    amount = models.BigIntegerField("valor creditado (centavos)")
+    reason = models.TextField("motivo")
+    state = models.CharField("situação", max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", verbose_name="pedido por"
+    )
+    requested_at = models.DateTimeField("pedido em", auto_now_add=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="+",
+        null=True,
+        blank=True,
+        verbose_name="decidido por",
+    )
+    decided_at = models.DateTimeField("decidido em", null=True, blank=True)
+    decision_note = models.TextField("observação da decisão", blank=True)
+    outcome = models.CharField("resultado", max_length=500, blank=True)
+
+    class Meta:
+        verbose_name = "pedido de aprovação"
+        verbose_name_plural = "pedidos de aprovação"
+        ordering = ["-requested_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="money_action_amount_positive"),
+            # Maker-checker in the database too: whoever asked never decides.
+            models.CheckConstraint(
+                condition=Q(decided_by__isnull=True) | ~Q(decided_by=models.F("requested_by")),
+                name="money_action_decided_by_another",
+            ),
+            models.CheckConstraint(
+                condition=Q(state="pending", decided_by__isnull=True, decided_at__isnull=True)
+                | (~Q(state="pending") & Q(decided_by__isnull=False, decided_at__isnull=False)),
+                name="money_action_decision_recorded",
+            ),
+            # One open request per action and record: approving two would be refused anyway.
+            models.UniqueConstraint(
+                fields=["action", "target_type", "target_id"],
+                condition=Q(state="pending"),
+                name="money_action_one_pending_per_target",
+            ),
+        ]
+        permissions = [
+            ("approve_chargeback_resolution", "Can approve resolving a chargeback in the account's favour"),
+            ("approve_withdrawal_return", "Can approve marking a withdrawal returned by its destination"),
+            (
+                "approve_undetermined_payout_failure",
+                "Can approve failing an undetermined payout (the debit is given back)",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.get_action_display()}"

@@ -5,16 +5,23 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.exceptions import InvalidTransition
-from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry
+from accounts import approvals
+from accounts.exceptions import ActionNotExecutable, ApprovalRefused, InvalidTransition
+from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry, MoneyActionRequest
 from pix_service.exceptions import InsufficientBalance
-from pix_service.tokens import hash_secret, new_public_key, new_secret_key
+from pix_service.tokens import hash_secret, new_public_key, new_secret_key, new_webhook_secret
 
 # --------------------------------------------------------------------------- accounts
 
@@ -25,6 +32,28 @@ def account_create(*, name: str, document: str = "", **fields: Any) -> Account:
     account = Account.objects.create(name=name, document=document, **fields)
     AccountBalance.objects.create(account=account)
     return account
+
+
+#: Called after commit with the id of an account that may cash out again
+#: (approved and unblocked). Filled in ``AppConfig.ready`` by the layers
+#: above (withdrawals resumes the payouts it held), which accounts never imports.
+_REACTIVATED: list[Callable[[uuid.UUID], object]] = []
+
+
+def account_on_reactivated(hook: Callable[[uuid.UUID], object]) -> None:
+    """Register ``hook(account_id)`` for accounts that become approved and unblocked."""
+    if hook not in _REACTIVATED:
+        _REACTIVATED.append(hook)
+
+
+def _may_cash_out(account: Account) -> bool:
+    return account.is_approved and not account.is_blocked
+
+
+def _announce_if_reactivated(account: Account, *, before: bool) -> None:
+    if not before and _may_cash_out(account):
+        for hook in _REACTIVATED:
+            transaction.on_commit(functools.partial(hook, account.pk))
 
 
 _STATUS_TRANSITIONS: dict[str, set[str]] = {
@@ -39,8 +68,10 @@ def _account_set_status(account: Account, status: str) -> bool:
         return False
     if status not in _STATUS_TRANSITIONS[account.status]:
         raise InvalidTransition(f"Conta {account.get_status_display()} não pode passar a {status}.")
+    before = _may_cash_out(account)
     account.status = status
     account.save(update_fields=["status", "updated_at"])
+    _announce_if_reactivated(account, before=before)
     return True
 
 
@@ -58,9 +89,29 @@ def account_set_blocked(*, account: Account, blocked: bool) -> bool:
     """Block or unblock. Returns False when nothing changed."""
     if account.is_blocked == blocked:
         return False
+    before = _may_cash_out(account)
     account.is_blocked = blocked
     account.save(update_fields=["is_blocked", "updated_at"])
+    _announce_if_reactivated(account, before=before)
     return True
+
+
+def account_rotate_postback_secret(*, account: Account) -> str:
+    """A new postback signing secret, returned here and shown once; the old
+    one keeps signing beside it for ``WEBHOOK_SECRET_ROTATION_HOURS`` so the
+    merchant's receiver can switch without a gap."""
+    secret = new_webhook_secret()
+    with transaction.atomic():
+        # Locked: two rotations at once must chain (old → previous), not race.
+        current = Account.objects.select_for_update().values_list("postback_secret", flat=True).get(pk=account.pk)
+        Account.objects.filter(pk=account.pk).update(
+            postback_secret=secret,
+            previous_postback_secret=current,
+            previous_postback_secret_expires_at=timezone.now()
+            + dt.timedelta(hours=settings.WEBHOOK_SECRET_ROTATION_HOURS),
+            updated_at=timezone.now(),
+        )
+    return secret
 
 
 # --------------------------------------------------------------------------- credentials
@@ -162,3 +213,86 @@ def ledger_post(
     balance.available = new_balance
     balance.save(update_fields=["available", "updated_at"])
     return entry
+
+
+# --------------------------------------------------------------------------- maker-checker
+
+
+def money_action_request(*, action: str, target_id: Any, requested_by: User, reason: str) -> MoneyActionRequest:
+    """Ask for an action that credits an account; nothing moves until another
+    staff member approves it (:func:`money_action_approve`). Raises
+    :class:`ActionNotExecutable` when the record does not allow it and
+    :class:`ApprovalRefused` when the same action on it is already waiting."""
+    reason = reason.strip()
+    if not reason:
+        raise ApprovalRefused("Informe o motivo.")
+    spec = approvals.money_action(action)
+    if spec.check_reason is not None:
+        spec.check_reason(reason)
+    quote = spec.quote(str(target_id))
+    try:
+        with transaction.atomic():
+            return MoneyActionRequest.objects.create(
+                action=action,
+                target_type=spec.target_type,
+                target_id=str(target_id),
+                account_id=quote.account_id,
+                amount=quote.amount,
+                reason=reason,
+                requested_by=requested_by,
+            )
+    except IntegrityError:
+        raise ApprovalRefused("Já existe um pedido aguardando aprovação para este registro.") from None
+
+
+def _decision(request_id: Any, staff: User) -> MoneyActionRequest:
+    """The pending request, locked, once ``staff`` may decide it."""
+    request = MoneyActionRequest.objects.select_for_update().select_related("requested_by").get(pk=request_id)
+    if request.state != MoneyActionRequest.State.PENDING:
+        raise ApprovalRefused(f"O pedido #{request.pk} já foi decidido ({request.get_state_display()}).")
+    if request.requested_by_id == staff.pk:
+        raise ApprovalRefused(f"O pedido #{request.pk} foi feito por você: outra pessoa precisa decidi-lo.")
+    needed = approvals.money_action(request.action).approve_permission
+    if not staff.is_active or not staff.has_perm(needed):
+        raise ApprovalRefused(f"Sem permissão para decidir o pedido #{request.pk}.")
+    return request
+
+
+def money_action_approve(*, request_id: Any, approver: User, note: str = "") -> MoneyActionRequest:
+    """Approve a pending request and carry the action out through the
+    record's transition service, in one transaction: the request is
+    approved if and only if the money moved. The requester can never
+    approve (here and in a database constraint). A record that moved on
+    since the request leaves it ``failed``, with why, and nothing moved."""
+    with transaction.atomic():
+        request = _decision(request_id, approver)
+        spec = approvals.money_action(request.action)
+        actor = f"{approver.get_username()} (aprovou o pedido #{request.pk} de {request.requested_by.get_username()})"
+        try:
+            with transaction.atomic():
+                quote = spec.quote(request.target_id)
+                if quote.amount != request.amount:
+                    raise ActionNotExecutable("O valor do registro mudou desde o pedido.")
+                spec.perform(request.target_id, actor, request.reason)
+        except ActionNotExecutable as exc:
+            request.state = MoneyActionRequest.State.FAILED
+            request.outcome = exc.message[:500]
+        else:
+            request.state = MoneyActionRequest.State.APPROVED
+        request.decided_by = approver
+        request.decided_at = timezone.now()
+        request.decision_note = note.strip()
+        request.save()
+    return request
+
+
+def money_action_reject(*, request_id: Any, staff: User, note: str = "") -> MoneyActionRequest:
+    """Turn a pending request down; nothing moves."""
+    with transaction.atomic():
+        request = _decision(request_id, staff)
+        request.state = MoneyActionRequest.State.REJECTED
+        request.decided_by = staff
+        request.decided_at = timezone.now()
+        request.decision_note = note.strip()
+        request.save()
+    return request

@@ -2,7 +2,12 @@
 
 - ``support``: sees everything in the back office, changes nothing.
 - ``operations``: sees everything and acts on accounts (approve, reject,
-  block, configure, credentials).
+  block, configure, credentials), and runs the money actions: refund,
+  chargeback, approve and cancel withdrawals, and *asks* for the crediting
+  ones (resolve a chargeback for the account, mark a withdrawal returned, fail an
+  undetermined payout).
+- ``finance``: sees everything and approves or rejects those requests; the
+  one who asked can never approve (``accounts.services.money_action_approve``).
 """
 
 from __future__ import annotations
@@ -18,15 +23,30 @@ OPERATIONS_EXTRA = (
     "accounts.change_account",
     "accounts.approve_account",
     "accounts.manage_credentials",
-    # Charges: cancel, refund, chargeback actions (every field stays read-only).
+    # Charges: cancel and ask the acquirer (every field stays read-only)...
     "payments.change_charge",
-    # Withdrawals: approve, cancel, mark returned.
+    # ...and one permission per action that moves money.
+    "payments.refund_charge",
+    "payments.mark_charge_chargeback",
+    "payments.request_chargeback_resolution",
     "withdrawals.change_withdrawal",
+    "withdrawals.approve_withdrawal",
+    "withdrawals.cancel_withdrawal",
+    "withdrawals.request_withdrawal_return",
+    "withdrawals.request_undetermined_payout_failure",
     # Webhooks: enable/disable endpoints, rotate secrets, resend events.
     "webhooks.change_webhookendpoint",
     "webhooks.change_webhookdelivery",
     # Acquirers: close a circuit breaker by hand.
     "acquirers.reset_circuit_breaker",
+)
+
+
+FINANCE_EXTRA = (
+    # The second staff member of the actions that credit an account.
+    "accounts.approve_chargeback_resolution",
+    "accounts.approve_withdrawal_return",
+    "accounts.approve_undetermined_payout_failure",
 )
 
 
@@ -52,3 +72,5 @@ def ensure_staff_groups(**kwargs: Any) -> None:
     support.permissions.set(view_perms)
     operations, _ = Group.objects.get_or_create(name="operations")
     operations.permissions.set(view_perms + _perms(list(OPERATIONS_EXTRA)))
+    finance, _ = Group.objects.get_or_create(name="finance")
+    finance.permissions.set(view_perms + _perms(list(FINANCE_EXTRA)))

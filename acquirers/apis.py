@@ -11,7 +11,6 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.models import Account
 from accounts.permissions import AcquirerSelectionEnabled
@@ -23,7 +22,12 @@ from acquirers.adapters.base import (
     UnreadableNotification,
 )
 from acquirers.models import ACQUIRER_KEY_PATTERN, Acquirer, AcquirerSlot
-from acquirers.notifications import notification_process, notification_store
+from acquirers.notifications import (
+    notification_authenticate,
+    notification_process,
+    notification_store,
+    notification_store_rejected,
+)
 from acquirers.serializers import AcquirerListSerializer, AcquirerSelectionSerializer, ActiveAcquirersDataSerializer
 from payments import exceptions as err
 from pix_service.api import (
@@ -31,6 +35,7 @@ from pix_service.api import (
     INVALID_BODY,
     VALIDATION_ERROR,
     AccountAPIView,
+    ServiceAPIView,
     error_response,
     ok,
     responses,
@@ -139,6 +144,7 @@ _NOTIFICATION_RESPONSES: dict[int, Any] = {
     400: error_response("Authentic, but not a notification the adapter reads.", "Notificação ilegível."),
     401: error_response("The acquirer's adapter could not authenticate the request.", "Notificação não autenticada."),
     404: error_response("Unknown acquirer.", "Adquirente não encontrada."),
+    413: AUTH_ERRORS[413],
     500: AUTH_ERRORS[500],
     503: error_response(
         "The adapter could not confirm the notification with the acquirer; it is kept and the acquirer should retry.",
@@ -160,12 +166,13 @@ def _notification_schema(*, operation_id: str, token: bool, summary: str) -> Any
     )
 
 
-class AcquirerNotificationApi(APIView):
+class AcquirerNotificationApi(ServiceAPIView):
     """``POST /acquirers/{key}/notifications``: the acquirer's callbacks.
 
     No account credentials: the acquirer's adapter authenticates the request
-    (a signature, or the secret token of the URL: see the subclasses). The raw
-    request is stored before anything else; the token never is.
+    (a signature, or the secret token of the URL: see the subclasses) before
+    anything is stored; an authentic request is stored raw before it is
+    processed, a forged one only truncated. The token is never stored.
     """
 
     authentication_classes: list[type] = []
@@ -181,19 +188,33 @@ class AcquirerNotificationApi(APIView):
         acquirer = Acquirer.objects.filter(key=key).first()
         if acquirer is None:
             raise NotFoundError("Adquirente não encontrada.")
-        # request.data is never touched: the adapter verifies the raw bytes.
+        # request.data is never touched: the adapter verifies the raw bytes
+        # (at most API_MAX_BODY_BYTES: the middleware answered 413 past it).
         body: bytes = request.body
+        remote_addr = request.META.get("REMOTE_ADDR")
         # The token header comes from the URL only: a client sending it is ignored.
         headers = {k: v for k, v in request.headers.items() if k.lower() != NOTIFICATION_TOKEN_HEADER.lower()}
-        # Stored in its own transaction first: whatever happens next, we keep it (without the token).
-        with transaction.atomic():
-            inbound = notification_store(
-                acquirer=acquirer, headers=headers, body=body, remote_addr=request.META.get("REMOTE_ADDR")
-            )
-        if token is not None:
-            headers[NOTIFICATION_TOKEN_HEADER] = token
+        given = dict(headers) if token is None else {**headers, NOTIFICATION_TOKEN_HEADER: token}
         try:
-            results = notification_process(inbound=inbound, body=body, headers=headers)
+            notification_authenticate(acquirer=acquirer, headers=given, body=body)
+        except InvalidNotification as exc:
+            notification_store_rejected(
+                acquirer=acquirer, headers=headers, body=body, remote_addr=remote_addr, reason=str(exc)
+            )
+            raise NotificationRejected() from exc
+        except AdapterError as exc:
+            # Our side cannot check it now (e.g. the token's variable is unset):
+            # kept for staff, and the acquirer retries once it is fixed.
+            notification_store_rejected(
+                acquirer=acquirer, headers=headers, body=body, remote_addr=remote_addr, reason=str(exc)
+            )
+            raise NotificationNotConfirmed() from exc
+        # Authentic: stored whole in its own transaction first, whatever happens
+        # next (the adapter may still refuse it after asking the acquirer).
+        with transaction.atomic():
+            inbound = notification_store(acquirer=acquirer, headers=headers, body=body, remote_addr=remote_addr)
+        try:
+            results = notification_process(inbound=inbound, body=body, headers=given)
         except UnreadableNotification as exc:
             raise NotificationUnreadable() from exc
         except InvalidNotification as exc:

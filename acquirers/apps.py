@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class AcquirersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "acquirers"
+
+    def ready(self) -> None:
+        from acquirers import checks  # noqa: F401 - registers the system checks

@@ -88,7 +88,7 @@ def _parse_tlv(data: str, *, nested: bool) -> Fields:
     position = 0
     while position < len(data):
         header = data[position : position + 4]
-        if len(header) < 4 or not header.isdigit():
+        if len(header) < 4 or not _ascii_digits(header):
             raise InvalidBRCode(f"malformed TLV header at position {position}")
         field_id, length = header[:2], int(header[2:])
         value = data[position + 4 : position + 4 + length]
@@ -159,10 +159,15 @@ def parse(code: str) -> BRCode:
     )
 
 
+def _ascii_digits(text: str) -> bool:
+    # str.isdigit (and int()) also take full-width and Arabic-Indic digits.
+    return text.isascii() and text.isdigit()
+
+
 def _amount(raw: object) -> int | None:
     if raw is None:
         return None
-    if not isinstance(raw, str) or not raw or raw.count(".") > 1 or not raw.replace(".", "").isdigit():
+    if not isinstance(raw, str) or not raw or raw.count(".") > 1 or not _ascii_digits(raw.replace(".", "")):
         raise InvalidBRCode("field 54 is not a decimal amount")
     try:
         value = Decimal(raw) * 100

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from acquirers import adapters, brcode, health
-from acquirers.adapters.base import AcquirerTimeout, AdapterError, ChargeRequest, ChargeResult
+from acquirers.adapters.base import AcquirerTimeout, AdapterError, ChargeRequest, ChargeResult, InvalidResponse
 from acquirers.models import Acquirer
 from pix_service import deadline, metrics
 
@@ -36,10 +36,16 @@ class DeadlineExceeded(AcquirerTimeout):
     """The acquirer did not answer within its connect + read timeout."""
 
 
-def call_with_deadline(func: Callable[[], T], timeout: float) -> T:
-    """An acquirer call under its deadline (see :mod:`pix_service.deadline`)."""
+def call_with_deadline(
+    func: Callable[[], T],
+    timeout: float,
+    *,
+    on_late: Callable[[T | None, BaseException | None], None] | None = None,
+) -> T:
+    """An acquirer call under its deadline (see :mod:`pix_service.deadline`);
+    ``on_late`` hears what a call abandoned at its deadline finally did."""
     try:
-        return deadline.call_with_deadline(func, timeout)
+        return deadline.call_with_deadline(func, timeout, on_late=on_late)
     except deadline.DeadlineExceeded as exc:
         raise DeadlineExceeded(str(exc)) from None
 
@@ -59,8 +65,10 @@ class ChainResult:
     attempts: list[Attempt] = field(default_factory=list)
     acquirer: Acquirer | None = None
     result: ChargeResult | None = None
-    #: Acquirers that timed out: they may hold a live charge we must cancel.
-    timed_out: list[Acquirer] = field(default_factory=list)
+    #: Acquirers that may hold a live charge we will not use: they timed out,
+    #: or answered with something we refuse (an invalid BR Code or answer).
+    #: The caller asks them to cancel it.
+    to_cancel: list[Acquirer] = field(default_factory=list)
 
 
 def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> ChainResult:
@@ -100,6 +108,7 @@ def _try(
         deadline = acquirer.deadline_seconds
         result = call_with_deadline(lambda adapter=adapter: adapter.create_charge(request), deadline)  # type: ignore[misc]
         brcode.check(result.emv, amount=request.amount)
+        _check_storable(result)
     except Exception as exc:  # noqa: BLE001 - any failure of one acquirer moves the chain on
         error = exc
     elapsed = time.monotonic() - started
@@ -119,10 +128,26 @@ def _try(
         logger.exception("acquirer %s adapter failed unexpectedly", acquirer.key, exc_info=error)
     else:
         logger.warning("acquirer %s attempt failed: %s: %s", acquirer.key, kind, error)
-    if isinstance(error, AcquirerTimeout):
-        outcome.timed_out.append(acquirer)
+    if isinstance(error, AcquirerTimeout | InvalidResponse | brcode.InvalidBRCode):
+        # It may have created the charge (late, or before answering badly).
+        outcome.to_cancel.append(acquirer)
     outcome.attempts.append(Attempt(acquirer, position, kind, latency, type(error).__name__, str(error)[:500]))
     return False
+
+
+#: ``Charge.provider_charge_id``'s length: a longer id would fail the insert
+#: after the acquirer created the charge.
+PROVIDER_CHARGE_ID_MAX_LENGTH = 100
+
+
+def _check_storable(result: ChargeResult) -> None:
+    """What the charge row will hold must fit it: refused here, the charge is
+    another acquirer's (and this one is asked to cancel), not a failed insert."""
+    charge_id = result.provider_charge_id
+    if not isinstance(charge_id, str) or len(charge_id) > PROVIDER_CHARGE_ID_MAX_LENGTH or "\x00" in charge_id:
+        raise InvalidResponse(f"unusable provider charge id {str(charge_id)[:120]!r}")
+    if any("\ud800" <= char <= "\udfff" for char in charge_id):
+        raise InvalidResponse("provider charge id with lone surrogates")
 
 
 def _skip(acquirer: Acquirer, position: int, gate: health.Gate) -> Attempt:

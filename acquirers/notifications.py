@@ -1,8 +1,11 @@
 """What acquirers tell us about charges and payouts, applied through the
 same services the sandbox and the back office use. Re-applying is a no-op.
 
-- Pushed: inbound notifications, stored raw first, then verified (and, for
-  adapters that must, confirmed with the acquirer) by the adapter, then applied.
+- Pushed: inbound notifications, authenticated by the adapter's cheap check
+  (a signature, the URL's token), then stored raw, then verified (and, for
+  adapters that must, confirmed with the acquirer), then applied. A request
+  that fails the cheap check is kept only truncated: whoever can reach the
+  URL cannot make us store megabytes.
 - Pulled: status polling of charges left pending (reconciliation), whose
   answer is applied as the same events.
 - Answered: a refund asked of the acquirer, applied once it says the money
@@ -53,17 +56,60 @@ class ApplyResult:
     detail: str = ""
 
 
+#: What is kept of the body of a request that failed authentication.
+REJECTED_BODY_KEPT_BYTES = 2048
+
+
+def notification_authenticate(*, acquirer: Acquirer, headers: Mapping[str, str], body: bytes) -> None:
+    """The adapter's cheap check (it calls no acquirer), before anything is
+    stored. Raises :class:`InvalidNotification`; an acquirer whose options
+    this version cannot read authenticates nothing."""
+    try:
+        adapter = adapters.build(acquirer)
+    except InvalidOptions as exc:
+        logger.warning("acquirer %s: notification refused, unusable options: %s", acquirer.key, exc)
+        raise InvalidNotification(f"the acquirer's options are unusable: {exc}"[:500]) from exc
+    adapter.authenticate_notification(headers, body)
+
+
 def notification_store(
     *, acquirer: Acquirer, headers: Mapping[str, str], body: bytes, remote_addr: str | None
 ) -> InboundNotification:
-    """Keep the request exactly as received, before anything can fail."""
+    """Keep an authenticated request exactly as received, before anything can fail."""
     return InboundNotification.objects.create(
         acquirer=acquirer,
-        headers={k: v for k, v in headers.items() if k.lower() not in _DROP_HEADERS},
-        # PostgreSQL text cannot hold NUL: kept visible as U+FFFD instead of failing the store.
-        body=body.decode("utf-8", errors="replace").replace("\x00", "\ufffd"),
+        headers=_kept_headers(headers),
+        body=_text(body),
         remote_addr=remote_addr,
     )
+
+
+def notification_store_rejected(
+    *, acquirer: Acquirer, headers: Mapping[str, str], body: bytes, remote_addr: str | None, reason: str
+) -> InboundNotification:
+    """Keep a request that failed authentication for forensics, its body cut
+    to :data:`REJECTED_BODY_KEPT_BYTES` (the error says how long it was)."""
+    kept = body[:REJECTED_BODY_KEPT_BYTES]
+    if len(body) > len(kept):
+        reason = f"{reason} (body of {len(body)} bytes, first {len(kept)} kept)"
+    return InboundNotification.objects.create(
+        acquirer=acquirer,
+        headers=_kept_headers(headers),
+        body=_text(kept),
+        remote_addr=remote_addr,
+        status=InboundNotification.Status.REJECTED,
+        error=reason[:2000],
+        processed_at=timezone.now(),
+    )
+
+
+def _kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in _DROP_HEADERS}
+
+
+def _text(body: bytes) -> str:
+    # PostgreSQL text cannot hold NUL: kept visible as U+FFFD instead of failing the store.
+    return body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
 def notification_process(
@@ -116,10 +162,18 @@ PAYOUT_EVENTS = (
 )
 
 
-def notification_apply(*, acquirer: Acquirer | None, notification: Notification, source: str) -> ApplyResult:
+def notification_apply(
+    *, acquirer: Acquirer | None, notification: Notification, source: str, strict: bool = False
+) -> ApplyResult:
     """Apply one event to our charge (``reference`` = txid) or withdrawal
     (``reference`` = its idempotency id). ``acquirer`` None means the caller
-    already resolved ownership (sandbox, staff)."""
+    already resolved ownership (sandbox, staff).
+
+    A confirmation that comes too late (a charge already refunded or charged
+    back) is news an acquirer may send and changes nothing; with ``strict``
+    (the sandbox drivers, where a client asked for exactly this change) it is
+    refused like any change the status does not allow. A repeat of the change
+    that made the status is a no-op either way."""
     if notification.event in PAYOUT_EVENTS:
         return _apply_payout(acquirer=acquirer, notification=notification, source=source)
     from payments.exceptions import ChargeNotFound
@@ -139,7 +193,8 @@ def notification_apply(*, acquirer: Acquirer | None, notification: Notification,
 
     event = notification.event
     already_paid = (ChargeStatus.PAID, ChargeStatus.CHARGEBACK, ChargeStatus.REFUNDED)
-    if event is NotificationEvent.CHARGE_PAID and charge.status in already_paid:
+    late = strict and charge.status != ChargeStatus.PAID
+    if event is NotificationEvent.CHARGE_PAID and charge.status in already_paid and not late:
         # A late or repeated confirmation must never undo a chargeback or credit twice.
         return ApplyResult(changed=False, detail="already paid")
     target = {
@@ -167,6 +222,7 @@ def notification_apply(*, acquirer: Acquirer | None, notification: Notification,
         e2e_id=notification.e2e_id,
         paid_at=notification.occurred_at,
         only_from=only_from,
+        strict=strict,
     )
     return ApplyResult(changed=changed)
 
@@ -174,7 +230,7 @@ def notification_apply(*, acquirer: Acquirer | None, notification: Notification,
 def _apply_payout(*, acquirer: Acquirer | None, notification: Notification, source: str) -> ApplyResult:
     from withdrawals.exceptions import WithdrawalNotFound
     from withdrawals.models import Withdrawal, WithdrawalStatus
-    from withdrawals.services import withdrawal_transition
+    from withdrawals.services import withdrawal_payout_failure_report, withdrawal_transition
 
     withdrawal = (
         Withdrawal.objects.filter(idempotency_id=notification.reference).only("pk", "status", "acquirer_id").first()
@@ -194,9 +250,15 @@ def _apply_payout(*, acquirer: Acquirer | None, notification: Notification, sour
         # Stale news from an acquirer the chain moved past (it refused): it must
         # not fail or refund a payout another acquirer is making.
         return ApplyResult(changed=False, detail="not the acquirer holding this payout")
+    if event is NotificationEvent.PAYOUT_FAILED:
+        # Money goes back only when nothing may still pay it; else the news is
+        # kept as evidence and the payout engine settles with the acquirer.
+        changed = withdrawal_payout_failure_report(
+            withdrawal_id=withdrawal.pk, acquirer=acquirer, source=source, reason="refused by the acquirer"
+        )
+        return ApplyResult(changed=changed, detail="" if changed else "kept as evidence: payout not settled")
     target = {
         NotificationEvent.PAYOUT_PAID: WithdrawalStatus.PAID,
-        NotificationEvent.PAYOUT_FAILED: WithdrawalStatus.FAILED,
         NotificationEvent.PAYOUT_RETURNED: WithdrawalStatus.REFUNDED,
     }[event]
     changed = withdrawal_transition(
@@ -205,7 +267,6 @@ def _apply_payout(*, acquirer: Acquirer | None, notification: Notification, sour
         source=source,
         e2e_id=notification.e2e_id,
         paid_at=notification.occurred_at,
-        reason="refused by the acquirer" if target == WithdrawalStatus.FAILED else "",
     )
     return ApplyResult(changed=changed)
 
@@ -316,15 +377,22 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
     adapter can) and apply ``refunded`` once the acquirer says it is done.
     Asking again for the same charge is idempotent and reports the current
     state. A charge in chargeback (MED already returned the money), or at an
-    acquirer without refunds, is only marked refunded."""
+    acquirer without refunds, is only marked refunded. A refund the acquirer
+    is still processing reserves its amount at once (:mod:`payments.refunds`);
+    a failed one gives it back. Never refused for want of balance: a refund
+    may take it below zero (decisions §4)."""
     from payments import exceptions as payment_errors
     from payments.models import Charge, ChargeStatus, ChargeTransition
+    from payments.refunds import charge_refund_release, charge_refund_reserve
     from payments.services import charge_transition
 
     charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
     if charge.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
         raise payment_errors.TransitionNotAllowed("Só cobranças pagas ou contestadas podem ser estornadas.")
-    adapter = adapters.build(charge.acquirer)
+    try:
+        adapter = adapters.build(charge.acquirer)
+    except AdapterError as exc:  # an adapter this process lacks (the sandbox, switched off)
+        raise RefundFailed(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
 
     def mark() -> None:
         charge_transition(
@@ -349,8 +417,12 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
     except AdapterError as exc:
         raise RefundFailed(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
     if result.status is RefundStatus.FAILED:
+        charge_refund_release(charge_id=charge.pk)  # the reservation of an earlier "processing", if any
         raise RefundFailed(f"Devolução não realizada pela adquirente: {result.reason or 'sem motivo'}"[:500])
     if result.status is RefundStatus.PROCESSING:
+        # The money is the payer's already: reserved now, so it cannot be
+        # withdrawn while the acquirer finishes (its callback, or asking again).
+        charge_refund_reserve(charge_id=charge.pk)
         return RefundOutcome.PROCESSING
     mark()
     return RefundOutcome.REFUNDED

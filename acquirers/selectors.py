@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from django.db.models import QuerySet
 
 from accounts.models import Account
+from acquirers import adapters
 from acquirers.models import Acquirer, AcquirerSlot
 
 SLOT_NAMES = {1: "primary", 2: "secondary", 3: "tertiary"}
@@ -75,9 +76,16 @@ def cashin_chain(account: Account, amount: int, override: Sequence[Acquirer] | N
 def payout_chain(account: Account, amount: int) -> list[Acquirer]:
     """Where a withdrawal's payout goes, in order (decisions §5): the
     account's cash-out acquirers, else its active cash-in acquirers, else
-    the platform default chain; disabled or too-small-ticket ones passed over."""
+    the platform default chain; disabled or too-small-ticket ones passed
+    over, and so are those whose adapter this process does not have (the
+    sandbox with PIX_SANDBOX off): a payout is never sent to them. (A charge's
+    chain keeps them: the attempt, unavailable, shows staff the misconfiguration.)"""
+    known = set(adapters.adapter_names())
     for purpose in (AcquirerSlot.Purpose.CASHOUT, AcquirerSlot.Purpose.CASHIN):
         configured = slots(account, purpose)
         if configured:
-            return _usable([configured[p] for p in sorted(configured)], amount)
-    return _usable(platform_default_chain(), amount)
+            chain = [configured[p] for p in sorted(configured)]
+            break
+    else:
+        chain = platform_default_chain()
+    return [a for a in _usable(chain, amount) if a.adapter in known]

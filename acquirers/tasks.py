@@ -9,6 +9,7 @@ from celery import shared_task
 from acquirers import adapters
 from acquirers.adapters.base import AdapterError
 from acquirers.models import Acquirer
+from acquirers.retention import inbound_notification_purge
 
 logger = logging.getLogger(__name__)
 
@@ -29,3 +30,9 @@ def cancel_charge_at_acquirer(self: object, acquirer_id: int, txid: str) -> None
         return
     adapters.build(acquirer).cancel_charge(txid)
     logger.info("asked %s to cancel charge %s", acquirer.key, txid)
+
+
+@shared_task(ignore_result=True)
+def purge_inbound_notifications() -> int:
+    """Beat, daily: notifications past their retention (LGPD)."""
+    return inbound_notification_purge()

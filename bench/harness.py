@@ -104,6 +104,8 @@ def bench_env(engines: str | None = None) -> dict[str, str]:
     env["LOG_LEVEL"] = "WARNING"
     env.setdefault("API_RATE_LIMIT_PER_MINUTE", BENCH_RATE_LIMIT)
     env.setdefault("CELERY_TASK_DEFAULT_QUEUE", BENCH_QUEUE)
+    # Webhook deliveries too: a `make run` webhook worker must not take them.
+    env.setdefault("WEBHOOK_QUEUE", BENCH_QUEUE)
     if env.get("DATABASE_URL"):
         base, _, name = env["DATABASE_URL"].rpartition("/")
         name = name.split("?")[0]

@@ -8,14 +8,16 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
+from accounts.approvals_admin import request_approval_action
+from accounts.models import MoneyActionRequest
 from acquirers.adapters.base import AdapterError
 from acquirers.notifications import RefundOutcome, charge_reconcile, charge_refund
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
-from pix_service.admin import ReadOnlyInlineMixin, UUIDSearchMixin, transition_action
+from pix_service.admin import Confirmation, ReadOnlyInlineMixin, UUIDSearchMixin, confirm_first, transition_action
 from pix_service.exceptions import PixServiceError
 
 
@@ -33,8 +35,14 @@ class ChargeTransitionInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeTran
 
 
 def _transition_action(
-    name: str, description: str, to_status: str, from_statuses: tuple[str, ...]
-) -> Callable[[Any, HttpRequest, QuerySet[Any]], None]:
+    name: str,
+    description: str,
+    to_status: str,
+    from_statuses: tuple[str, ...],
+    *,
+    permission: str = "change",
+    confirmation: Confirmation | None = None,
+) -> Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None]:
     def apply(pk: Any, request: HttpRequest) -> bool:
         return charge_transition(
             charge_id=pk, to_status=to_status, source=ChargeTransition.Source.STAFF, actor=request.user.get_username()
@@ -49,11 +57,21 @@ def _transition_action(
         refused=TransitionNotAllowed,
         done_message="{description}: {count} cobrança(s).",
         skipped_message="{count} cobrança(s) ignorada(s): o status atual não permite.",
+        permission=permission,
+        confirmation=confirmation,
     )
 
 
-@admin.action(description="Estornar", permissions=["change"])
-def refund(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+def _liquid(charge: Charge) -> int:
+    return charge.liquid_amount
+
+
+def _refund_debit(charge: Charge) -> int:
+    # A charge in chargeback already gave its money back (MED): refunding it moves nothing.
+    return charge.liquid_amount if charge.status == ChargeStatus.PAID else 0
+
+
+def _refund(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:
     """Paid charges: the acquirer is asked to return the Pix (a devolução,
     when its adapter can) and the charge becomes refunded once it says the
     money went back; running it again on a charge whose devolução is still
@@ -75,7 +93,7 @@ def refund(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> No
             failures.append(f"{record.pk}: {exc.message}")
             continue
         counts[outcome] += 1
-        modeladmin.log_change(request, record, f"Estornar ({record.status}): {outcome}")
+        modeladmin.log_change(request, record, f"Estornar ({record.status}): {outcome}. Motivo: {reason}")
     done = counts[RefundOutcome.REFUNDED] + counts[RefundOutcome.MARKED]
     if done:
         modeladmin.message_user(request, f"Estornar: {done} cobrança(s).", messages.SUCCESS)
@@ -92,6 +110,23 @@ def refund(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> No
         modeladmin.message_user(
             request, f"{skipped} cobrança(s) ignorada(s): o status atual não permite.", messages.WARNING
         )
+
+
+refund = confirm_first(
+    _refund,
+    name="refund",
+    description="Estornar",
+    permission="refund_charge",
+    confirmation=Confirmation(
+        effect=(
+            "Estorno: a adquirente devolve o Pix ao pagador (quando o adaptador permite) e o valor líquido "
+            "é debitado do saldo da conta"
+        ),
+        column="Débito na conta",
+        amount=_refund_debit,
+        from_statuses=(ChargeStatus.PAID, ChargeStatus.CHARGEBACK),
+    ),
+)
 
 
 @admin.action(description="Consultar na adquirente", permissions=["change"])
@@ -121,10 +156,32 @@ class ChargeAdmin(UUIDSearchMixin, admin.ModelAdmin[Charge]):
         refund,
         reconcile,
         _transition_action(
-            "mark_chargeback", "Marcar contestação (MED)", ChargeStatus.CHARGEBACK, (ChargeStatus.PAID,)
+            "mark_chargeback",
+            "Marcar contestação (MED)",
+            ChargeStatus.CHARGEBACK,
+            (ChargeStatus.PAID,),
+            permission="mark_charge_chargeback",
+            confirmation=Confirmation(
+                effect="Contestação (MED): o valor líquido é debitado do saldo da conta",
+                column="Débito na conta",
+                amount=_liquid,
+                from_statuses=(ChargeStatus.PAID,),
+            ),
         ),
-        _transition_action(
-            "resolve_chargeback", "Resolver contestação a favor da conta", ChargeStatus.PAID, (ChargeStatus.CHARGEBACK,)
+        # Credits the account: asked here, carried out when another staff
+        # member approves (accounts.approvals_admin, payments.approvals).
+        request_approval_action(
+            name="resolve_chargeback",
+            description="Resolver contestação a favor da conta",
+            action=MoneyActionRequest.Action.RESOLVE_CHARGEBACK,
+            permission="request_chargeback_resolution",
+            confirmation=Confirmation(
+                effect="Resolver a contestação a favor da conta credita de volta o valor líquido",
+                column="Crédito na conta",
+                amount=_liquid,
+                from_statuses=(ChargeStatus.CHARGEBACK,),
+                note="Nada é creditado agora: é criado um pedido que outro membro da equipe precisa aprovar.",
+            ),
         ),
     ]
 
@@ -137,3 +194,13 @@ class ChargeAdmin(UUIDSearchMixin, admin.ModelAdmin[Charge]):
 
     def has_delete_permission(self, request: HttpRequest, obj: Charge | None = None) -> bool:
         return False
+
+    # One permission per action that moves money (staff groups: accounts.staff_groups).
+    def has_refund_charge_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("payments.refund_charge")
+
+    def has_mark_charge_chargeback_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("payments.mark_charge_chargeback")
+
+    def has_request_chargeback_resolution_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("payments.request_chargeback_resolution")

@@ -17,8 +17,8 @@ from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.adapters.sandbox import new_e2e_id
 from acquirers.notifications import notification_apply
 from payments import exceptions as err
-from payments.models import ChargeStatus
-from payments.selectors import ChargeFilterSet, charge_get, charges_of
+from payments.models import Charge, ChargeStatus
+from payments.selectors import ChargeFilterSet, charge_get, charges_of, sandbox_charge_get
 from payments.serializers import ChargeCreatedSerializer, ChargeCreateSerializer, ChargeSerializer
 from payments.services import Buyer, OverrideItem, charge_create
 from pix_service.api import (
@@ -36,7 +36,7 @@ from pix_service.api import (
     success_envelope,
 )
 from pix_service.exceptions import ValidationFailed
-from pix_service.idempotency import idempotent
+from pix_service.idempotency import Claim, idempotent
 from pix_service.listing import filter_and_paginate
 from pix_service.schema import uuid_path
 
@@ -87,9 +87,9 @@ class ChargesApi(AccountAPIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        return idempotent(self, request, "transactions", lambda: self._create(request))
+        return idempotent(self, request, "transactions", lambda claim: self._create(request, claim))
 
-    def _create(self, request: Request) -> Response:
+    def _create(self, request: Request, claim: Claim) -> Response:
         account: Account = request.user  # type: ignore[assignment]
         body = ChargeCreateSerializer(data=self.json_body(request))
         body.is_valid(raise_exception=True)
@@ -108,7 +108,12 @@ class ChargesApi(AccountAPIView):
             override=override_items(data),
             postback_url=data.get("postback_url", ""),
             metadata=data.get("metadata"),
+            in_transaction=lambda created: claim.settle(self._created(created)),
         )
+        return claim.response if claim.response is not None else self._created(charge)
+
+    @staticmethod
+    def _created(charge: Charge) -> Response:
         return ok(ChargeCreatedSerializer(charge).data, "Transação criada com sucesso.", status=201)
 
     @extend_schema(
@@ -184,13 +189,20 @@ SANDBOX_EVENTS = {
 
 
 class SandboxChargeApi(AccountAPIView):
-    """Drives a charge as an acquirer's notification would (decisions §8)."""
+    """Drives a charge as an acquirer's notification would (decisions §8);
+    only charges at sandbox acquirers, with a credential that may see charges."""
 
-    required_permission = "any"
+    required_permission = "cashin"
 
     @extend_schema(
         tags=["sandbox"],
         summary="Sandbox: pay, fail, refund or charge back a charge",
+        description=(
+            "Only with PIX_SANDBOX on. Drives the same code path as an acquirer's notification, for charges "
+            "held by an acquirer using the `sandbox` adapter (any other charge is a 404, like an unknown id). "
+            "Credential `cashin` or `all`. A change the charge's status does not allow is a 409; repeating "
+            "the change that put it in its status is a 200 that changes nothing."
+        ),
         parameters=[CHARGE_ID, OpenApiParameter("action", str, OpenApiParameter.PATH, enum=list(SANDBOX_EVENTS))],
         request=None,
         responses=responses(
@@ -206,12 +218,12 @@ class SandboxChargeApi(AccountAPIView):
         ),
     )
     def post(self, request: Request, charge_id: str, action: str) -> Response:
-        charge = charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
+        charge = sandbox_charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
         notification = Notification(
             event=SANDBOX_EVENTS[action],
             reference=charge.txid,
             e2e_id=new_e2e_id() if action == "pay" else None,
         )
-        notification_apply(acquirer=None, notification=notification, source="sandbox")
+        notification_apply(acquirer=None, notification=notification, source="sandbox", strict=True)
         charge.refresh_from_db()
         return ok(ChargeSerializer(charge).data, "Transação atualizada.")

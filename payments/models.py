@@ -59,6 +59,12 @@ class Charge(models.Model):
     class Meta:
         verbose_name = "cobrança"
         ordering = ["-created_at", "-id"]
+        # One per back-office action that moves money (payments.admin).
+        permissions = [
+            ("refund_charge", "Can refund charges"),
+            ("mark_charge_chargeback", "Can mark charges as charged back (MED)"),
+            ("request_chargeback_resolution", "Can request resolving a chargeback in the account's favour"),
+        ]
         indexes = [
             # Listings (GET /transactions): always one account, newest first
             # (created_at, id), filtered by status, amount, paid_at and
@@ -167,3 +173,38 @@ class ChargeTransition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.charge_id}: {self.from_status} → {self.to_status}"
+
+
+class ChargeRefund(models.Model):
+    """A refund the acquirer answered "processing". Its amount is reserved at
+    once (a ``refund_hold`` ledger entry: the available balance drops, so a
+    withdrawal cannot use it), released if the refund fails, and replaced by
+    the refund itself when the charge becomes refunded; each in the
+    transaction that changes this row's status, under the charge's lock."""
+
+    class Status(models.TextChoices):
+        PROCESSING = "processing", "Em processamento"
+        DONE = "done", "Realizada"
+        FAILED = "failed", "Não realizada"
+        # The charge left "paid" another way (a chargeback took the money).
+        RELEASED = "released", "Reserva liberada"
+
+    charge = models.ForeignKey(Charge, on_delete=models.PROTECT, related_name="refunds")
+    amount = models.BigIntegerField(help_text="Centavos reserved: the charge's liquid amount.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROCESSING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "estorno em processamento"
+        verbose_name_plural = "estornos em processamento"
+        ordering = ["charge", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="charge_refund_amount_positive"),
+            models.UniqueConstraint(
+                fields=["charge"], condition=Q(status="processing"), name="charge_refund_one_processing"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.charge_id}: {self.amount} {self.status}"

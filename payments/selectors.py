@@ -8,6 +8,7 @@ import django_filters
 from django.db.models import QuerySet
 
 from accounts.models import Account
+from acquirers.adapters.sandbox import SandboxAdapter
 from payments.exceptions import ChargeNotFound
 from payments.models import Charge, ChargeStatus
 from pix_service.listing import RecordFilterSet
@@ -30,3 +31,11 @@ def charge_get(*, account: Account, charge_id: Any) -> Charge:
     """The account's charge, or :class:`ChargeNotFound` for unknown, malformed
     or someone else's ids (no difference visible from outside)."""
     return get_by_uuid(charges_of(account), charge_id, ChargeNotFound)
+
+
+def sandbox_charge_get(*, account: Account, charge_id: Any) -> Charge:
+    """A charge the sandbox drivers may move: the account's, at an acquirer
+    using the sandbox adapter. Any other (a real acquirer's charge included)
+    is :class:`ChargeNotFound`, like an unknown id: the drivers never create
+    evidence of a payment a real acquirer did not make."""
+    return get_by_uuid(charges_of(account).filter(acquirer__adapter=SandboxAdapter.name), charge_id, ChargeNotFound)

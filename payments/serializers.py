@@ -20,21 +20,27 @@ MIN_AMOUNT = 100
 # schema still states the bound, as the spec's request table does.
 MAX_AMOUNT = 300_000
 METADATA_MAX_BYTES = 4096
+#: Objects and arrays inside one another, the metadata object itself counted.
+#: Deeper is refused before anything else happens: PostgreSQL and json.dumps
+#: give up on a few hundred levels, after the acquirer accepted the charge.
+METADATA_MAX_DEPTH = 32
 METADATA_UNSTORABLE = "Os metadados não podem conter caracteres nulos nem substitutos (U+D800 a U+DFFF)."
 
 
 class BuyerSerializer(serializers.Serializer[Any]):
+    # Digits are 0-9: \d (and str.isdigit) also take full-width and
+    # Arabic-Indic digits, which no acquirer or payer's bank reads.
     buyer_name = StrictCharField(max_length=255)
     buyer_document = StrictCharField(max_length=20)
     buyer_phone = StrictRegexField(
-        r"^\d{10,11}$", error_messages={"invalid": "Informe DDD e número, apenas dígitos (10 ou 11)."}
+        r"^[0-9]{10,11}$", error_messages={"invalid": "Informe DDD e número, apenas dígitos (10 ou 11)."}
     )
     buyer_city = StrictCharField(max_length=100, required=False, allow_blank=True)
     buyer_state = StrictRegexField(
         r"^[A-Za-z]{2}$", required=False, allow_blank=True, error_messages={"invalid": "Informe a UF com 2 letras."}
     )
     buyer_zipcode = StrictRegexField(
-        r"^\d{8}$", required=False, allow_blank=True, error_messages={"invalid": "Informe o CEP com 8 dígitos."}
+        r"^[0-9]{8}$", required=False, allow_blank=True, error_messages={"invalid": "Informe o CEP com 8 dígitos."}
     )
     buyer_neighborhood = StrictCharField(max_length=100, required=False, allow_blank=True)
     buyer_number = StrictCharField(max_length=20, required=False, allow_blank=True)
@@ -74,11 +80,28 @@ class ChargeCreateSerializer(SchemaExtras, serializers.Serializer[Any]):
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
         # Refused here, not by PostgreSQL once the acquirer has already
         # accepted the charge: jsonb holds no U+0000, UTF-8 no lone surrogate.
+        # Depth first: the checks below must not recurse through it.
+        if _depth(value) > METADATA_MAX_DEPTH:
+            raise serializers.ValidationError(
+                f"Os metadados podem ter no máximo {METADATA_MAX_DEPTH} níveis de objetos e listas."
+            )
         if any(_unstorable(text) for text in _strings(value)):
             raise serializers.ValidationError(METADATA_UNSTORABLE)
         if len(json.dumps(value, ensure_ascii=False).encode()) > METADATA_MAX_BYTES:
             raise serializers.ValidationError(f"Os metadados devem ter no máximo {METADATA_MAX_BYTES} bytes.")
         return value
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and arrays nest in decoded JSON, without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _strings(value: Any) -> list[str]:

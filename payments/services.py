@@ -3,11 +3,12 @@ service that applies every status change with its ledger effect."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import logging
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,8 @@ from acquirers.chain import run_charge_chain
 from acquirers.models import Acquirer
 from acquirers.selectors import cashin_chain, selectable_acquirers
 from payments import exceptions as err
-from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
+from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
+from payments.refunds import charge_refund_close
 from payments.serializers import ChargeSerializer
 from pix_service import metrics
 from webhooks.models import EventType
@@ -77,10 +79,13 @@ def charge_create(
     override: Sequence[OverrideItem] | None = None,
     postback_url: str = "",
     metadata: Mapping[str, Any] | None = None,
+    in_transaction: Callable[[Charge], None] | None = None,
 ) -> Charge:
     """Create a charge: acquirer rules (422), business rules (400, in the
     spec's order), then the chain. The charge row is written only when an
-    acquirer accepted it; every attempt is recorded either way."""
+    acquirer accepted it; every attempt is recorded either way.
+    ``in_transaction`` runs with the new charge before its transaction commits
+    (the idempotency key's answer commits with the charge, or neither does)."""
     chosen = resolve_override(account=account, items=override) if override else None
 
     if payment_method not in account.payment_methods:
@@ -104,9 +109,11 @@ def charge_create(
         merchant_city=settings.PIX_MERCHANT_CITY,
     )
     outcome = run_charge_chain(chain, request)
-    _cancel_abandoned(outcome.timed_out, request.txid, keep=outcome.acquirer)
+    _cancel_abandoned(outcome.to_cancel, request.txid, keep=outcome.acquirer)
 
-    with transaction.atomic():
+    # A failed insert or commit leaves the accepting acquirer with a charge
+    # the client never gets: it is asked to cancel it.
+    with _cancel_unless_stored(outcome.acquirer, request.txid), transaction.atomic():
         charge = None
         if outcome.result is not None and outcome.acquirer is not None:
             charge = Charge.objects.create(
@@ -128,6 +135,8 @@ def charge_create(
                 metadata=dict(metadata or {}),
                 expires_at=timezone.now() + dt.timedelta(seconds=account.charge_expiry_seconds),
             )
+            if in_transaction is not None:
+                in_transaction(charge)
         ChargeAttempt.objects.bulk_create(
             ChargeAttempt(
                 charge_id=charge_id,
@@ -149,21 +158,33 @@ def charge_create(
     return charge
 
 
-def _cancel_abandoned(timed_out: Sequence[Acquirer], txid: str, keep: Acquirer | None) -> None:
-    """After a timeout the acquirer may still have created the charge; ask it,
-    in the background, to cancel, so the payer never holds two live codes."""
+@contextlib.contextmanager
+def _cancel_unless_stored(acquirer: Acquirer | None, txid: str) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        if acquirer is not None:
+            _cancel_now(acquirer, txid)  # now: no commit is coming
+        raise
+
+
+def _cancel_now(acquirer: Acquirer, txid: str) -> None:
     from acquirers.tasks import cancel_charge_at_acquirer
 
-    def enqueue(acquirer: Acquirer) -> None:
-        try:
-            cancel_charge_at_acquirer.delay(acquirer.pk, txid)
-        except Exception:
-            # Best effort: a broker outage must not fail a charge that succeeded elsewhere.
-            logger.warning("could not enqueue cancel of %s at %s", txid, acquirer.key, exc_info=True)
+    try:
+        cancel_charge_at_acquirer.delay(acquirer.pk, txid)
+    except Exception:
+        # Best effort: a broker outage must not fail a charge that succeeded elsewhere.
+        logger.warning("could not enqueue cancel of %s at %s", txid, acquirer.key, exc_info=True)
 
-    for acquirer in timed_out:
+
+def _cancel_abandoned(to_cancel: Sequence[Acquirer], txid: str, keep: Acquirer | None) -> None:
+    """After a timeout or an answer we refused, the acquirer may hold the
+    charge; ask it, in the background, to cancel, so the payer never holds a
+    live code the client did not get."""
+    for acquirer in to_cancel:
         if keep is None or acquirer.pk != keep.pk:
-            transaction.on_commit(functools.partial(enqueue, acquirer))
+            transaction.on_commit(functools.partial(_cancel_now, acquirer, txid))
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -192,6 +213,7 @@ def charge_transition(
     e2e_id: str | None = None,
     paid_at: dt.datetime | None = None,
     only_from: Collection[str] | None = None,
+    strict: bool = False,
 ) -> bool:
     """Apply one status change, its ledger effect, its audit row and its
     webhook event atomically,
@@ -200,16 +222,22 @@ def charge_transition(
     Returns False, changing nothing, when the charge already is in
     ``to_status`` (a repeated notification). Raises
     :class:`~payments.exceptions.TransitionNotAllowed` for any change the
-    table does not allow.
+    table does not allow. ``only_from`` narrows the table: from any other
+    status the change is a no-op (late news from an acquirer), or, with
+    ``strict``, refused like any change the table does not allow (a client
+    asked for exactly this change: the sandbox drivers).
     """
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
+        if charge.status == to_status:
+            return False
         # only_from is judged here, under the lock: a caller's earlier read
         # may be stale (a repeated "paid" racing a chargeback must not undo it).
-        if charge.status == to_status or (only_from is not None and charge.status not in only_from):
+        outside = only_from is not None and charge.status not in only_from
+        if outside and not strict:
             return False
         key = (charge.status, to_status)
-        if key not in TRANSITIONS:
+        if outside or key not in TRANSITIONS:
             raise err.TransitionNotAllowed(
                 f"A transação não pode passar de {S(charge.status).label} para {S(to_status).label}."
             )
@@ -226,6 +254,12 @@ def charge_transition(
         ChargeTransition.objects.create(
             charge=charge, from_status=from_status, to_status=to_status, source=source, actor=actor[:150]
         )
+        if from_status == S.PAID:
+            # A reserved refund ends with "paid": refunded, the reservation
+            # gives way to the refund's own debit below (the balance moves
+            # once); charged back, to the chargeback's.
+            ended = ChargeRefund.Status.DONE if to_status == S.REFUNDED else ChargeRefund.Status.RELEASED
+            charge_refund_close(charge=charge, status=ended)
         if effect is not None:
             kind, sign = effect
             ledger_post(

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import secrets
+import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.cache import cache
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.cache import add_never_cache_headers
 
 
 class ReadOnlyAdminMixin:
@@ -48,6 +58,98 @@ class ReadOnlyInlineMixin:
         return False
 
 
+def brl(centavos: int) -> str:
+    """``123456`` → ``R$ 1.234,56``; money is stored as int centavos."""
+    sign = "-" if centavos < 0 else ""
+    reais, cents = divmod(abs(centavos), 100)
+    return f"{sign}R$ {reais:,}".replace(",", ".") + f",{cents:02d}"
+
+
+# --------------------------------------------------------------------------- confirming money actions
+
+CONFIRM_TEMPLATE = "admin/confirm_money_action.html"
+#: Set by the confirmation page's form: without it an action only shows the page.
+CONFIRMED = "confirmed"
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        label="Motivo", max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), strip=True
+    )
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What the confirmation page of an action that moves money says.
+
+    ``amount(record)`` is the centavos the action moves for that record and
+    ``effect`` what happens to them (credited, debited, sent)."""
+
+    effect: str
+    #: Heading of the amount column: "Crédito na conta", "Enviado via Pix"...
+    column: str
+    amount: Callable[[Any], int]
+    from_statuses: tuple[str, ...]
+    #: The field ``from_statuses`` is matched against.
+    status_field: str = "status"
+    #: Shown under the title: e.g. that a second staff member must approve.
+    note: str = ""
+
+
+def confirm_first(
+    perform: Callable[[Any, HttpRequest, QuerySet[Any], str], None],
+    *,
+    name: str,
+    description: str,
+    permission: str,
+    confirmation: Confirmation,
+) -> Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None]:
+    """An admin action that first shows the records it would act on, their
+    amounts and total, and asks for a reason (like Django's delete
+    confirmation); only the page's own submit, with a reason, calls
+    ``perform(modeladmin, request, queryset, reason)``."""
+
+    def action(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+        field = confirmation.status_field
+        records = list(
+            queryset.filter(**{f"{field}__in": confirmation.from_statuses}).select_related("account").order_by("pk")
+        )
+        if not records:
+            modeladmin.message_user(
+                request, f"{description}: nenhum registro selecionado está em um status que permita.", messages.WARNING
+            )
+            return None
+        form = ReasonForm(request.POST if request.POST.get(CONFIRMED) else None)
+        if form.is_valid():
+            perform(modeladmin, request, queryset, form.cleaned_data["reason"])
+            return None
+        amounts = [confirmation.amount(record) for record in records]
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "opts": modeladmin.model._meta,
+            "title": f"{description}: confirmar",
+            "description": description,
+            "confirmation": confirmation,
+            "rows": [
+                (record, getattr(record, f"get_{field}_display")(), brl(record.amount), brl(amount))
+                for record, amount in zip(records, amounts, strict=True)
+            ],
+            "total": brl(sum(amounts)),
+            "skipped": queryset.count() - len(records),
+            "selected": [str(pk) for pk in queryset.values_list("pk", flat=True)],
+            "action_name": name,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "confirmed_field": CONFIRMED,
+            "form": form,
+        }
+        response = TemplateResponse(request, CONFIRM_TEMPLATE, context)
+        add_never_cache_headers(response)
+        return response
+
+    action.__name__ = name
+    return admin.action(description=description, permissions=[permission])(action)
+
+
 def transition_action(
     *,
     name: str,
@@ -58,12 +160,16 @@ def transition_action(
     refused: type[Exception],
     done_message: str,
     skipped_message: str,
-) -> Callable[[Any, HttpRequest, QuerySet[Any]], None]:
+    permission: str = "change",
+    confirmation: Confirmation | None = None,
+) -> Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None]:
     """An admin action moving each selected record to ``to_status`` through
     its transition service (``apply(pk, request)``), logging each change;
-    records whose status does not allow it are skipped and counted."""
+    records whose status does not allow it are skipped and counted. With a
+    ``confirmation`` (money moves) it first shows the confirmation page and
+    logs the reason given there."""
 
-    def action(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+    def perform(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:
         done = skipped = 0
         for record in queryset.select_related(None).only("pk", "status"):
             changed = False
@@ -72,7 +178,8 @@ def transition_action(
                     changed = apply(record.pk, request)
             if changed:
                 done += 1
-                modeladmin.log_change(request, record, f"{description} ({record.status} → {to_status})")
+                logged = f"{description} ({record.status} → {to_status})"
+                modeladmin.log_change(request, record, f"{logged}. Motivo: {reason}" if reason else logged)
             else:
                 skipped += 1
         if done:
@@ -80,5 +187,102 @@ def transition_action(
         if skipped:
             modeladmin.message_user(request, skipped_message.format(count=skipped), messages.WARNING)
 
+    if confirmation is not None:
+        return confirm_first(
+            perform, name=name, description=description, permission=permission, confirmation=confirmation
+        )
+
+    def action(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        perform(modeladmin, request, queryset, "")
+
     action.__name__ = name
-    return admin.action(description=description, permissions=["change"])(action)
+    return admin.action(description=description, permissions=[permission])(action)
+
+
+# --------------------------------------------------------------------------- secrets shown once
+
+#: Session keys of the tokens of secrets waiting for the page that shows them once.
+REVEAL_PREFIX = "pix_admin_reveal:"
+#: A secret not read within this many seconds of its POST is dropped unseen.
+REVEAL_MAX_AGE = 600
+
+
+def reveal_later(
+    request: HttpRequest, *, template: str, context: dict[str, Any], url_name: str, back_url: str
+) -> HttpResponse:
+    """Post/Redirect/Get for a page that shows a new secret: the answer to the
+    POST is a 303 to the page that shows it once (:func:`reveal_view`).
+    Reloading that page shows nothing again and never repeats the POST (no
+    second credential, no second rotation).
+
+    The secret waits in the cache (Redis), which drops it after
+    ``REVEAL_MAX_AGE`` whether or not the page is opened; the session (a
+    database row, signed but not encrypted, as long-lived as the login) holds
+    only the random token, which also binds the page to this staff member."""
+    now = time.time()
+    for key, at in list(request.session.items()):
+        # Not a number: a secret itself, stored here by an earlier release.
+        if key.startswith(REVEAL_PREFIX) and (not isinstance(at, float) or now - at > REVEAL_MAX_AGE):
+            del request.session[key]
+    token = secrets.token_urlsafe(18)
+    cache.set(
+        REVEAL_PREFIX + token,
+        {"template": template, "context": {**context, "back_url": back_url}},
+        timeout=REVEAL_MAX_AGE,
+    )
+    request.session[REVEAL_PREFIX + token] = now
+    response = HttpResponseRedirect(reverse(url_name, args=[token]))
+    response.status_code = 303
+    return response
+
+
+def reveal_view(modeladmin: Any, request: HttpRequest, token: str) -> HttpResponse:
+    """Shows what :func:`reveal_later` stored, once, to the session that
+    stored it: it is removed as it is read, and the page is never cached."""
+    stored = None
+    if request.session.pop(REVEAL_PREFIX + token, None) is not None:
+        stored = cache.get(REVEAL_PREFIX + token)
+        cache.delete(REVEAL_PREFIX + token)
+    if stored is None:
+        modeladmin.message_user(
+            request,
+            "Este segredo já foi exibido e não é mostrado de novo. Se não foi copiado, rotacione-o.",
+            messages.WARNING,
+        )
+        opts = modeladmin.model._meta
+        return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+    context = {**modeladmin.admin_site.each_context(request), "opts": modeladmin.model._meta, **stored["context"]}
+    response = TemplateResponse(request, stored["template"], context)
+    add_never_cache_headers(response)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def reveal_url(modeladmin: Any) -> URLPattern:
+    """The URL of ``modeladmin``'s reveal page (before the admin's catch-all)."""
+    opts = modeladmin.model._meta
+
+    def view(request: HttpRequest, token: str) -> HttpResponse:
+        return reveal_view(modeladmin, request, token)
+
+    name = f"{opts.app_label}_{opts.model_name}_reveal"
+    site: admin.AdminSite = modeladmin.admin_site
+    return path("reveal/<str:token>/", site.admin_view(view), name=name)
+
+
+# --------------------------------------------------------------------------- login throttling
+
+
+def login_client_address(request: HttpRequest) -> str | None:
+    """The address django-axes counts a staff login's failures against.
+
+    Behind the TLS proxy (``TRUST_X_FORWARDED_PROTO``) every request comes
+    from the proxy's address, so REMOTE_ADDR would let anyone lock any staff
+    member out; the proxy appends the address it saw to X-Forwarded-For, and
+    only that right-most entry is its word (the ones before it are the
+    client's). Without a proxy the header is the client's to forge."""
+    address: str | None = request.META.get("REMOTE_ADDR")
+    if getattr(settings, "TRUST_X_FORWARDED_PROTO", False):
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
+        address = forwarded or address
+    return address

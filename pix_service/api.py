@@ -18,8 +18,18 @@ from accounts import exceptions as auth_msg
 from accounts.permissions import ACCOUNT_API
 from pix_service.schema import AMOUNT_FILTER, PAGE_PARAMETERS, TEXT_FILTER, AccountAutoSchema, timestamp_parameter
 
+#: Every method but OPTIONS: DRF's answer to it described the view to anyone
+#: (its docstring, the fields it takes). It is a 405 like any method a view lacks.
+API_METHODS = [method for method in APIView.http_method_names if method != "options"]
 
-class AccountAPIView(APIView):
+
+class ServiceAPIView(APIView):
+    """Base of every API view (see :data:`API_METHODS`)."""
+
+    http_method_names = API_METHODS
+
+
+class AccountAPIView(ServiceAPIView):
     """Authenticated by key pair; 401 → credential permission → approved →
     not blocked (decisions §2). Subclasses set ``required_permission``
     (``cashin``, ``cashout`` or ``any``) and may append feature checks."""
@@ -120,6 +130,10 @@ AUTH_ERRORS: dict[int, OpenApiResponse] = {
             OpenApiExample("Not approved", value={"success": False, "message": auth_msg.NOT_APPROVED, "data": None}),
             OpenApiExample("Blocked", value={"success": False, "message": auth_msg.BLOCKED, "data": None}),
         ],
+    ),
+    413: error_response(
+        "The body is larger than the service accepts (`API_MAX_BODY_BYTES`, 256 KiB by default).",
+        "Corpo da requisição muito grande.",
     ),
     429: error_response(
         "Rate limit exceeded (`Retry-After` says when to retry).",

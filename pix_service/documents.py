@@ -15,7 +15,7 @@ _ALLOWED = re.compile(r"^[0-9A-Z]+$")
 def normalize_cpf(value: str) -> str | None:
     """Digits of a valid CPF (formatting accepted), else None."""
     digits = _FORMATTING.sub("", value or "")
-    return digits if len(digits) == 11 and digits.isdigit() and _cpf.validate(digits) else None
+    return digits if len(digits) == 11 and digits.isascii() and digits.isdigit() and _cpf.validate(digits) else None
 
 
 def normalize_cnpj(value: str) -> str | None:

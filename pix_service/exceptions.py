@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -29,6 +30,7 @@ INTERNAL_ERROR_MESSAGE = "Erro interno do servidor."
 NOT_FOUND_MESSAGE = "Recurso não encontrado."
 METHOD_NOT_ALLOWED_MESSAGE = "Método não permitido."
 THROTTLED_MESSAGE = "Limite de requisições excedido. Tente novamente em instantes."
+BODY_TOO_LARGE_MESSAGE = "Corpo da requisição muito grande."
 
 
 class PixServiceError(Exception):
@@ -91,6 +93,14 @@ class ConflictError(PixServiceError):
     default_code = "conflict"
 
 
+class BodyTooLarge(PixServiceError):
+    """The request body is larger than ``API_MAX_BODY_BYTES`` (413)."""
+
+    status_code = 413
+    default_message = BODY_TOO_LARGE_MESSAGE
+    default_code = "body_too_large"
+
+
 class InsufficientBalance(BusinessRuleError):
     """A debit would take the balance below zero where that is not allowed."""
 
@@ -138,6 +148,11 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
 
     set_rollback()
     headers: dict[str, str] = {}
+
+    if isinstance(exc, RequestDataTooBig):
+        # Django's own cap (DATA_UPLOAD_MAX_MEMORY_SIZE), should it ever be
+        # below ours: the same answer, not a 500.
+        exc = BodyTooLarge()
 
     if isinstance(exc, PixServiceError):
         data = {"errors": exc.errors} if isinstance(exc, ValidationFailed) else None

@@ -38,11 +38,18 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class StrictCharField(serializers.CharField):
-    """A JSON string only: DRF alone would turn ``123`` into ``"123"``."""
+    """A JSON string only: DRF alone would turn ``123`` into ``"123"``. Text
+    the database cannot store is refused here, before anything else happens:
+    U+0000 (DRF's own check) and lone surrogates (``"\\ud800"`` is valid JSON,
+    not UTF-8)."""
+
+    default_error_messages = {"surrogate": "O texto não pode conter caracteres substitutos (U+D800 a U+DFFF)."}
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
+        if any("\ud800" <= char <= "\udfff" for char in data):
+            self.fail("surrogate")
         return super().to_internal_value(data)
 
 

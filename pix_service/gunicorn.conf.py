@@ -5,8 +5,8 @@ so that what is measured is what is deployed.
     gunicorn pix_service.wsgi:application -c pix_service/gunicorn.conf.py --bind HOST:PORT
 
 ``WEB_WORKERS`` (or ``WEB_CONCURRENCY``, which platforms set) and
-``WEB_THREADS`` size it; the defaults are what ``make bench`` found best on
-a 2-CPU machine.
+``WEB_THREADS`` size it (the defaults are what ``make bench`` found best on
+a 2-CPU machine); ``WEB_TIMEOUT`` is its timeout.
 """
 
 import os
@@ -30,8 +30,14 @@ preload_app = False
 # A charge may wait out every acquirer of its chain: three at the default
 # 3 s connect + 10 s read is 39 s, past gunicorn's own 30 s, which would kill
 # the worker mid-charge. Anything past this is stuck; the worker is recycled.
-timeout = 60
+# WEB_TIMEOUT is read by the settings too: an Idempotency-Key whose request
+# died stays "in flight" this long (pix_service/idempotency.py).
+timeout = int(os.environ.get("WEB_TIMEOUT") or 60)
 graceful_timeout = 10
 # The heartbeat file lives in memory: on Docker's overlay filesystem a
 # stalled disk write would otherwise look like a hung worker.
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # noqa: S108 - a tmpfs, not shared files
+
+# The access log's request line (and the error log's "Error handling request
+# <path>") would print the secret segment of the acquirer notification URLs.
+logger_class = "pix_service.gunicorn_logging.RedactingLogger"

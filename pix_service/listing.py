@@ -89,9 +89,21 @@ def timestamp_filter(field_name: str, lookup: str) -> TimestampFilter:
     return TimestampFilter(field_name=field_name, lookup_expr=lookup)
 
 
+class AsciiIntegerField(forms.IntegerField):
+    """Digits 0-9 only: Django's IntegerField (int()) also takes full-width
+    and Arabic-Indic digits, which the schema's integer type does not."""
+
+    _SHAPE = re.compile(r"[+-]?[0-9]+")
+
+    def to_python(self, value: Any) -> int | None:
+        if value not in self.empty_values and not self._SHAPE.fullmatch(str(value).strip()):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)
+
+
 class IntegerFilter(django_filters.NumberFilter):
     # Centavos are integers: "10.5" is a 422, not a silently rounded bound.
-    field_class = forms.IntegerField
+    field_class = AsciiIntegerField
 
 
 def _integer(field_name: str, lookup: str) -> IntegerFilter:
@@ -112,8 +124,8 @@ class RecordFilterSet(django_filters.FilterSet):
 
 
 class PageForm(forms.Form):
-    page = forms.IntegerField(min_value=1, required=False)
-    per_page = forms.IntegerField(min_value=1, max_value=MAX_PER_PAGE, required=False)
+    page = AsciiIntegerField(min_value=1, required=False)
+    per_page = AsciiIntegerField(min_value=1, max_value=MAX_PER_PAGE, required=False)
 
 
 M = TypeVar("M", bound=Model)

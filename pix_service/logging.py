@@ -1,11 +1,28 @@
-"""Request id propagation into every log line."""
+"""Request id propagation into every log line, and redaction of the secrets
+a URL may carry (the acquirer notification token) from every log line."""
 
 from __future__ import annotations
 
 import logging
+import re
+import traceback
 from contextvars import ContextVar
 
+from pythonjsonlogger.json import JsonFormatter
+
 request_id_var: ContextVar[str] = ContextVar("request_id", default="-")
+
+#: What replaces a secret in a log line.
+REDACTED = "[redacted]"
+# The segment after .../acquirers/{key}/notifications/ is the secret an API Pix
+# PSP was registered with (acquirers/urls.py). Matched anywhere in a line: a
+# request line, a bare path, an absolute URL, Django's "Not Found: <path>".
+_NOTIFICATION_TOKEN = re.compile(r"(/acquirers/[^/\s?#\"']+/notifications/)[^/\s?#\"']+")
+
+
+def redact(text: str) -> str:
+    """``text`` with every URL secret replaced by :data:`REDACTED`."""
+    return _NOTIFICATION_TOKEN.sub(rf"\g<1>{REDACTED}", text)
 
 
 class RequestIdFilter(logging.Filter):
@@ -13,4 +30,41 @@ class RequestIdFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
+        return True
+
+
+class RedactingFormatter(logging.Formatter):
+    """The project's text lines, redacted whole: message, trace and extras,
+    whoever logged them (Django's request logger prints the path)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+class RedactingJsonFormatter(JsonFormatter):
+    """The project's JSON lines, redacted whole (see :class:`RedactingFormatter`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(str(super().format(record)))
+
+
+class RedactSecretsFilter(logging.Filter):
+    """For loggers whose formatters are not ours (gunicorn's access and error
+    logs): rewrites the record's message, and formats its trace once,
+    redacted, where standard formatters take it from (``exc_text``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is logging's to report, not ours
+            return True
+        redacted = redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        if record.exc_info and record.exc_info[0] is not None and not record.exc_text:
+            record.exc_text = redact("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True

@@ -1,5 +1,6 @@
-"""``make run``: migrate, bootstrap the demo, print its keys, then run web +
-Celery worker + Celery beat in the foreground until Ctrl-C.
+"""``make run``: migrate, bootstrap the demo, print its keys, then run web,
+the Celery workers (one for the default queue, one for webhook deliveries)
+and Celery beat in the foreground until Ctrl-C.
 
 The demo's secret key is shown by ``pix_bootstrap`` only when created, so it
 is kept in ``var/demo-keys.json`` (git-ignored, mode 0600) for later runs.
@@ -19,6 +20,11 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pix_service.settings.local")
+# The demo's acquirers are sandbox ones. Set before the settings read .env
+# (which never overrides the environment), so a .env copied from
+# .env.example (PIX_SANDBOX=false) leaves the demo working; web, worker and
+# beat inherit it. An explicit PIX_SANDBOX in the shell still wins.
+os.environ.setdefault("PIX_SANDBOX", "true")
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_FILE = ROOT / "demo" / "bootstrap.json"
@@ -79,7 +85,7 @@ def banner(keys: dict[str, str], admin: dict[str, str] | None, port: str) -> str
     base = f"http://127.0.0.1:{port}"
     lines = [
         "",
-        "PIX Service is starting (web + Celery worker + Celery beat). Ctrl-C stops everything.",
+        "PIX Service is starting (web + Celery worker + webhook worker + Celery beat). Ctrl-C stops everything.",
         f"  API:        {base}/api/",
         f"  Swagger UI: {base}/api/docs/",
         f"  Admin:      {base}/{settings.ADMIN_URL}"
@@ -117,7 +123,7 @@ def main() -> int:
     from pix_service import embedded
 
     env = {**os.environ, "WEB_PORT": port, **_metrics_env(embedded.var_dir(), port)}
-    # honcho runs the three processes of the Procfile and stops all of them
+    # honcho runs the processes of the Procfile and stops all of them
     # when one dies or on Ctrl-C (the terminal's SIGINT reaches the group).
     honcho = subprocess.Popen([str(Path(sys.executable).parent / "honcho"), "start"], cwd=ROOT, env=env)  # noqa: S603
     try:

@@ -1,16 +1,15 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from pix_service.metrics import metrics_view
-from pix_service.views import HealthView, ReadinessView, api_not_found
+from pix_service.views import DocsView, HealthView, ReadinessView, SchemaView, api_not_found
 
 api_patterns: list[URLPattern | URLResolver] = [
     path("health", HealthView.as_view(), name="health"),
     path("health/ready", ReadinessView.as_view(), name="readiness"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("schema/", SchemaView.as_view(), name="schema"),
+    path("docs/", DocsView.as_view(url_name="schema"), name="docs"),
     path("", include("payments.urls")),
     path("", include("acquirers.urls")),
     path("", include("withdrawals.urls")),

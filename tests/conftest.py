@@ -48,6 +48,21 @@ def staff_client(client: Client, django_user_model: Any) -> Callable[[str], Clie
     return login
 
 
+@pytest.fixture
+def staff_member(db: Any, django_user_model: Any) -> Callable[[str, str], Client]:
+    """A new client per call, logged in as ``username`` of ``group``: two
+    staff members at once (maker-checker)."""
+
+    def login(group: str, username: str) -> Client:
+        user = django_user_model.objects.create_user(username=username, password="x", is_staff=True)
+        user.groups.add(Group.objects.get(name=group))
+        member = Client()
+        member.force_login(user)
+        return member
+
+    return login
+
+
 @pytest.fixture(scope="module")
 def schema(django_db_blocker: Any) -> dict[str, Any]:
     """The OpenAPI document as clients download it."""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, overload
+import logging
+from typing import Any, cast, overload
 from zoneinfo import ZoneInfo
 
+from django.utils.module_loading import import_string
 from rest_framework.test import APIClient
+
+from pix_service.settings.base import logging_config
 
 SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 VALIDATION = "Erro de validação nos dados fornecidos"
@@ -40,3 +44,29 @@ def listing_errors(api: APIClient, url: str, **params: Any) -> dict[str, list[st
     errors: dict[str, list[str]] = body["data"]["errors"]
     assert all(isinstance(m, str) and m for messages in errors.values() for m in messages)
     return errors
+
+
+def admin_action(client: Any, changelist: str, action: str, pks: list[Any], *, reason: str | None = None) -> Any:
+    """Run an admin action as staff do: without ``reason``, the changelist's
+    POST (a money action answers with its confirmation page); with it, the
+    confirmation page's submit. Redirects are followed."""
+    data: dict[str, Any] = {"action": action, "_selected_action": [str(pk) for pk in pks]}
+    if reason is not None:
+        data |= {"confirmed": "yes", "reason": reason}
+    return client.post(changelist, data, follow=True)
+
+
+def admin_messages(response: Any) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def project_formatters() -> list[logging.Formatter]:
+    """The formatters of ``logging_config``, built as dictConfig builds them."""
+    config = logging_config("json", "DEBUG")
+    specs = cast(dict[str, dict[str, Any]], config["formatters"])
+    made: list[logging.Formatter] = []
+    for spec in specs.values():
+        options = dict(spec)
+        factory = options.pop("()", None)
+        made.append(logging.Formatter(options["format"]) if factory is None else import_string(factory)(**options))
+    return made

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import socket
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -60,13 +61,16 @@ class CeleryWorker:
         self.process.wait(timeout=20)
 
 
-def _worker_env(database_name: str, queue: str, env: Mapping[str, str] | None) -> dict[str, str]:
+def _worker_env(
+    database_name: str, queue: str, env: Mapping[str, str] | None, webhook_queue: str | None = None
+) -> dict[str, str]:
     return {
         **os.environ,
         **WORKER_SETTINGS,
         "DJANGO_SETTINGS_MODULE": "pix_service.settings.test",
         "PIX_DATABASE_NAME": database_name,
         "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "WEBHOOK_QUEUE": webhook_queue or queue,
         **(env or {}),
     }
 
@@ -81,6 +85,54 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
+def _routed(queue: str, webhook_queue: str) -> Iterator[None]:
+    """The test process's Celery app sends to ``queue``, and what the
+    settings route to the webhook queue to ``webhook_queue``."""
+    from django.conf import settings
+
+    from pix_service.celery import app
+
+    previous = {"task_default_queue": app.conf.task_default_queue, "task_routes": app.conf.task_routes}
+    routes = {pattern: {**route, "queue": webhook_queue} for pattern, route in settings.CELERY_TASK_ROUTES.items()}
+    # update(), not assignment: it makes the app rebuild its router.
+    app.conf.update(task_default_queue=queue, task_routes=routes)
+    try:
+        yield
+    finally:
+        app.conf.update(previous)
+
+
+@contextlib.contextmanager
+def _worker_process(
+    database_name: str,
+    tmp_dir: Path,
+    *,
+    name: str,
+    consumes: str,
+    concurrency: int,
+    env: dict[str, str],
+) -> Iterator[CeleryWorker]:
+    log = tmp_dir / f"{name.removesuffix('@localhost')}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "pix_service", "worker",
+                "-Q", consumes, "-n", name, "--pool", "threads", "--concurrency", str(concurrency),
+                "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            ],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    worker = CeleryWorker(process, consumes, log)
+    try:
+        wait_for(lambda: "ready." in worker.output() or process.poll() is not None, timeout=60)
+        if process.poll() is not None:
+            raise RuntimeError(f"celery worker exited:\n{worker.output()}")
+        yield worker
+    finally:
+        _stop(process)
+
+
+@contextlib.contextmanager
 def celery_worker(
     database_name: str,
     tmp_dir: Path,
@@ -90,38 +142,60 @@ def celery_worker(
     queue: str | None = None,
 ) -> Iterator[CeleryWorker]:
     """A real worker on its own queue, joined to the test database. The test
-    process's Celery app is pointed at the same queue for the duration.
+    process's Celery app is pointed at the same queue for the duration, and
+    so are webhook deliveries: this one worker runs every task
+    (``celery_workers_apart`` runs them as deployed, on two).
 
     ``env`` overrides the worker's environment (``CELERY_BROKER_URL``,
     ``CELERY_VISIBILITY_TIMEOUT``, webhook timeouts...); ``queue`` makes it
     consume the queue of an earlier worker (the one a killed worker left)."""
-    from pix_service.celery import app
-
     # A second worker on a queue gets a name (and log) of its own.
     name = f"{queue}-{uuid.uuid4().hex[:4]}@localhost" if queue else None
     queue = queue or f"pix-test-{uuid.uuid4().hex[:10]}"
     name = name or f"{queue}@localhost"
-    previous_queue = app.conf.task_default_queue
-    app.conf.task_default_queue = queue
-    log = tmp_dir / f"{name.removesuffix('@localhost')}.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable, "-m", "celery", "-A", "pix_service", "worker",
-                "-Q", queue, "-n", name, "--pool", "threads", "--concurrency", str(concurrency),
-                "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            ],
-            cwd=ROOT, env=_worker_env(database_name, queue, env), stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    worker = CeleryWorker(process, queue, log)
-    try:
-        wait_for(lambda: "ready." in worker.output() or process.poll() is not None, timeout=60)
-        if process.poll() is not None:
-            raise RuntimeError(f"celery worker exited:\n{worker.output()}")
+    with (
+        _routed(queue, queue),
+        _worker_process(
+            database_name,
+            tmp_dir,
+            name=name,
+            consumes=queue,
+            concurrency=concurrency,
+            env=_worker_env(database_name, queue, env),
+        ) as worker,
+    ):
         yield worker
-    finally:
-        app.conf.task_default_queue = previous_queue
-        _stop(process)
+
+
+@contextlib.contextmanager
+def celery_workers_apart(
+    database_name: str,
+    tmp_dir: Path,
+    *,
+    concurrency: int = 4,
+    webhook_concurrency: int = 4,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[tuple[CeleryWorker, CeleryWorker]]:
+    """As deployed (Procfile, compose): one worker on a default queue of its
+    own, another on a webhook queue of its own. Yields (main, webhooks)."""
+    queue = f"pix-test-{uuid.uuid4().hex[:10]}"
+    webhook_queue = f"{queue}-webhooks"
+    worker_env = _worker_env(database_name, queue, env, webhook_queue)
+    with (
+        _routed(queue, webhook_queue),
+        _worker_process(
+            database_name, tmp_dir, name=f"{queue}@localhost", consumes=queue, concurrency=concurrency, env=worker_env
+        ) as main,
+        _worker_process(
+            database_name,
+            tmp_dir,
+            name=f"{webhook_queue}@localhost",
+            consumes=webhook_queue,
+            concurrency=webhook_concurrency,
+            env=worker_env,
+        ) as webhooks,
+    ):
+        yield main, webhooks
 
 
 @contextlib.contextmanager
@@ -213,6 +287,108 @@ def http_receiver() -> Iterator[Receiver]:
         receiver.released.set()
         server.shutdown()
         server.server_close()
+
+
+@dataclass
+class DripFeeders:
+    """Receivers that never finish answering (see ``drip_feeders``)."""
+
+    urls: list[str]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Connections accepted so far, and those the client has closed since.
+    accepted: int = 0
+    closed: int = 0
+
+    @property
+    def open(self) -> int:
+        with self.lock:
+            return self.accepted - self.closed
+
+
+#: What a drip-feeder sends, one byte per tick: a status line, then a header
+#: that never ends (every read gets a byte well within any read timeout).
+DRIP = b"HTTP/1.1 200 OK\r\nX-Drip: "
+
+
+@contextlib.contextmanager
+def drip_feeders(
+    count: int, *, answer: bytes = DRIP, interval: float = 1.0, lifetime: float = 300.0
+) -> Iterator[DripFeeders]:
+    """``count`` HTTP receivers on loopback, each sending ``answer`` and then
+    endless filler one byte every ``interval`` seconds for as long as the
+    client keeps reading (a TLS record header in ``answer`` makes it a TLS
+    handshake that never ends). One
+    thread serves them all; it stops on exit or after ``lifetime`` seconds,
+    closing every socket it holds."""
+    selector = selectors.DefaultSelector()
+    listeners = []
+    for _ in range(count):
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        listener.setblocking(False)
+        selector.register(listener, selectors.EVENT_READ, None)
+        listeners.append(listener)
+    feeders = DripFeeders(urls=[f"http://127.0.0.1:{sock.getsockname()[1]}/hook" for sock in listeners])
+    sent: dict[socket.socket, int] = {}  # connection -> bytes of DRIP sent
+    stop = threading.Event()
+
+    def hang_up(conn: socket.socket) -> None:
+        selector.unregister(conn)
+        del sent[conn]
+        conn.close()
+        with feeders.lock:
+            feeders.closed += 1
+
+    def drip(conn: socket.socket) -> None:
+        index = sent[conn]
+        try:
+            conn.send(answer[index : index + 1] if index < len(answer) else b"a")
+            sent[conn] = index + 1
+        except OSError:
+            hang_up(conn)
+
+    def serve() -> None:
+        ends = time.monotonic() + lifetime
+        next_tick = time.monotonic() + interval
+        while not stop.is_set() and time.monotonic() < ends:
+            for key, _ in selector.select(timeout=max(0.0, min(next_tick - time.monotonic(), 0.1))):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if sock in sent:
+                    # The request (drained and ignored) or the client hanging up.
+                    try:
+                        data = sock.recv(65536)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        hang_up(sock)
+                    continue
+                with contextlib.suppress(BlockingIOError):
+                    conn, _ = sock.accept()
+                    conn.setblocking(False)
+                    selector.register(conn, selectors.EVENT_READ, None)
+                    sent[conn] = 0
+                    with feeders.lock:
+                        feeders.accepted += 1
+                    drip(conn)
+            if time.monotonic() >= next_tick:
+                next_tick += interval
+                for conn in list(sent):
+                    drip(conn)
+        for conn in list(sent):
+            conn.close()
+        for listener in listeners:
+            listener.close()
+        selector.close()
+
+    thread = threading.Thread(target=serve, name="drip-feeders", daemon=True)
+    thread.start()
+    try:
+        yield feeders
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 def run_concurrently(calls: list[Callable[[], Any]], timeout: float = 90.0) -> list[Any]:
@@ -353,6 +529,7 @@ def celery_broker(url: str) -> Iterator[None]:
 class WebServer:
     url: str
     log: Path
+    pid: int = 0  # gunicorn's master; its children are the workers
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -360,11 +537,18 @@ class WebServer:
 
 @contextlib.contextmanager
 def web_server(
-    database_name: str, tmp_dir: Path, *, env: Mapping[str, str] | None = None, workers: int = 1, threads: int = 1
+    database_name: str,
+    tmp_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    workers: int = 1,
+    threads: int = 1,
+    args: Sequence[str] = (),
 ) -> Iterator[WebServer]:
     """gunicorn serving the project on the test database, as deployed
     (gthread workers). One worker with one thread by default, so every
-    request runs on the same thread and database connection."""
+    request runs on the same thread and database connection. ``args`` go
+    to gunicorn's command line (e.g. the project's config file)."""
     port = free_port()
     log = tmp_dir / f"gunicorn-{port}.log"
     with open(log, "wb") as out:
@@ -372,14 +556,14 @@ def web_server(
             [
                 str(Path(sys.executable).parent / "gunicorn"), "pix_service.wsgi:application",
                 "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
-                "--worker-class", "gthread", "--log-level", "warning",
+                "--worker-class", "gthread", "--log-level", "warning", *args,
             ],
             cwd=ROOT,
             env={**os.environ, "DJANGO_SETTINGS_MODULE": "pix_service.settings.test",
                  "PIX_DATABASE_NAME": database_name, **(env or {})},
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    server = WebServer(url=f"http://127.0.0.1:{port}", log=log)
+    server = WebServer(url=f"http://127.0.0.1:{port}", log=log, pid=process.pid)
 
     def live() -> bool:
         import requests

@@ -10,10 +10,9 @@ from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
-from django.utils.cache import add_never_cache_headers
+from django.urls import URLPattern, reverse
 
-from pix_service.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin
+from pix_service.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin, reveal_later, reveal_url
 from webhooks import http, services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -23,16 +22,19 @@ SECRETS_TEMPLATE = "admin/webhooks/endpoint_secrets.html"
 def _secrets_page(
     modeladmin: admin.ModelAdmin[WebhookEndpoint], request: HttpRequest, pairs: list[tuple[WebhookEndpoint, str]]
 ) -> HttpResponse:
-    context = {
-        **modeladmin.admin_site.each_context(request),
-        "opts": modeladmin.model._meta,
-        "title": "Segredo de assinatura",
-        "secrets": pairs,
-    }
-    response = TemplateResponse(request, SECRETS_TEMPLATE, context)
-    add_never_cache_headers(response)
-    response["Cache-Control"] = "no-store"
-    return response
+    """Redirects to the one page that shows the new secrets (Post/Redirect/Get:
+    reloading it rotates nothing and shows nothing again)."""
+    shown = [
+        {"account": str(endpoint.account), "url": endpoint.url, "code": endpoint.code, "secret": secret}
+        for endpoint, secret in pairs
+    ]
+    return reveal_later(
+        request,
+        template=SECRETS_TEMPLATE,
+        context={"title": "Segredo de assinatura", "secrets": shown},
+        url_name="admin:webhooks_webhookendpoint_reveal",
+        back_url=reverse("admin:webhooks_webhookendpoint_changelist"),
+    )
 
 
 class HealthFilter(admin.SimpleListFilter):
@@ -99,6 +101,10 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookEndpoint]:
         return super().get_queryset(request).filter(deleted_at__isnull=True)
+
+    def get_urls(self) -> list[URLPattern]:
+        # Before the defaults: their "<path:object_id>/" catch-all would swallow it.
+        return [reveal_url(self), *super().get_urls()]
 
     def response_add(
         self, request: HttpRequest, obj: WebhookEndpoint, post_url_continue: str | None = None

@@ -5,27 +5,41 @@ link-local, CGNAT, ULA, multicast and reserved addresses, connects to the
 address it checked (no second DNS lookup an attacker could race) and never
 follows redirects. ``WEBHOOKS_ALLOW_PRIVATE_NETWORKS`` turns the address
 filter off for development and tests only.
+
+Socket timeouts bound each read, not the exchange: a receiver that drips one
+byte a second would hold the call for ever. Its total deadline is enforced
+at the socket: a watchdog shuts the connection down at the deadline, so the
+blocked read in the calling thread fails at once and nothing outlives the
+call (no thread left behind, unlike ``pix_service.deadline``, whose shared
+threads payouts need).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import ipaddress
 import socket
+import threading
 import time
 from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 from django.conf import settings
 from requests_hardened import Config, Manager
 from requests_hardened.ip_filter import EXTRA_BLOCKED_NET_RANGES
-
-from pix_service.deadline import DeadlineExceeded, call_with_deadline
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 RESPONSE_BODY_LIMIT = 4096
 
 URL_NOT_ALLOWED = "URL não permitida: o endereço é local, privado ou reservado."
 URL_INVALID = "Informe uma URL http ou https válida."
+URL_HTTPS_REQUIRED = "A URL deve usar https: os eventos levam dados do pagador."
 
 
 @dataclass(frozen=True)
@@ -54,56 +68,157 @@ def _manager() -> Manager:
     )
 
 
+class _Cutoff:
+    """Shuts the call's connections down when its deadline passes.
+
+    It keeps a duplicate descriptor of each connection: shutting that down
+    ends a read blocked on the other one at once (TLS handshake included),
+    and while it is held the descriptor number cannot be reused by another
+    connection of the process before the call lets go of it.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.fired = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.name = "webhook-cutoff"
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Cutoff:
+        self._timer.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self._timer.cancel()
+        self._timer.join()
+        with self._lock:
+            for sock in self._sockets:
+                sock.close()
+            self._sockets.clear()
+
+    def watch(self, sock: socket.socket) -> None:
+        guard = sock.dup()
+        with self._lock:
+            self._sockets.append(guard)
+            if self.fired:
+                # Connected after the deadline (a slow name lookup): end it before it sends.
+                _shut(guard)
+
+    def _cut(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    # Fails only when the peer already closed it or it never connected.
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watched(sock: socket.socket, cutoff: _Cutoff) -> socket.socket:
+    try:
+        cutoff.watch(sock)
+    except OSError:
+        sock.close()  # not handed to urllib3 yet: nobody else would close it
+        raise
+    return sock
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    def __init__(self, *args: Any, cutoff: _Cutoff, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cutoff = cutoff
+
+    def _new_conn(self) -> socket.socket:
+        return _watched(super()._new_conn(), self._cutoff)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def __init__(self, *args: Any, cutoff: _Cutoff, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cutoff = cutoff
+
+    def _new_conn(self) -> socket.socket:
+        return _watched(super()._new_conn(), self._cutoff)
+
+
+class _WatchedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+def _watch_connections(session: requests.Session, cutoff: _Cutoff) -> None:
+    """Every connection the session opens is handed to ``cutoff`` (the pools
+    pass their extra keywords on to their connections)."""
+    pools = {
+        "http": cast(type[HTTPConnectionPool], functools.partial(_WatchedHTTPPool, cutoff=cutoff)),
+        "https": cast(type[HTTPConnectionPool], functools.partial(_WatchedHTTPSPool, cutoff=cutoff)),
+    }
+    for adapter in session.adapters.values():
+        if isinstance(adapter, requests.adapters.HTTPAdapter):
+            adapter.poolmanager.pool_classes_by_scheme = pools
+
+
 def post(url: str, body: bytes, headers: dict[str, str]) -> HttpResult:
     """POST and report; never raises for network or HTTP failures. The whole
     exchange, connection included, must end within the total timeout: a
-    receiver that answers later, however slowly it drips, failed the attempt."""
+    receiver that answers later, however slowly it drips, failed the attempt
+    and its connection is closed at the deadline."""
+    if not settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS and urlsplit(url).scheme != "https":
+        # Stored before https was required, or by a path that skipped the
+        # check: the payload (PIX keys) never leaves in clear text.
+        return HttpResult(status_code=None, latency_ms=0, error=URL_HTTPS_REQUIRED)
     started = time.monotonic()
     budget = settings.WEBHOOK_TIMEOUT
-    try:
-        return call_with_deadline(lambda: _post(url, body, headers, started), budget)
-    except DeadlineExceeded:
-        return HttpResult(
-            status_code=None,
-            latency_ms=int((time.monotonic() - started) * 1000),
-            error=f"Timeout: no complete answer within {budget:.0f}s",
-        )
+    with _Cutoff(budget) as cutoff:
+        try:
+            return _post(url, body, headers, started, cutoff)
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            latency_ms = int((time.monotonic() - started) * 1000)
+            if cutoff.fired:
+                return HttpResult(
+                    status_code=None, latency_ms=latency_ms, error=f"Timeout: no complete answer within {budget:.0f}s"
+                )
+            return HttpResult(status_code=None, latency_ms=latency_ms, error=_describe(exc)[:500])
 
 
-def _post(url: str, body: bytes, headers: dict[str, str], started: float) -> HttpResult:
-    deadline = started + settings.WEBHOOK_TIMEOUT
-    try:
-        with _manager().get_session() as session:
-            response = session.post(url, data=body, headers=headers, stream=True)
-            try:
-                chunks: list[bytes] = []
-                size = 0
-                # Keep at most 4 KiB of the answer and stop reading at the total deadline.
-                for chunk in response.iter_content(1024):
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size >= RESPONSE_BODY_LIMIT or time.monotonic() > deadline:
-                        break
-                text = b"".join(chunks)[:RESPONSE_BODY_LIMIT].decode("utf-8", errors="replace")
-            finally:
-                response.close()
-        return HttpResult(
-            status_code=response.status_code,
-            latency_ms=int((time.monotonic() - started) * 1000),
-            body=text,
-            retry_after=_retry_after(response),
-        )
-    except requests.RequestException as exc:
-        return HttpResult(
-            status_code=None, latency_ms=int((time.monotonic() - started) * 1000), error=_describe(exc)[:500]
-        )
+def _post(url: str, body: bytes, headers: dict[str, str], started: float, cutoff: _Cutoff) -> HttpResult:
+    with _manager().get_session() as session:
+        _watch_connections(session, cutoff)
+        response = session.post(url, data=body, headers=headers, stream=True)
+        try:
+            chunks: list[bytes] = []
+            size = 0
+            # Keep at most 4 KiB of the answer; the cutoff ends a slow one.
+            for chunk in response.iter_content(1024):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= RESPONSE_BODY_LIMIT:
+                    break
+            text = b"".join(chunks)[:RESPONSE_BODY_LIMIT].decode("utf-8", errors="replace")
+        finally:
+            response.close()
+    return HttpResult(
+        status_code=response.status_code,
+        latency_ms=int((time.monotonic() - started) * 1000),
+        body=text,
+        retry_after=_retry_after(response),
+    )
 
 
 def _retry_after(response: requests.Response) -> float | None:
     if response.status_code not in (429, 503):
         return None
     value = response.headers.get("Retry-After", "")
-    if value.strip().isdigit():
+    if value.strip().isascii() and value.strip().isdigit():
         return float(value.strip())
     try:
         from email.utils import parsedate_to_datetime
@@ -113,7 +228,7 @@ def _retry_after(response: requests.Response) -> float | None:
         return None
 
 
-def _describe(exc: requests.RequestException) -> str:
+def _describe(exc: BaseException) -> str:
     name = type(exc).__name__
     if name == "InvalidIPAddress":
         return "blocked: destination address is not public"
@@ -128,7 +243,9 @@ def _forbidden(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 
 def url_refusal(url: str) -> str | None:
     """Why ``url`` may not be registered, or None. Names that do not resolve
-    now are accepted; every delivery checks the address again."""
+    now are accepted; every delivery checks the address again. Where private
+    networks are refused (production), so is plain http: payloads carry PIX
+    keys (CPF, phone, e-mail)."""
     parts = urlsplit(url)
     try:
         port = parts.port
@@ -138,12 +255,16 @@ def url_refusal(url: str) -> str | None:
         return URL_INVALID
     if settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS:
         return None
-    try:
-        infos = socket.getaddrinfo(parts.hostname, port or 443, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
-        return None
-    for info in infos:
-        address = str(info[4][0]).split("%", 1)[0]
-        if _forbidden(ipaddress.ip_address(address)):
-            return URL_NOT_ALLOWED
+    if _resolves_to_a_forbidden_address(parts.hostname, port or 443):
+        return URL_NOT_ALLOWED
+    if parts.scheme != "https":
+        return URL_HTTPS_REQUIRED
     return None
+
+
+def _resolves_to_a_forbidden_address(hostname: str, port: int) -> bool:
+    try:
+        infos = socket.getaddrinfo(hostname, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return any(_forbidden(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])) for info in infos)

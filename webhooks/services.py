@@ -87,7 +87,14 @@ def _headers(delivery: WebhookDelivery, body: bytes, timestamp: int) -> dict[str
     event = delivery.event
     endpoint = delivery.endpoint
     if endpoint is None:
-        secrets = [event.account.postback_secret]
+        account = event.account
+        secrets = [account.postback_secret]
+        if (
+            account.previous_postback_secret
+            and account.previous_postback_secret_expires_at
+            and account.previous_postback_secret_expires_at > timezone.now()
+        ):
+            secrets.append(account.previous_postback_secret)
         code = POSTBACK_CODE
     else:
         secrets = [endpoint.secret]

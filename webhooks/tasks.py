@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from webhooks.retention import webhook_attempt_bodies_purge
 from webhooks.services import deliveries_relay, delivery_attempt
 
 
@@ -18,3 +19,9 @@ def deliver_webhook(delivery_id: str) -> str:
 def relay_webhooks() -> int:
     """Hand due deliveries nobody took to workers (the outbox relay)."""
     return deliveries_relay()
+
+
+@shared_task(ignore_result=True)
+def purge_webhook_attempt_bodies() -> int:
+    """Beat, daily: attempt bodies past their retention (LGPD)."""
+    return webhook_attempt_bodies_purge()

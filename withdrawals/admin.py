@@ -6,19 +6,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib import admin
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.db.models import Count, Prefetch, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
-from pix_service.admin import ReadOnlyInlineMixin, UUIDSearchMixin, transition_action
+from accounts.approvals_admin import request_approval_action
+from accounts.models import MoneyActionRequest
+from pix_service.admin import Confirmation, ReadOnlyInlineMixin, UUIDSearchMixin, transition_action
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
-from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.services import withdrawal_transition
+from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.services import payout_settle_window, withdrawal_payout_ask, withdrawal_transition
 
 
 class PayoutAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[PayoutAttempt, Withdrawal]):
     model = PayoutAttempt
-    fields = ("created_at", "acquirer", "action", "outcome", "error_class", "error_message", "latency_ms")
+    fields = (
+        "created_at",
+        "acquirer",
+        "action",
+        "outcome",
+        "error_class",
+        "error_message",
+        "latency_ms",
+        "released",
+        "late_outcome",
+        "late_detail",
+        "late_at",
+    )
     readonly_fields = fields
 
 
@@ -43,9 +58,40 @@ class ApprovalQueueFilter(admin.SimpleListFilter):
         return queryset
 
 
+class PayoutStateFilter(admin.SimpleListFilter):
+    """Approved withdrawals whose payout waits: on an acquirer that has not
+    said where it stands, or held because of their account."""
+
+    title = "pagamento parado"
+    parameter_name = "payout"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("undetermined", "Pagamento indeterminado"),
+            ("staff", "Indeterminado além da janela (equipe)"),
+            ("held", "Retido: conta bloqueada ou não aprovada"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        approved = queryset.filter(status=WithdrawalStatus.APPROVED)
+        if self.value() == "undetermined":
+            return approved.filter(payout_unclear_since__isnull=False)
+        if self.value() == "staff":
+            return approved.filter(payout_unclear_since__lt=timezone.now() - payout_settle_window())
+        if self.value() == "held":
+            return approved.exclude(hold_reason="")
+        return queryset
+
+
 def _transition_action(
-    name: str, description: str, to_status: str, from_statuses: tuple[str, ...]
-) -> Callable[[Any, HttpRequest, QuerySet[Any]], None]:
+    name: str,
+    description: str,
+    to_status: str,
+    from_statuses: tuple[str, ...],
+    *,
+    permission: str,
+    confirmation: Confirmation,
+) -> Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None]:
     def apply(pk: Any, request: HttpRequest) -> bool:
         return withdrawal_transition(
             withdrawal_id=pk,
@@ -64,13 +110,54 @@ def _transition_action(
         refused=WithdrawalTransitionNotAllowed,
         done_message="{description}: {count} saque(s).",
         skipped_message="{count} saque(s) ignorado(s): o status atual não permite.",
+        permission=permission,
+        confirmation=confirmation,
     )
 
 
+def _liquid(withdrawal: Withdrawal) -> int:
+    return withdrawal.liquid_amount
+
+
+def _total_debit(withdrawal: Withdrawal) -> int:
+    return withdrawal.total_debit
+
+
+class _WithdrawalRecordMixin:
+    """Every field read-only, nothing added or deleted: withdrawals change
+    only through their services (both withdrawal lists share this)."""
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [field.name for field in Withdrawal._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Withdrawal)
-class WithdrawalAdmin(UUIDSearchMixin, admin.ModelAdmin[Withdrawal]):
-    list_display = ("id", "account", "amount", "liquid_amount", "pix_key_type", "status", "acquirer", "created_at")
-    list_filter = (ApprovalQueueFilter, "status", "pix_key_type", "acquirer", ("created_at", admin.DateFieldListFilter))
+class WithdrawalAdmin(_WithdrawalRecordMixin, UUIDSearchMixin, admin.ModelAdmin[Withdrawal]):
+    list_display = (
+        "id",
+        "account",
+        "amount",
+        "liquid_amount",
+        "pix_key_type",
+        "status",
+        "acquirer",
+        "hold_reason",
+        "created_at",
+    )
+    list_filter = (
+        ApprovalQueueFilter,
+        PayoutStateFilter,
+        "status",
+        "pix_key_type",
+        "acquirer",
+        ("created_at", admin.DateFieldListFilter),
+    )
     list_select_related = ("account", "acquirer")
     search_fields = ("=e2e_id", "=pix_key", "=idempotency_id", "account__name")
     date_hierarchy = "created_at"
@@ -78,20 +165,144 @@ class WithdrawalAdmin(UUIDSearchMixin, admin.ModelAdmin[Withdrawal]):
     inlines = [PayoutAttemptInline, WithdrawalTransitionInline]
     actions = [
         # Approval sends the payout after commit (withdrawal_transition enqueues it).
-        _transition_action("approve", "Aprovar", WithdrawalStatus.APPROVED, (WithdrawalStatus.PENDING,)),
         _transition_action(
-            "cancel", "Cancelar (devolve o saldo)", WithdrawalStatus.CANCELED, (WithdrawalStatus.PENDING,)
+            "approve",
+            "Aprovar",
+            WithdrawalStatus.APPROVED,
+            (WithdrawalStatus.PENDING,),
+            permission="approve_withdrawal",
+            confirmation=Confirmation(
+                effect="Aprovar envia o Pix à chave de destino de cada saque",
+                column="Enviado via Pix",
+                amount=_liquid,
+                from_statuses=(WithdrawalStatus.PENDING,),
+            ),
         ),
+        # Gives back exactly the debit of a withdrawal never sent (a pending
+        # one has no payout): a credit with its own evidence, so one person may.
         _transition_action(
-            "mark_returned", "Marcar como devolvido pelo destino", WithdrawalStatus.REFUNDED, (WithdrawalStatus.PAID,)
+            "cancel",
+            "Cancelar (devolve o saldo)",
+            WithdrawalStatus.CANCELED,
+            (WithdrawalStatus.PENDING,),
+            permission="cancel_withdrawal",
+            confirmation=Confirmation(
+                effect="Cancelar devolve ao saldo da conta o valor debitado pelo saque, que não foi enviado",
+                column="Crédito na conta",
+                amount=_total_debit,
+                from_statuses=(WithdrawalStatus.PENDING,),
+            ),
+        ),
+        # Credits the account on staff's word: asked here, carried out when
+        # another staff member approves (accounts.approvals_admin).
+        request_approval_action(
+            name="mark_returned",
+            description="Marcar como devolvido pelo destino",
+            action=MoneyActionRequest.Action.MARK_WITHDRAWAL_RETURNED,
+            permission="request_withdrawal_return",
+            confirmation=Confirmation(
+                effect="Marcar como devolvido credita na conta o valor líquido que o destino devolveu",
+                column="Crédito na conta",
+                amount=_liquid,
+                from_statuses=(WithdrawalStatus.PAID,),
+                note="Nada é creditado agora: é criado um pedido que outro membro da equipe precisa aprovar.",
+            ),
         ),
     ]
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Withdrawal | None = None) -> list[str]:
-        return [field.name for field in Withdrawal._meta.fields]
+    # One permission per action that moves money (staff groups: accounts.staff_groups).
+    def has_approve_withdrawal_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("withdrawals.approve_withdrawal")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+    def has_cancel_withdrawal_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("withdrawals.cancel_withdrawal")
 
-    def has_delete_permission(self, request: HttpRequest, obj: Withdrawal | None = None) -> bool:
-        return False
+    def has_request_withdrawal_return_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("withdrawals.request_withdrawal_return")
+
+
+# --------------------------------------------------------------------------- payouts waiting (README, "Money safety")
+
+
+@admin.register(UndeterminedPayout)
+class UndeterminedPayoutAdmin(_WithdrawalRecordMixin, UUIDSearchMixin, admin.ModelAdmin[UndeterminedPayout]):
+    """Staff's queue: payouts sent to an acquirer that has not said whether
+    it paid. The money stays debited; staff check with the acquirer, then
+    ask it again here (its answer settles the payout the normal way)."""
+
+    list_display = (
+        "id",
+        "account",
+        "liquid_amount",
+        "payout_owner",
+        "payout_owner_since",
+        "payout_unclear_since",
+        "past_window",
+        "attempt_count",
+        "late_answers",
+    )
+    list_select_related = ("account", "payout_owner")
+    search_fields = ("=idempotency_id", "=pix_key", "account__name")
+    ordering = ("payout_unclear_since",)
+    inlines = [PayoutAttemptInline, WithdrawalTransitionInline]
+    actions = [
+        "ask_owner_again",
+        # The acquirer said, outside the service, that it never paid: giving
+        # the debit back on staff's word needs a second staff member
+        # (accounts.approvals_admin); approval runs withdrawal_payout_resolve.
+        request_approval_action(
+            name="fail_undetermined",
+            description="Falhar pagamento indeterminado (devolver o saldo)",
+            action=MoneyActionRequest.Action.FAIL_UNDETERMINED_PAYOUT,
+            permission="request_undetermined_payout_failure",
+            confirmation=Confirmation(
+                effect="Falhar o pagamento devolve ao saldo da conta o valor debitado pelo saque. Só o faça com "
+                "a resposta definitiva da adquirente de que não pagou nem pagará",
+                column="Crédito na conta",
+                amount=_total_debit,
+                from_statuses=(WithdrawalStatus.APPROVED,),
+                note="Nada é creditado agora: é criado um pedido que outro membro da equipe precisa aprovar. "
+                "No motivo, diga qual resposta definitiva a adquirente deu (chamado, extrato).",
+            ),
+        ),
+    ]
+
+    @admin.display(description="além da janela", boolean=True)
+    def past_window(self, obj: UndeterminedPayout) -> bool:
+        since = obj.payout_unclear_since
+        return since is not None and timezone.now() - since > payout_settle_window()
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[UndeterminedPayout]:
+        # The two attempt columns come with the page, not from a query per row.
+        late = PayoutAttempt.objects.filter(late_at__isnull=False).order_by("id")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(attempts_made=Count("payout_attempts"))
+            .prefetch_related(Prefetch("payout_attempts", queryset=late, to_attr="late_attempts"))
+        )
+
+    @admin.display(description="chamadas", ordering="attempts_made")
+    def attempt_count(self, obj: Any) -> int:
+        return int(obj.attempts_made)
+
+    @admin.display(description="respostas tardias")
+    def late_answers(self, obj: Any) -> str:
+        return "; ".join(f"{a.late_outcome} {a.late_detail}".strip() for a in obj.late_attempts)[:300] or "-"
+
+    def has_ask_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("withdrawals.change_withdrawal")
+
+    def has_request_undetermined_payout_failure_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("withdrawals.request_undetermined_payout_failure")
+
+    @admin.action(description="Perguntar de novo ao adquirente", permissions=["ask"])
+    def ask_owner_again(self, request: HttpRequest, queryset: QuerySet[UndeterminedPayout]) -> None:
+        """Asks the acquirer that may hold each payout; money moves only
+        through its definitive answer, as in any payout run."""
+        for withdrawal in queryset.select_related("payout_owner").order_by("payout_unclear_since"):
+            result = withdrawal_payout_ask(withdrawal_id=withdrawal.pk)
+            owner = withdrawal.payout_owner.key if withdrawal.payout_owner else "?"
+            self.log_change(request, withdrawal, f"Perguntado de novo ao adquirente {owner}: {result}")
+            level = messages.SUCCESS if result not in ("undetermined", "held") else messages.WARNING
+            self.message_user(request, f"Saque {withdrawal.pk} ({owner}): {result}.", level)

@@ -21,12 +21,18 @@ from pix_service.api import (
     responses,
     success_envelope,
 )
-from pix_service.idempotency import idempotent
+from pix_service.idempotency import Claim, idempotent
 from pix_service.listing import filter_and_paginate
 from pix_service.schema import uuid_path
 from withdrawals import exceptions as err
-from withdrawals.models import WithdrawalStatus, WithdrawalTransition
-from withdrawals.selectors import WithdrawalFilterSet, balance_summary, withdrawal_get, withdrawals_of
+from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.selectors import (
+    WithdrawalFilterSet,
+    balance_summary,
+    sandbox_withdrawal_get,
+    withdrawal_get,
+    withdrawals_of,
+)
 from withdrawals.serializers import (
     BalanceSerializer,
     WithdrawalCreatedSerializer,
@@ -60,9 +66,9 @@ class WithdrawalsApi(AccountAPIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        return idempotent(self, request, "withdrawals", lambda: self._create(request))
+        return idempotent(self, request, "withdrawals", lambda claim: self._create(request, claim))
 
-    def _create(self, request: Request) -> Response:
+    def _create(self, request: Request, claim: Claim) -> Response:
         account: Account = request.user  # type: ignore[assignment]
         body = WithdrawalCreateSerializer(data=self.json_body(request))
         body.is_valid(raise_exception=True)
@@ -73,7 +79,12 @@ class WithdrawalsApi(AccountAPIView):
             key_type=data["key_type"],
             key_value=data["key_value"],
             discount_fee=data["discount_fee"],
+            in_transaction=lambda created: claim.settle(self._created(created)),
         )
+        return claim.response if claim.response is not None else self._created(withdrawal)
+
+    @staticmethod
+    def _created(withdrawal: Withdrawal) -> Response:
         return ok(WithdrawalCreatedSerializer(withdrawal).data, "Saque solicitado com sucesso.", status=201)
 
     @extend_schema(
@@ -125,13 +136,21 @@ class BalanceApi(AccountAPIView):
 
 
 class SandboxWithdrawalReturnApi(AccountAPIView):
-    """The destination returned the money (decisions §8): paid → refunded."""
+    """The destination returned the money (decisions §8): paid → refunded;
+    only withdrawals sent through a sandbox acquirer, with a credential that
+    may see withdrawals."""
 
-    required_permission = "any"
+    required_permission = "cashout"
 
     @extend_schema(
         tags=["sandbox"],
         summary="Sandbox: the destination returns a paid withdrawal",
+        description=(
+            "Only with PIX_SANDBOX on. Paid → refunded (the liquid amount is credited back), for withdrawals "
+            "sent through an acquirer using the `sandbox` adapter (any other withdrawal is a 404, like an "
+            "unknown id). Credential `cashout` or `all`. A change the status does not allow is a 409; "
+            "returning a withdrawal already returned is a 200 that changes nothing."
+        ),
         parameters=[WITHDRAWAL_ID],
         request=None,
         responses=responses(
@@ -147,7 +166,7 @@ class SandboxWithdrawalReturnApi(AccountAPIView):
         ),
     )
     def post(self, request: Request, withdrawal_id: str) -> Response:
-        withdrawal = withdrawal_get(account=request.user, withdrawal_id=withdrawal_id)  # type: ignore[arg-type]
+        withdrawal = sandbox_withdrawal_get(account=request.user, withdrawal_id=withdrawal_id)  # type: ignore[arg-type]
         withdrawal_transition(
             withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.REFUNDED, source=WithdrawalTransition.Source.SANDBOX
         )

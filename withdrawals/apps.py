@@ -4,3 +4,14 @@ from django.apps import AppConfig
 class WithdrawalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "withdrawals"
+
+    def ready(self) -> None:
+        from accounts.services import account_on_reactivated
+        from withdrawals import approvals
+        from withdrawals.services import withdrawals_resume_held
+
+        # accounts carries out maker-checker actions through this registry.
+        approvals.register()
+
+        # Payouts held because of their account go out as soon as it may cash out again.
+        account_on_reactivated(withdrawals_resume_held)

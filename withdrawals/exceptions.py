@@ -22,4 +22,21 @@ class WithdrawalTransitionNotAllowed(ConflictError):
     default_code = "transition_not_allowed"
 
 
-__all__ = ["BusinessRuleError", "WithdrawalNotFound", "WithdrawalTransitionNotAllowed"]
+class PayoutUnsettled(WithdrawalTransitionNotAllowed):
+    """Failing the withdrawal (money back) is refused: a send is in flight, or
+    the acquirer that may hold the payout has not said where it stands."""
+
+    default_code = "payout_unsettled"
+
+
+PAYOUT_IN_FLIGHT = "O pagamento está sendo enviado à adquirente: o saque não pode falhar agora."
+PAYOUT_UNDETERMINED = (
+    "A adquirente {acquirer} ainda não disse se pagou este saque: resolva-o na fila de pagamentos "
+    "indeterminados, depois de confirmar com a adquirente."
+)
+
+RESOLVE_REASON_REQUIRED = "Diga qual resposta definitiva a adquirente deu (ao menos 10 caracteres)."
+RESOLVE_OUTCOME = "Resolva como pago (com o e2e id) ou como falho."
+RESOLVE_NOT_UNDETERMINED = "Só um pagamento indeterminado de um saque aprovado pode ser resolvido assim."
+
+__all__ = ["BusinessRuleError", "PayoutUnsettled", "WithdrawalNotFound", "WithdrawalTransitionNotAllowed"]

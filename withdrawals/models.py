@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import ClassVar
 
 from django.db import models
 from django.db.models import F, Q
@@ -26,6 +27,13 @@ class PixKeyType(models.TextChoices):
     EMAIL = "email", "E-mail"
     PHONE = "phone", "Telefone"
     RANDOM = "random", "Aleatória (EVP)"
+
+
+class HoldReason(models.TextChoices):
+    """Why an approved withdrawal is not being sent (the money stays debited)."""
+
+    ACCOUNT_BLOCKED = "account_blocked", "Conta bloqueada"
+    ACCOUNT_NOT_APPROVED = "account_not_approved", "Conta não aprovada"
 
 
 class Withdrawal(models.Model):
@@ -54,8 +62,23 @@ class Withdrawal(models.Model):
     provider_payout_id = models.CharField(max_length=100, blank=True)
     e2e_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL until paid (unique)
     failure_reason = models.CharField(max_length=500, blank=True)
-    # A worker holds the payout while it talks to acquirers.
+    # A worker holds the payout while it talks to acquirers; only the holder
+    # (its token) lets go of it.
     payout_leased_until = models.DateTimeField(null=True, blank=True)
+    payout_lease_token = models.CharField(max_length=32, blank=True)
+    # The acquirer that was sent the payout and has not refused it for good:
+    # only its answer may settle the payout (README, "Money safety").
+    payout_owner = models.ForeignKey(
+        Acquirer, on_delete=models.PROTECT, null=True, blank=True, related_name="owned_payouts"
+    )
+    payout_owner_since = models.DateTimeField(null=True, blank=True)
+    # Since when the owner has not said where the payout stands (an unclear
+    # send, then "not found" or no answer). Past the settle window the payout
+    # waits for staff ("pagamentos indeterminados").
+    payout_unclear_since = models.DateTimeField(null=True, blank=True)
+    # Set while an approved withdrawal is not sent because of its account.
+    hold_reason = models.CharField(max_length=24, choices=HoldReason.choices, blank=True)
+    held_since = models.DateTimeField(null=True, blank=True)
 
     approved_at = models.DateTimeField(null=True, blank=True)
     paid_at = models.DateTimeField(null=True, blank=True)
@@ -65,6 +88,16 @@ class Withdrawal(models.Model):
     class Meta:
         verbose_name = "saque"
         ordering = ["-created_at", "-id"]
+        # One per back-office action that moves money (withdrawals.admin).
+        permissions = [
+            ("approve_withdrawal", "Can approve withdrawals (the payout is sent)"),
+            ("cancel_withdrawal", "Can cancel pending withdrawals (the debit is given back)"),
+            ("request_withdrawal_return", "Can request marking a withdrawal returned by its destination"),
+            (
+                "request_undetermined_payout_failure",
+                "Can request failing an undetermined payout (the debit is given back)",
+            ),
+        ]
         indexes = [
             # Listings (GET /withdrawals), as for charges (payments.models):
             # one account, newest first, any combination of filters answered
@@ -93,6 +126,12 @@ class Withdrawal(models.Model):
             ),
             # Beat polls payouts stuck in approved.
             models.Index(fields=["updated_at"], name="withdrawal_approved", condition=Q(status="approved")),
+            # Staff's queue of undetermined payouts.
+            models.Index(
+                fields=["payout_unclear_since"],
+                name="withdrawal_undetermined",
+                condition=Q(payout_unclear_since__isnull=False),
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(amount__gt=0), name="withdrawal_amount_positive"),
@@ -116,6 +155,9 @@ class PayoutAttempt(models.Model):
     class Action(models.TextChoices):
         SEND = "send", "Envio"
         STATUS = "status", "Consulta"
+        # An acquirer's news kept as evidence, not applied (a "failed" while
+        # the payout was unsettled); no call was made.
+        NOTICE = "notice", "Aviso"
 
     withdrawal = models.ForeignKey(Withdrawal, on_delete=models.CASCADE, related_name="payout_attempts")
     acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="payout_attempts")
@@ -125,6 +167,13 @@ class PayoutAttempt(models.Model):
     error_class = models.CharField(max_length=100, blank=True)
     error_message = models.CharField(max_length=500, blank=True)
     latency_ms = models.PositiveIntegerField()
+    # This answer was definitive (refused, failed): the acquirer is done with
+    # the payout and the chain may move on.
+    released = models.BooleanField(default=False)
+    # What a call abandoned at its deadline finally returned or raised.
+    late_outcome = models.CharField(max_length=20, blank=True)
+    late_detail = models.CharField(max_length=500, blank=True)
+    late_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -155,3 +204,20 @@ class WithdrawalTransition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.withdrawal_id}: {self.from_status} → {self.to_status}"
+
+
+class UndeterminedPayoutManager(models.Manager["UndeterminedPayout"]):
+    def get_queryset(self) -> models.QuerySet[UndeterminedPayout]:
+        return super().get_queryset().filter(status=WithdrawalStatus.APPROVED, payout_unclear_since__isnull=False)
+
+
+class UndeterminedPayout(Withdrawal):
+    """Staff's queue: approved withdrawals whose acquirer has not said where
+    the payout stands (README, "Money safety")."""
+
+    objects: ClassVar[UndeterminedPayoutManager] = UndeterminedPayoutManager()
+
+    class Meta:
+        proxy = True
+        verbose_name = "pagamento indeterminado"
+        verbose_name_plural = "pagamentos indeterminados"

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from accounts.selectors import available_balance, effective_minimum_withdrawal
+from acquirers.adapters.sandbox import SandboxAdapter
 from pix_service.listing import RecordFilterSet
 from pix_service.selectors import get_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
@@ -47,6 +48,16 @@ def withdrawal_get(*, account: Account, withdrawal_id: Any) -> Withdrawal:
     """The account's withdrawal, or :class:`WithdrawalNotFound` for unknown,
     malformed or someone else's ids."""
     return get_by_uuid(withdrawals_of(account), withdrawal_id, WithdrawalNotFound)
+
+
+def sandbox_withdrawal_get(*, account: Account, withdrawal_id: Any) -> Withdrawal:
+    """A withdrawal the sandbox driver may return: the account's, sent
+    through an acquirer using the sandbox adapter. Any other (not sent yet,
+    or sent by a real acquirer) is :class:`WithdrawalNotFound`, like an
+    unknown id: only the acquirer that paid can say the money came back."""
+    return get_by_uuid(
+        withdrawals_of(account).filter(acquirer__adapter=SandboxAdapter.name), withdrawal_id, WithdrawalNotFound
+    )
 
 
 class WithdrawalFilterSet(RecordFilterSet):

@@ -10,10 +10,13 @@ from withdrawals.services import PayoutUndetermined, payouts_poll, withdrawal_pr
 @shared_task(
     acks_late=True,
     ignore_result=True,
+    # The acquirer that may hold the payout is asked again, with growing
+    # backoff, for the settle window (PAYOUT_SETTLE_WINDOW_MINUTES); past it
+    # the run returns "undetermined" (staff's queue) instead of raising.
     autoretry_for=(PayoutUndetermined,),
     retry_backoff=10,
     retry_backoff_max=600,
-    # Then the beat poller takes over; both only ever ask before sending.
+    # Beat's poller is the net under these; both only ever ask before sending.
     max_retries=20,
 )
 def process_withdrawal(withdrawal_id: str) -> str:

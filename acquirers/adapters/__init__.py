@@ -1,10 +1,14 @@
-"""Adapter registry: ``Acquirer.adapter`` names a class registered here."""
+"""Adapter registry: ``Acquirer.adapter`` names a class registered here.
+
+An adapter that is not ``enabled()`` (the sandbox with ``PIX_SANDBOX`` off) is
+as unknown as one never written: not offered, its options refused, an
+acquirer using it not built."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from acquirers.adapters.base import AcquirerAdapter, AcquirerConfig, InvalidOptions
+from acquirers.adapters.base import AcquirerAdapter, AcquirerConfig, InvalidOptions, UnknownAdapter
 
 if TYPE_CHECKING:
     from acquirers.models import Acquirer
@@ -20,15 +24,17 @@ def register(cls: A) -> A:
 
 def adapter_names() -> list[str]:
     _load_builtin()
-    return sorted(_REGISTRY)
+    return sorted(name for name, cls in _REGISTRY.items() if cls.enabled())
 
 
 def adapter_class(name: str) -> type[AcquirerAdapter]:
+    """The class registered as ``name``; :class:`UnknownAdapter` when there is
+    none or it is not enabled."""
     _load_builtin()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise InvalidOptions(f"unknown adapter {name!r}") from None
+    cls = _REGISTRY.get(name)
+    if cls is None or not cls.enabled():
+        raise UnknownAdapter(f"unknown adapter {name!r}")
+    return cls
 
 
 def config_of(acquirer: Acquirer) -> AcquirerConfig:

@@ -62,8 +62,8 @@ _REMOVED = frozenset({REMOVED_BY_US, "REMOVIDA_PELO_PSP"})
 _TXID = re.compile(r"^[a-zA-Z0-9]{26,35}$")
 _E2E_ID = re.compile(r"^[a-zA-Z0-9]{32}$")
 _REFUND_ID = re.compile(r"^[a-zA-Z0-9]{1,35}$")
-_VALOR = re.compile(r"^\d{1,10}\.\d{2}$")
-_CPF = re.compile(r"^\d{11}$")
+_VALOR = re.compile(r"^[0-9]{1,10}\.[0-9]{2}$")
+_CPF = re.compile(r"^[0-9]{11}$")
 _CNPJ = re.compile(r"^[0-9A-Z]{14}$")
 #: At most this many Pix are confirmed per callback (each is a GET to the PSP).
 MAX_PIX_PER_NOTIFICATION = 50
@@ -266,6 +266,10 @@ class BacenPixAdapter(AcquirerAdapter):
         return PayoutResult(status=PayoutStatus.NOT_FOUND)  # never sent one
 
     # ------------------------------------------------------------------ notifications
+
+    def authenticate_notification(self, headers: Mapping[str, str], body: bytes) -> None:
+        """The URL's secret segment only: the lookups at the PSP come after the request is stored."""
+        http.verify_notification_token(self.config, self.options, headers)
 
     def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
         """The ``{webhookUrl}/pix`` callback: ``{"pix": [{endToEndId, txid,

@@ -69,6 +69,14 @@ class InvalidOptions(ValueError):
     """An acquirer's stored options do not fit its adapter."""
 
 
+class UnknownAdapter(InvalidOptions, AcquirerUnavailable):
+    """No adapter of that name in this process (never written, or the sandbox
+    with ``PIX_SANDBOX`` off): the acquirer cannot be called. Invalid options
+    when saved; when called, an unavailable acquirer."""
+
+    error_class = "unavailable"
+
+
 # --------------------------------------------------------------------------- data
 
 
@@ -105,7 +113,8 @@ class PayoutStatus(enum.StrEnum):
     PROCESSING = "processing"
     PAID = "paid"
     FAILED = "failed"
-    NOT_FOUND = "not_found"  # the acquirer never received it: safe to send
+    # The acquirer does not know it (yet): after an unclear send, not an answer.
+    NOT_FOUND = "not_found"
 
 
 @dataclass(frozen=True)
@@ -211,6 +220,12 @@ class AcquirerAdapter(abc.ABC):
     supports_charge_status: ClassVar[bool] = False
     supports_refund: ClassVar[bool] = False
 
+    @classmethod
+    def enabled(cls) -> bool:
+        """False keeps the adapter out of the registry in this process (read
+        at each lookup, so the settings of the moment decide)."""
+        return True
+
     def __init__(self, config: AcquirerConfig) -> None:
         self.config = config
         self.options = self.validate_options(config.options)
@@ -242,6 +257,22 @@ class AcquirerAdapter(abc.ABC):
     @abc.abstractmethod
     def get_payout_status(self, idempotency_id: str) -> PayoutResult:
         """Ask where a payout stands (no second send after a timeout)."""
+
+    def authenticate_notification(self, headers: Mapping[str, str], body: bytes) -> None:
+        """The cheap check that an inbound notification comes from the
+        acquirer, run before the request is stored whole: raise
+        :class:`InvalidNotification` if not. Never calls the acquirer.
+
+        The default runs :meth:`parse_notification`, right for an adapter
+        that verifies a signature and calls nobody; an adapter that confirms
+        the news with the acquirer overrides this with the check that comes
+        before its calls. ``parse_notification`` still verifies on its own."""
+        try:
+            self.parse_notification(headers, body)
+        except UnreadableNotification:
+            return  # authentic: the body is judged when the stored request is processed
+        except AdapterError:
+            return  # past its own checks, it needed the acquirer: processing decides
 
     @abc.abstractmethod
     def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:

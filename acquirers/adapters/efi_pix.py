@@ -17,12 +17,14 @@ Efí's form), plus ``chave``, the paying account's Pix key at Efí,
   after an unclear answer the withdrawal service asks the status anyway
   (decisions §5). Any 4xx is checked against the status lookup before it is
   reported as a refusal: a refusal of a send Efí already holds (a retried
-  send whose first answer was lost) must never let the chain pay elsewhere.
+  send whose first answer was lost) must never let the chain pay elsewhere,
+  and a 409 is never one (Efí has the id even if its lookup lags).
 - ``get_payout_status``: ``GET /v2/gn/pix/enviados/id-envio/{idEnvio}``.
-  ``NOT_FOUND`` (the answer that lets the chain move on) only for Efí's
-  documented 404 problem ``PixEnviadoNaoEncontrado``; any other 404, 4xx,
-  5xx, timeout or garbage is "unknown" (an :class:`AcquirerUnavailable`), so
-  the payout waits rather than risk a second send.
+  ``NOT_FOUND`` only for Efí's documented 404 problem
+  ``PixEnviadoNaoEncontrado`` (after an unclear send the withdrawal service
+  still waits and asks again: Efí may record a send after answering 404);
+  any other 404, 4xx, 5xx, timeout or garbage is "unknown" (an
+  :class:`AcquirerUnavailable`), so the payout waits rather than risk a second send.
 - ``parse_notification``: the ``{webhookUrl}/pix`` callback of the paying
   key. The URL's secret segment is compared in constant time, then every sent
   Pix it names (``gnExtras.idEnvio``) is looked up; events come from Efí's
@@ -147,6 +149,10 @@ class EfiPixAdapter(AcquirerAdapter):
         except AdapterError as exc:
             raise AcquirerUnavailable(f"{refused}; then the status lookup failed: {exc}") from exc
         if held is None:
+            if refused.status == 409:
+                # "idEnvio already used" says Efí has this send, whatever the
+                # lookup says a moment later: never a refusal.
+                raise AcquirerUnavailable(f"{refused}; Efí has this idEnvio but its lookup does not show it yet")
             raise refused
         logger.info(
             "acquirer %s: send %s refused (%s) but Efí holds it", self.config.key, request.idempotency_id, refused
@@ -162,6 +168,10 @@ class EfiPixAdapter(AcquirerAdapter):
         return _result(held, idempotency_id)
 
     # ------------------------------------------------------------------ notifications
+
+    def authenticate_notification(self, headers: Mapping[str, str], body: bytes) -> None:
+        """The URL's secret segment only: the lookups at the PSP come after the request is stored."""
+        http.verify_notification_token(self.config, self.options, headers)
 
     def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
         """``{"pix": [{endToEndId, valor, horario, status, tipo, gnExtras:

@@ -638,7 +638,7 @@ class ApiClient:
     @staticmethod
     def _retry_after(raw: _Raw) -> float | None:
         value = {k.lower(): v for k, v in raw.headers.items()}.get("retry-after", "").strip()
-        return float(value) if value.isdigit() else None
+        return float(value) if value.isascii() and value.isdigit() else None
 
     def _interpret(self, method: str, path: str, raw: _Raw) -> ApiResponse:
         where = f"{method} {path}"

@@ -4,12 +4,11 @@ the environment through one ``env`` object; every variable is listed in
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import django_stubs_ext
 import environ
-
-from pix_service import embedded
 
 # Lets code write admin.ModelAdmin[Account] and friends at runtime, as typed.
 django_stubs_ext.monkeypatch()
@@ -35,6 +34,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "pix_service",
     "accounts",
     "acquirers",
@@ -47,6 +47,8 @@ MIDDLEWARE = [
     # Outermost: the latency it records includes every other middleware.
     "pix_service.metrics.MetricsMiddleware",
     "pix_service.middleware.RequestIdMiddleware",
+    # Before anything reads the body: an oversized one is a 413, never read.
+    "pix_service.middleware.RequestBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves admin and Swagger UI assets from gunicorn: no CDN, no nginx needed.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -56,6 +58,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into its page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "pix_service.urls"
@@ -78,10 +82,14 @@ TEMPLATES = [
 
 # --------------------------------------------------------------------------- engines
 # DATABASE_URL / REDIS_URL select real servers. Unset, the embedded engines
-# (same PostgreSQL and Redis, from wheels) start under ./var on demand.
+# (same PostgreSQL and Redis, from wheels) start under ./var on demand. They
+# are imported only then: production sets both, and its image does not carry
+# them (requirements-local.txt).
 if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db_url("DATABASE_URL")}
 else:
+    from pix_service import embedded
+
     DATABASES = {"default": embedded.postgres_settings(env.str("PIX_EMBEDDED_DB_NAME", default="pix_service"))}
 # A process started by the tests (a real Celery worker) joins the test database.
 if env.str("PIX_DATABASE_NAME", default=""):
@@ -110,7 +118,11 @@ else:
 # request gets a dead connection. Turning it off measured no faster (make bench).
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
-REDIS_URL = env.str("REDIS_URL", default="") or embedded.redis_url()
+REDIS_URL = env.str("REDIS_URL", default="")
+if not REDIS_URL:
+    from pix_service import embedded
+
+    REDIS_URL = embedded.redis_url()
 
 CACHES = {
     "default": {
@@ -149,6 +161,27 @@ WHITENOISE_USE_FINDERS = True
 
 ADMIN_URL = env.str("ADMIN_URL", default="admin/")
 
+# --------------------------------------------------------------------------- admin login throttling (django-axes)
+# Failed staff logins are counted in the database per username and client
+# address together: after ADMIN_LOGIN_FAILURE_LIMIT failures that pair is
+# refused, right password included, for ADMIN_LOGIN_COOLOFF_MINUTES. The pair
+# (not the username alone) so nobody can lock a colleague out from elsewhere.
+# The address is REMOTE_ADDR, or behind the TLS proxy (TRUST_X_FORWARDED_PROTO)
+# the one it appends to X-Forwarded-For: see pix_service.admin.login_client_address.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env.float("ADMIN_LOGIN_COOLOFF_MINUTES", default=15.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "pix_service.admin.login_client_address"
+# Failures during a lockout do not extend it: the cool-off ends on time.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
+
 # --------------------------------------------------------------------------- API
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.ApiKeyAuthentication"],
@@ -165,6 +198,8 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,
     # Responses are always JSON; `?format=` belongs to endpoints (the QR code's png/svg).
     "URL_FORMAT_OVERRIDE": None,
+    # OPTIONS is a 405 (pix_service.api.API_METHODS); never the framework's description of a view.
+    "DEFAULT_METADATA_CLASS": None,
 }
 
 SPECTACULAR_SETTINGS = {
@@ -196,10 +231,19 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --------------------------------------------------------------------------- Celery
-CELERY_BROKER_URL = embedded.celery_broker_url(REDIS_URL)
+CELERY_BROKER_URL = REDIS_URL
+if REDIS_URL.startswith("unix://"):  # the embedded Redis: kombu spells its socket differently
+    from pix_service import embedded
+
+    CELERY_BROKER_URL = embedded.celery_broker_url(REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+# Webhook deliveries (and their relay) have a queue, and a worker, of their
+# own (Procfile, compose): a receiver that stalls holds only webhook slots,
+# never a payout's. Every other task goes to the default queue.
+WEBHOOK_QUEUE = env.str("WEBHOOK_QUEUE", default="webhooks")
+CELERY_TASK_ROUTES = {"webhooks.tasks.*": {"queue": WEBHOOK_QUEUE}}
 CELERY_TIMEZONE = "UTC"
 CELERY_ENABLE_UTC = True
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -227,15 +271,37 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "webhooks.tasks.relay_webhooks",
         "schedule": env.float("WEBHOOK_RELAY_INTERVAL", default=10.0),
     },
+    "purge-inbound-notifications": {"task": "acquirers.tasks.purge_inbound_notifications", "schedule": 86400.0},
+    "purge-webhook-attempt-bodies": {"task": "webhooks.tasks.purge_webhook_attempt_bodies", "schedule": 86400.0},
 }
-CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.var_dir() / "celerybeat-schedule")
+# Retention, in days (LGPD: payer data is not kept for ever). Inbound
+# notifications are deleted (not one still waiting to be processed); webhook
+# attempts keep their rows and lose their response bodies; idempotency keys
+# go after this many days, never within their 24 h replay window.
+RETENTION_DAYS_INBOUND_NOTIFICATIONS = env.int("RETENTION_DAYS_INBOUND_NOTIFICATIONS", default=90)
+RETENTION_DAYS_WEBHOOK_ATTEMPT_BODIES = env.int("RETENTION_DAYS_WEBHOOK_ATTEMPT_BODIES", default=30)
+RETENTION_DAYS_IDEMPOTENCY_KEYS = env.int("RETENTION_DAYS_IDEMPOTENCY_KEYS", default=1)
+# Local state (embedded engines, beat's schedule); the production image makes /app/var.
+VAR_DIR = Path(env.str("PIX_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --------------------------------------------------------------------------- product
-PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)
+# The sandbox acquirer and /api/sandbox/* let a credential pay its own charges:
+# off unless a settings module turns it on (local, test); production refuses it.
+PIX_SANDBOX = env.bool("PIX_SANDBOX", default=False)
 PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
 SERVICE_VERSION = "1.0.0"
 # Requests per credential per minute (decisions §7); 0 turns the limit off.
 API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)
+# The longest a request may run: gunicorn's timeout (pix_service/gunicorn.conf.py
+# reads the same variable) and how long an Idempotency-Key stays "in flight"
+# before a retry may take over a claim whose request died.
+WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)
+# Largest request body under /api/ (bytes, by Content-Length): past it a 413,
+# before the body is read, authenticated or stored. The largest real one (a
+# charge with 4 KiB of metadata, an acquirer callback of 50 Pix) is far below.
+API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=256 * 1024)
 
 # --------------------------------------------------------------------------- operations
 # /metrics is off (404) until a token is set; scrapers send it as a Bearer token.
@@ -263,6 +329,12 @@ ACQUIRER_BREAKER_COOLDOWN = env.float("ACQUIRER_BREAKER_COOLDOWN", default=30.0)
 # Recent calls kept per acquirer: the failure rate's window and the admin's
 # success rate and p50/p95 latency.
 ACQUIRER_HEALTH_SAMPLES = env.int("ACQUIRER_HEALTH_SAMPLES", default=200)
+
+# --------------------------------------------------------------------------- payouts
+# Minutes an acquirer whose send was unclear is asked again (and, on "not
+# found", sent the same payout again under the same id) before the payout
+# goes to staff's queue of undetermined payouts. It never goes elsewhere meanwhile.
+PAYOUT_SETTLE_WINDOW_MINUTES = env.int("PAYOUT_SETTLE_WINDOW_MINUTES", default=30)
 
 # --------------------------------------------------------------------------- webhooks (decisions §6)
 # Loopback/private/reserved destinations are refused unless this is on
@@ -296,10 +368,14 @@ LOG_FORMAT = env.str("LOG_FORMAT", default="text")  # "json" in production
 
 
 def logging_config(fmt: str, level: str) -> dict[str, object]:
+    # Both redact URL secrets (acquirer notification tokens) from the whole line.
     formatters: dict[str, dict[str, object]] = {
-        "text": {"format": "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"},
+        "text": {
+            "()": "pix_service.logging.RedactingFormatter",
+            "fmt": "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s",
+        },
         "json": {
-            "()": "pythonjsonlogger.json.JsonFormatter",
+            "()": "pix_service.logging.RedactingJsonFormatter",
             "fmt": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
@@ -317,6 +393,11 @@ def logging_config(fmt: str, level: str) -> dict[str, object]:
             # Django's own request logger would print the 500's trace a second
             # time; our handler logs it once, with the request id.
             "django.request": {"level": "ERROR", "propagate": True},
+            # Django's defaults give these their own handlers (a plain console
+            # one when DEBUG is on, runserver's request lines) that would print
+            # a notification URL's token: ours, which redact it, are the only ones.
+            "django": {"handlers": [], "propagate": True},
+            "django.server": {"handlers": [], "propagate": True},
             "pgserver": {"level": "WARNING"},
         },
     }

@@ -17,9 +17,20 @@ DEBUG = False
 SECRET_KEY = env.str("SECRET_KEY")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS")
 WEBHOOKS_ALLOW_PRIVATE_NETWORKS = False
-PIX_SANDBOX = env.bool("PIX_SANDBOX", default=False)
+if env.bool("PIX_SANDBOX", default=False):
+    # Checked here rather than only by a system check: gunicorn and Celery
+    # never run system checks, and the sandbox mints money.
+    raise ImproperlyConfigured(
+        "PIX_SANDBOX must be off in production: the sandbox acquirer and /api/sandbox/* let any "
+        "credential mark its own charges paid. Set PIX_SANDBOX=false."
+    )
+PIX_SANDBOX = False
 
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# X-Forwarded-Proto is believed only when a proxy in front sets it (and drops
+# a client's); with gunicorn reachable directly, any client could claim https.
+TRUST_X_FORWARDED_PROTO = env.bool("TRUST_X_FORWARDED_PROTO", default=False)
+if TRUST_X_FORWARDED_PROTO:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
 # Probes and the metrics scraper speak plain HTTP inside the network.
 SECURE_REDIRECT_EXEMPT = [r"^api/health(/ready)?$", r"^metrics$"]

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
+from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.test import Client
 from django.urls import reverse
@@ -20,6 +21,7 @@ from accounts.services import credential_issue, credential_revoke, ledger_post
 from acquirers.models import AcquirerGrant
 from pix_service.tokens import hash_secret
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.security.test_secrets import stored_values
 from webhooks.models import WebhookEndpoint
 
 pytestmark = pytest.mark.django_db
@@ -196,7 +198,7 @@ def test_invalid_transition_is_reported_not_a_500(admin_client: Client, monkeypa
 def test_add_account_creates_it_with_its_balance_row(admin_client: Client) -> None:
     response = admin_client.post(reverse("admin:accounts_account_add"), account_form() | inline_management())
 
-    assert response.status_code == 302
+    assert response.status_code == 303
     account = Account.objects.get(name="Padaria Nova Ltda")
     assert account.status == Account.Status.PENDING
     assert account.cashin_fee_bps == 150
@@ -212,7 +214,7 @@ def test_add_account_with_an_acquirer_grant(admin_client: Client) -> None:
 
     response = admin_client.post(reverse("admin:accounts_account_add"), data)
 
-    assert response.status_code == 302
+    assert response.status_code == 303
     account = Account.objects.get(name="Padaria Nova Ltda")
     assert AcquirerGrant.objects.filter(account=account, acquirer=acquirer).exists()
     assert AccountBalance.objects.filter(account=account).exists()
@@ -227,7 +229,7 @@ def test_change_form_is_organised_in_fieldsets(admin_client: Client) -> None:
     page = html(response)
     for title in ("Identificação", "Taxa de cash-in", "Taxa de saque", "Limites e aprovação de saques", "Cobranças"):
         assert title in page
-    assert account.postback_secret in page
+    assert account.postback_secret not in page  # shown once, at creation or rotation
     assert 'name="status"' not in page
     assert 'name="is_blocked"' not in page
     assert "Emitir credencial" in page
@@ -242,7 +244,7 @@ def test_add_account_without_approve_permission_starts_pending(client: Client, d
 
     response = client.post(reverse("admin:accounts_account_add"), account_form(status="approved") | inline_management())
 
-    assert response.status_code == 302
+    assert response.status_code == 303
     assert Account.objects.get(name="Padaria Nova Ltda").status == Account.Status.PENDING
 
 
@@ -285,8 +287,12 @@ def test_issue_credential_shows_the_secret_once_and_stores_only_its_hash(admin_c
     account = AccountFactory()
     assert admin_client.get(issue_url(account)).status_code == 200
 
-    response = admin_client.post(issue_url(account), {"permission": "cashin", "label": "ERP"})
+    posted = admin_client.post(issue_url(account), {"permission": "cashin", "label": "ERP"})
 
+    # Post/Redirect/Get: the POST answers with a redirect, never the secret.
+    assert posted.status_code == 303
+    assert SECRET.search(html(posted)) is None
+    response = admin_client.get(posted["Location"])
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     page = html(response)
@@ -301,12 +307,54 @@ def test_issue_credential_shows_the_secret_once_and_stores_only_its_hash(admin_c
     stored = ApiCredential.objects.filter(pk=credential.pk).values().get()
     assert all(secret.group() not in str(value) for value in stored.values())
     assert log_messages(account) == [f"Credencial emitida: {credential.public_key}"]
+    # Nor does it linger in the session once shown.
+    assert all(secret.group() not in str(value) for value in admin_client.session.values())
 
     later = html(admin_client.get(change_url(credential)))
     assert credential.public_key in later
     assert secret.group() not in later
     assert credential.secret_hash not in later
     assert secret.group() not in html(admin_client.get(change_url(account)))
+
+
+def test_reloading_the_secret_page_issues_nothing_and_shows_nothing_again(admin_client: Client) -> None:
+    account = AccountFactory()
+    posted = admin_client.post(issue_url(account), {"permission": "all"})
+    first = html(admin_client.get(posted["Location"]))
+    secret = SECRET.search(first)
+    assert secret is not None
+
+    reloaded = admin_client.get(posted["Location"], follow=True)
+
+    assert reloaded.status_code == 200
+    assert SECRET.search(html(reloaded)) is None
+    assert secret.group() not in html(reloaded)
+    assert shown_messages(reloaded) == [
+        "Este segredo já foi exibido e não é mostrado de novo. Se não foi copiado, rotacione-o."
+    ]
+    assert ApiCredential.objects.filter(account=account).count() == 1
+    # Another session (a shared or stolen link) gets nothing either.
+    assert SECRET.search(html(Client().get(posted["Location"], follow=True))) is None
+
+
+def test_a_secret_never_shown_rests_nowhere_in_the_database(admin_client: Client) -> None:
+    # The redirect after the POST is never followed (a closed tab, a lost
+    # connection): the secret must not wait in a database row meanwhile, not
+    # even in django_session (signed, not encrypted, and as old as the login).
+    account = AccountFactory()
+
+    posted = admin_client.post(issue_url(account), {"permission": "all"})
+
+    assert posted.status_code == 303
+    sessions = [session.get_decoded() for session in Session.objects.all()]
+    assert sessions
+    assert [value for session in sessions for value in session.values() if SECRET.search(str(value))] == []
+    assert [(t, c) for t, c, v in stored_values() if SECRET.search(v)] == []
+    # Following the redirect still shows it, once; a reload shows nothing.
+    secret = SECRET.search(html(admin_client.get(posted["Location"])))
+    assert secret is not None
+    assert ApiCredential.objects.get(account=account).secret_hash == hash_secret(secret.group())
+    assert SECRET.search(html(admin_client.get(posted["Location"], follow=True))) is None
 
 
 def test_issue_credential_rejects_an_unknown_permission(admin_client: Client) -> None:
@@ -364,7 +412,9 @@ def test_rotate_issues_new_pairs_and_keeps_the_old_ones_active(admin_client: Cli
     first = credential_issue(account=AccountFactory(), permission=ApiCredential.Permission.CASHOUT).credential
     second = credential_issue(account=AccountFactory(), permission=ApiCredential.Permission.CASHIN).credential
 
-    response = admin_client.post(CREDENTIALS, {"action": "rotate", "_selected_action": [first.pk, second.pk]})
+    posted = admin_client.post(CREDENTIALS, {"action": "rotate", "_selected_action": [first.pk, second.pk]})
+    assert posted.status_code == 303
+    response = admin_client.get(posted["Location"])
 
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
@@ -380,6 +430,9 @@ def test_rotate_issues_new_pairs_and_keeps_the_old_ones_active(admin_client: Cli
     assert {hash_secret(secret) for secret in secrets} == set(
         ApiCredential.objects.exclude(pk__in=[first.pk, second.pk]).values_list("secret_hash", flat=True)
     )
+    # Reloading rotates nothing and shows nothing.
+    assert SECRET.search(html(admin_client.get(posted["Location"], follow=True))) is None
+    assert ApiCredential.objects.count() == 4
 
 
 def test_rotate_skips_revoked_credentials(admin_client: Client) -> None:
@@ -487,7 +540,7 @@ def test_operations_approves_and_issues_credentials(staff_client: Any) -> None:
     account.refresh_from_db()
     assert account.status == Account.Status.APPROVED
 
-    response = client.post(issue_url(account), {"permission": "all"})
+    response = client.post(issue_url(account), {"permission": "all"}, follow=True)
     assert response.status_code == 200
     assert SECRET.search(html(response)) is not None
 
@@ -542,3 +595,82 @@ def test_webhook_endpoint_secret_is_never_shown_after_creation(admin_client: Cli
     assert endpoint.secret not in page
     assert 'name="secret"' not in page
     assert 'name="code"' not in page
+
+
+# --------------------------------------------------------------------------- the postback secret
+
+
+def test_a_new_accounts_postback_secret_is_shown_once_to_whoever_created_it(admin_client: Client) -> None:
+    posted = admin_client.post(reverse("admin:accounts_account_add"), account_form() | inline_management())
+    account = Account.objects.get(name="Padaria Nova Ltda")
+
+    assert posted.status_code == 303
+    assert account.postback_secret not in html(posted)
+    shown = admin_client.get(posted["Location"])
+    assert account.postback_secret in html(shown)
+    assert "no-store" in shown["Cache-Control"]
+
+    assert account.postback_secret not in html(admin_client.get(posted["Location"], follow=True))
+    assert account.postback_secret not in html(admin_client.get(change_url(account)))
+    assert account.postback_secret not in html(admin_client.get(ACCOUNTS))
+
+
+def test_rotating_the_postback_secret_shows_the_new_one_once(admin_client: Client) -> None:
+    account = AccountFactory()
+    old = account.postback_secret
+
+    posted = run_action(admin_client, ACCOUNTS, "rotate_postback_secret", account)
+
+    account.refresh_from_db()
+    assert account.postback_secret != old
+    assert account.previous_postback_secret == old
+    assert account.previous_postback_secret_expires_at is not None
+    assert account.postback_secret in html(posted)
+    assert log_messages(account) == ["Segredo de postback rotacionado"]
+    # Reloading the page rotates nothing and shows nothing.
+    reloaded = admin_client.get(posted.redirect_chain[-1][0], follow=True)
+    assert account.postback_secret not in html(reloaded)
+    assert Account.objects.get(pk=account.pk).postback_secret == account.postback_secret
+    assert account.postback_secret not in html(admin_client.get(change_url(account)))
+
+
+def test_support_never_sees_a_secret(staff_client: Any, admin_client: Client) -> None:
+    account = AccountFactory()
+    issued = credential_issue(account=account)
+    endpoint = WebhookEndpoint.objects.create(account=account, url="https://example.com/hook")
+    acquirer = AcquirerFactory(options={"charge": "ok", "notification_secret": "very-secret-value-123"})
+    # A rotation by someone else, waiting to be shown in their session.
+    run_action(admin_client, ACCOUNTS, "rotate_postback_secret", account)
+    account.refresh_from_db()
+    secrets = [
+        account.postback_secret,
+        account.previous_postback_secret,
+        issued.secret_key,
+        issued.credential.secret_hash,
+        endpoint.secret,
+        "very-secret-value-123",
+    ]
+    client = staff_client("support")
+    pages = [
+        ACCOUNTS,
+        change_url(account),
+        reverse("admin:accounts_account_history", args=[account.pk]),
+        CREDENTIALS,
+        change_url(issued.credential),
+        reverse("admin:accounts_ledgerentry_changelist"),
+        reverse("admin:accounts_accountbalance_changelist"),
+        reverse("admin:accounts_moneyactionrequest_changelist"),
+        reverse("admin:webhooks_webhookendpoint_changelist"),
+        change_url(endpoint),
+        change_url(acquirer),
+    ]
+
+    for url in pages:
+        response = client.get(url, follow=True)
+        assert response.status_code == 200, url
+        assert not [secret for secret in secrets if secret in html(response)], url
+    # What support cannot open shows nothing either.
+    assert client.get(issue_url(account)).status_code == 403
+    rotated = run_action(client, ACCOUNTS, "rotate_postback_secret", account)
+    assert not [secret for secret in secrets if secret in html(rotated)]
+    assert Account.objects.get(pk=account.pk).postback_secret == account.postback_secret

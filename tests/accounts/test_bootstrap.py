@@ -16,6 +16,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connections
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from accounts.management.commands.pix_bootstrap import Command
@@ -512,6 +513,29 @@ def test_bad_file_reports_the_field_and_changes_nothing(
 
     lines = str(error.value).splitlines()
     assert any(line.startswith(f"{path}: ") for line in lines), lines
+    assert database_state() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://example.com/hook", "A URL deve usar https: os eventos levam dados do pagador."),
+        ("https://127.0.0.1/hook", "URL não permitida: o endereço é local, privado ou reservado."),
+    ],
+)
+def test_production_refuses_the_webhook_urls_the_api_refuses(
+    bootstrap: Callable[[Any], dict[str, Any]], url: str, message: str
+) -> None:
+    bootstrap(EXAMPLE)
+    before = database_state()
+    data = copy.deepcopy(EXAMPLE)
+    data["accounts"][0]["webhooks"] = [{"ref": "hook", "url": url}]
+
+    with override_settings(WEBHOOKS_ALLOW_PRIVATE_NETWORKS=False), pytest.raises(CommandError) as error:
+        bootstrap(data)
+
+    assert f"accounts[0].webhooks[0].url: {message}" in str(error.value).splitlines()
     assert database_state() == before
 
 

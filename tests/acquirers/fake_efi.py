@@ -41,6 +41,11 @@ OPERATIONS = ("token", "send", "status")
 
 class EfiFault(enum.StrEnum):
     TIMEOUT = "timeout"  # act (record the send), then answer after ``FakeEfi.delay``: too late
+    # Record the send only after ``FakeEfi.delay`` (lookups meanwhile: 404
+    # PixEnviadoNaoEncontrado), then answer: Efí's queue was slow, not empty.
+    LATE_RECORD = "late_record"
+    # 409 id_envio_duplicado while the lookup still says 404 (Efí's record lags).
+    DUPLICATE = "duplicate"
     LOST_ANSWER = "lost_answer"  # act, then 500: the answer is lost on the way
     UNAVAILABLE = "unavailable"  # 503, nothing done
     ERROR = "error"  # 500 erro_aplicacao, nothing done
@@ -69,6 +74,10 @@ _FAULT_ANSWERS: dict[EfiFault, tuple[int, dict[str, Any]]] = {
     EfiFault.DECLINED: (422, efi_error("pagamento_negado", "Pagamento negado por análises")),
     EfiFault.INSUFFICIENT: (400, efi_error("saldo_insuficiente", "Saldo insuficiente para realizar o envio")),
     EfiFault.FORBIDDEN: (403, efi_error("acesso_negado", "Escopo gn.pix.send.read não liberado")),
+    EfiFault.DUPLICATE: (
+        409,
+        efi_error("id_envio_duplicado", "O id de envio informado já foi utilizado em outro pagamento"),
+    ),
 }
 
 
@@ -100,6 +109,14 @@ class FakeEfi(FakeServer[EfiFault]):
         with self.lock:
             _finish(self.sends[id_envio], status)
         return self.notify([id_envio]) if notify else None
+
+    def change_mind(self, id_envio: str, status: str) -> None:
+        """A self-contradicting PSP: a final status replaced by another."""
+        with self.lock:
+            send = self.sends[id_envio]
+            send.pop("gnExtras", None)
+            send["horario"].pop("liquidacao", None)
+            _finish(send, status)
 
     def callback_body(self, ids: list[str]) -> dict[str, Any]:
         """The ``{webhookUrl}/pix`` callback for these sends, as documented."""
@@ -223,6 +240,8 @@ class Handler(FakeHandler):
         if fault is EfiFault.GARBAGE:
             self._send_garbage(method)
             return
+        if fault is EfiFault.LATE_RECORD:
+            efi.stopping.wait(efi.delay)
         status, body = self._send_pix(id_envio, parsed) if operation == "send" else self._status(id_envio)
         if fault is EfiFault.TIMEOUT:
             efi.stopping.wait(efi.delay)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from acquirers.adapters.base import NOTIFICATION_TOKEN_HEADER
 from acquirers.models import Acquirer, InboundNotification
-from acquirers.notifications import charges_reconcile, refund_id_for
+from acquirers.notifications import REJECTED_BODY_KEPT_BYTES, charges_reconcile, refund_id_for
 from payments.models import Charge, ChargeStatus
 from tests.acquirers.conftest import NOTIFY_TOKEN, bacen_options
 from tests.acquirers.fake_psp import FakePsp, Fault
@@ -126,6 +127,19 @@ def test_a_callback_without_the_token_is_rejected_before_asking_the_psp(
     assert (inbound().status, inbound().error) == (Status.REJECTED, "wrong or missing notification token")
 
 
+def test_a_forged_callback_is_refused_on_its_token_before_it_is_stored_whole(charge: Charge, fake_psp: FakePsp) -> None:
+    e2e_id = fake_psp.pay(charge.txid)
+    body = json.dumps({**fake_psp.callback_body([e2e_id]), "padding": "x" * 200_000}).encode()
+
+    response = callback(body, url=URL.replace(NOTIFY_TOKEN, "forged-token"))
+
+    assert response.status_code == 401
+    assert fake_psp.calls_of("pix.get") == []
+    assert refresh(charge).status == S.PENDING
+    assert len(inbound().body) == REJECTED_BODY_KEPT_BYTES
+    assert inbound().status == Status.REJECTED
+
+
 def test_a_callback_for_a_pix_the_psp_does_not_know_is_rejected(charge: Charge, fake_psp: FakePsp) -> None:
     forged = {"pix": [{"endToEndId": "E12345678202601011200abcdefghijk", "txid": charge.txid, "valor": "10.00",
                        "horario": "2026-01-01T12:00:00Z"}]}  # fmt: skip
@@ -212,6 +226,33 @@ def test_an_acquirer_without_a_notification_token_refuses_every_callback(
     assert callback({"pix": []}).status_code == 401
 
 
+def test_a_notification_token_variable_left_unset_is_a_503_kept_for_staff(
+    make_bacen_acquirer: Callable[..., Acquirer],
+    fake_psp: FakePsp,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.delenv("PIX_TEST_BACEN_UNSET_NOTIFY_TOKEN", raising=False)
+    make_bacen_acquirer(options=bacen_options(fake_psp, notification_token_env="PIX_TEST_BACEN_UNSET_NOTIFY_TOKEN"))
+
+    with caplog.at_level(logging.INFO):
+        response = callback({"pix": []})
+
+    assert response.status_code == 503
+    assert response.json() == {
+        "success": False,
+        "message": "Notificação não confirmada na adquirente. Tente novamente.",
+        "data": None,
+    }
+    assert inbound().status == Status.REJECTED
+    assert "PIX_TEST_BACEN_UNSET_NOTIFY_TOKEN is not set" in inbound().error
+    assert NOTIFY_TOKEN not in json.dumps(inbound().headers)
+    # Django notes the 503's path (redacted by our handler), but there is no trace.
+    assert [r.getMessage() for r in caplog.records if r.exc_info or r.levelno > logging.ERROR] == []
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [f"Service Unavailable: {URL}"]
+    assert fake_psp.calls == []
+
+
 # --------------------------------------------------------------------------- polling
 
 
@@ -265,7 +306,9 @@ def paid(charge: Charge, fake_psp: FakePsp) -> str:
 
 
 def refund(client: Client, charge: Charge) -> list[str]:
-    response = client.post(CHARGES, {"action": "refund", "_selected_action": [str(charge.pk)]}, follow=True)
+    # Submitted from the confirmation page, with its reason.
+    data = {"action": "refund", "_selected_action": [str(charge.pk)], "confirmed": "yes", "reason": "Pedido do pagador"}
+    response = client.post(CHARGES, data, follow=True)
     assert response.status_code == 200
     return [str(m) for m in get_messages(response.wsgi_request)]
 
@@ -299,7 +342,7 @@ def test_a_devolucao_in_processing_completes_through_the_callback(
 
     assert "1 devolução(ões) em processamento na adquirente" in messages[0]
     assert refresh(charge).status == S.PAID
-    assert available_balance(account) == LIQUID
+    assert available_balance(account) == 0 == ledger_sum(account)  # reserved (test_refund_reservation.py)
 
     fake_psp.settle_refund(e2e_id, refund_id_for(charge.pk))
     response = callback(fake_psp.callback_body([e2e_id]))

@@ -96,6 +96,9 @@ def _recrc(body: str) -> str:
         (_recrc("00020126300014br.gov.bcb.pix2508loc/x/yz52040000530398654041.2x5802BR5901A6001B"), "decimal"),
         (_recrc("00020126300014br.gov.bcb.pix2508loc/x/yz520400005303986540610.0015802BR5901A6001B"), "decimal"),
         ("ab\x00" + sample()[3:], "non-printable"),
+        # int() and str.isdigit() take these; a payer's bank does not.
+        (_recrc("00020126300014br.gov.bcb.pix2508loc/x/yz52040000530398654\u0660\u06645.005802BR5901A6001B"), "TLV"),
+        (_recrc("00020126300014br.gov.bcb.pix2508loc/x/yz52040000530398654045.\uff1105802BR5901A6001B"), "decimal"),
     ],
 )
 def test_checker_refuses_malformed_codes(code: str, reason: str) -> None:

@@ -227,7 +227,7 @@ class Gated(_TestAdapter):
 @adapters.register
 class Unclear(_TestAdapter):
     """A payout send that times out at once (it may have been paid); the
-    status query answers ``options["status"]``: down, not_found or paid."""
+    status query answers ``options["status"]``: down, not_found, failed or paid."""
 
     name = "test_cb_unclear"
     sends: ClassVar[list[str]] = []
@@ -242,6 +242,8 @@ class Unclear(_TestAdapter):
             return PayoutResult(status=PayoutStatus.PAID, provider_payout_id="u", e2e_id=new_e2e_id())
         if answer == "not_found":
             return PayoutResult(status=PayoutStatus.NOT_FOUND)
+        if answer == "failed":
+            return PayoutResult(status=PayoutStatus.FAILED, reason="AC03")
         raise AcquirerUnavailable("status endpoint down")
 
 
@@ -557,13 +559,25 @@ def test_an_open_acquirer_that_may_hold_the_payout_is_always_asked_first(payer: 
     assert payout_attempts(withdrawal) == second
     assert held_by(spare, withdrawal) is PayoutStatus.NOT_FOUND
 
-    # It says it never got it: only now does the payout move on.
+    # "Not found" right after an unclear send is no answer: it stays there.
     Acquirer.objects.filter(pk=unclear.pk).update(options={"status": "not_found"})
     assert state(unclear).state is State.OPEN
+    with pytest.raises(PayoutUndetermined):
+        withdrawal_process(withdrawal_id=withdrawal.pk)
+    third = [*second, ("cb_po_unclear", "status", "not_found")]
+    assert payout_attempts(withdrawal) == third
+    assert held_by(spare, withdrawal) is PayoutStatus.NOT_FOUND
+
+    # It failed the payout, and nothing of ours can still be on its way there:
+    # only now does the payout move on.
+    Acquirer.objects.filter(pk=unclear.pk).update(options={"status": "failed"})
+    PayoutAttempt.objects.filter(withdrawal=withdrawal, action="send").update(
+        created_at=timezone.now() - withdrawal_services.LEASE
+    )
     assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
     assert payout_attempts(withdrawal) == [
-        *second,
-        ("cb_po_unclear", "status", "not_found"),
+        *third,
+        ("cb_po_unclear", "status", "failed"),
         ("cb_po_spare", "send", "paid"),
     ]
     assert Unclear.sends == [withdrawal.idempotency_id]

@@ -218,6 +218,15 @@ def test_efi_errors_map_to_our_error_classes(
     assert fake_efi.sends == {}
 
 
+def test_efis_409_is_never_a_refusal_even_when_its_lookup_lags(fake_efi: FakeEfi, efi_acquirer: Acquirer) -> None:
+    # "idEnvio already used" means Efí has it; a 404 a moment later only means its record lags.
+    fake_efi.fail("send", EfiFault.DUPLICATE)
+    with pytest.raises(AcquirerUnavailable, match="id_envio_duplicado") as raised:
+        adapter_of(efi_acquirer).create_payout(payout_request())
+    assert not isinstance(raised.value, AcquirerDeclined)
+    assert operations(fake_efi) == ["send", "status"]
+
+
 def test_a_refusal_whose_lookup_fails_is_unclear_not_a_refusal(fake_efi: FakeEfi, efi_acquirer: Acquirer) -> None:
     fake_efi.fail("send", EfiFault.DECLINED)
     fake_efi.fail("status", EfiFault.UNAVAILABLE, EfiFault.UNAVAILABLE)  # the GET and its one retry
@@ -459,7 +468,8 @@ def test_while_efi_cannot_say_the_payout_waits_and_goes_nowhere_else(
     unclear = [("efi", "send", "timeout"), ("efi", "status", "unavailable")]
     wait_for(lambda: attempts(withdrawal)[:2] == unclear)
     assert [a for a in attempts(withdrawal) if a[0] != "efi"] == []
-    poll_now()  # (the retry may come first: same answer)
+    # What beat does; the task's own retry may come first (and hold or settle it).
+    payouts_poll(older_than=dt.timedelta(0))
 
     wait_status(withdrawal, S.PAID)
     assert [a for a in attempts(withdrawal) if a[0] != "efi"] == []

@@ -5,19 +5,28 @@ first, verified by signature, then applied through the charge lifecycle
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
+import logging
+import time
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.test import override_settings
+from django.utils.log import configure_logging
 from rest_framework.test import APIClient
 
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
-from acquirers.adapters.sandbox import SIGNATURE_HEADER, sign
+from acquirers.adapters.sandbox import SIGNATURE_HEADER, SIGNATURE_TOLERANCE, TIMESTAMP_HEADER, sign, signed_headers
 from acquirers.models import Acquirer, InboundNotification
+from acquirers.notifications import REJECTED_BODY_KEPT_BYTES
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
+from pix_service.settings.base import logging_config
 from tests.factories import AcquirerFactory
+from tests.helpers import project_formatters
 
 S = ChargeStatus
 Status = InboundNotification.Status
@@ -35,6 +44,7 @@ CHARGE_BODY = {
 }
 ACCEPTED = {"success": True, "message": "Notificação recebida."}
 REJECTED = {"success": False, "message": "Notificação não autenticada.", "data": None}
+NOW = int(time.time())
 
 pytestmark = pytest.mark.django_db
 
@@ -63,11 +73,22 @@ def event(name: str, charge: Charge, **extra: Any) -> dict[str, Any]:
     return {"event": name, "reference": charge.txid, **extra}
 
 
-def notify(body: Any, *, secret: str = SECRET, url: str = URL, signature: str | None = None, **headers: Any) -> Any:
-    """What an acquirer sends: raw JSON bytes signed with the shared secret, no client credentials."""
+def notify(
+    body: Any,
+    *,
+    secret: str = SECRET,
+    url: str = URL,
+    signature: str | None = None,
+    timestamp: int | None = None,
+    **headers: Any,
+) -> Any:
+    """What an acquirer sends: raw JSON bytes signed with the shared secret
+    and the time (now unless told), no client credentials."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    signed = sign(secret, raw) if signature is None else signature
-    return APIClient().post(url, data=raw, content_type="application/json", HTTP_X_SANDBOX_SIGNATURE=signed, **headers)
+    signed = signed_headers(secret, raw, timestamp)
+    if signature is not None:
+        signed[SIGNATURE_HEADER] = signature
+    return APIClient().post(url, data=raw, content_type="application/json", headers=signed, **headers)
 
 
 def accepted(response: Any, processed: int) -> None:
@@ -112,7 +133,7 @@ def test_paid_notification_pays_credits_and_is_stored(charge: Charge, account: A
     assert inbound.body == raw.decode()
     assert (inbound.status, inbound.error) == (Status.PROCESSED, "")
     assert inbound.processed_at is not None
-    assert inbound.headers[SIGNATURE_HEADER] == sign(SECRET, raw)
+    assert inbound.headers[SIGNATURE_HEADER] == sign(SECRET, raw, int(inbound.headers[TIMESTAMP_HEADER]))
 
 
 def test_balance_visible_to_the_account(api: APIClient, charge: Charge) -> None:
@@ -244,13 +265,16 @@ def test_late_paid_never_undoes_a_chargeback_or_refund(charge: Charge, then: tup
 
 @pytest.mark.parametrize(
     "signature",
-    ["", "deadbeef", sign(OTHER_SECRET, b"{}"), "SIGN-OF-ANOTHER-BODY"],
-    ids=["missing", "garbage", "other-body", "placeholder"],
+    ["", "deadbeef", "çãõ-not-ascii", sign(OTHER_SECRET, b"{}", NOW), "SIGN-OF-ANOTHER-BODY", "SIGN-OF-ANOTHER-TIME"],
+    ids=["missing", "garbage", "not-ascii", "other-body", "placeholder", "other-time"],
 )
 def test_bad_signature_is_401_stored_as_rejected(charge: Charge, signature: str) -> None:
     body = event("charge.paid", charge, e2e_id=E2E)
     if signature == "SIGN-OF-ANOTHER-BODY":
-        signature = sign(SECRET, json.dumps({**body, "e2e_id": None}).encode())
+        signature = sign(SECRET, json.dumps({**body, "e2e_id": None}).encode(), int(time.time()))
+    if signature == "SIGN-OF-ANOTHER-TIME":
+        # A fresh timestamp pasted onto an old request's signature.
+        signature = sign(SECRET, json.dumps(body).encode(), int(time.time()) - 3600)
     before = state(charge)
 
     response = notify(body, signature=signature)
@@ -262,6 +286,52 @@ def test_bad_signature_is_401_stored_as_rejected(charge: Charge, signature: str)
     assert inbound.status == Status.REJECTED
     assert inbound.body == json.dumps(body)
     assert inbound.error == "bad signature"
+
+
+@pytest.mark.parametrize(
+    ("shift", "error"),
+    [
+        (-SIGNATURE_TOLERANCE - 5, "timestamp too old or too far ahead"),
+        (SIGNATURE_TOLERANCE + 5, "timestamp too old or too far ahead"),
+        (-86_400, "timestamp too old or too far ahead"),
+    ],
+    ids=["just-too-old", "too-far-ahead", "a-day-old"],
+)
+def test_a_signed_notification_outside_the_tolerance_is_rejected(charge: Charge, shift: int, error: str) -> None:
+    """A request captured and replayed later (properly signed, with its own time) changes nothing."""
+    before = state(charge)
+
+    response = notify(event("charge.paid", charge, e2e_id=E2E), timestamp=int(time.time()) + shift)
+
+    assert response.status_code == 401
+    assert response.json() == REJECTED
+    assert state(charge) == before
+    assert (last_inbound().status, last_inbound().error) == (Status.REJECTED, error)
+
+
+@pytest.mark.parametrize("shift", [-SIGNATURE_TOLERANCE + 30, SIGNATURE_TOLERANCE - 30], ids=["late", "early"])
+def test_a_signed_notification_within_the_tolerance_is_accepted(charge: Charge, shift: int) -> None:
+    accepted(notify(event("charge.paid", charge, e2e_id=E2E), timestamp=int(time.time()) + shift), 1)
+    assert state(charge)["status"] == S.PAID
+
+
+@pytest.mark.parametrize(
+    "stamp", ["", "soon", "1e9", " 1700000000", "1_700_000_000", "\u0661\u0667" + "\u0660" * 8, "9" * 13]
+)
+def test_a_missing_or_malformed_timestamp_is_rejected(charge: Charge, stamp: str) -> None:
+    before = state(charge)
+    raw = json.dumps(event("charge.paid", charge, e2e_id=E2E)).encode()
+    response = APIClient().post(
+        URL,
+        data=raw,
+        content_type="application/json",
+        HTTP_X_SANDBOX_TIMESTAMP=stamp,
+        HTTP_X_SANDBOX_SIGNATURE=sign(SECRET, raw, NOW),
+    )
+    assert response.status_code == 401
+    assert response.json() == REJECTED
+    assert state(charge) == before
+    assert (last_inbound().status, last_inbound().error) == (Status.REJECTED, "missing or malformed timestamp")
 
 
 def test_signed_with_another_secret_is_rejected(charge: Charge) -> None:
@@ -362,3 +432,104 @@ def test_unusable_e2e_id_fails_only_its_event(api: APIClient, acquirer: Acquirer
     assert second.txid in inbound.error
     assert state(third)["status"] == S.PAID
     accepted(response, 1)
+
+
+# --------------------------------------------------------------------------- hostile requests
+
+
+def test_a_forged_request_with_a_big_body_is_stored_only_truncated(charge: Charge) -> None:
+    body = json.dumps([event("charge.paid", charge, e2e_id=E2E), {"padding": "x" * 200_000}]).encode()
+    before = state(charge)
+
+    response = notify(body, signature="deadbeef")
+
+    assert response.status_code == 401
+    assert response.json() == REJECTED
+    assert state(charge) == before
+    inbound = InboundNotification.objects.get()
+    assert inbound.status == Status.REJECTED
+    assert inbound.body == body[:REJECTED_BODY_KEPT_BYTES].decode()
+    assert inbound.error == f"bad signature (body of {len(body)} bytes, first {REJECTED_BODY_KEPT_BYTES} kept)"
+
+
+def test_an_authentic_big_body_is_stored_whole(charge: Charge) -> None:
+    body = json.dumps([event("charge.paid", charge, e2e_id=E2E), event("charge.paid", charge, pad="x" * 100_000)])
+    response = notify(body.encode())
+    assert response.status_code == 200, response.content
+    assert last_inbound().body == body
+
+
+@pytest.mark.parametrize("size", [256 * 1024 + 1, 3 * 1024 * 1024], ids=["just-past-the-cap", "megabytes"])
+def test_a_body_past_the_cap_is_a_413_stored_nowhere_and_logged_nowhere(
+    charge: Charge, size: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = json.dumps(event("charge.paid", charge, e2e_id=E2E, pad="")).encode()
+    body = body[:-2] + b"x" * (size - len(body)) + body[-2:]
+    assert len(body) == size
+    before = state(charge)
+
+    with caplog.at_level(logging.INFO):
+        response = notify(body)  # correctly signed, even
+
+    assert response.status_code == 413
+    assert response.json() == {"success": False, "message": "Corpo da requisição muito grande.", "data": None}
+    assert state(charge) == before
+    assert not InboundNotification.objects.exists()
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_the_url_token_never_reaches_a_log_line(
+    acquirer: Acquirer, charge: Charge, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = "s3cr3t-url-token-of-the-psp-0123456789"
+
+    def explode(**kwargs: Any) -> Any:
+        raise RuntimeError("processing exploded")
+
+    monkeypatch.setattr("acquirers.apis.notification_process", explode)
+    with caplog.at_level(logging.DEBUG):
+        response = notify(event("charge.paid", charge), url=f"{URL}/{token}/pix")
+    assert response.status_code == 500
+
+    lines = [formatter.format(record) for record in caplog.records for formatter in project_formatters()]
+    # Not vacuous: Django logged the path of the 500, and our handler its trace.
+    assert any(f"{URL}/[redacted]/pix" in line and "Internal Server Error" in line for line in lines)
+    assert any("Traceback" in line and "processing exploded" in line for line in lines)
+    assert all(token not in line for line in lines), lines
+
+
+def test_the_url_token_reaches_no_handler_of_the_django_loggers_under_debug(
+    acquirer: Acquirer, charge: Charge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "s3cr3t-url-token-of-the-psp-9876543210"
+
+    def explode(**kwargs: Any) -> Any:
+        raise RuntimeError("processing exploded")
+
+    monkeypatch.setattr("acquirers.apis.notification_process", explode)
+    # As `make run` configures logging (Django's defaults, then ours), with
+    # every stream handler of the chain writing where the test reads.
+    configure_logging(settings.LOGGING_CONFIG, logging_config("text", "DEBUG"))
+    streams: list[io.StringIO] = []
+    try:
+        for name in ("django.request", "django.server"):
+            logger: logging.Logger | None = logging.getLogger(name)
+            while logger is not None:
+                for handler in logger.handlers:
+                    if isinstance(handler, logging.StreamHandler):
+                        streams.append(io.StringIO())
+                        handler.setStream(streams[-1])
+                logger = logger.parent if logger.propagate else None
+        with override_settings(DEBUG=True):
+            response = notify(event("charge.paid", charge), url=f"{URL}/{token}/pix")
+            # What runserver logs for each request it serves.
+            logging.getLogger("django.server").info('"%s" %s %s', f"POST {URL}/{token}/pix HTTP/1.1", "500", "0")
+    finally:
+        configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
+    assert response.status_code == 500
+
+    written = [stream.getvalue() for stream in streams]
+    # Not vacuous: the 500's path and the request line were written, redacted.
+    assert any(f"Internal Server Error: {URL}/[redacted]/pix" in text for text in written), written
+    assert any(f"POST {URL}/[redacted]/pix HTTP/1.1" in text for text in written), written
+    assert all(token not in text for text in written), written

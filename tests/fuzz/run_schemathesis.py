@@ -97,7 +97,7 @@ def fuzz_env() -> dict[str, str]:
         env["PIX_EMBEDDED_DB_NAME"] = "pix_fuzz"
     # Far above what the run sends: a 429 would only hide the answers under test.
     env["API_RATE_LIMIT_PER_MINUTE"] = str(10**9)
-    env["CELERY_TASK_DEFAULT_QUEUE"] = QUEUE
+    env["CELERY_TASK_DEFAULT_QUEUE"] = env["WEBHOOK_QUEUE"] = QUEUE
     # The sandbox acquirer and the /api/sandbox/* drivers are part of the run.
     env["PIX_SANDBOX"] = "true"
     # Local settings' default, stated: with it off every fuzzed webhook or

@@ -97,3 +97,31 @@ def test_a_deep_body_with_an_idempotency_key_is_the_invalid_body_400(api: APICli
     response = api.post("/api/withdrawals", "[" * 5000, content_type="application/json", HTTP_IDEMPOTENCY_KEY="deep-1")
     assert response.status_code == 400
     assert response.json()["message"] == "Corpo da requisição inválido."
+
+
+FULL_WIDTH = {ord("0") + d: 0xFF10 + d for d in range(10)}
+ARABIC_INDIC = {ord("0") + d: 0x0660 + d for d in range(10)}
+
+
+@pytest.mark.parametrize("digits", [FULL_WIDTH, ARABIC_INDIC], ids=["full-width", "arabic-indic"])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("buyer_phone", "11999998888", "Informe DDD e número, apenas dígitos (10 ou 11)."),
+        ("buyer_zipcode", "01310100", "Informe o CEP com 8 dígitos."),
+    ],
+)
+def test_digits_are_ascii_digits(api: APIClient, digits: dict[int, int], field: str, value: str, message: str) -> None:
+    # \d took them: stored as typed, unreadable to any acquirer.
+    body = {**CHARGE_BODY, "buyer": {**CHARGE_BODY["buyer"], field: value.translate(digits)}}
+    response = api.post("/api/transactions", body, format="json")
+    assert response.status_code == 422
+    assert response.json()["data"]["errors"] == {f"buyer.{field}": [message]}
+    assert not Charge.objects.exists()
+
+
+@pytest.mark.parametrize("param", ["amount_min", "amount_max", "page", "per_page"])
+def test_listing_integers_are_ascii_digits(api: APIClient, param: str) -> None:
+    # int() took U+0665 (Arabic-Indic five) as 5.
+    errors = listing_errors(api, "/api/transactions", **{param: "5".translate(ARABIC_INDIC)})
+    assert list(errors) == [param]

@@ -10,16 +10,19 @@ from django.contrib.admin.models import LogEntry
 from django.test import Client
 from django.urls import reverse
 
-from accounts.models import Account, LedgerEntry
+from accounts.models import Account, LedgerEntry, MoneyActionRequest
 from accounts.selectors import available_balance
 from acquirers.models import Acquirer, InboundNotification
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
 from tests.factories import AcquirerFactory
+from tests.helpers import admin_action, admin_messages
 
 pytestmark = pytest.mark.django_db
 
 CHARGES = reverse("admin:payments_charge_changelist")
+REQUESTS = reverse("admin:accounts_moneyactionrequest_changelist")
+REASON = "MED analisado pelo time de risco"
 BODY = {
     "payment_method": "pix",
     "amount": 1000,
@@ -35,8 +38,13 @@ def charge(api: Any, account: Account) -> Charge:
     return Charge.objects.get(pk=response.json()["data"]["id"])
 
 
-def act(client: Client, action: str, charge: Charge) -> Any:
-    return client.post(CHARGES, {"action": action, "_selected_action": [str(charge.pk)]}, follow=True)
+def act(client: Client, action: str, charge: Charge, reason: str | None = REASON) -> Any:
+    """The action, confirmed with ``reason`` when it moves money (``None``: the changelist's POST only)."""
+    return admin_action(client, CHARGES, action, [charge.pk], reason=reason)
+
+
+def ledger_kinds(account: Account) -> list[str]:
+    return list(LedgerEntry.objects.filter(account=account).order_by("id").values_list("kind", flat=True))
 
 
 def test_list_filters_and_search(admin_client: Client, charge: Charge) -> None:
@@ -72,25 +80,57 @@ def test_cancel_action_goes_through_the_service(admin_client: Client, charge: Ch
     assert LogEntry.objects.filter(object_id=str(charge.pk)).exists()
 
 
-def test_refund_chargeback_and_resolve_move_money(admin_client: Client, charge: Charge, account: Account) -> None:
+def test_refund_chargeback_and_resolve_move_money(
+    admin_client: Client, staff_member: Any, charge: Charge, account: Account
+) -> None:
     charge_transition(charge_id=charge.pk, to_status=ChargeStatus.PAID, source="sandbox")
     assert available_balance(account) == charge.liquid_amount
 
     act(admin_client, "mark_chargeback", charge)
     assert available_balance(account) == 0
     act(admin_client, "resolve_chargeback", charge)
+    # Asked, not done: crediting needs a second staff member.
+    assert available_balance(account) == 0
+    pending = MoneyActionRequest.objects.get(state="pending")
+    admin_action(staff_member("finance", "fernanda"), REQUESTS, "approve_requests", [pending.pk], reason="ok")
     assert available_balance(account) == charge.liquid_amount
     act(admin_client, "refund", charge)
     charge.refresh_from_db()
     assert charge.status == ChargeStatus.REFUNDED
     assert available_balance(account) == 0
-    kinds = list(LedgerEntry.objects.filter(account=account).order_by("id").values_list("kind", flat=True))
-    assert kinds == ["charge_paid", "charge_chargeback", "chargeback_reversal", "charge_refund"]
+    assert ledger_kinds(account) == ["charge_paid", "charge_chargeback", "chargeback_reversal", "charge_refund"]
+    reasons = LogEntry.objects.filter(object_id=str(charge.pk), user__username="admin")
+    assert all(entry.change_message.endswith(f"Motivo: {REASON}") for entry in reasons)
+    assert reasons.count() == 3
+
+
+def test_refund_shows_the_amounts_and_asks_a_reason_first(admin_client: Client, charge: Charge) -> None:
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.PAID, source="sandbox")
+    charge.refresh_from_db()
+    before = ledger_kinds(charge.account)
+
+    page = act(admin_client, "refund", charge, reason=None)
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "a adquirente devolve o Pix ao pagador" in html
+    assert charge.liquid_amount == 1000  # no cash-in fee on this account
+    assert '<td class="amount">R$ 10,00</td>' in html  # debited from the account
+    assert '<th class="total">R$ 10,00</th>' in html
+    assert 'name="reason"' in html
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID
+    assert ledger_kinds(charge.account) == before
+    assert not LogEntry.objects.filter(object_id=str(charge.pk)).exists()
+
+    act(admin_client, "refund", charge, reason="")
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID
 
 
 def test_action_not_allowed_by_status_changes_nothing(admin_client: Client, charge: Charge) -> None:
     response = act(admin_client, "refund", charge)  # pending cannot be refunded
-    assert "ignorada" in response.content.decode()
+    assert admin_messages(response) == ["Estornar: nenhum registro selecionado está em um status que permita."]
     charge.refresh_from_db()
     assert charge.status == ChargeStatus.PENDING
     assert not ChargeTransition.objects.filter(charge=charge).exists()

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from brcode.utils.brcodeId import jsonFromBrcode
 from django.db import transaction
+from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 from validate_docbr import CNPJ
@@ -604,6 +605,19 @@ def test_optional_buyer_fields_and_http_postback(api: APIClient, platform_acquir
     charge = created(post(api, body(buyer=buyer(**address), postback_url="http://example.com/pix")))
     assert charge.buyer_address == address
     assert charge.postback_url == "http://example.com/pix"
+
+
+@override_settings(WEBHOOKS_ALLOW_PRIVATE_NETWORKS=False)
+def test_production_refuses_a_plain_http_postback(
+    api: APIClient, account: Account, platform_acquirer: Acquirer
+) -> None:
+    # Postbacks carry the payer's data: https only where private networks are refused.
+    before = snapshot(account)
+    response = post(api, body(postback_url="http://example.com/pix"))
+    assert response.status_code == 422
+    assert response.json() == invalid({"postback_url": ["A URL deve usar https: os eventos levam dados do pagador."]})
+    assert snapshot(account) == before  # no acquirer was asked: no attempt recorded
+    assert created(post(api, body(postback_url="https://example.com/pix"))).postback_url == "https://example.com/pix"
 
 
 # =========================================================================== 3. business rules and fees
@@ -1354,7 +1368,8 @@ def test_unknown_adapter_name_counts_as_a_failed_attempt(client_of: Any) -> None
     good = AcquirerFactory(key="after_misconfigured")
     account = with_slots(account_with_balance(), misconfigured, good)
     charge = created(post(client_of(account), body()))
-    assert attempts_of(charge.id) == [(1, "misconfigured", "error"), (2, "after_misconfigured", "ok")]
+    # Cannot be called: unavailable, like an acquirer that does not answer.
+    assert attempts_of(charge.id) == [(1, "misconfigured", "unavailable"), (2, "after_misconfigured", "ok")]
 
 
 # =========================================================================== 8. unexpected errors
@@ -1374,3 +1389,125 @@ def test_unexpected_error_is_a_500_without_trace(
     assert "hunter2" not in response.content.decode()
     assert snapshot(account) == before
     assert AccountBalance.objects.get(account=account).available == SEED_BALANCE
+
+
+# =========================================================================== 9. nothing stored, nothing left
+
+
+@adapters.register
+class RecordingAdapter(_TestAdapter):
+    """Accepts every charge and remembers it was asked."""
+
+    name = "test_recording"
+    asked: list[str] = []
+
+    def create_charge(self, request: ChargeRequest) -> ChargeResult:
+        RecordingAdapter.asked.append(request.txid)
+        return ChargeResult(provider_charge_id="recorded", emv=_code(request, request.amount))
+
+
+@pytest.fixture
+def recording(db: Any) -> Acquirer:
+    RecordingAdapter.asked = []
+    return AcquirerFactory(key="recording", adapter="test_recording", default_priority=1)
+
+
+def nested(depth: int) -> Any:
+    """Objects and arrays, ``depth`` of them one inside another."""
+    value: Any = "bottom"
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [33, 400])
+def test_metadata_nested_too_deep_is_a_422_and_no_acquirer_is_asked(
+    api: APIClient, account: Account, recording: Acquirer, depth: int
+) -> None:
+    before = snapshot(account)
+    response = post(api, body(metadata={"deep": nested(depth - 1)}))
+    assert response.status_code == 422
+    assert response.json() == invalid({"metadata": ["Os metadados podem ter no máximo 32 níveis de objetos e listas."]})
+    assert RecordingAdapter.asked == []
+    assert snapshot(account) == before
+
+
+def test_metadata_at_the_depth_limit_is_taken(api: APIClient, recording: Acquirer) -> None:
+    charge = created(post(api, body(metadata={"deep": nested(31)})))
+    assert charge.metadata == {"deep": nested(31)}
+    assert RecordingAdapter.asked == [charge.txid]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"buyer": buyer(buyer_name="Maria \ud800")},
+        {"buyer": buyer(buyer_city="S\udfffo Paulo")},
+        {"postback_url": "https://example.com/\ud800"},
+    ],
+    ids=["buyer_name", "buyer_city", "postback_url"],
+)
+def test_text_the_database_cannot_store_is_a_422_and_no_acquirer_is_asked(
+    api: APIClient, account: Account, recording: Acquirer, overrides: dict[str, Any]
+) -> None:
+    before = snapshot(account)
+    # Escaped JSON (\ud800): valid JSON, but not UTF-8 once decoded.
+    response = api.post(URL, json.dumps(body(**overrides)), content_type="application/json")
+    assert response.status_code == 422
+    [(field, messages)] = response.json()["data"]["errors"].items()
+    assert field in {"buyer.buyer_name", "buyer.buyer_city", "postback_url"}
+    assert messages == ["O texto não pode conter caracteres substitutos (U+D800 a U+DFFF)."]
+    assert RecordingAdapter.asked == []
+    assert snapshot(account) == before
+
+
+def test_a_charge_whose_insert_fails_is_withdrawn_from_the_acquirer(
+    api: APIClient, account: Account, platform_acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:  # the database refuses the row, after the acquirer accepted
+        cursor.execute(
+            "CREATE FUNCTION refuse_charge() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$"
+            " LANGUAGE plpgsql;"
+            " CREATE TRIGGER refuse_charge BEFORE INSERT ON payments_charge"
+            " FOR EACH ROW EXECUTE FUNCTION refuse_charge()"
+        )
+    enqueued: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(cancel_charge_at_acquirer, "delay", lambda *args: enqueued.append(args))
+    before = snapshot(account)
+
+    response = post(api, body())
+
+    assert response.status_code == 500
+    assert response.json() == error("Ocorreu um erro ao criar o pagamento.")
+    assert snapshot(account) == before
+    [(acquirer_id, txid)] = enqueued
+    assert acquirer_id == platform_acquirer.pk
+    adapter = adapters.build(platform_acquirer)
+    assert isinstance(adapter, SandboxAdapter)
+    assert adapter.charge_state(txid) == "active"  # the payer could pay it: nobody would ever know
+    cancel_charge_at_acquirer(acquirer_id, txid)
+    assert adapter.charge_state(txid) == "canceled"
+
+
+def test_an_invalid_br_code_is_withdrawn_from_the_acquirer_that_made_it(
+    client_of: Any, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    bad = AcquirerFactory(key="bad_code", options={"charge": "invalid_emv"})
+    good = AcquirerFactory(key="good_code")
+    account = with_slots(account_with_balance(), bad, good)
+    with django_capture_on_commit_callbacks() as callbacks:
+        charge = created(post(client_of(account), body()))
+    assert attempts_of(charge.id) == [(1, "bad_code", "invalid_response"), (2, "good_code", "ok")]
+
+    enqueued: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(cancel_charge_at_acquirer, "delay", lambda *args: enqueued.append(args))
+    for callback in callbacks:
+        callback()
+    assert enqueued == [(bad.pk, charge.txid)]
+    bad_adapter = adapters.build(bad)
+    assert isinstance(bad_adapter, SandboxAdapter)
+    assert bad_adapter.charge_state(charge.txid) == "active"
+    cancel_charge_at_acquirer(bad.pk, charge.txid)
+    assert bad_adapter.charge_state(charge.txid) == "canceled"

@@ -366,6 +366,11 @@ SANDBOX_REFUSED = [
     ((S.PAID, S.REFUNDED), "fail"),
     ((S.PAID, S.REFUNDED), "chargeback"),
     ((S.PAID, S.CHARGEBACK), "fail"),
+    # A late confirmation never undoes a chargeback or a refund: asked of the
+    # sandbox, it is a refusal like any other (one answer, 409, everywhere).
+    ((S.PAID, S.CHARGEBACK), "pay"),
+    ((S.PAID, S.REFUNDED), "pay"),
+    ((S.PAID, S.CHARGEBACK, S.REFUNDED), "pay"),
 ]
 ACTION_TARGET = {"pay": S.PAID, "fail": S.FAILED, "refund": S.REFUNDED, "chargeback": S.CHARGEBACK}
 
@@ -397,14 +402,11 @@ def test_sandbox_refused_transition_is_409_and_changes_nothing(
         (("fail",), "fail"),
         (("pay", "refund"), "refund"),
         (("pay", "chargeback"), "chargeback"),
-        # A late confirmation never undoes a chargeback or a refund, nor credits again.
-        (("pay", "chargeback"), "pay"),
-        (("pay", "refund"), "pay"),
-        (("pay", "chargeback", "refund"), "pay"),
+        (("pay", "chargeback", "refund"), "refund"),
     ],
     ids=lambda v: str(v),
 )
-def test_sandbox_repeated_or_late_notification_is_a_no_op(
+def test_sandbox_repeated_change_is_a_no_op(
     api: APIClient, account: Account, acquirer: Acquirer, setup: tuple[str, ...], action: str
 ) -> None:
     charge = create_charge(api)
@@ -451,14 +453,53 @@ def test_sandbox_on_another_accounts_charge_is_404_and_changes_nothing(
     assert snapshot(charge) == before
 
 
-@pytest.mark.parametrize("permission", list(ApiCredential.Permission))
-def test_sandbox_accepts_any_permission(
+@pytest.mark.parametrize("permission", [ApiCredential.Permission.CASHIN, ApiCredential.Permission.ALL])
+def test_sandbox_accepts_the_charges_permission(
     account: Account, acquirer: Acquirer, issue_credential: Callable[..., IssuedCredential], permission: str
 ) -> None:
     charge = make_charge(account, acquirer)
     response = sandbox(client_for(issue_credential(account, permission)), charge.pk, "pay")
     assert response.status_code == 200
     assert response.json()["data"]["status"] == "paid"
+
+
+@pytest.mark.parametrize("action", ["pay", "fail"])
+def test_sandbox_refuses_a_cashout_credential_and_changes_nothing(
+    account: Account, acquirer: Acquirer, issue_credential: Callable[..., IssuedCredential], action: str
+) -> None:
+    charge = make_charge(account, acquirer)
+    before = snapshot(charge)
+
+    response = sandbox(client_for(issue_credential(account, ApiCredential.Permission.CASHOUT)), charge.pk, action)
+
+    assert response.status_code == 403
+    assert response.json() == {
+        "success": False,
+        "message": "Esta credencial não tem permissão para realizar esta operação.",
+        "data": None,
+    }
+    assert snapshot(charge) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "action"),
+    [((), "pay"), ((), "fail"), ((S.PAID,), "refund"), ((S.PAID,), "chargeback")],
+    ids=lambda v: str(v),
+)
+def test_sandbox_cannot_touch_a_charge_held_by_a_real_acquirer(
+    api: APIClient, account: Account, path: tuple[str, ...], action: str
+) -> None:
+    real = AcquirerFactory(key="real_psp", adapter="bacen_pix", options={})
+    charge = make_charge(account, real)
+    move(charge, *path)
+    before = snapshot(charge)
+
+    response = sandbox(api, charge.pk, action)
+
+    # The same answer as an unknown id: nothing tells a client the charge exists.
+    assert response.status_code == 404
+    assert response.json() == NOT_FOUND
+    assert snapshot(charge) == before
 
 
 def test_sandbox_needs_credentials(account: Account, acquirer: Acquirer) -> None:

@@ -56,6 +56,7 @@ WITHDRAWAL_COLUMNS = (
     ("status", "varchar"), ("version", "int4"), ("idempotency_id", "varchar"), ("provider_payout_id", "varchar"),
     ("e2e_id", "varchar"), ("failure_reason", "varchar"), ("approved_at", "timestamptz"),
     ("paid_at", "timestamptz"), ("created_at", "timestamptz"), ("updated_at", "timestamptz"),
+    ("payout_lease_token", "varchar"), ("hold_reason", "varchar"),
 )  # fmt: skip
 
 
@@ -96,6 +97,8 @@ def withdrawal_rows(accounts: Sequence[tuple[uuid.UUID, int]], end: dt.datetime)
             paid,
             created,
             paid or approved or created,
+            "",
+            "",
         )
 
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from accounts.services import ledger_post
 from pix_service import heartbeat
 from pix_service.celery import app
 from tests.factories import AccountFactory, AcquirerFactory
-from tests.realworld import CeleryWorker, Receiver, wait_for
+from tests.realworld import CeleryWorker, Receiver, celery_broker, redis_server, wait_for
 from webhooks.models import WebhookDelivery
 from webhooks.services import delivery_attempt, endpoint_create
 from withdrawals import services as withdrawal_services
@@ -303,6 +304,29 @@ def test_not_ready_with_the_broker_unreachable(heartbeats: str, monkeypatch: pyt
     status, body = ready()
     assert status == 503
     assert body["data"] == {"database": "ok", "broker": "unreachable", "worker": "ok"}
+
+
+def test_readiness_keeps_one_broker_connection_and_still_notices_an_outage(heartbeats: str, tmp_path: Path) -> None:
+    # It opened a broker connection on every call: one per orchestrator poll.
+    heartbeat.beat("worker-1@host")
+    with redis_server(tmp_path) as broker, celery_broker(broker.url):
+        observer = broker.client()
+
+        def accepted() -> int:
+            return int(observer.info("stats")["total_connections_received"])
+
+        before = accepted()
+        assert [ready()[1]["data"]["broker"] for _ in range(10)] == ["ok"] * 10
+        assert accepted() - before <= 2  # the probe's connection (and its pool's), not ten
+
+        broker.stop()
+        started = time.monotonic()
+        status, body = ready()
+        assert (status, body["data"]["broker"]) == (503, "unreachable")
+        assert time.monotonic() - started < 10
+
+        broker.start()
+        assert ready()[1]["data"]["broker"] == "ok"  # a new connection replaces the dead one
 
 
 def test_not_ready_with_redis_unreachable_for_heartbeats(heartbeats: str, settings: Any) -> None:

@@ -264,6 +264,9 @@ class WithdrawalModel:
     history: list[str] = field(default_factory=list)
     net: int = 0
     paid_out: bool = False  # the sandbox acquirer sent the money
+    # The withdrawal names the sandbox acquirer (a send was tried there, or it
+    # confirmed the payout): only then may the sandbox return it (else 404).
+    at_sandbox: bool = False
 
 
 @dataclass
@@ -371,10 +374,10 @@ def withdrawal_move(books: Books, withdrawal_id: uuid.UUID, to: str) -> str:
 
 
 def sandbox_charge(books: Books, charge_id: uuid.UUID, to: str) -> str:
-    # A confirmation for a charge already paid (or charged back, or refunded)
-    # is a no-op: a late "paid" never undoes a chargeback (README, decisions §4).
-    if to == PAID and books.charges[charge_id].status in (PAID, CHARGEBACK, REFUNDED):
-        return "noop"
+    # A late "paid" never undoes a chargeback or a refund (README, decisions
+    # §4); asked of the sandbox it is refused like any other change (409).
+    if to == PAID and books.charges[charge_id].status in (CHARGEBACK, REFUNDED):
+        return "refused"
     return charge_move(books, charge_id, to)
 
 
@@ -436,6 +439,8 @@ class Oracle:
             return withdrawal.status
         # The only acquirer pays if it is willing and the amount fits its
         # ticket; otherwise the chain is exhausted and the money comes back.
+        # Within its ticket the send is tried there, so the withdrawal names it.
+        withdrawal.at_sandbox = withdrawal.at_sandbox or withdrawal.liquid <= self.max_ticket
         if self.payout_ok and withdrawal.liquid <= self.max_ticket:
             withdrawal_move(books, withdrawal_id, PAID)
             withdrawal.paid_out = True
@@ -468,10 +473,14 @@ class Oracle:
                 return ("refused",) if sandbox_charge(books, op.charge_id, op.to) == "refused" else ("ok",)
             return (charge_move(books, op.charge_id, op.to),)
         if isinstance(op, WithdrawalOp):
-            moved = withdrawal_move(books, op.withdrawal_id, op.to)
             if op.via == "sandbox":
+                if not books.withdrawals[op.withdrawal_id].at_sandbox:
+                    return ("not_found",)  # never sent through the sandbox: not its to return
+                moved = withdrawal_move(books, op.withdrawal_id, op.to)
                 return ("refused",) if moved == "refused" else ("ok",)
-            return (moved,)
+            if op.to == PAID:
+                books.withdrawals[op.withdrawal_id].at_sandbox = True  # as perform() records it
+            return (withdrawal_move(books, op.withdrawal_id, op.to),)
         if (
             rivals
             and real is not None
@@ -586,6 +595,8 @@ def sandbox_result(response: Any) -> Result:
         return Result(("ok",), status_code=200)
     if response.status_code == 409:
         return Result(("refused",), status_code=409)
+    if response.status_code == 404:
+        return Result(("not_found",), status_code=404)
     return Result(("unexpected", response.status_code, response.content), status_code=response.status_code)
 
 
@@ -821,6 +832,9 @@ class MoneyModel(RuleBasedStateMachine):
                 url = f"/api/sandbox/withdrawals/{op.withdrawal_id}/return"
                 return sandbox_result(self.client(owner, slot).post(url))
             source = "staff" if op.to in (APPROVED, CANCELED) else "acquirer"
+            if op.to == PAID:
+                # The acquirer confirming a payout is the one it went through.
+                Withdrawal.objects.filter(pk=op.withdrawal_id).update(acquirer=self.acquirer)
             try:
                 changed = withdrawal_transition(
                     withdrawal_id=op.withdrawal_id,

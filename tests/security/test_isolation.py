@@ -143,6 +143,8 @@ def populate(account: Account) -> Tenant:
     pay(client, paid_charge)
     withdrawal = request_withdrawal(client)
     paid_withdrawal = request_withdrawal(client)
+    # Sent through the sandbox acquirer that took the charges, as the payout chain would.
+    Withdrawal.objects.filter(pk=paid_withdrawal).update(acquirer=Charge.objects.get(pk=paid_charge).acquirer)
     withdrawal_transition(
         withdrawal_id=paid_withdrawal, to_status=WithdrawalStatus.APPROVED, source=WithdrawalTransition.Source.SYSTEM
     )

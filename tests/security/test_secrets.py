@@ -18,7 +18,7 @@ import secrets
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import redis
@@ -26,15 +26,14 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.test import Client, override_settings
 from django.urls import reverse
-from django.utils.module_loading import import_string
 from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.services import IssuedCredential, credential_issue, credential_revoke, credential_rotate, ledger_post
 from pix_service.logging import RequestIdFilter
-from pix_service.settings.base import logging_config
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.helpers import project_formatters
 from tests.realworld import Receiver
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 from webhooks.services import delivery_attempt
@@ -69,18 +68,6 @@ class FormattedLines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.extend(formatter.format(record) for formatter in self.formatters)
-
-
-def project_formatters() -> list[logging.Formatter]:
-    """The formatters of ``logging_config``, built as dictConfig builds them."""
-    config = logging_config("json", "DEBUG")
-    specs = cast(dict[str, dict[str, Any]], config["formatters"])
-    made: list[logging.Formatter] = []
-    for spec in specs.values():
-        options = dict(spec)
-        factory = options.pop("()", None)
-        made.append(logging.Formatter(options["format"]) if factory is None else import_string(factory)(**options))
-    return made
 
 
 @dataclass
@@ -333,3 +320,73 @@ def test_admin_url_setting_moves_the_admin(client: Client) -> None:
                 assert client.get("/admin/").status_code == 404
         finally:
             del sys.modules[name]
+
+
+def _login(client: Client, password: str, *, address: str = "203.0.113.7") -> Any:
+    return client.post(
+        reverse("admin:login") + "?next=" + reverse("admin:index"),
+        {"username": "clerk", "password": password},
+        REMOTE_ADDR=address,
+    )
+
+
+def test_admin_login_is_throttled_per_username_and_address(client: Client, django_user_model: Any) -> None:
+    django_user_model.objects.create_user(username="clerk", password="right-horse-battery", is_staff=True)
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        assert _login(client, "wrong").status_code == 200  # the form again, with its error
+
+    locked = _login(client, "wrong")
+    assert locked.status_code == 429
+    assert "Acesso bloqueado temporariamente" in locked.content.decode()
+    # The right password does not open a locked pair.
+    after = _login(client, "right-horse-battery")
+    assert after.status_code == 429
+    assert "_auth_user_id" not in client.session
+    assert client.get(reverse("admin:index")).status_code == 302
+
+    # The same username from another address is a different pair: a guesser
+    # elsewhere cannot lock a colleague out.
+    other = Client()
+    assert _login(other, "right-horse-battery", address="198.51.100.9").status_code == 302
+    assert other.get(reverse("admin:index")).status_code == 200
+
+
+def _login_via_proxy(client: Client, password: str, *, forwarded_for: str) -> Any:
+    # Every request reaches gunicorn from the TLS proxy on the same host.
+    return client.post(
+        reverse("admin:login") + "?next=" + reverse("admin:index"),
+        {"username": "clerk", "password": password},
+        REMOTE_ADDR="127.0.0.1",
+        HTTP_X_FORWARDED_FOR=forwarded_for,
+    )
+
+
+@override_settings(TRUST_X_FORWARDED_PROTO=True)
+def test_behind_the_proxy_a_guesser_locks_only_their_own_address(client: Client, django_user_model: Any) -> None:
+    django_user_model.objects.create_user(username="clerk", password="right-horse-battery", is_staff=True)
+    # The client's own entries come first; the proxy appends the address it saw.
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        _login_via_proxy(client, "wrong", forwarded_for="198.51.100.9, 203.0.113.66")
+    assert _login_via_proxy(client, "right-horse-battery", forwarded_for="203.0.113.66").status_code == 429
+
+    colleague = Client()
+    assert _login_via_proxy(colleague, "right-horse-battery", forwarded_for="198.51.100.9").status_code == 302
+    assert colleague.get(reverse("admin:index")).status_code == 200
+
+
+@override_settings(TRUST_X_FORWARDED_PROTO=False)
+def test_without_the_proxy_a_forged_forwarded_header_does_not_dodge_the_lock(
+    client: Client, django_user_model: Any
+) -> None:
+    django_user_model.objects.create_user(username="clerk", password="right-horse-battery", is_staff=True)
+    for attempt in range(settings.AXES_FAILURE_LIMIT):
+        client.post(
+            reverse("admin:login"),
+            {"username": "clerk", "password": "wrong"},
+            REMOTE_ADDR="203.0.113.66",
+            HTTP_X_FORWARDED_FOR=f"198.51.100.{attempt}",
+        )
+
+    forged = _login(client, "right-horse-battery", address="203.0.113.66")
+    assert forged.status_code == 429
+    assert "_auth_user_id" not in client.session

@@ -60,14 +60,22 @@ def test_secret_is_never_shown_on_the_change_page(admin_client: Client, account:
 
 def test_rotate_shows_the_new_secret_once(admin_client: Client, account: Account) -> None:
     created = endpoint_create(account=account, url="https://a.example/hook")
-    response = admin_client.post(ENDPOINTS, {"action": "rotate_secret", "_selected_action": [str(created.endpoint.pk)]})
+    posted = admin_client.post(ENDPOINTS, {"action": "rotate_secret", "_selected_action": [str(created.endpoint.pk)]})
     endpoint = WebhookEndpoint.objects.get(pk=created.endpoint.pk)
     assert endpoint.secret != created.secret
     assert endpoint.previous_secret == created.secret
+    # Post/Redirect/Get: the POST answers with a redirect, the page after it shows the secret.
+    assert posted.status_code == 303
+    assert endpoint.secret not in posted.content.decode()
+    response = admin_client.get(posted["Location"])
     assert endpoint.secret in response.content.decode()
     assert "no-store" in response["Cache-Control"]
     later = admin_client.get(reverse("admin:webhooks_webhookendpoint_change", args=[endpoint.pk])).content.decode()
     assert endpoint.secret not in later
+    # Reloading the page rotates nothing again and shows nothing.
+    reloaded = admin_client.get(posted["Location"], follow=True).content.decode()
+    assert endpoint.secret not in reloaded
+    assert WebhookEndpoint.objects.get(pk=endpoint.pk).secret == endpoint.secret
 
 
 def test_adding_an_endpoint_shows_its_secret(admin_client: Client, account: Account) -> None:
@@ -82,7 +90,9 @@ def test_adding_an_endpoint_shows_its_secret(admin_client: Client, account: Acco
         },
     )
     endpoint = WebhookEndpoint.objects.get(url="https://new.example/hook")
-    assert endpoint.secret in response.content.decode()
+    assert response.status_code == 303
+    assert endpoint.secret in admin_client.get(response["Location"]).content.decode()
+    assert endpoint.secret not in admin_client.get(response["Location"], follow=True).content.decode()
 
 
 def test_disable_and_enable(admin_client: Client, account: Account) -> None:

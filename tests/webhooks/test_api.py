@@ -48,7 +48,7 @@ CHARGE = {
 VALIDATION = "Erro de validação nos dados fornecidos"
 URL_NOT_ALLOWED = "URL não permitida: o endereço é local, privado ou reservado."
 URL_INVALID = "Informe uma URL http ou https válida."
-PUBLIC_URL = "http://8.8.8.8/hook"
+PUBLIC_URL = "https://8.8.8.8/hook"
 
 
 def envelope(message: str) -> dict[str, object]:
@@ -435,6 +435,25 @@ def test_public_ip_is_accepted_without_connecting(api: APIClient, settings: Any,
     monkeypatch.setattr(requests.Session, "send", no_request)
     data = register(api, PUBLIC_URL)
     assert WebhookEndpoint.objects.get(pk=data["id"]).url == PUBLIC_URL
+
+
+@pytest.mark.parametrize("url", ["http://8.8.8.8/hook", "http://example.com/hook"])
+def test_plain_http_is_refused_where_private_networks_are(api: APIClient, settings: Any, url: str) -> None:
+    # Production: payloads carry PIX keys (CPF, phone, e-mail).
+    settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = False
+    response = api.post(WEBHOOKS, {"url": url}, format="json")
+    assert response.status_code == 422
+    assert response.json() == {
+        "success": False,
+        "message": VALIDATION,
+        "data": {"errors": {"url": ["A URL deve usar https: os eventos levam dados do pagador."]}},
+    }
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_plain_http_is_accepted_where_private_networks_are(api: APIClient, settings: Any) -> None:
+    settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = True  # development and tests
+    assert register(api, "http://example.com/hook")["url"] == "http://example.com/hook"
 
 
 def test_loopback_is_accepted_when_private_networks_are_allowed(api: APIClient, settings: Any) -> None:

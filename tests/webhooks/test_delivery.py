@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import itertools
 import json
+import os
 import re
 import socketserver
 import threading
@@ -19,20 +20,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from accounts.models import Account
+from accounts.services import account_rotate_postback_secret
 from acquirers.models import Acquirer
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
 from pix_service.tokens import new_webhook_secret
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import local
-from tests.realworld import CeleryWorker, ReceivedRequest, Receiver, http_receiver, wait_for
-from webhooks import services
+from tests.realworld import CeleryWorker, ReceivedRequest, Receiver, drip_feeders, http_receiver, wait_for
+from webhooks import http, services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from webhooks.services import endpoint_create, endpoint_rotate_secret
 
@@ -94,6 +97,14 @@ def wait_status(delivery: WebhookDelivery, status: str, timeout: float = 20.0) -
 
 def attempts_of(delivery: WebhookDelivery) -> list[WebhookAttempt]:
     return list(WebhookAttempt.objects.filter(delivery=delivery).order_by("number"))
+
+
+def recorded_attempt(delivery: WebhookDelivery, number: int) -> WebhookAttempt | None:
+    """The attempt once its answer is recorded (its row is written before the
+    call, with an "interrupted" placeholder, and completed after)."""
+    return (
+        WebhookAttempt.objects.filter(delivery=delivery, number=number).exclude(error__startswith="interrupted").first()
+    )
 
 
 def lower(headers: dict[str, str]) -> dict[str, str]:
@@ -357,7 +368,7 @@ def test_retry_after_is_capped_at_twice_the_scheduled_delay(
 
     drive(api, charge, "pay")
     delivery = delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint)
-    first = wait_for(lambda: WebhookAttempt.objects.filter(delivery=delivery).first())
+    first = wait_for(lambda: recorded_attempt(delivery, 1))
     delivery.refresh_from_db()
 
     # Scheduled 1 s after the first attempt: at most 2 s, not 100 s.
@@ -429,11 +440,76 @@ def test_an_answer_slower_than_the_total_timeout_is_a_failure(
         charge = create_charge(api)
         drive(api, charge, "pay")
         delivery = delivery_of(event_of(charge, ChargeStatus.PAID), endpoint)
-        first = wait_for(lambda: WebhookAttempt.objects.filter(delivery=delivery, number=1).first(), timeout=10)
+        first = wait_for(lambda: recorded_attempt(delivery, 1), timeout=10)
 
     assert (first.status_code, first.succeeded) == (None, False)
     assert first.error
     assert first.latency_ms < 3000
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@override_settings(WEBHOOK_CONNECT_TIMEOUT=1.0, WEBHOOK_TIMEOUT=2.0)
+def test_a_drip_feeding_receiver_is_cut_at_the_total_timeout_and_nothing_outlives_the_attempt(
+    account: Account, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process (no worker): a receiver sending one header byte a second
+    never trips the 1 s read timeout; the attempt still ends at the 2 s total
+    timeout, with its connection closed, no thread still reading it and no
+    socket left open."""
+    monkeypatch.setattr(services, "_enqueue", lambda delivery_id, countdown: None)
+    with drip_feeders(1) as drip:
+        endpoint = endpoint_create(account=account, url=drip.urls[0]).endpoint
+        with transaction.atomic():
+            event = services.event_emit(
+                account_id=account.pk,
+                event_type="transaction",
+                record_id=uuid.uuid4(),
+                status="paid",
+                data={"status": "paid"},
+            )
+        delivery = delivery_of(event, endpoint)
+        threads, descriptors = set(threading.enumerate()), open_descriptors()
+
+        started = time.monotonic()
+        outcome = services.delivery_attempt(delivery_id=delivery.pk)
+        elapsed = time.monotonic() - started
+
+        assert set(threading.enumerate()) - threads == set()  # no thread left reading
+        # The receiver sees its connection closed at our deadline, not
+        # whenever it would stop dripping.
+        wait_for(lambda: drip.closed == 1, timeout=1.0)
+        assert open_descriptors() == descriptors
+        assert drip.accepted == 1
+
+    assert 2.0 <= elapsed < 3.0
+    delivery.refresh_from_db()
+    assert (outcome, delivery.status, delivery.attempt_count) == ("retry", D.PENDING, 1)
+    assert delivery.last_status_code is None
+    (attempt,) = attempts_of(delivery)
+    assert (attempt.status_code, attempt.succeeded) == (None, False)
+    assert attempt.error == "Timeout: no complete answer within 2s"
+    assert 2000 <= attempt.latency_ms < 3000
+
+
+@override_settings(WEBHOOK_CONNECT_TIMEOUT=5.0, WEBHOOK_TIMEOUT=2.0)
+def test_a_drip_fed_tls_handshake_is_cut_at_the_total_timeout_too() -> None:
+    # A handshake record announcing 16 KiB, then one byte a second: the
+    # client is still reading the server's hello when the deadline passes.
+    # (The handshake runs under the connect timeout, longer here on purpose,
+    # so only the cut can end it at 2 s.)
+    with drip_feeders(1, answer=b"\x16\x03\x03\x40\x00") as drip:
+        threads = set(threading.enumerate())
+        started = time.monotonic()
+        result = http.post(drip.urls[0].replace("http://", "https://"), b"{}", {"Content-Type": "application/json"})
+        elapsed = time.monotonic() - started
+        assert set(threading.enumerate()) - threads == set()
+        wait_for(lambda: drip.closed == 1, timeout=1.0)
+
+    assert (result.status_code, result.error) == (None, "Timeout: no complete answer within 2s")
+    assert 2.0 <= elapsed < 3.0
 
 
 # --------------------------------------------------------------------------- endpoint health
@@ -509,6 +585,22 @@ def test_the_postback_url_gets_the_event_signed_with_the_account_postback_secret
     assert verified(request, account.postback_secret)["data"]["status"] == "paid"
     assert delivery.url == receiver.url
     assert delivery.is_postback
+
+
+def test_after_a_postback_secret_rotation_both_secrets_sign_for_a_while(
+    worker: CeleryWorker, api: APIClient, account: Account, receiver: Receiver
+) -> None:
+    old = account.postback_secret
+    new = account_rotate_postback_secret(account=account)
+    charge = create_charge(api, postback_url=receiver.url)
+
+    drive(api, charge, "pay")
+    wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), None), D.SUCCEEDED)
+
+    (request,) = receiver.requests
+    assert len(request.headers["webhook-signature"].split(" ")) == 2
+    assert verified(request, new)["data"]["status"] == "paid"
+    assert verified(request, old)["data"]["status"] == "paid"
 
 
 def test_a_succeeded_delivery_is_never_sent_again(

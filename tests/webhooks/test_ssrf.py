@@ -20,29 +20,30 @@ from webhooks.models import WebhookDelivery
 BODY = b'{"id":"evt","event_type":"transaction","data":{}}'
 HEADERS = {"Content-Type": "application/json"}
 
-# Spellings of this machine's loopback; {port} is the receiver's.
+# Spellings of this machine's loopback; {port} is the receiver's. https:
+# plain http is refused before the address is even looked at.
 LOOPBACK_SPELLINGS = [
-    "http://localhost:{port}/hook",
-    "http://[::1]:{port}/hook",
-    "http://2130706433:{port}/hook",  # decimal 127.0.0.1
-    "http://0x7f000001:{port}/hook",  # hex
-    "http://017700000001:{port}/hook",  # octal
-    "http://127.1:{port}/hook",  # short form
-    "http://0.0.0.0:{port}/hook",  # reaches local listeners on Linux
-    "http://[::ffff:127.0.0.1]:{port}/hook",  # IPv4-mapped IPv6
-    "http://user:pw@127.0.0.1:{port}/hook",
+    "https://localhost:{port}/hook",
+    "https://[::1]:{port}/hook",
+    "https://2130706433:{port}/hook",  # decimal 127.0.0.1
+    "https://0x7f000001:{port}/hook",  # hex
+    "https://017700000001:{port}/hook",  # octal
+    "https://127.1:{port}/hook",  # short form
+    "https://0.0.0.0:{port}/hook",  # reaches local listeners on Linux
+    "https://[::ffff:127.0.0.1]:{port}/hook",  # IPv4-mapped IPv6
+    "https://user:pw@127.0.0.1:{port}/hook",
 ]
 # Addresses that would not answer: only an early refusal returns quickly.
 UNREACHABLE_PRIVATE = [
-    "http://169.254.169.254/latest/meta-data/",
-    "http://10.0.0.1/hook",
-    "http://192.168.255.254/hook",
-    "http://172.31.255.254/hook",
-    "http://100.64.0.1/hook",  # CGNAT
-    "http://[fd00::1]/hook",  # ULA
-    "http://[fe80::1]/hook",  # link-local
-    "http://224.0.0.1/hook",  # multicast
-    "http://240.0.0.1/hook",  # reserved
+    "https://169.254.169.254/latest/meta-data/",
+    "https://10.0.0.1/hook",
+    "https://192.168.255.254/hook",
+    "https://172.31.255.254/hook",
+    "https://100.64.0.1/hook",  # CGNAT
+    "https://[fd00::1]/hook",  # ULA
+    "https://[fe80::1]/hook",  # link-local
+    "https://224.0.0.1/hook",  # multicast
+    "https://240.0.0.1/hook",  # reserved
     "https://10.0.0.1:8443/hook",
 ]
 # Registration refuses what resolves to a local, private or reserved address.
@@ -98,8 +99,13 @@ def assert_blocked(result: http.HttpResult) -> None:
 # --------------------------------------------------------------------------- post: the filter on
 
 
+def secure(url: str) -> str:
+    """``url`` over https: the address filter refuses it before any handshake."""
+    return url.replace("http://", "https://", 1)
+
+
 def test_loopback_receiver_is_never_reached(filtered: Any, receiver: Any) -> None:
-    result = http.post(receiver.url, BODY, HEADERS)
+    result = http.post(secure(receiver.url), BODY, HEADERS)
     assert_blocked(result)
     assert receiver.requests == []
 
@@ -125,11 +131,11 @@ def test_private_address_is_refused_before_any_connection(filtered: Any, url: st
 
 def test_the_filter_is_read_on_every_call(settings: Any, receiver: Any) -> None:
     settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = False
-    assert_blocked(http.post(receiver.url, BODY, HEADERS))
+    assert_blocked(http.post(secure(receiver.url), BODY, HEADERS))
     settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = True
     assert http.post(receiver.url, BODY, HEADERS).succeeded
     settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = False
-    assert_blocked(http.post(receiver.url, BODY, HEADERS))
+    assert_blocked(http.post(secure(receiver.url), BODY, HEADERS))
     assert len(receiver.requests) == 1
 
 
@@ -187,14 +193,20 @@ def test_url_refusal_refuses_local_private_and_reserved(filtered: Any, url: str)
     assert http.url_refusal(url) == http.URL_NOT_ALLOWED
 
 
-@pytest.mark.parametrize("url", ["http://8.8.8.8/", "https://1.1.1.1:8443/hook", "http://[2001:4860:4860::8888]/"])
+@pytest.mark.parametrize("url", ["https://8.8.8.8/", "https://1.1.1.1:8443/hook", "https://[2001:4860:4860::8888]/"])
 def test_url_refusal_accepts_public_addresses(filtered: Any, url: str) -> None:
     assert http.url_refusal(url) is None
 
 
 def test_url_refusal_accepts_a_name_that_does_not_resolve_now(filtered: Any) -> None:
     # Every delivery resolves and checks the address again.
-    assert http.url_refusal("http://nonexistent.invalid/") is None
+    assert http.url_refusal("https://nonexistent.invalid/") is None
+
+
+@pytest.mark.parametrize("url", ["http://8.8.8.8/", "http://[2001:4860:4860::8888]/", "http://nonexistent.invalid/"])
+def test_url_refusal_wants_https_where_private_networks_are_refused(filtered: Any, url: str) -> None:
+    # Payloads carry PIX keys (CPF, phone, e-mail): never in clear text in production.
+    assert http.url_refusal(url) == http.URL_HTTPS_REQUIRED
 
 
 @pytest.mark.parametrize("url", ["ftp://x", "http://", "https://", "example.com/hook", "file:///etc/passwd", ""])
@@ -208,7 +220,7 @@ def test_url_refusal_names_a_port_out_of_range_invalid(filtered: Any, url: str) 
 
 
 def test_post_to_a_port_out_of_range_is_reported_not_raised(filtered: Any) -> None:
-    result = http.post("http://8.8.8.8:99999/hook", BODY, HEADERS)
+    result = http.post("https://8.8.8.8:99999/hook", BODY, HEADERS)
     assert result.status_code is None
     assert result.succeeded is False
     assert result.error
@@ -226,6 +238,7 @@ def test_url_refusal_still_names_invalid_urls_when_the_setting_is_on(unfiltered:
 def test_the_messages(filtered: Any) -> None:
     assert http.URL_NOT_ALLOWED == "URL não permitida: o endereço é local, privado ou reservado."
     assert http.URL_INVALID == "Informe uma URL http ou https válida."
+    assert http.URL_HTTPS_REQUIRED == "A URL deve usar https: os eventos levam dados do pagador."
 
 
 # --------------------------------------------------------------------------- deliveries check the address again
@@ -250,7 +263,7 @@ def test_delivery_to_an_endpoint_that_became_loopback_is_blocked(
     # Registered while private networks were allowed (or a name that later
     # resolves to loopback): the delivery itself refuses to send.
     settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = True
-    endpoint = services.endpoint_create(account=account, url=receiver.url).endpoint
+    endpoint = services.endpoint_create(account=account, url=secure(receiver.url)).endpoint
     _emit(account)
     delivery = WebhookDelivery.objects.get(endpoint=endpoint)
     settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = False
@@ -269,7 +282,7 @@ def test_delivery_to_an_endpoint_that_became_loopback_is_blocked(
 
 @pytest.mark.django_db
 def test_postback_to_loopback_is_blocked(account: Account, filtered: Any, receiver: Any) -> None:
-    _emit(account, postback_url=receiver.url)
+    _emit(account, postback_url=secure(receiver.url))
     delivery = WebhookDelivery.objects.get(endpoint__isnull=True)
 
     services.delivery_attempt(delivery_id=delivery.pk)
@@ -278,3 +291,32 @@ def test_postback_to_loopback_is_blocked(account: Account, filtered: Any, receiv
     [attempt] = delivery.attempts.all()
     assert "blocked" in attempt.error
     assert attempt.succeeded is False
+
+
+# --------------------------------------------------------------------------- plain http in production
+
+
+def test_post_over_plain_http_is_refused_before_any_connection(filtered: Any) -> None:
+    # A public name: only the scheme can refuse it, and before a lookup.
+    result = http.post("http://example.com/hook", BODY, HEADERS)
+    assert (result.status_code, result.succeeded, result.error) == (None, False, http.URL_HTTPS_REQUIRED)
+    assert result.latency_ms == 0
+
+
+@pytest.mark.django_db
+def test_a_stored_http_endpoint_and_postback_are_not_sent_to_in_production(
+    account: Account, settings: Any, receiver: Any
+) -> None:
+    # Stored while http was allowed (or by a path that did not check).
+    settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = True
+    services.endpoint_create(account=account, url=receiver.url)
+    _emit(account, postback_url=receiver.url)
+    settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = False
+
+    for delivery in WebhookDelivery.objects.all():
+        services.delivery_attempt(delivery_id=delivery.pk)
+
+    assert receiver.requests == []
+    attempts = [(a.status_code, a.succeeded, a.error) for d in WebhookDelivery.objects.all() for a in d.attempts.all()]
+    assert attempts == [(None, False, http.URL_HTTPS_REQUIRED)] * 2
+    assert not WebhookDelivery.objects.filter(status=WebhookDelivery.Status.SUCCEEDED).exists()

@@ -16,11 +16,12 @@ from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 
-from accounts.models import Account, LedgerEntry
+from accounts.models import Account, LedgerEntry, MoneyActionRequest
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
 from acquirers.models import Acquirer
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.helpers import admin_action
 from withdrawals import services
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import withdrawal_approve, withdrawal_process, withdrawal_request
@@ -32,6 +33,7 @@ SEED = 50_000
 AMOUNT = 5000
 FEE = 150  # 100 + 1 % of 5000
 SKIPPED = "1 saque(s) ignorado(s): o status atual não permite."
+REASON = "Conferido com o cliente"
 
 pytestmark = pytest.mark.django_db
 
@@ -88,10 +90,9 @@ def shown(response: Any, book: Book) -> set[uuid.UUID]:
     return {w.pk for w in book.all() if f'name="_selected_action" value="{w.pk}"' in page}
 
 
-def act(client: Client, action: str, *withdrawals: Withdrawal) -> Any:
-    return client.post(
-        WITHDRAWALS, {"action": action, "_selected_action": [str(w.pk) for w in withdrawals]}, follow=True
-    )
+def act(client: Client, action: str, *withdrawals: Withdrawal, reason: str | None = REASON) -> Any:
+    """The action confirmed with ``reason`` (``None``: the changelist's POST only)."""
+    return admin_action(client, WITHDRAWALS, action, [w.pk for w in withdrawals], reason=reason)
 
 
 def messages_of(response: Any) -> list[str]:
@@ -207,6 +208,41 @@ def test_withdrawals_cannot_be_added_or_deleted(admin_client: Client, book: Book
 # --------------------------------------------------------------------------- acting
 
 
+def test_approve_shows_a_confirmation_page_with_the_amounts_first(
+    admin_client: Client, book: Book, enqueued: list[Any]
+) -> None:
+    second = request(book.manual, key_value="11144477735")
+    before = {w.pk: state(w) for w in (book.queued, second, book.paid)}
+
+    page = act(admin_client, "approve", book.queued, second, book.paid, reason=None)
+
+    assert page.status_code == 200
+    assert page.templates[0].name == "admin/confirm_money_action.html"
+    assert "no-store" in page["Cache-Control"]
+    html = page.content.decode()
+    assert "Aprovar envia o Pix à chave de destino" in html
+    assert html.count("R$ 50,00") == 2  # each requested amount...
+    assert html.count("R$ 48,50") == 2  # ...and what is sent (after the fee)
+    assert "R$ 97,00" in html  # the total sent
+    assert "1 registro(s) selecionado(s) não estão em um status que permita" in html  # the paid one
+    assert 'name="reason"' in html
+    assert {w.pk: state(w) for w in (book.queued, second, book.paid)} == before
+    assert enqueued == []
+    assert not LogEntry.objects.exists()
+
+
+def test_confirming_without_a_reason_changes_nothing(admin_client: Client, book: Book, enqueued: list[Any]) -> None:
+    before = state(book.queued)
+
+    page = act(admin_client, "approve", book.queued, reason="   ")
+
+    assert page.status_code == 200
+    assert page.context["form"].errors["reason"]
+    assert state(book.queued) == before
+    assert enqueued == []
+    assert change_log(book.queued) == []
+
+
 def test_approve_goes_through_the_service_and_enqueues_the_payout_after_commit(
     admin_client: Client, book: Book, enqueued: list[Any], django_capture_on_commit_callbacks: Any
 ) -> None:
@@ -225,7 +261,7 @@ def test_approve_goes_through_the_service_and_enqueues_the_payout_after_commit(
         "staff",
         "admin",
     )
-    assert change_log(book.queued) == [("admin", "Aprovar (pending → approved)")]
+    assert change_log(book.queued) == [("admin", f"Aprovar (pending → approved). Motivo: {REASON}")]
     assert messages_of(response) == ["Aprovar: 1 saque(s).", SKIPPED]
     # The paid one was skipped and untouched.
     book.paid.refresh_from_db()
@@ -244,7 +280,7 @@ def test_cancel_gives_the_total_back(admin_client: Client, book: Book) -> None:
     assert available_balance(book.manual) == before + AMOUNT == ledger_sum(book.manual)
     entry = LedgerEntry.objects.filter(account=book.manual).latest("id")
     assert (entry.kind, entry.amount) == (K.WITHDRAWAL_REVERSAL, AMOUNT)
-    assert change_log(book.queued) == [("admin", "Cancelar (devolve o saldo) (pending → canceled)")]
+    assert change_log(book.queued) == [("admin", f"Cancelar (devolve o saldo) (pending → canceled). Motivo: {REASON}")]
     # Approved is past cancelling (decisions §5): skipped with a warning.
     assert messages_of(response) == ["Cancelar (devolve o saldo): 1 saque(s).", SKIPPED]
     book.approved.refresh_from_db()
@@ -252,19 +288,45 @@ def test_cancel_gives_the_total_back(admin_client: Client, book: Book) -> None:
     assert not PayoutAttempt.objects.filter(withdrawal=book.queued).exists()
 
 
-def test_mark_returned_credits_the_liquid_amount(admin_client: Client, book: Book) -> None:
+def test_mark_returned_only_asks_and_credits_once_another_staff_member_approves(
+    admin_client: Client, staff_member: Callable[[str, str], Client], book: Book
+) -> None:
     before = available_balance(book.auto)
 
     response = act(admin_client, "mark_returned", book.paid, book.pending_auto)
 
+    # Asked, not done: nothing credited, the withdrawal still paid.
+    pending = MoneyActionRequest.objects.get()
+    assert (pending.action, pending.target_id, pending.amount, pending.reason, pending.state) == (
+        "mark_withdrawal_returned",
+        str(book.paid.pk),
+        AMOUNT - FEE,
+        REASON,
+        "pending",
+    )
+    assert available_balance(book.auto) == before
+    book.paid.refresh_from_db()
+    assert book.paid.status == S.PAID
+    assert change_log(book.paid) == [
+        ("admin", f"Marcar como devolvido pelo destino: pedido #{pending.pk} aguardando aprovação. Motivo: {REASON}")
+    ]
+    assert messages_of(response)[1] == "1 registro(s) ignorado(s): o status atual não permite."
+
+    finance = staff_member("finance", "fernanda")
+    approve = admin_action(
+        finance, reverse("admin:accounts_moneyactionrequest_changelist"), "approve_requests", [pending.pk], reason="ok"
+    )
+
+    assert messages_of(approve) == ["1 pedido(s) aprovado(s) e executado(s)."]
     book.paid.refresh_from_db()
     assert book.paid.status == S.REFUNDED
-    assert book.paid.liquid_amount == AMOUNT - FEE
     assert available_balance(book.auto) == before + AMOUNT - FEE == ledger_sum(book.auto)
     entry = LedgerEntry.objects.filter(account=book.auto).latest("id")
     assert (entry.kind, entry.amount) == (K.WITHDRAWAL_RETURN, AMOUNT - FEE)
-    assert change_log(book.paid) == [("admin", "Marcar como devolvido pelo destino (paid → refunded)")]
-    assert messages_of(response) == ["Marcar como devolvido pelo destino: 1 saque(s).", SKIPPED]
+    transition = WithdrawalTransition.objects.filter(withdrawal=book.paid).latest("id")
+    assert (transition.to_status, transition.source) == (S.REFUNDED, "staff")
+    assert transition.actor == f"fernanda (aprovou o pedido #{pending.pk} de admin)"
+    assert [who for who, _ in change_log(book.paid)] == ["fernanda", "admin"]  # newest first
     book.pending_auto.refresh_from_db()
     assert book.pending_auto.status == S.PENDING
 
@@ -281,10 +343,12 @@ def test_action_the_status_does_not_allow_changes_nothing(
 
     response = act(admin_client, action, withdrawal)
 
-    assert messages_of(response) == [SKIPPED]
+    [message] = messages_of(response)
+    assert message.endswith(": nenhum registro selecionado está em um status que permita.")
     assert state(withdrawal) == before
     assert change_log(withdrawal) == []
     assert enqueued == []
+    assert not MoneyActionRequest.objects.exists()
 
 
 # --------------------------------------------------------------------------- who may do what
@@ -302,12 +366,14 @@ def test_support_sees_withdrawals_but_cannot_act(staff_client: Callable[[str], C
     assert client.get(WITHDRAWALS, {"queue": "awaiting"}).status_code == 200
 
     before = {w.pk: state(w) for w in book.all()}
-    act(client, "approve", book.queued)
-    act(client, "cancel", book.queued)
-    act(client, "mark_returned", book.paid)
+    for reason in (None, REASON):
+        act(client, "approve", book.queued, reason=reason)
+        act(client, "cancel", book.queued, reason=reason)
+        act(client, "mark_returned", book.paid, reason=reason)
 
     assert {w.pk: state(w) for w in book.all()} == before
     assert not LogEntry.objects.exists()
+    assert not MoneyActionRequest.objects.exists()
 
 
 def test_operations_can_act(staff_client: Callable[[str], Client], book: Book, enqueued: list[Any]) -> None:
@@ -322,6 +388,8 @@ def test_operations_can_act(staff_client: Callable[[str], Client], book: Book, e
 
     book.queued.refresh_from_db()
     book.paid.refresh_from_db()
-    assert (book.queued.status, book.paid.status) == (S.APPROVED, S.REFUNDED)
+    # Marking returned credits the account: operations only asks for it.
+    assert (book.queued.status, book.paid.status) == (S.APPROVED, S.PAID)
+    assert MoneyActionRequest.objects.get().requested_by.get_username() == "operations-user"
     assert WithdrawalTransition.objects.filter(withdrawal=book.queued).get().actor == "operations-user"
-    assert change_log(book.queued) == [("operations-user", "Aprovar (pending → approved)")]
+    assert change_log(book.queued) == [("operations-user", f"Aprovar (pending → approved). Motivo: {REASON}")]

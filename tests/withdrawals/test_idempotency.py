@@ -2,8 +2,9 @@
 /transactions (decisions §7): replay of the first response (successes and
 refusals alike) with ``Idempotent-Replayed: true``, 422 for a reused key with
 another body or a bad key, 409 while the first request runs, keys scoped to
-the account and the endpoint, 24 h lifetime and the hourly purge, 5xx never
-stored. Races run on real PostgreSQL connections from threads."""
+the account and the endpoint, 24 h lifetime and the hourly purge, 5xx
+stored, a claim whose request died taken over after ``WEB_TIMEOUT``. Races
+run on real PostgreSQL connections from threads."""
 
 from __future__ import annotations
 
@@ -444,6 +445,19 @@ def test_purge_with_an_explicit_now() -> None:
     assert idempotency_purge(now=record.created_at + TTL + dt.timedelta(microseconds=1)) == 1
 
 
+def test_purge_keeps_records_for_the_configured_days_but_never_less_than_24h(settings: Any) -> None:
+    account = funded_account()
+    for key, age in (("day-1", TTL - dt.timedelta(seconds=1)), ("day-2", TTL * 2), ("day-4", TTL * 4)):
+        IdempotencyRecord.objects.create(account=account, endpoint="withdrawals", key=key, request_hash="0" * 64)
+        IdempotencyRecord.objects.filter(key=key).update(created_at=timezone.now() - age)
+
+    settings.RETENTION_DAYS_IDEMPOTENCY_KEYS = 3
+    assert idempotency_purge() == 1
+    settings.RETENTION_DAYS_IDEMPOTENCY_KEYS = 0  # below the replay window: the window wins
+    assert idempotency_purge() == 1
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["day-1"]
+
+
 def test_the_purge_task_runs_hourly_from_beat(api: APIClient, account: Account) -> None:
     schedule = settings.CELERY_BEAT_SCHEDULE
     entries = [e for e in schedule.values() if e["task"] == "pix_service.tasks.purge_idempotency_keys"]
@@ -582,6 +596,118 @@ def test_concurrent_identical_requests_run_once(endpoint: Endpoint) -> None:
     if endpoint is WITHDRAWALS:
         assert LedgerEntry.objects.filter(account=account, kind="withdrawal").count() == 1
         assert available_balance(account) == SEED_BALANCE - 5000 == ledger_sum(account)
+
+
+# --------------------------------------------------------------------------- a request that died
+
+
+def test_a_claim_left_in_flight_past_the_request_timeout_runs_again(
+    api: APIClient, account: Account, endpoint: Endpoint
+) -> None:
+    # What a worker killed mid-request leaves: the claim, no effect (the effect
+    # and the key's answer commit together).
+    IdempotencyRecord.objects.create(
+        account=account, endpoint=endpoint.name, key="key-1", request_hash=request_hash(endpoint.body)
+    )
+    age_records(account, dt.timedelta(seconds=settings.WEB_TIMEOUT - 5))
+    assert send(api, endpoint).status_code == 409  # it may still be running
+    age_records(account, dt.timedelta(seconds=settings.WEB_TIMEOUT + 1))
+
+    response = send(api, endpoint)
+
+    assert (response.status_code, replayed(response)) == (201, False), response.content
+    assert effects(account, endpoint).rows == 1
+    record = IdempotencyRecord.objects.get(account=account)
+    assert (record.state, record.response_status) == (IdempotencyRecord.State.DONE, 201)
+    again = send(api, endpoint)
+    assert (again.status_code, again.json(), replayed(again)) == (201, response.json(), True)
+    if endpoint is WITHDRAWALS:
+        assert available_balance(account) == SEED_BALANCE - 5000 == ledger_sum(account)
+
+
+def test_the_effect_and_the_answer_commit_together(
+    api: APIClient, account: Account, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The answer is written inside the effect's transaction: a failure after
+    # the row was written but before COMMIT leaves neither.
+    original = getattr(endpoint.service_module, endpoint.service_name)
+
+    def fails_before_commit(**kwargs: Any) -> Any:
+        settle = kwargs["in_transaction"]
+
+        def then_fail(created: Any) -> None:
+            settle(created)
+            assert IdempotencyRecord.objects.get(account=account).response_status == 201
+            raise RuntimeError("lost before COMMIT")
+
+        return original(**{**kwargs, "in_transaction": then_fail})
+
+    monkeypatch.setattr(endpoint.service_module, endpoint.service_name, fails_before_commit)
+    failed = send(api, endpoint)
+
+    assert failed.status_code == 500
+    assert effects(account, endpoint).rows == 0
+    assert IdempotencyRecord.objects.get(account=account).response_status == 500
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_that_outlived_its_claim_commits_nothing(endpoint: Endpoint, gate: Gate) -> None:
+    account = funded_account()
+    issued = credential_issue(account=account)
+    results: list[Any] = []
+
+    def first_request() -> None:
+        try:
+            results.append(send(client_for(issued), endpoint))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=first_request)
+    thread.start()
+    assert gate.entered.wait(timeout=30)
+    age_records(account, dt.timedelta(seconds=settings.WEB_TIMEOUT + 1))
+    retry = send(client_for(issued), endpoint)  # takes the key over and runs
+    gate.release.set()
+    thread.join(timeout=60)
+
+    assert (retry.status_code, replayed(retry)) == (201, False)
+    [late] = results
+    # The first request reached its COMMIT after the retry took its key: it
+    # rolled back, and says so with the in-flight answer.
+    assert (late.status_code, late.json()) == (409, IN_FLIGHT)
+    assert effects(account, endpoint).rows == 1
+    again = send(client_for(issued), endpoint)
+    assert (again.status_code, again.json(), replayed(again)) == (201, retry.json(), True)
+    if endpoint is WITHDRAWALS:
+        assert LedgerEntry.objects.filter(account=account, kind="withdrawal").count() == 1
+        assert available_balance(account) == SEED_BALANCE - 5000 == ledger_sum(account)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_killed_mid_request_still_finalises_the_key(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The handler's failure kills this thread's connection; the key's answer
+    # is stored on a fresh one, so a retry gets it instead of 409 for 24 h.
+    account = funded_account()
+    api = client_for(credential_issue(account=account))
+
+    def connection_terminated(**kwargs: Any) -> Any:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        raise AssertionError("the backend should be gone")
+
+    monkeypatch.setattr(endpoint.service_module, endpoint.service_name, connection_terminated)
+    failed = send(api, endpoint)
+    monkeypatch.undo()
+
+    assert failed.status_code == 500
+    assert failed.json() == {"success": False, "message": endpoint.internal_error, "data": None}
+    again = send(api, endpoint)
+    assert (again.status_code, again.json(), replayed(again)) == (500, failed.json(), True)
+    assert effects(account, endpoint).rows == 0
+    if endpoint is WITHDRAWALS:
+        assert available_balance(account) == SEED_BALANCE == ledger_sum(account)
 
 
 # --------------------------------------------------------------------------- 5xx

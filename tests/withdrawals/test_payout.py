@@ -295,6 +295,13 @@ def test_timeout_is_followed_by_a_status_check_never_by_a_second_send(
     send = PayoutAttempt.objects.get(withdrawal=withdrawal, action="send")
     assert send.error_class == "DeadlineExceeded"
     assert send.latency_ms < 1000
+    # The abandoned send's own answer, when it came, is kept as evidence.
+    wait_for(lambda: PayoutAttempt.objects.get(pk=send.pk).late_at is not None)
+    send.refresh_from_db()
+    assert send.late_outcome == "paid"
+    assert f"e2e_id={withdrawal.e2e_id}" in send.late_detail
+    assert send.late_at is not None
+    assert send.late_at > send.created_at
     assert available_balance(account) == SEED - TOTAL == ledger_sum(account)
     assert events(withdrawal) == [S.APPROVED, S.PAID]
 
@@ -473,12 +480,6 @@ def blackhole(db: Any) -> Acquirer:
     [
         # The acquirer had it all along: paid there, nothing sent anywhere else.
         ("paid", "test_blackhole_acq", [("test_blackhole_acq", "status", "paid")]),
-        # It never got it: only now may the next acquirer be tried.
-        (
-            "not_found",
-            "sbx_after_blackhole",
-            [("test_blackhole_acq", "status", "not_found"), ("sbx_after_blackhole", "send", "paid")],
-        ),
     ],
 )
 def test_undetermined_payout_stays_approved_and_is_never_sent_elsewhere(
@@ -518,6 +519,51 @@ def test_undetermined_payout_stays_approved_and_is_never_sent_elsewhere(
     assert attempts(withdrawal) == [*second, *later_attempts]
     assert Blackhole.sends == [withdrawal.idempotency_id]
     assert available_balance(account) == SEED - TOTAL == ledger_sum(account)
+
+
+@pytest.mark.django_db
+def test_not_found_after_an_unclear_send_is_no_answer_the_payout_stays_with_that_acquirer(
+    account: Account, blackhole: Acquirer
+) -> None:
+    # Before: "not found" let the chain send the payout to the next acquirer
+    # while the first send could still land there (paid twice).
+    spare = sandbox("sbx_after_blackhole", "ok")
+    cashout_chain(account, blackhole, spare)
+    withdrawal = request(account)
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == "approved"
+    with pytest.raises(PayoutUndetermined):
+        withdrawal_process(withdrawal_id=withdrawal.pk)
+    Acquirer.objects.filter(pk=blackhole.pk).update(options={"status": "not_found"})
+
+    # Asked again within the settle window: still its, and (its send may
+    # still be on the way) not sent again either.
+    with pytest.raises(PayoutUndetermined):
+        withdrawal_process(withdrawal_id=withdrawal.pk)
+
+    withdrawal.refresh_from_db()
+    assert withdrawal.status == S.APPROVED
+    assert withdrawal.payout_owner_id == blackhole.pk
+    assert withdrawal.payout_unclear_since is not None
+    assert attempts(withdrawal) == [
+        ("test_blackhole_acq", "send", "timeout"),
+        ("test_blackhole_acq", "status", "unavailable"),
+        ("test_blackhole_acq", "status", "not_found"),
+    ]
+    assert sandbox_payout(spare, withdrawal).status is PayoutStatus.NOT_FOUND
+    assert Blackhole.sends == [withdrawal.idempotency_id]
+
+    # Past the window: staff's queue. Only the owner is asked; nothing moves.
+    past = timezone.now() - services.payout_settle_window() - dt.timedelta(minutes=1)
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(payout_unclear_since=past)
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == "undetermined"
+
+    withdrawal.refresh_from_db()
+    assert withdrawal.status == S.APPROVED
+    assert attempts(withdrawal)[-1] == ("test_blackhole_acq", "status", "not_found")
+    assert [a for a in attempts(withdrawal) if a[0] != "test_blackhole_acq"] == []
+    assert Blackhole.sends == [withdrawal.idempotency_id]
+    assert available_balance(account) == SEED - TOTAL == ledger_sum(account)
+    assert events(withdrawal) == [S.APPROVED]
 
 
 def test_two_concurrent_runs_send_once(account: Account, no_enqueue: list[Any]) -> None:

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import IssuedCredential, ledger_post
-from acquirers.adapters.sandbox import sign
+from acquirers.adapters.sandbox import signed_headers
 from acquirers.models import Acquirer, InboundNotification
 from tests import realworld
 from tests.conftest import client_for
@@ -324,6 +324,14 @@ def sandbox_return(api: APIClient, withdrawal_id: Any) -> Any:
     return api.post(f"/api/sandbox/withdrawals/{withdrawal_id}/return")
 
 
+def sent_by(withdrawal: Withdrawal, adapter: str = "sandbox") -> Withdrawal:
+    """As the payout chain leaves it: the withdrawal names the acquirer it went through."""
+    acquirer = AcquirerFactory(key=f"payout_{adapter}", adapter=adapter, options={})
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(acquirer=acquirer)
+    withdrawal.refresh_from_db()
+    return withdrawal
+
+
 def create_via_api(api: APIClient, **fields: Any) -> Withdrawal:
     response = api.post("/api/withdrawals", {"amount": AMOUNT, "key_value": CPF, **fields}, format="json")
     assert response.status_code == 201, response.content
@@ -334,7 +342,7 @@ def create_via_api(api: APIClient, **fields: Any) -> Withdrawal:
 def test_sandbox_return_of_a_paid_withdrawal_credits_the_liquid_amount(
     api: APIClient, account: Account, discount_fee: bool
 ) -> None:
-    withdrawal = create_via_api(api, discount_fee=discount_fee)
+    withdrawal = sent_by(create_via_api(api, discount_fee=discount_fee))
     withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.APPROVED, source="system")
     withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.PAID, source="acquirer", e2e_id=E2E)
     before = snapshot(withdrawal)
@@ -360,7 +368,7 @@ def test_sandbox_return_of_a_paid_withdrawal_credits_the_liquid_amount(
 
 @pytest.mark.parametrize("status", [S.PENDING, S.APPROVED, S.FAILED, S.CANCELED])
 def test_sandbox_return_of_an_unpaid_withdrawal_is_409(api: APIClient, account: Account, status: str) -> None:
-    withdrawal = create_via_api(api)
+    withdrawal = sent_by(create_via_api(api))
     move(withdrawal, *STATES[status])
     before = snapshot(withdrawal)
 
@@ -380,7 +388,7 @@ def test_sandbox_return_of_unknown_malformed_or_foreign_withdrawal_is_404(
 ) -> None:
     other = AccountFactory()
     seed(other, SEED)
-    foreign = create_via_api(client_for(issue_credential(other)))
+    foreign = sent_by(create_via_api(client_for(issue_credential(other))))
     move(foreign, S.APPROVED, S.PAID)
     before = snapshot(foreign)
 
@@ -392,19 +400,55 @@ def test_sandbox_return_of_unknown_malformed_or_foreign_withdrawal_is_404(
     assert snapshot(foreign) == before
 
 
-@pytest.mark.parametrize("permission", list(ApiCredential.Permission))
-def test_sandbox_return_accepts_any_permission(
+@pytest.mark.parametrize("permission", [ApiCredential.Permission.CASHOUT, ApiCredential.Permission.ALL])
+def test_sandbox_return_accepts_the_withdrawals_permission(
     account: Account, issue_credential: Callable[..., IssuedCredential], permission: str
 ) -> None:
-    withdrawal = request(account)
+    withdrawal = sent_by(request(account))
     move(withdrawal, S.APPROVED, S.PAID)
     response = sandbox_return(client_for(issue_credential(account, permission)), withdrawal.pk)
     assert response.status_code == 200
     assert response.json()["data"]["status"] == S.REFUNDED
 
 
-def test_sandbox_return_needs_credentials(account: Account) -> None:
+def test_sandbox_return_refuses_a_cashin_credential_and_changes_nothing(
+    account: Account, issue_credential: Callable[..., IssuedCredential]
+) -> None:
+    withdrawal = sent_by(request(account))
+    move(withdrawal, S.APPROVED, S.PAID)
+    before = snapshot(withdrawal)
+
+    response = sandbox_return(client_for(issue_credential(account, ApiCredential.Permission.CASHIN)), withdrawal.pk)
+
+    assert response.status_code == 403
+    assert response.json() == {
+        "success": False,
+        "message": "Esta credencial não tem permissão para realizar esta operação.",
+        "data": None,
+    }
+    assert snapshot(withdrawal) == before
+
+
+@pytest.mark.parametrize("adapter", ["efi_pix", "bacen_pix", None], ids=["efi_pix", "bacen_pix", "never_sent"])
+def test_sandbox_return_of_a_withdrawal_not_sent_by_the_sandbox_is_404(
+    api: APIClient, account: Account, adapter: str | None
+) -> None:
     withdrawal = request(account)
+    if adapter:
+        sent_by(withdrawal, adapter)
+    move(withdrawal, S.APPROVED, S.PAID)
+    before = snapshot(withdrawal)
+
+    response = sandbox_return(api, withdrawal.pk)
+
+    # Only the acquirer that paid can say the money came back; the answer is an unknown id's.
+    assert response.status_code == 404
+    assert response.json() == NOT_FOUND
+    assert snapshot(withdrawal) == before
+
+
+def test_sandbox_return_needs_credentials(account: Account) -> None:
+    withdrawal = sent_by(request(account))
     move(withdrawal, S.APPROVED, S.PAID)
     response = APIClient().post(f"/api/sandbox/withdrawals/{withdrawal.pk}/return")
     assert response.status_code == 401
@@ -442,7 +486,7 @@ def notify(acquirer: Acquirer, *events: dict[str, Any]) -> Any:
         f"/api/acquirers/{acquirer.key}/notifications",
         data=raw,
         content_type="application/json",
-        HTTP_X_SANDBOX_SIGNATURE=sign(SECRET, raw),
+        headers=signed_headers(SECRET, raw),
     )
 
 

@@ -1,0 +1,236 @@
+"""Back office for maker-checker actions: the action that asks (on the
+charge or withdrawal list) and the queue where another staff member
+approves or rejects. Registered by ``accounts.admin``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth.models import User
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+
+from accounts.exceptions import ActionNotExecutable, ApprovalRefused
+from accounts.models import MoneyActionRequest
+from accounts.services import money_action_approve, money_action_reject, money_action_request
+from pix_service.admin import Confirmation, ReadOnlyAdminMixin, brl, confirm_first
+
+State = MoneyActionRequest.State
+
+
+def staff_user(request: HttpRequest) -> User:
+    if not isinstance(request.user, User):
+        raise PermissionDenied
+    return request.user
+
+
+def request_approval_action(
+    *, name: str, description: str, action: str, permission: str, confirmation: Confirmation
+) -> Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None]:
+    """An admin action that, once confirmed with a reason, only asks: each
+    eligible record gets a pending :class:`MoneyActionRequest`, and nothing
+    is credited until another staff member approves it."""
+
+    def perform(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:
+        created = 0
+        eligible = queryset.filter(**{f"{confirmation.status_field}__in": confirmation.from_statuses})
+        for record in eligible.order_by("pk"):
+            try:
+                with transaction.atomic():
+                    pending = money_action_request(
+                        action=action, target_id=record.pk, requested_by=staff_user(request), reason=reason
+                    )
+                    modeladmin.log_change(
+                        request, record, f"{description}: pedido #{pending.pk} aguardando aprovação. Motivo: {reason}"
+                    )
+                    modeladmin.log_addition(request, pending, f"Pedido: {description}. Motivo: {reason}")
+            except (ApprovalRefused, ActionNotExecutable) as exc:
+                modeladmin.message_user(request, f"{record.pk}: {exc.message}", messages.ERROR)
+                continue
+            created += 1
+        if created:
+            modeladmin.message_user(
+                request,
+                f"{description}: {created} pedido(s) de aprovação criado(s). Nada foi creditado: "
+                "outro membro da equipe precisa aprovar em Pedidos de aprovação (Contas).",
+                messages.SUCCESS,
+            )
+        if skipped := queryset.count() - eligible.count():
+            modeladmin.message_user(
+                request, f"{skipped} registro(s) ignorado(s): o status atual não permite.", messages.WARNING
+            )
+
+    return confirm_first(perform, name=name, description=description, permission=permission, confirmation=confirmation)
+
+
+def _log_on_target(request: HttpRequest, pending: MoneyActionRequest, message: str) -> None:
+    """The decision also goes to the charge's or withdrawal's own history."""
+    content_type = ContentType.objects.get_by_natural_key(*pending.target_type.split(".", 1))
+    LogEntry.objects.create(
+        user_id=staff_user(request).pk,
+        content_type=content_type,
+        object_id=pending.target_id,
+        object_repr=pending.target_id,
+        action_flag=CHANGE,
+        change_message=message[:1000],
+    )
+
+
+def _decide(
+    modeladmin: Any,
+    request: HttpRequest,
+    queryset: QuerySet[MoneyActionRequest],
+    note: str,
+    *,
+    decide: Callable[[Any, User, str], MoneyActionRequest],
+    verb: str,
+) -> None:
+    counts: dict[str, int] = {}
+    # Counted before deciding: the ones decided below would count too.
+    skipped = queryset.exclude(state=State.PENDING).count()
+    for pending in queryset.filter(state=State.PENDING).order_by("pk"):
+        try:
+            # The decision, its money and its audit entries commit together.
+            with transaction.atomic():
+                decided = decide(pending.pk, staff_user(request), note)
+                summary = f"{verb} pedido #{decided.pk} ({decided.get_action_display()}, {brl(decided.amount)})"
+                if decided.state == State.FAILED:
+                    summary += f": não executado, {decided.outcome}"
+                message = f"{summary}. Observação: {note}"
+                modeladmin.log_change(request, decided, message)
+                _log_on_target(request, decided, message)
+        except ApprovalRefused as exc:
+            modeladmin.message_user(request, exc.message, messages.ERROR)
+            continue
+        counts[decided.state] = counts.get(decided.state, 0) + 1
+        if decided.state == State.FAILED:
+            modeladmin.message_user(request, f"Pedido #{decided.pk}: {decided.outcome}", messages.ERROR)
+    if counts.get(State.APPROVED):
+        modeladmin.message_user(
+            request, f"{counts[State.APPROVED]} pedido(s) aprovado(s) e executado(s).", messages.SUCCESS
+        )
+    if counts.get(State.REJECTED):
+        modeladmin.message_user(request, f"{counts[State.REJECTED]} pedido(s) rejeitado(s).", messages.SUCCESS)
+    if skipped:
+        modeladmin.message_user(request, f"{skipped} pedido(s) já decidido(s) ignorado(s).", messages.WARNING)
+
+
+def _approve(modeladmin: Any, request: HttpRequest, queryset: QuerySet[MoneyActionRequest], note: str) -> None:
+    def approve(request_id: Any, staff: User, note: str) -> MoneyActionRequest:
+        return money_action_approve(request_id=request_id, approver=staff, note=note)
+
+    _decide(modeladmin, request, queryset, note, decide=approve, verb="Aprovado")
+
+
+def _reject(modeladmin: Any, request: HttpRequest, queryset: QuerySet[MoneyActionRequest], note: str) -> None:
+    def reject(request_id: Any, staff: User, note: str) -> MoneyActionRequest:
+        return money_action_reject(request_id=request_id, staff=staff, note=note)
+
+    _decide(modeladmin, request, queryset, note, decide=reject, verb="Rejeitado")
+
+
+def _requested_amount(pending: MoneyActionRequest) -> int:
+    return pending.amount
+
+
+PENDING_ONLY = (State.PENDING,)
+
+
+@admin.register(MoneyActionRequest)
+class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRequest]):
+    """The queue of crediting actions waiting for a second staff member."""
+
+    list_display = (
+        "id",
+        "action",
+        "account",
+        "amount_display",
+        "target_link",
+        "reason",
+        "state",
+        "requested_by",
+        "requested_at",
+        "decided_by",
+        "decided_at",
+    )
+    list_filter = ("state", "action")
+    list_select_related = ("account", "requested_by", "decided_by")
+    search_fields = ("=target_id", "account__name")
+    fields = (
+        "action",
+        "account",
+        "amount_display",
+        "target_link",
+        "reason",
+        "state",
+        "requested_by",
+        "requested_at",
+        "decided_by",
+        "decided_at",
+        "decision_note",
+        "outcome",
+    )
+    readonly_fields = fields
+    actions = (
+        confirm_first(
+            _approve,
+            name="approve_requests",
+            description="Aprovar e executar",
+            permission="decide",
+            confirmation=Confirmation(
+                effect="Ao aprovar, o valor é creditado na conta agora, pelo serviço de transições",
+                column="Crédito na conta",
+                amount=_requested_amount,
+                from_statuses=PENDING_ONLY,
+                status_field="state",
+                note="Só outra pessoa, que não fez o pedido, pode aprová-lo.",
+            ),
+        ),
+        confirm_first(
+            _reject,
+            name="reject_requests",
+            description="Rejeitar",
+            permission="decide",
+            confirmation=Confirmation(
+                effect="Ao rejeitar, nada é creditado",
+                column="Valor pedido",
+                amount=_requested_amount,
+                from_statuses=PENDING_ONLY,
+                status_field="state",
+            ),
+        ),
+    )
+
+    def has_decide_permission(self, request: HttpRequest) -> bool:
+        return any(
+            request.user.has_perm(permission)
+            for permission in (
+                "accounts.approve_chargeback_resolution",
+                "accounts.approve_withdrawal_return",
+                "accounts.approve_undetermined_payout_failure",
+            )
+        )
+
+    @admin.display(description="valor", ordering="amount")
+    def amount_display(self, pending: MoneyActionRequest) -> str:
+        return brl(pending.amount)
+
+    @admin.display(description="registro")
+    def target_link(self, pending: MoneyActionRequest) -> str:
+        app_label, model = pending.target_type.split(".", 1)
+        try:
+            url = reverse(f"admin:{app_label}_{model}_change", args=[pending.target_id])
+        except NoReverseMatch:
+            return pending.target_id
+        return format_html('<a href="{}">{}</a>', url, pending.target_id)
+
+
+__all__ = ["MoneyActionRequestAdmin", "request_approval_action", "staff_user"]

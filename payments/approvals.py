@@ -1,0 +1,55 @@
+"""Charge actions that credit an account only after a second staff member
+approves them (``accounts.approvals``)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+
+from accounts import approvals
+from accounts.exceptions import ActionNotExecutable
+from accounts.models import MoneyActionRequest
+from payments.exceptions import TransitionNotAllowed
+from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.services import charge_transition
+
+
+def _charge(target_id: str) -> Charge:
+    try:
+        return Charge.objects.only("pk", "status", "account_id", "liquid_amount").get(pk=target_id)
+    except (Charge.DoesNotExist, ValidationError):
+        raise ActionNotExecutable("Cobrança não encontrada.") from None
+
+
+def _quote_resolution(target_id: str) -> approvals.Quote:
+    charge = _charge(target_id)
+    if charge.status != ChargeStatus.CHARGEBACK:
+        raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não em contestação.")
+    return approvals.Quote(account_id=charge.account_id, amount=charge.liquid_amount)
+
+
+def _resolve(target_id: str, actor: str, reason: str) -> None:
+    try:
+        changed = charge_transition(
+            charge_id=target_id,
+            to_status=ChargeStatus.PAID,
+            source=ChargeTransition.Source.STAFF,
+            actor=actor,
+            # Judged under the charge's lock: only a charge still in chargeback is credited.
+            only_from=(ChargeStatus.CHARGEBACK,),
+        )
+    except TransitionNotAllowed as exc:
+        raise ActionNotExecutable(exc.message) from exc
+    if not changed:
+        raise ActionNotExecutable("A cobrança não está mais em contestação.")
+
+
+def register() -> None:
+    approvals.register(
+        approvals.MoneyAction(
+            action=MoneyActionRequest.Action.RESOLVE_CHARGEBACK,
+            target_type="payments.charge",
+            approve_permission="accounts.approve_chargeback_resolution",
+            quote=_quote_resolution,
+            perform=_resolve,
+        )
+    )

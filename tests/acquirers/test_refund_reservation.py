@@ -1,0 +1,224 @@
+"""A refund the PSP answers "processing" (a devolução ``EM_PROCESSAMENTO``)
+reserves its amount at once: the merchant cannot withdraw it meanwhile; a
+devolução the PSP did not make gives it back; one it made becomes the refund
+without a second debit. Balance equals the ledger throughout."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from django.contrib.messages import get_messages
+from django.db import transaction
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from accounts.models import Account, LedgerEntry
+from accounts.selectors import available_balance, ledger_sum
+from accounts.services import ledger_post
+from acquirers.models import Acquirer
+from acquirers.notifications import refund_id_for
+from payments.models import Charge, ChargeRefund, ChargeStatus
+from payments.refunds import charge_refund_reserve
+from pix_service.exceptions import BusinessRuleError
+from tests import realworld
+from tests.acquirers.conftest import NOTIFY_TOKEN
+from tests.acquirers.fake_psp import FakePsp
+from tests.factories import AccountFactory
+from tests.helpers import admin_action
+from withdrawals.models import Withdrawal
+from withdrawals.services import withdrawal_request
+
+S = ChargeStatus
+K = LedgerEntry.Kind
+LIQUID = 955  # 1000 - (30 + 1.5 %)
+SEED = 1000
+BODY = {
+    "payment_method": "pix",
+    "amount": 1000,
+    "buyer": {"buyer_name": "Fulano", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
+}
+CALLBACK = f"/api/acquirers/bacen/notifications/{NOTIFY_TOKEN}/pix"
+CHARGES = reverse("admin:payments_charge_changelist")
+NO_BALANCE = {"success": False, "message": "Saldo insuficiente para realizar o saque.", "data": None}
+
+
+@pytest.fixture
+def account(db: Any) -> Account:
+    # Withdrawals wait for staff: nothing is sent to a broker behind the test's back.
+    account = AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150, withdrawals_need_approval=True)
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=SEED, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+    return account
+
+
+def callback(fake_psp: FakePsp, e2e_id: str) -> Any:
+    body = json.dumps(fake_psp.callback_body([e2e_id])).encode()
+    return APIClient().post(CALLBACK, data=body, content_type="application/json")
+
+
+@pytest.fixture
+def paid_charge(api: APIClient, bacen_acquirer: Acquirer, fake_psp: FakePsp, account: Account) -> Charge:
+    """Paid at the PSP, which returns money asynchronously (EM_PROCESSAMENTO first)."""
+    fake_psp.refund_mode = "async"
+    response = api.post("/api/transactions", BODY, format="json")
+    assert response.status_code == 201, response.content
+    charge = Charge.objects.get(pk=response.json()["data"]["id"])
+    assert callback(fake_psp, fake_psp.pay(charge.txid)).status_code == 200
+    charge.refresh_from_db()
+    assert charge.status == S.PAID
+    assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
+    return charge
+
+
+def staff_refund(client: Client, charge: Charge) -> list[str]:
+    # Through the confirmation page, as staff do: the reason is required.
+    response = admin_action(client, CHARGES, "refund", [charge.pk], reason="pedido do pagador")
+    assert response.status_code == 200
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def withdraw(api: APIClient, amount: int) -> Any:
+    return api.post("/api/withdrawals", {"amount": amount, "key_value": "52998224725"}, format="json")
+
+
+def kinds(account: Account) -> list[tuple[str, int]]:
+    return [(e.kind, e.amount) for e in LedgerEntry.objects.filter(account=account).order_by("id")][2:]
+
+
+def test_a_processing_refund_reserves_its_amount_at_once(
+    admin_client: Client, api: APIClient, paid_charge: Charge, account: Account
+) -> None:
+    messages = staff_refund(admin_client, paid_charge)
+
+    assert "1 devolução(ões) em processamento na adquirente" in messages[0]
+    paid_charge.refresh_from_db()
+    assert paid_charge.status == S.PAID  # not refunded until the PSP says so
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert api.get("/api/withdrawals/balance").json()["data"]["available_balance"] == SEED
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    (refund,) = ChargeRefund.objects.filter(charge=paid_charge)
+    assert (refund.status, refund.amount) == (ChargeRefund.Status.PROCESSING, LIQUID)
+
+    # The reserved money cannot be withdrawn; the rest can.
+    refused = withdraw(api, SEED + 1)
+    assert (refused.status_code, refused.json()) == (400, NO_BALANCE)
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert withdraw(api, SEED).status_code == 201
+    assert available_balance(account) == 0 == ledger_sum(account)
+
+    # Asking again while it still processes reserves nothing more.
+    staff_refund(admin_client, paid_charge)
+    assert available_balance(account) == 0 == ledger_sum(account)
+    assert ChargeRefund.objects.filter(charge=paid_charge).count() == 1
+
+
+def test_a_devolucao_the_psp_did_not_make_releases_the_reservation(
+    admin_client: Client, api: APIClient, paid_charge: Charge, account: Account, fake_psp: FakePsp
+) -> None:
+    staff_refund(admin_client, paid_charge)
+    assert available_balance(account) == SEED
+    fake_psp.settle_refund(paid_charge.e2e_id or "", refund_id_for(paid_charge.pk), status="NAO_REALIZADO")
+
+    messages = staff_refund(admin_client, paid_charge)  # asking again learns the final state
+
+    assert messages == [f"{paid_charge.pk}: Devolução não realizada pela adquirente: Conta do pagador encerrada"]
+    paid_charge.refresh_from_db()
+    assert paid_charge.status == S.PAID
+    assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.FAILED
+    # The money is the merchant's again.
+    assert withdraw(api, SEED + LIQUID).status_code == 201
+    # Asked once more: the same answer, nothing released twice.
+    staff_refund(admin_client, paid_charge)
+    assert available_balance(account) == 0 == ledger_sum(account)
+
+
+@pytest.mark.parametrize("learned", ["callback", "asking_again"])
+def test_a_devolucao_the_psp_made_debits_once(
+    admin_client: Client, paid_charge: Charge, account: Account, fake_psp: FakePsp, learned: str
+) -> None:
+    staff_refund(admin_client, paid_charge)
+    e2e_id = paid_charge.e2e_id or ""
+    fake_psp.settle_refund(e2e_id, refund_id_for(paid_charge.pk))
+
+    if learned == "callback":
+        assert callback(fake_psp, e2e_id).json()["data"] == {"processed": 1}
+    else:
+        assert staff_refund(admin_client, paid_charge) == ["Estornar: 1 cobrança(s)."]
+
+    paid_charge.refresh_from_db()
+    assert paid_charge.status == S.REFUNDED
+    # One refund's worth in all: the reservation gave way to the refund itself.
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.DONE
+    # The PSP repeats itself: nothing moves.
+    assert callback(fake_psp, e2e_id).json()["data"] == {"processed": 0}
+    assert available_balance(account) == SEED == ledger_sum(account)
+
+
+def test_a_chargeback_during_a_processing_refund_takes_the_money_once(
+    admin_client: Client, paid_charge: Charge, account: Account
+) -> None:
+    from payments.services import charge_transition
+
+    staff_refund(admin_client, paid_charge)
+    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
+
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_CHARGEBACK, -LIQUID)]
+    assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.RELEASED
+
+
+def test_a_refund_larger_than_the_balance_is_reserved_all_the_same(
+    admin_client: Client, api: APIClient, paid_charge: Charge, account: Account
+) -> None:
+    """Decisions §4: a refund may take the balance below zero; its reservation too."""
+    assert withdraw(api, SEED + LIQUID).status_code == 201
+
+    staff_refund(admin_client, paid_charge)
+
+    assert available_balance(account) == -LIQUID == ledger_sum(account)
+    assert withdraw(api, 1000).json() == NO_BALANCE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_withdrawals_racing_a_processing_refund_never_use_the_reserved_money(
+    paid_charge: Charge, account: Account
+) -> None:
+    """A balance of 3455 with 955 being refunded. Six withdrawals of 1000 race
+    the refund's reservation on their own connections: two fit beside the
+    reservation (three would without it); a third only if all three were
+    debited before the reservation was made (the refund may then take the
+    balance below zero, as a refund always could)."""
+    extra = 1500
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=extra, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+
+    def one_withdrawal() -> Withdrawal:
+        return withdrawal_request(account=account, amount=1000, key_type="cpf", key_value="52998224725")
+
+    # What charge_refund does once the PSP answered EM_PROCESSAMENTO (the
+    # HTTP call before it would only make the reservation come last).
+    calls: list[Any] = [lambda: charge_refund_reserve(charge_id=paid_charge.pk)]
+    calls += [one_withdrawal] * 6
+    outcomes = realworld.run_concurrently(calls)
+
+    assert outcomes[0] is True
+    accepted = [o for o in outcomes[1:] if isinstance(o, Withdrawal)]
+    refused = [o for o in outcomes[1:] if not isinstance(o, Withdrawal)]
+    assert all(isinstance(o, BusinessRuleError) and o.message == NO_BALANCE["message"] for o in refused), refused
+    entries = list(LedgerEntry.objects.filter(account=account).order_by("id"))
+    (hold,) = [e for e in entries if e.kind == K.REFUND_HOLD]
+    after_hold = [e for e in entries if e.kind == K.WITHDRAWAL and e.pk > hold.pk]
+    assert len(accepted) in (2, 3)
+    if len(accepted) == 3:
+        assert after_hold == []
+    # What was left beside the reservation covers every withdrawal after it.
+    assert all(entry.balance_after >= 0 for entry in after_hold)
+    assert available_balance(account) == SEED + extra - 1000 * len(accepted) == ledger_sum(account)

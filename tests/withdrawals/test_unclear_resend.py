@@ -1,0 +1,158 @@
+"""After an unclear send only that acquirer may settle the payout (README,
+"Unclear payouts"): neither a refusal of the same payout sent to it again
+nor a "failed" while our abandoned send may still land frees the chain."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import ClassVar
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Account, LedgerEntry
+from accounts.selectors import available_balance, ledger_sum
+from accounts.services import ledger_post
+from acquirers import adapters
+from acquirers.adapters.base import (
+    AcquirerDeclined,
+    AcquirerUnavailable,
+    PayoutRequest,
+    PayoutResult,
+    PayoutStatus,
+)
+from acquirers.models import Acquirer, AcquirerSlot
+from acquirers.services import acquirer_slots_set
+from tests.factories import AccountFactory, AcquirerFactory
+from tests.realworld import wait_for
+from tests.withdrawals.payout_adapters import PayoutsOnly, paid
+from withdrawals import services
+from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
+from withdrawals.services import PayoutUndetermined, withdrawal_process, withdrawal_request
+
+S = WithdrawalStatus
+K = LedgerEntry.Kind
+SEED = 20_000
+AMOUNT = 5000
+
+
+@adapters.register
+class RefusesTheResend(PayoutsOnly):
+    """Hangs up on the first send (it may have it); never found when asked;
+    refuses the same payout sent again (e.g. the first took the balance)."""
+
+    name = "test_refuses_resend"
+    sends: ClassVar[list[str]] = []
+
+    def create_payout(self, request: PayoutRequest) -> PayoutResult:
+        self.sends.append(request.idempotency_id)
+        if len(self.sends) == 1:
+            raise AcquirerUnavailable("connection reset after the request was sent")
+        raise AcquirerDeclined("saldo insuficiente")
+
+    def get_payout_status(self, idempotency_id: str) -> PayoutResult:
+        return PayoutResult(status=PayoutStatus.NOT_FOUND)
+
+
+@adapters.register
+class Drips(PayoutsOnly):
+    """Holds the send past our deadline until ``release`` is set; asked,
+    says the payout failed (while our send may still land there)."""
+
+    name = "test_drips"
+    sends: ClassVar[list[str]] = []
+    release = threading.Event()
+
+    def create_payout(self, request: PayoutRequest) -> PayoutResult:
+        self.sends.append(request.idempotency_id)
+        assert self.release.wait(timeout=30)
+        return paid(request.idempotency_id)
+
+    def get_payout_status(self, idempotency_id: str) -> PayoutResult:
+        return PayoutResult(status=PayoutStatus.FAILED, reason="NAO_REALIZADO")
+
+
+@adapters.register
+class PaysAtOnce(PayoutsOnly):
+    name = "test_pays_at_once"
+    sends: ClassVar[list[str]] = []
+
+    def create_payout(self, request: PayoutRequest) -> PayoutResult:
+        self.sends.append(request.idempotency_id)
+        return paid(request.idempotency_id)
+
+    def get_payout_status(self, idempotency_id: str) -> PayoutResult:
+        return PayoutResult(status=PayoutStatus.NOT_FOUND)
+
+
+def _account(first: Acquirer, monkeypatch: pytest.MonkeyPatch) -> tuple[Account, Acquirer]:
+    monkeypatch.setattr(services, "_enqueue_processing", lambda *args, **kwargs: None)
+    PaysAtOnce.sends = []
+    second = AcquirerFactory(key="test_pays_acq", adapter="test_pays_at_once", options={})
+    account = AccountFactory(withdrawal_fee_fixed=0, withdrawal_fee_bps=0)
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=SEED, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+    acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHOUT, acquirers=[first, second])
+    return account, second
+
+
+def _approved(account: Account) -> Withdrawal:
+    withdrawal = withdrawal_request(account=account, amount=AMOUNT, key_type="cpf", key_value="52998224725")
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == "approved"
+    return withdrawal
+
+
+@pytest.mark.django_db
+def test_a_refused_resend_keeps_the_payout_with_its_acquirer(monkeypatch: pytest.MonkeyPatch) -> None:
+    RefusesTheResend.sends = []
+    first = AcquirerFactory(key="test_refuser", adapter="test_refuses_resend", options={})
+    account, _ = _account(first, monkeypatch)
+    withdrawal = _approved(account)
+
+    with pytest.raises(PayoutUndetermined):
+        withdrawal_process(withdrawal_id=withdrawal.pk)  # unclear send, then "not found"
+    with pytest.raises(PayoutUndetermined):
+        withdrawal_process(withdrawal_id=withdrawal.pk)  # sent again, refused: still its payout
+
+    withdrawal.refresh_from_db()
+    assert RefusesTheResend.sends == [withdrawal.idempotency_id] * 2
+    assert PaysAtOnce.sends == []  # the next acquirer is never asked
+    assert (withdrawal.status, withdrawal.payout_owner_id) == (S.APPROVED, first.pk)
+    assert withdrawal.payout_unclear_since is not None
+    assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_while_an_abandoned_send_still_runs_frees_nothing_past_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    Drips.sends = []
+    Drips.release = threading.Event()
+    first = AcquirerFactory(
+        key="test_drips_acq", adapter="test_drips", options={}, connect_timeout_ms=100, read_timeout_ms=200
+    )
+    account, _ = _account(first, monkeypatch)
+    withdrawal = _approved(account)
+    try:
+        # Abandoned at our deadline; asked right away it says "failed": not its last word.
+        with pytest.raises(PayoutUndetermined):
+            withdrawal_process(withdrawal_id=withdrawal.pk)
+        send = PayoutAttempt.objects.get(withdrawal=withdrawal, action="send")
+        assert (send.outcome, send.error_class, send.late_at) == ("timeout", services.ABANDONED, None)
+
+        # Longer ago than the lease, its thread still running: still in flight.
+        PayoutAttempt.objects.filter(pk=send.pk).update(created_at=timezone.now() - services.LEASE * 2)
+        with pytest.raises(PayoutUndetermined):
+            withdrawal_process(withdrawal_id=withdrawal.pk)
+        withdrawal.refresh_from_db()
+        assert withdrawal.status == S.APPROVED
+        assert PaysAtOnce.sends == []
+        assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
+    finally:
+        Drips.release.set()
+    # The abandoned send lands: its answer is on record, and it settles the payout once.
+    wait_for(lambda: PayoutAttempt.objects.get(pk=send.pk).late_at is not None)
+    assert PayoutAttempt.objects.get(pk=send.pk).late_outcome == "paid"
+    assert Drips.sends == [withdrawal.idempotency_id]
