@@ -195,6 +195,9 @@ def withdrawal_transition(
             # Settled, failed or canceled: nothing is held or waited for any more.
             withdrawal.payout_unclear_since = None
             withdrawal.hold_reason, withdrawal.held_since = "", None
+            # The lease goes with the status it guarded, in the same commit:
+            # a reader that sees "paid" never sees a payout still leased.
+            withdrawal.payout_leased_until, withdrawal.payout_lease_token = None, ""
         withdrawal.save()
         WithdrawalTransition.objects.create(
             withdrawal=withdrawal, from_status=from_status, to_status=to_status, source=source, actor=actor[:150]

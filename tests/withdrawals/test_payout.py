@@ -612,6 +612,28 @@ def test_two_concurrent_runs_send_once(account: Account, no_enqueue: list[Any]) 
 
 
 @pytest.mark.django_db
+def test_the_lease_ends_in_the_commit_that_settles_the_payout(account: Account) -> None:
+    # A reader that sees "paid" (the API, a test waiting on the status) must
+    # never see the payout still leased: the lease goes with the transition,
+    # not with the sending run's clean-up after it.
+    sandbox("sbx_lease_end", "ok", default_priority=1)
+    withdrawal = request(account)
+    withdrawal_process(withdrawal_id=withdrawal.pk)
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(
+        payout_leased_until=timezone.now() + dt.timedelta(minutes=4), payout_lease_token="run-a"
+    )
+
+    assert services.withdrawal_transition(
+        withdrawal_id=withdrawal.pk, to_status=S.PAID, source=WithdrawalTransition.Source.SYSTEM, lease_token="run-a"
+    )
+
+    withdrawal.refresh_from_db()
+    assert withdrawal.status == S.PAID
+    assert withdrawal.payout_leased_until is None
+    assert withdrawal.payout_lease_token == ""
+
+
+@pytest.mark.django_db
 def test_an_expired_lease_is_taken_over(account: Account) -> None:
     acquirer = sandbox("sbx_lease", "ok", default_priority=1)
     withdrawal = request(account)
