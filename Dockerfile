@@ -2,7 +2,7 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    DJANGO_SETTINGS_MODULE=pix_service.settings.production \
+    DJANGO_SETTINGS_MODULE=config.settings.production \
     STATIC_ROOT=/app/staticfiles
 
 WORKDIR /app
@@ -18,5 +18,5 @@ RUN DATABASE_URL=postgres://build@localhost/build REDIS_URL=redis://localhost:63
 
 USER pix
 EXPOSE 8000
-# Workers, threads and timeouts: pix_service/gunicorn.conf.py (WEB_WORKERS, WEB_THREADS, WEB_TIMEOUT).
-CMD ["gunicorn", "pix_service.wsgi:application", "--config", "pix_service/gunicorn.conf.py", "--bind", "0.0.0.0:8000", "--access-logfile", "-"]
+# Workers, threads and timeouts: config/gunicorn.conf.py (WEB_WORKERS, WEB_THREADS, WEB_TIMEOUT).
+CMD ["gunicorn", "config.wsgi:application", "--config", "config/gunicorn.conf.py", "--bind", "0.0.0.0:8000", "--access-logfile", "-"]

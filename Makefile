@@ -25,7 +25,7 @@ install-dev: $(VENV)/.installed-dev
 
 ## Fresh machine → migrated database, demo account, web + worker + beat on $(PORT).
 run: install
-	$(PY) -m pix_service.run
+	$(PY) -m dev.run
 
 ## Fresh machine → the whole suite on real PostgreSQL and Redis.
 test: install-dev
@@ -57,10 +57,10 @@ fuzz: install-dev
 
 ## Stop the embedded PostgreSQL and Redis (data stays in ./var).
 stop: install
-	$(PY) -m pix_service.embedded stop
+	$(PY) -m dev.embedded stop
 
 status: install
-	$(PY) -m pix_service.embedded status
+	$(PY) -m dev.embedded status
 
 clean: stop
 	rm -rf var

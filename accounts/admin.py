@@ -36,7 +36,7 @@ from accounts.services import (
     credential_rotate,
 )
 from acquirers.models import AcquirerGrant, AcquirerSlot
-from pix_service.admin import ReadOnlyAdminMixin, brl, reveal_later, reveal_url
+from core.admin import ReadOnlyAdminMixin, brl, reveal_later, reveal_url
 from webhooks.models import WebhookEndpoint
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 
 from accounts.exceptions import CredentialsInvalid, CredentialsMissing
 from accounts.models import Account, ApiCredential
-from pix_service.tokens import hash_secret
+from core.tokens import hash_secret
 
 # last_used_at is informative; writing it on every request would add an
 # UPDATE to the hot path for nothing.

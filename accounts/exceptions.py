@@ -2,7 +2,7 @@
 
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 
-from pix_service.exceptions import AccessDenied, BusinessRuleError
+from core.exceptions import AccessDenied, BusinessRuleError
 
 MISSING_CREDENTIALS = "Chave pública e chave privada são obrigatórias"
 INVALID_CREDENTIALS = "Chave não encontrada ou inativa"

@@ -10,7 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
-from pix_service.tokens import new_webhook_secret
+from core.tokens import new_webhook_secret
 
 
 class PaymentMethod(models.TextChoices):

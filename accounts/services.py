@@ -20,8 +20,8 @@ from django.utils import timezone
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused, InvalidTransition
 from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry, MoneyActionRequest
-from pix_service.exceptions import InsufficientBalance
-from pix_service.tokens import hash_secret, new_public_key, new_secret_key, new_webhook_secret
+from core.exceptions import InsufficientBalance
+from core.tokens import hash_secret, new_public_key, new_secret_key, new_webhook_secret
 
 # --------------------------------------------------------------------------- accounts
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 from acquirers import adapters, health
 from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, InboundNotification
-from pix_service.admin import ReadOnlyAdminMixin
+from core.admin import ReadOnlyAdminMixin
 
 #: Read-only fields of an existing acquirer's page (acquirers.health).
 CIRCUIT_FIELDS = (

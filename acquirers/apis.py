@@ -29,8 +29,7 @@ from acquirers.notifications import (
     notification_store_rejected,
 )
 from acquirers.serializers import AcquirerListSerializer, AcquirerSelectionSerializer, ActiveAcquirersDataSerializer
-from payments import exceptions as err
-from pix_service.api import (
+from api.base import (
     AUTH_ERRORS,
     INVALID_BODY,
     VALIDATION_ERROR,
@@ -41,7 +40,8 @@ from pix_service.api import (
     responses,
     success_envelope,
 )
-from pix_service.exceptions import NotFoundError, PixServiceError, ValidationFailed
+from core.exceptions import NotFoundError, PixServiceError, ValidationFailed
+from payments import exceptions as err
 
 
 class AcquirerSelectionApi(AccountAPIView):

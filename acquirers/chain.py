@@ -26,7 +26,7 @@ from typing import TypeVar
 from acquirers import adapters, brcode, health
 from acquirers.adapters.base import AcquirerTimeout, AdapterError, ChargeRequest, ChargeResult, InvalidResponse
 from acquirers.models import Acquirer
-from pix_service import deadline, metrics
+from core import deadline, metrics
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -42,7 +42,7 @@ def call_with_deadline(
     *,
     on_late: Callable[[T | None, BaseException | None], None] | None = None,
 ) -> T:
-    """An acquirer call under its deadline (see :mod:`pix_service.deadline`);
+    """An acquirer call under its deadline (see :mod:`core.deadline`);
     ``on_late`` hears what a call abandoned at its deadline finally did."""
     try:
         return deadline.call_with_deadline(func, timeout, on_late=on_late)

@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Any
 import redis
 from django.conf import settings
 
-from pix_service import metrics
-from pix_service.redis import client as redis_client
+from core import metrics
+from core.redis import client as redis_client
 
 if TYPE_CHECKING:
     from acquirers.models import Acquirer

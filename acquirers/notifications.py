@@ -40,7 +40,7 @@ from acquirers.adapters.base import (
     RefundStatus,
 )
 from acquirers.models import Acquirer, InboundNotification
-from pix_service.exceptions import PixServiceError
+from core.exceptions import PixServiceError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

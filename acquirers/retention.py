@@ -7,7 +7,7 @@ import datetime as dt
 from django.conf import settings
 
 from acquirers.models import InboundNotification
-from pix_service.retention import delete_in_batches, retention_cutoff
+from core.retention import delete_in_batches, retention_cutoff
 
 
 def inbound_notification_purge(*, now: dt.datetime | None = None) -> int:

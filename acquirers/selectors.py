@@ -89,3 +89,18 @@ def payout_chain(account: Account, amount: int) -> list[Acquirer]:
     else:
         chain = platform_default_chain()
     return [a for a in _usable(chain, amount) if a.adapter in known]
+
+
+_acquirer_keys: dict[int, str] = {}
+
+
+def acquirer_label(acquirer_id: int | None) -> str:
+    """An acquirer's key for a metric label, cached per process (keys are few
+    and the label must not cost a query on every change)."""
+    if acquirer_id is None:
+        return "none"
+    key = _acquirer_keys.get(acquirer_id)
+    if key is None:
+        key = Acquirer.objects.filter(pk=acquirer_id).values_list("key", flat=True).first() or "unknown"
+        _acquirer_keys[acquirer_id] = key
+    return key

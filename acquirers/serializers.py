@@ -8,8 +8,8 @@ from rest_framework import serializers
 
 from acquirers.models import ACQUIRER_KEY_PATTERN
 from acquirers.services import MAX_CHAIN_LENGTH
-from pix_service.fields import StrictIntegerField
-from pix_service.schema import SchemaExtras
+from api.schema import SchemaExtras
+from core.fields import StrictIntegerField
 
 
 def acquirer_key_field(**kwargs: Any) -> serializers.RegexField:

@@ -15,7 +15,7 @@ from django.db import transaction
 
 from accounts.models import Account
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot
-from pix_service.exceptions import BusinessRuleError
+from core.exceptions import BusinessRuleError
 
 # Primary, secondary, tertiary (interface spec: 1 to 3 acquirers).
 MAX_CHAIN_LENGTH = 3

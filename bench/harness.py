@@ -28,7 +28,7 @@ from pathlib import Path
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-GUNICORN_CONF = ROOT / "pix_service" / "gunicorn.conf.py"
+GUNICORN_CONF = ROOT / "config" / "gunicorn.conf.py"
 
 #: What ``engines="auto"`` tries when DATABASE_URL/REDIS_URL are unset. The
 #: database named here is only a base: bench_env() appends ``_bench``.
@@ -98,7 +98,7 @@ def bench_env(engines: str | None = None) -> dict[str, str]:
     if engines is not None:
         use_engines(engines)
     env = dict(os.environ)
-    # pix_service.settings.local plus the ceiling's route (bench/settings.py).
+    # config.settings.local plus the ceiling's route (bench/settings.py).
     env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     env["DEBUG"] = "false"
     env["LOG_LEVEL"] = "WARNING"
@@ -176,7 +176,7 @@ def machine_lines() -> list[str]:
     return [
         f"machine: {os.cpu_count()} CPUs ({cpu}), load average {load}, Python {platform.python_version()}",
         f"engines: PostgreSQL {pg_version} at {where}, database {db['NAME']}; {redis_version} at {redis_where}",
-        f"gunicorn: {gunicorn_shape()} (pix_service/gunicorn.conf.py)",
+        f"gunicorn: {gunicorn_shape()} (config/gunicorn.conf.py)",
     ]
 
 
@@ -197,12 +197,12 @@ def gunicorn_shape() -> str:
 
 @contextlib.contextmanager
 def gunicorn(env: dict[str, str], workers: int | None = None, threads: int | None = None) -> Iterator[str]:
-    """gunicorn as deployed: ``pix_service/gunicorn.conf.py`` (workers and
+    """gunicorn as deployed: ``config/gunicorn.conf.py`` (workers and
     threads from WEB_WORKERS/WEB_THREADS there), unless given here."""
     port = free_port()
     command = [
         str(Path(sys.executable).parent / "gunicorn"),
-        "pix_service.wsgi:application",
+        "config.wsgi:application",
         "--config", str(GUNICORN_CONF),
         "--bind", f"127.0.0.1:{port}",
         "--log-level", "warning",

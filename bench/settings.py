@@ -2,6 +2,6 @@
 plus the ceiling's route. Only ``bench_env()`` selects this module, so the
 ceiling view is never reachable in any other environment."""
 
-from pix_service.settings.local import *  # noqa: F403
+from config.settings.local import *  # noqa: F403
 
 ROOT_URLCONF = "bench.urls"

@@ -3,11 +3,11 @@
 from django.urls import URLPattern, URLResolver, include, path
 
 from bench.ceiling import CeilingView
-from pix_service.urls import handler404, handler500
+from config.urls import handler404, handler500
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("bench/ceiling/<str:charge_id>", CeilingView.as_view(), name="bench-ceiling"),
-    path("", include("pix_service.urls")),
+    path("", include("config.urls")),
 ]
 
 __all__ = ["handler404", "handler500", "urlpatterns"]

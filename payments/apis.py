@@ -16,12 +16,7 @@ from accounts.models import Account
 from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.adapters.sandbox import new_e2e_id
 from acquirers.notifications import notification_apply
-from payments import exceptions as err
-from payments.models import Charge, ChargeStatus
-from payments.selectors import ChargeFilterSet, charge_get, charges_of, sandbox_charge_get
-from payments.serializers import ChargeCreatedSerializer, ChargeCreateSerializer, ChargeSerializer
-from payments.services import Buyer, OverrideItem, charge_create
-from pix_service.api import (
+from api.base import (
     BAD_BODY,
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_RESPONSES,
@@ -35,10 +30,15 @@ from pix_service.api import (
     responses,
     success_envelope,
 )
-from pix_service.exceptions import ValidationFailed
-from pix_service.idempotency import Claim, idempotent
-from pix_service.listing import filter_and_paginate
-from pix_service.schema import uuid_path
+from api.idempotency import Claim, idempotent
+from api.listing import filter_and_paginate
+from api.schema import uuid_path
+from core.exceptions import ValidationFailed
+from payments import exceptions as err
+from payments.models import Charge, ChargeStatus
+from payments.selectors import ChargeFilterSet, charge_get, charges_of, sandbox_charge_get
+from payments.serializers import ChargeCreatedSerializer, ChargeCreateSerializer, ChargeSerializer
+from payments.services import Buyer, OverrideItem, charge_create
 
 BUYER_ADDRESS_FIELDS = (
     "buyer_city",

@@ -9,7 +9,7 @@ __all__ = [
     "reject_repeats",
 ]
 
-from pix_service.exceptions import BusinessRuleError, ConflictError, NotFoundError, ValidationFailed
+from core.exceptions import BusinessRuleError, ConflictError, NotFoundError, ValidationFailed
 
 METHOD_NOT_ENABLED = "Este método de pagamento não está habilitado para sua conta."
 AMOUNT_ABOVE_MAX = "O valor máximo permitido para transações é de R$ 3.000,00."

@@ -72,7 +72,7 @@ class Charge(models.Model):
             # and one filter, and carries the order keys and the other filter
             # columns, so the COUNT of the pagination and the page's keys are
             # index-only scans whatever the combination; the table is read
-            # for the page's rows alone (pix_service.listing's deferred join).
+            # for the page's rows alone (api.listing's deferred join).
             # Measured on 1M charges in bench/listing.py.
             models.Index(
                 fields=["account", "-created_at", "-id"],

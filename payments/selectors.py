@@ -9,10 +9,10 @@ from django.db.models import QuerySet
 
 from accounts.models import Account
 from acquirers.adapters.sandbox import SandboxAdapter
+from api.listing import RecordFilterSet
+from core.selectors import get_by_uuid
 from payments.exceptions import ChargeNotFound
 from payments.models import Charge, ChargeStatus
-from pix_service.listing import RecordFilterSet
-from pix_service.selectors import get_by_uuid
 
 
 class ChargeFilterSet(RecordFilterSet):

@@ -9,10 +9,10 @@ from rest_framework import serializers
 
 from accounts.models import PaymentMethod
 from acquirers.serializers import acquirer_items_field, acquirer_key_field
+from api.schema import SchemaExtras
+from core.documents import normalize_document
+from core.fields import HttpUrlField, StrictCharField, StrictIntegerField, StrictRegexField
 from payments.models import Charge
-from pix_service.documents import normalize_document
-from pix_service.fields import HttpUrlField, StrictCharField, StrictIntegerField, StrictRegexField
-from pix_service.schema import SchemaExtras
 from webhooks.http import url_refusal
 
 MIN_AMOUNT = 100

@@ -22,12 +22,12 @@ from accounts.services import ledger_post
 from acquirers.adapters.base import ChargeRequest
 from acquirers.chain import run_charge_chain
 from acquirers.models import Acquirer
-from acquirers.selectors import cashin_chain, selectable_acquirers
+from acquirers.selectors import acquirer_label, cashin_chain, selectable_acquirers
+from core import metrics
 from payments import exceptions as err
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.refunds import charge_refund_close
 from payments.serializers import ChargeSerializer
-from pix_service import metrics
 from webhooks.models import EventType
 from webhooks.services import event_emit
 
@@ -269,9 +269,7 @@ def charge_transition(
                 reference=f"charge:{charge.pk}:{charge.version}",
             )
         acquirer_id = charge.acquirer_id
-        metrics.on_commit(
-            lambda: metrics.CHARGE_STATUS_CHANGES.labels(metrics.acquirer_key(acquirer_id), to_status).inc()
-        )
+        metrics.on_commit(lambda: metrics.CHARGE_STATUS_CHANGES.labels(acquirer_label(acquirer_id), to_status).inc())
         event_emit(
             account_id=charge.account_id,
             event_type=EventType.TRANSACTION,

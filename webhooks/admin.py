@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, reverse
 
-from pix_service.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin, reveal_later, reveal_url
+from core.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin, reveal_later, reveal_url
 from webhooks import http, services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Account
-from pix_service.api import (
+from api.base import (
     INVALID_BODY,
     VALIDATION_ERROR,
     AccountAPIView,
@@ -18,9 +18,9 @@ from pix_service.api import (
     responses,
     success_envelope,
 )
-from pix_service.exceptions import ValidationFailed
-from pix_service.listing import filter_and_paginate
-from pix_service.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
+from api.listing import filter_and_paginate
+from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
+from core.exceptions import ValidationFailed
 from webhooks import exceptions as err
 from webhooks import http, selectors, services
 from webhooks.serializers import (

@@ -1,6 +1,6 @@
 """Errors of webhook management."""
 
-from pix_service.exceptions import NotFoundError
+from core.exceptions import NotFoundError
 
 ENDPOINT_NOT_FOUND = "Webhook não encontrado."
 EVENT_NOT_FOUND = "Evento não encontrado."

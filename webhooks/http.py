@@ -10,7 +10,7 @@ Socket timeouts bound each read, not the exchange: a receiver that drips one
 byte a second would hold the call for ever. Its total deadline is enforced
 at the socket: a watchdog shuts the connection down at the deadline, so the
 blocked read in the calling thread fails at once and nothing outlives the
-call (no thread left behind, unlike ``pix_service.deadline``, whose shared
+call (no thread left behind, unlike ``core.deadline``, whose shared
 threads payouts need).
 """
 

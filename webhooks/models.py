@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from accounts.models import Account
-from pix_service.tokens import new_webhook_code, new_webhook_secret
+from core.tokens import new_webhook_code, new_webhook_secret
 
 
 class WebhookEndpoint(models.Model):

@@ -7,7 +7,7 @@ import datetime as dt
 
 from django.conf import settings
 
-from pix_service.retention import retention_cutoff, update_in_batches
+from core.retention import retention_cutoff, update_in_batches
 from webhooks.models import WebhookAttempt
 
 

@@ -8,8 +8,8 @@ import django_filters
 from django.db.models import QuerySet
 
 from accounts.models import Account
-from pix_service.listing import timestamp_filter
-from pix_service.selectors import get_by_uuid
+from api.listing import timestamp_filter
+from core.selectors import get_by_uuid
 from webhooks.exceptions import EndpointNotFound, EventNotFound
 from webhooks.models import EventType, WebhookDelivery, WebhookEndpoint, WebhookEvent
 

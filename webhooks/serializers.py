@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from pix_service.fields import HttpUrlField, StrictCharField
+from core.fields import HttpUrlField, StrictCharField
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 

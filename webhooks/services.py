@@ -20,7 +20,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
-from pix_service import metrics
+from core import metrics
 from webhooks import http, signing
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -323,7 +323,7 @@ def _fail_pending(endpoint: WebhookEndpoint, reason: str) -> None:
 def endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> str:
     """A new secret; the old one keeps signing alongside it for
     ``WEBHOOK_SECRET_ROTATION_HOURS`` so receivers can switch without a gap."""
-    from pix_service.tokens import new_webhook_secret
+    from core.tokens import new_webhook_secret
 
     secret = new_webhook_secret()
     with transaction.atomic():

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.approvals_admin import request_approval_action
 from accounts.models import MoneyActionRequest
-from pix_service.admin import Confirmation, ReadOnlyInlineMixin, UUIDSearchMixin, transition_action
+from core.admin import Confirmation, ReadOnlyInlineMixin, UUIDSearchMixin, transition_action
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import payout_settle_window, withdrawal_payout_ask, withdrawal_transition

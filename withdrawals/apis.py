@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Account
-from pix_service.api import (
+from api.base import (
     BAD_BODY,
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_RESPONSES,
@@ -21,9 +21,9 @@ from pix_service.api import (
     responses,
     success_envelope,
 )
-from pix_service.idempotency import Claim, idempotent
-from pix_service.listing import filter_and_paginate
-from pix_service.schema import uuid_path
+from api.idempotency import Claim, idempotent
+from api.listing import filter_and_paginate
+from api.schema import uuid_path
 from withdrawals import exceptions as err
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.selectors import (

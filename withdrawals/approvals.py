@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
-from pix_service.exceptions import ValidationFailed
+from core.exceptions import ValidationFailed
 from withdrawals import exceptions as err
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition

@@ -1,6 +1,6 @@
 """Errors of withdrawals, with decisions §5's exact texts."""
 
-from pix_service.exceptions import BusinessRuleError, ConflictError, NotFoundError
+from core.exceptions import BusinessRuleError, ConflictError, NotFoundError
 
 PER_REQUEST_LIMIT = "O valor excede o limite por solicitação de saque."
 DAILY_LIMIT = "O valor excede o limite diário de saques."

@@ -8,7 +8,7 @@ import uuid
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
-from pix_service.documents import normalize_cnpj, normalize_cpf
+from core.documents import normalize_cnpj, normalize_cpf
 
 MAX_KEY_LENGTH = 77
 INVALID_KEY = "Chave PIX inválida para o tipo informado."

@@ -13,8 +13,8 @@ from django.utils import timezone
 from accounts.models import Account
 from accounts.selectors import available_balance, effective_minimum_withdrawal
 from acquirers.adapters.sandbox import SandboxAdapter
-from pix_service.listing import RecordFilterSet
-from pix_service.selectors import get_by_uuid
+from api.listing import RecordFilterSet
+from core.selectors import get_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
 from withdrawals.models import Withdrawal, WithdrawalStatus
 

@@ -7,8 +7,8 @@ from typing import Any
 from rest_framework import serializers
 
 from accounts.selectors import PLATFORM_MINIMUM_WITHDRAWAL
-from pix_service.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
-from pix_service.schema import SchemaExtras
+from api.schema import SchemaExtras
+from core.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
 from withdrawals.keys import INVALID_KEY, MAX_KEY_LENGTH, normalize_key
 from withdrawals.models import PixKeyType, Withdrawal
 

@@ -32,8 +32,8 @@ from acquirers.adapters.base import (
 from acquirers.chain import DeadlineExceeded, call_with_deadline
 from acquirers.models import Acquirer
 from acquirers.selectors import payout_chain
-from pix_service import metrics
-from pix_service.exceptions import BusinessRuleError, ValidationFailed
+from core import metrics
+from core.exceptions import BusinessRuleError, ValidationFailed
 from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err

@@ -3,7 +3,7 @@
 import accounts.models
 import django.contrib.postgres.fields
 import django.db.models.deletion
-import pix_service.tokens
+import core.tokens
 import uuid
 from django.db import migrations, models
 
@@ -36,7 +36,7 @@ class Migration(migrations.Migration):
                 ('withdrawal_daily_limit', models.BigIntegerField(default=2000000, verbose_name='limite diário de saques (centavos)')),
                 ('withdrawals_need_approval', models.BooleanField(default=False, verbose_name='saques exigem aprovação manual')),
                 ('charge_expiry_seconds', models.PositiveIntegerField(default=3600, verbose_name='expiração da cobrança (s)')),
-                ('postback_secret', models.CharField(default=pix_service.tokens.new_webhook_secret, editable=False, max_length=64)),
+                ('postback_secret', models.CharField(default=core.tokens.new_webhook_secret, editable=False, max_length=64)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
             ],

@@ -19,7 +19,7 @@ from accounts.exceptions import InvalidTransition
 from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry
 from accounts.services import credential_issue, credential_revoke, ledger_post
 from acquirers.models import AcquirerGrant
-from pix_service.tokens import hash_secret
+from core.tokens import hash_secret
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.security.test_secrets import stored_values
 from webhooks.models import WebhookEndpoint

@@ -19,9 +19,9 @@ from django.db import connections
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from accounts.management.commands.pix_bootstrap import Command
 from accounts.models import Account, AccountBalance, ApiCredential
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot
+from provisioning.management.commands.pix_bootstrap import Command
 from webhooks.models import WebhookEndpoint
 
 BALANCE = "/api/withdrawals/balance"

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
-from pix_service.exceptions import InsufficientBalance
+from core.exceptions import InsufficientBalance
 from tests.factories import AccountFactory
 from tests.realworld import run_concurrently
 

@@ -27,7 +27,7 @@ from acquirers import adapters
 from acquirers.adapters.base import PayoutStatus
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_slots_set
-from pix_service.exceptions import ValidationFailed
+from core.exceptions import ValidationFailed
 from tests.acquirers.conftest import EFI_CHAVE, EFI_NOTIFY_TOKEN, warm_up
 from tests.acquirers.fake_efi import EfiFault, FakeEfi
 from tests.factories import AccountFactory, AcquirerFactory

@@ -22,9 +22,9 @@ from accounts.selectors import available_balance, ledger_sum
 from acquirers.adapters.sandbox import SIGNATURE_HEADER, SIGNATURE_TOLERANCE, TIMESTAMP_HEADER, sign, signed_headers
 from acquirers.models import Acquirer, InboundNotification
 from acquirers.notifications import REJECTED_BODY_KEPT_BYTES
+from config.settings.base import logging_config
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
-from pix_service.settings.base import logging_config
 from tests.factories import AcquirerFactory
 from tests.helpers import project_formatters
 

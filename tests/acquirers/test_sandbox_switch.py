@@ -12,7 +12,6 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from accounts.bootstrap import BootstrapInvalid, bootstrap_apply
 from accounts.models import Account
 from acquirers import adapters
 from acquirers.adapters.base import AcquirerUnavailable, ChargeRequest, InvalidOptions, UnknownAdapter
@@ -21,6 +20,7 @@ from acquirers.chain import run_charge_chain
 from acquirers.models import Acquirer
 from acquirers.selectors import cashin_chain, payout_chain
 from payments.models import Charge, ChargeAttempt
+from provisioning.bootstrap import BootstrapInvalid, bootstrap_apply
 from tests.factories import AcquirerFactory
 
 pytestmark = pytest.mark.django_db

@@ -25,8 +25,8 @@ from django.db import connection
 from accounts.models import Account, AccountBalance
 from accounts.selectors import available_balance, ledger_sum
 from acquirers.models import Acquirer
+from api.models import IdempotencyRecord
 from payments.models import Charge
-from pix_service.models import IdempotencyRecord
 from tests.factories import AcquirerFactory
 from tests.faults.conftest import SEED
 from tests.faults.test_database_dropped import (

@@ -7,7 +7,7 @@ from typing import Any
 
 import schemathesis
 
-# As pix_service.idempotency has them (decisions §7); not imported from there,
+# As api.idempotency has them (decisions §7); not imported from there,
 # which needs Django set up, and this runs inside schemathesis.
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255

@@ -86,7 +86,7 @@ def fuzz_env() -> dict[str, str]:
     finally:
         if database_url:
             os.environ["DATABASE_URL"] = database_url
-    env["DJANGO_SETTINGS_MODULE"] = "pix_service.settings.local"
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings.local"
     if database_url:
         base, _, name = database_url.rpartition("/")
         name = name.split("?")[0] + "_fuzz"
@@ -113,7 +113,7 @@ def prepare() -> dict[str, str]:
     from django.core.management import call_command
     from django.db import transaction
 
-    from accounts.bootstrap import bootstrap_apply
+    from provisioning.bootstrap import bootstrap_apply
 
     # A seed reproduces a run only against the same data.
     call_command("flush", interactive=False, verbosity=0)

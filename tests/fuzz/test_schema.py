@@ -11,7 +11,7 @@ import re
 import pytest
 from django import forms
 
-from pix_service.listing import TIMESTAMP_PATTERN, TimestampField
+from api.listing import TIMESTAMP_PATTERN, TimestampField
 
 pytestmark = pytest.mark.django_db
 

@@ -22,11 +22,11 @@ from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import IssuedCredential, ledger_post
 from acquirers.models import Acquirer
+from observability.views import api_not_found
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import TRANSITIONS, charge_transition, charges_expire
 from payments.tasks import expire_charges
-from pix_service.views import api_not_found
 from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
@@ -512,19 +512,19 @@ def test_sandbox_needs_credentials(account: Account, acquirer: Acquirer) -> None
 @pytest.fixture
 def restore_urls() -> Iterator[None]:
     yield
+    import config.urls
     import payments.urls
-    import pix_service.urls
 
     importlib.reload(payments.urls)
-    importlib.reload(pix_service.urls)
+    importlib.reload(config.urls)
     clear_url_caches()
 
 
 def test_sandbox_route_exists_only_with_pix_sandbox(
     api: APIClient, account: Account, acquirer: Acquirer, restore_urls: None
 ) -> None:
+    import config.urls
     import payments.urls
-    import pix_service.urls
 
     charge = make_charge(account, acquirer)
     route = f"/api/sandbox/transactions/{charge.pk}/pay"
@@ -534,7 +534,7 @@ def test_sandbox_route_exists_only_with_pix_sandbox(
 
     with override_settings(PIX_SANDBOX=False):
         importlib.reload(payments.urls)
-        importlib.reload(pix_service.urls)
+        importlib.reload(config.urls)
         clear_url_caches()
         assert "sandbox-transaction" not in {getattr(p, "name", None) for p in payments.urls.urlpatterns}
         with pytest.raises(Resolver404):

@@ -4,7 +4,7 @@ the request: the COUNT of the pagination and the page) never scans its table
 sequentially, and reads it only for the page's rows: the COUNT and the
 page's keys come from one index alone (index-only scans), the rows by
 primary key. A missing index, a covering column dropped from one, or the
-page query losing its shape (pix_service.listing) shows up as a sequential,
+page query losing its shape (api.listing) shows up as a sequential,
 bitmap or non-unique index scan of the table.
 
 ``bench/listing.py`` measures the same scenarios on 1,000,000 charges. Here
@@ -185,7 +185,7 @@ def test_every_withdrawal_filter_reads_an_index() -> None:
 @pytest.mark.django_db
 def test_a_paid_at_window_in_the_past_pages_in_the_same_order() -> None:
     """A paid_at window that ended in the past has its page keys sorted
-    rather than walked (pix_service.listing): same records, same order
+    rather than walked (api.listing): same records, same order
     (created_at ties broken by id), same pages."""
     account = AccountFactory()
     end = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(days=10)

@@ -194,7 +194,7 @@ def test_health(
 def test_readiness(
     account: Account, alpha: Acquirer, size: int, settings: Any, django_assert_max_num_queries: DjangoAssertNumQueries
 ) -> None:
-    from pix_service import heartbeat
+    from observability import heartbeat
 
     charges(account, size)
     settings.WORKER_HEARTBEAT_KEY = f"pix-test:workers:{uuid.uuid4().hex}"

@@ -30,7 +30,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.services import IssuedCredential, credential_issue, credential_revoke, credential_rotate, ledger_post
-from pix_service.logging import RequestIdFilter
+from core.logging import RequestIdFilter
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import project_formatters
@@ -302,10 +302,10 @@ def test_admin_needs_a_staff_login(client: Client, django_user_model: Any) -> No
 def test_admin_url_setting_moves_the_admin(client: Client) -> None:
     """The URLconf reads ADMIN_URL when it loads: loaded again under another
     value, the admin moves there and the default path is gone."""
-    import pix_service.urls
+    import config.urls
 
     name = "tests_security_urls_moved_admin"
-    spec = importlib.util.spec_from_file_location(name, pix_service.urls.__file__)
+    spec = importlib.util.spec_from_file_location(name, config.urls.__file__)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)

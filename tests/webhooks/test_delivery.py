@@ -29,9 +29,9 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from accounts.models import Account
 from accounts.services import account_rotate_postback_secret
 from acquirers.models import Acquirer
+from core.tokens import new_webhook_secret
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
-from pix_service.tokens import new_webhook_secret
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import local
 from tests.realworld import CeleryWorker, ReceivedRequest, Receiver, drip_feeders, http_receiver, wait_for

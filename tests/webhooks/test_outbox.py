@@ -24,8 +24,8 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account
 from acquirers.models import Acquirer
+from config.celery import app
 from payments.models import Charge, ChargeStatus
-from pix_service.celery import app
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import CeleryWorker, Receiver, wait_for
 from webhooks import services

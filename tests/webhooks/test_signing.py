@@ -15,7 +15,7 @@ import time
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from pix_service.tokens import new_webhook_secret
+from core.tokens import new_webhook_secret
 from webhooks.signing import sign, signature_header
 
 # The test vector published with the Standard Webhooks specification and used

@@ -31,10 +31,10 @@ import withdrawals.apis
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import credential_issue, ledger_post
+from api.idempotency import idempotency_purge
+from api.models import IdempotencyRecord
+from api.tasks import purge_idempotency_keys
 from payments.models import Charge
-from pix_service.idempotency import idempotency_purge
-from pix_service.models import IdempotencyRecord
-from pix_service.tasks import purge_idempotency_keys
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import run_concurrently
@@ -191,7 +191,7 @@ def replayed(response: Any) -> bool:
 
 
 def request_hash(body: Any) -> str:
-    """The canonical form pix_service/idempotency.py hashes: sorted keys, no spaces."""
+    """The canonical form api/idempotency.py hashes: sorted keys, no spaces."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -460,10 +460,10 @@ def test_purge_keeps_records_for_the_configured_days_but_never_less_than_24h(set
 
 def test_the_purge_task_runs_hourly_from_beat(api: APIClient, account: Account) -> None:
     schedule = settings.CELERY_BEAT_SCHEDULE
-    entries = [e for e in schedule.values() if e["task"] == "pix_service.tasks.purge_idempotency_keys"]
+    entries = [e for e in schedule.values() if e["task"] == "api.tasks.purge_idempotency_keys"]
     assert len(entries) == 1
     assert float(entries[0]["schedule"]) <= 3600  # type: ignore[arg-type]
-    assert purge_idempotency_keys.name == "pix_service.tasks.purge_idempotency_keys"
+    assert purge_idempotency_keys.name == "api.tasks.purge_idempotency_keys"
 
     send(api, WITHDRAWALS)
     age_records(account, TTL + dt.timedelta(hours=1))
@@ -754,7 +754,7 @@ def test_a_replay_never_calls_the_service(api: APIClient, endpoint: Endpoint, mo
 def test_a_credential_over_600_requests_a_minute_gets_429(api: APIClient, monkeypatch: pytest.MonkeyPatch) -> None:
     # The window's clock is pinned mid-minute: 601 requests under load may
     # otherwise straddle a minute boundary and land in a fresh window.
-    from pix_service import throttling
+    from api import throttling
 
     pinned = (time.time() // 60) * 60 + 30
     monkeypatch.setattr(throttling, "time", types.SimpleNamespace(time=lambda: pinned))

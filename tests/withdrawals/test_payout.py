@@ -40,7 +40,7 @@ from acquirers.adapters.sandbox import new_e2e_id
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot
 from acquirers.selectors import payout_chain
 from acquirers.services import acquirer_slots_set
-from pix_service.celery import app
+from config.celery import app
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import CeleryWorker, Receiver, wait_for
 from webhooks.models import WebhookEvent

@@ -1,0 +1,195 @@
+"""What every account-facing API view shares: the base class, the success
+envelope, and the OpenAPI description of the envelopes and error statuses."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import ParseError
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts import exceptions as auth_msg
+from accounts.permissions import ACCOUNT_API
+from api.schema import AMOUNT_FILTER, PAGE_PARAMETERS, TEXT_FILTER, AccountAutoSchema, timestamp_parameter
+
+#: Every method but OPTIONS: DRF's answer to it described the view to anyone
+#: (its docstring, the fields it takes). It is a 405 like any method a view lacks.
+API_METHODS = [method for method in APIView.http_method_names if method != "options"]
+
+
+class ServiceAPIView(APIView):
+    """Base of every API view (see :data:`API_METHODS`)."""
+
+    http_method_names = API_METHODS
+
+
+class AccountAPIView(ServiceAPIView):
+    """Authenticated by key pair; 401 → credential permission → approved →
+    not blocked (decisions §2). Subclasses set ``required_permission``
+    (``cashin``, ``cashout`` or ``any``) and may append feature checks."""
+
+    permission_classes: ClassVar[list[type[BasePermission]]] = list(ACCOUNT_API)  # type: ignore[misc]
+    required_permission: ClassVar[str]
+    schema = AccountAutoSchema()
+
+    @staticmethod
+    def json_body(request: Request) -> Any:
+        """The parsed JSON object. DRF reads an empty body as ``{}``; decisions
+        §1 calls that "not a JSON object" (400), so it is refused here, after
+        the auth and permission checks that must answer first."""
+        if not request.body.strip():
+            raise ParseError()
+        return request.data
+
+
+def ok(data: Any, message: str, status: int = 200) -> Response:
+    return Response({"success": True, "message": message, "data": data}, status=status)
+
+
+# --------------------------------------------------------------------------- OpenAPI
+
+
+def success_envelope(name: str, data: serializers.Field[Any, Any, Any, Any]) -> Any:
+    return inline_serializer(
+        name, {"success": serializers.BooleanField(default=True), "message": serializers.CharField(), "data": data}
+    )
+
+
+class PaginationSerializer(serializers.Serializer[Any]):
+    current_page = serializers.IntegerField()
+    last_page = serializers.IntegerField()
+    per_page = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+def listing_envelope(name: str, collection: str, item: serializers.BaseSerializer[Any]) -> Any:
+    """``{success, message, data: {<collection>: [...], pagination}}``."""
+    return success_envelope(
+        name, inline_serializer(f"{name}Data", {collection: item, "pagination": PaginationSerializer()})
+    )
+
+
+class _ErrorEnvelope(serializers.Serializer[Any]):
+    success = serializers.BooleanField(default=False)
+    message = serializers.CharField()
+    data = serializers.JSONField(allow_null=True, default=None, help_text="Always null.")  # type: ignore[assignment]
+
+
+class _ValidationErrors(serializers.Serializer[Any]):
+    errors = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Field name (dotted for nested fields, e.g. `buyer.buyer_document`) → messages.",
+    )
+
+
+class _ValidationEnvelope(serializers.Serializer[Any]):
+    success = serializers.BooleanField(default=False)
+    message = serializers.CharField()
+    data = _ValidationErrors()  # type: ignore[assignment]
+
+
+class _AuthError(serializers.Serializer[Any]):
+    error = serializers.CharField()
+    message = serializers.CharField()
+
+
+def error_response(description: str, message: str) -> OpenApiResponse:
+    """An error-envelope response with its one example."""
+    return OpenApiResponse(
+        _ErrorEnvelope,
+        description=description,
+        examples=[OpenApiExample(description, value={"success": False, "message": message, "data": None})],
+    )
+
+
+AUTH_ERRORS: dict[int, OpenApiResponse] = {
+    401: OpenApiResponse(
+        _AuthError,
+        description="Missing, unknown, wrong or revoked credentials.",
+        examples=[
+            OpenApiExample(
+                "Missing headers", value={"error": "Credenciais inválidas", "message": auth_msg.MISSING_CREDENTIALS}
+            ),
+            OpenApiExample(
+                "Unknown or inactive key",
+                value={"error": "Credenciais inválidas", "message": auth_msg.INVALID_CREDENTIALS},
+            ),
+        ],
+    ),
+    403: OpenApiResponse(
+        _ErrorEnvelope,
+        description="Credential without permission, account not approved, or account blocked (checked in this order).",
+        examples=[
+            OpenApiExample("No permission", value={"success": False, "message": auth_msg.NO_PERMISSION, "data": None}),
+            OpenApiExample("Not approved", value={"success": False, "message": auth_msg.NOT_APPROVED, "data": None}),
+            OpenApiExample("Blocked", value={"success": False, "message": auth_msg.BLOCKED, "data": None}),
+        ],
+    ),
+    413: error_response(
+        "The body is larger than the service accepts (`API_MAX_BODY_BYTES`, 256 KiB by default).",
+        "Corpo da requisição muito grande.",
+    ),
+    429: error_response(
+        "Rate limit exceeded (`Retry-After` says when to retry).",
+        "Limite de requisições excedido. Tente novamente em instantes.",
+    ),
+    500: error_response("Unexpected error; never carries a trace.", "Erro interno do servidor."),
+}
+
+VALIDATION_ERROR = OpenApiResponse(_ValidationEnvelope, description="Invalid fields, one entry per field.")
+BAD_BODY = error_response(
+    "The body is not a JSON object, or a business rule refused the request.", "Corpo da requisição inválido."
+)
+INVALID_BODY = error_response("The body is not a JSON object.", "Corpo da requisição inválido.")
+
+
+LISTING_PARAMETERS = [
+    OpenApiParameter("id", OpenApiTypes.UUID, description="Exact id."),
+    OpenApiParameter("e2e_id", {**TEXT_FILTER, "maxLength": 64}, description="Exact end-to-end id."),
+    OpenApiParameter("amount_min", AMOUNT_FILTER, description="Centavos, inclusive."),
+    OpenApiParameter("amount_max", AMOUNT_FILTER, description="Centavos, inclusive."),
+    timestamp_parameter("paid_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    timestamp_parameter("paid_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    timestamp_parameter("created_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    *PAGE_PARAMETERS,
+]
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    {"type": "string", "minLength": 1, "maxLength": 255},
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "1-255 characters. The same key with the same body within 24 h replays the first response "
+        "(header `Idempotent-Replayed: true`); with another body → 422 under `idempotency_key`; "
+        "while the first is still running → 409."
+    ),
+)
+IDEMPOTENCY_RESPONSES = [
+    (
+        409,
+        error_response(
+            "A request with this Idempotency-Key is still running.",
+            "Uma requisição com esta chave de idempotência ainda está em processamento.",
+        ),
+    )
+]
+
+
+def not_found(message: str) -> OpenApiResponse:
+    return error_response("Unknown id, malformed id, or another account's record.", message)
+
+
+def responses(success: dict[Any, Any], *extra: tuple[int, OpenApiResponse]) -> dict[Any, Any]:
+    """Success responses + the auth errors every account endpoint can return + ``extra``."""
+    out: dict[Any, Any] = dict(success)
+    out.update(AUTH_ERRORS)
+    out.update(dict(extra))
+    return out

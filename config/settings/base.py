@@ -1,0 +1,406 @@
+"""Settings shared by every environment. Everything configurable comes from
+the environment through one ``env`` object; every variable is listed in
+``.env.example``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import django_stubs_ext
+import environ
+
+from core.redis import celery_broker_url
+
+# Lets code write admin.ModelAdmin[Account] and friends at runtime, as typed.
+django_stubs_ext.monkeypatch()
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+# A developer's .env is read if present; real environments set variables.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+SECRET_KEY = env("SECRET_KEY", default="dev-insecure-secret-key-change-me")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "axes",
+    "api.apps.ApiConfig",
+    "accounts",
+    "acquirers",
+    "payments",
+    "withdrawals",
+    "webhooks",
+    "provisioning",
+]
+
+MIDDLEWARE = [
+    # Outermost: the latency it records includes every other middleware.
+    "core.metrics.MetricsMiddleware",
+    "core.middleware.RequestIdMiddleware",
+    # Before anything reads the body: an oversized one is a 413, never read.
+    "core.middleware.RequestBodyLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    # Serves admin and Swagger UI assets from gunicorn: no CDN, no nginx needed.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into its page.
+    "axes.middleware.AxesMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --------------------------------------------------------------------------- engines
+# DATABASE_URL / REDIS_URL name the servers. Base never starts anything:
+# unset, local and test settings (``engines``) fill both in with the embedded
+# engines (same PostgreSQL and Redis, from wheels, under ./var); production
+# refuses to start without them.
+
+
+def database(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """DATABASES with ``entry`` as the default, as every process uses it."""
+    # A process started by the tests (a real Celery worker) joins the test database.
+    if env.str("PIX_DATABASE_NAME", default=""):
+        entry["NAME"] = env.str("PIX_DATABASE_NAME")
+    entry["ATOMIC_REQUESTS"] = False
+    # Each process (gunicorn worker, Celery worker, manage.py, pytest) keeps a
+    # psycopg pool of up to DB_POOL_MAX_SIZE connections, opened on first use
+    # (after gunicorn's fork: never preload the app). Connections go back to it
+    # at the end of every request and task, so a Celery worker on threads no
+    # longer opens a connection per task. Size it to the threads of one process
+    # (WEB_THREADS, the worker's concurrency): past it they queue, up to
+    # DB_POOL_TIMEOUT seconds. 0 turns pooling off: persistent connections kept
+    # DB_CONN_MAX_AGE seconds instead, checked before each request's first query.
+    if DB_POOL_MAX_SIZE > 0:
+        entry["OPTIONS"] = {
+            **entry.get("OPTIONS", {}),
+            "pool": {
+                "min_size": 1,
+                "max_size": DB_POOL_MAX_SIZE,
+                "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
+            },
+        }
+        # Django refuses persistent connections beside a pool: the pool is the persistence.
+        entry["CONN_MAX_AGE"] = 0
+    else:
+        entry["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+    # With a pool, psycopg checks each connection it hands out (Django's check
+    # before a request's first query otherwise): after a PostgreSQL restart no
+    # request gets a dead connection. Turning it off measured no faster (make bench).
+    entry["CONN_HEALTH_CHECKS"] = True
+    return {"default": entry}
+
+
+def caches(url: str, prefix: str = "pix") -> dict[str, dict[str, Any]]:
+    return {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "KEY_PREFIX": prefix}
+    }
+
+
+DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=8)
+DATABASES = database(env.db_url("DATABASE_URL")) if env.str("DATABASE_URL", default="") else {}
+REDIS_URL = env.str("REDIS_URL", default="")
+CACHES = caches(REDIS_URL)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# --------------------------------------------------------------------------- i18n / time
+# pt-br: DRF's own field messages reach clients, and clients read Portuguese.
+LANGUAGE_CODE = "pt-br"
+USE_I18N = True
+# Stored in UTC; everything shown to clients is America/Sao_Paulo (decisions §1).
+TIME_ZONE = "America/Sao_Paulo"
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / "var" / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every request otherwise
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Without collectstatic (tests, a first `make run`), serve from the apps' folders.
+WHITENOISE_USE_FINDERS = True
+
+ADMIN_URL = env.str("ADMIN_URL", default="admin/")
+
+# --------------------------------------------------------------------------- admin login throttling (django-axes)
+# Failed staff logins are counted in the database per username and client
+# address together: after ADMIN_LOGIN_FAILURE_LIMIT failures that pair is
+# refused, right password included, for ADMIN_LOGIN_COOLOFF_MINUTES. The pair
+# (not the username alone) so nobody can lock a colleague out from elsewhere.
+# The address is REMOTE_ADDR, or behind the TLS proxy (TRUST_X_FORWARDED_PROTO)
+# the one it appends to X-Forwarded-For: see core.admin.login_client_address.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env.float("ADMIN_LOGIN_COOLOFF_MINUTES", default=15.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "core.admin.login_client_address"
+# Failures during a lockout do not extend it: the cool-off ends on time.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
+
+# --------------------------------------------------------------------------- API
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.DenyAll"],
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.JSONObjectParser",
+        "api.parsers.AnyContentJSONObjectParser",
+    ],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.CredentialRateThrottle"],
+    "DATETIME_FORMAT": "%Y-%m-%d %H:%M:%S",
+    "UNAUTHENTICATED_USER": None,
+    # Responses are always JSON; `?format=` belongs to endpoints (the QR code's png/svg).
+    "URL_FORMAT_OVERRIDE": None,
+    # OPTIONS is a 405 (api.base.API_METHODS); never the framework's description of a view.
+    "DEFAULT_METADATA_CLASS": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "PIX Service API",
+    "DESCRIPTION": (
+        "PIX charges (cash-in), withdrawals (cash-out), acquirer selection, balance and "
+        "webhooks. Every request carries `X-Public-Key` and `X-Secret-Key`. Money is in "
+        "integer centavos; timestamps are `YYYY-MM-DD HH:mm:ss` in America/Sao_Paulo."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api",
+    "PARSER_WHITELIST": ["api.parsers.JSONObjectParser"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI assets ship with the sidecar package instead of a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # One named enum per choice set, shared by every field that uses it.
+    "ENUM_NAME_OVERRIDES": {
+        "ChargeStatusEnum": "payments.models.ChargeStatus",
+        "WithdrawalStatusEnum": "withdrawals.models.WithdrawalStatus",
+        "PixKeyTypeEnum": "withdrawals.models.PixKeyType",
+        "DeliveryStatusEnum": "webhooks.models.WebhookDelivery.Status",
+    },
+    # The schema and Swagger UI are public; the API they describe is not.
+    "SERVE_AUTHENTICATION": [],
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+}
+
+# --------------------------------------------------------------------------- Celery
+CELERY_BROKER_URL = celery_broker_url(REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+# Webhook deliveries (and their relay) have a queue, and a worker, of their
+# own (Procfile, compose): a receiver that stalls holds only webhook slots,
+# never a payout's. Every other task goes to the default queue.
+WEBHOOK_QUEUE = env.str("WEBHOOK_QUEUE", default="webhooks")
+CELERY_TASK_ROUTES = {"webhooks.tasks.*": {"queue": WEBHOOK_QUEUE}}
+CELERY_TIMEZONE = "UTC"
+CELERY_ENABLE_UTC = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+# Money-moving work: a task is acknowledged only once done, so a worker that
+# dies mid-task leaves it to be redone (tasks are idempotent).
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),
+    # A publish during a broker outage fails at once instead of retrying for
+    # seconds inside a request: the outbox row is committed and the relay sends it.
+    "max_retries": 0,
+}
+CELERY_TASK_TIME_LIMIT = 300
+CELERY_TASK_SOFT_TIME_LIMIT = 240
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
+    "reconcile-charges": {"task": "payments.tasks.reconcile_charges", "schedule": 60.0},
+    "purge-idempotency-keys": {"task": "api.tasks.purge_idempotency_keys", "schedule": 3600.0},
+    "poll-stuck-payouts": {"task": "withdrawals.tasks.poll_stuck_payouts", "schedule": 60.0},
+    "relay-webhooks": {
+        "task": "webhooks.tasks.relay_webhooks",
+        "schedule": env.float("WEBHOOK_RELAY_INTERVAL", default=10.0),
+    },
+    "purge-inbound-notifications": {"task": "acquirers.tasks.purge_inbound_notifications", "schedule": 86400.0},
+    "purge-webhook-attempt-bodies": {"task": "webhooks.tasks.purge_webhook_attempt_bodies", "schedule": 86400.0},
+}
+# Retention, in days (LGPD: payer data is not kept for ever). Inbound
+# notifications are deleted (not one still waiting to be processed); webhook
+# attempts keep their rows and lose their response bodies; idempotency keys
+# go after this many days, never within their 24 h replay window.
+RETENTION_DAYS_INBOUND_NOTIFICATIONS = env.int("RETENTION_DAYS_INBOUND_NOTIFICATIONS", default=90)
+RETENTION_DAYS_WEBHOOK_ATTEMPT_BODIES = env.int("RETENTION_DAYS_WEBHOOK_ATTEMPT_BODIES", default=30)
+RETENTION_DAYS_IDEMPOTENCY_KEYS = env.int("RETENTION_DAYS_IDEMPOTENCY_KEYS", default=1)
+# Local state (embedded engines, beat's schedule); the production image makes /app/var.
+VAR_DIR = Path(env.str("PIX_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# --------------------------------------------------------------------------- product
+# The sandbox acquirer and /api/sandbox/* let a credential pay its own charges:
+# off unless a settings module turns it on (local, test); production refuses it.
+PIX_SANDBOX = env.bool("PIX_SANDBOX", default=False)
+PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
+SERVICE_VERSION = "1.0.0"
+# Requests per credential per minute (decisions §7); 0 turns the limit off.
+API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)
+# The longest a request may run: gunicorn's timeout (config/gunicorn.conf.py
+# reads the same variable) and how long an Idempotency-Key stays "in flight"
+# before a retry may take over a claim whose request died.
+WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)
+# Largest request body under /api/ (bytes, by Content-Length): past it a 413,
+# before the body is read, authenticated or stored. The largest real one (a
+# charge with 4 KiB of metadata, an acquirer callback of 50 Pix) is far below.
+API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=256 * 1024)
+
+# --------------------------------------------------------------------------- operations
+# /metrics is off (404) until a token is set; scrapers send it as a Bearer token.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Workers beat into this Redis sorted set; readiness wants one younger than MAX_AGE.
+WORKER_HEARTBEAT_KEY = env.str("WORKER_HEARTBEAT_KEY", default="pix:workers")
+WORKER_HEARTBEAT_INTERVAL = env.float("WORKER_HEARTBEAT_INTERVAL", default=10.0)
+WORKER_HEARTBEAT_MAX_AGE = env.float("WORKER_HEARTBEAT_MAX_AGE", default=30.0)
+
+# --------------------------------------------------------------------------- acquirer health
+# One circuit breaker per acquirer, shared through Redis (acquirers/health.py).
+# Failures are unavailability (unavailable, timeout, invalid answer, adapter
+# error); a decline is an answer and never counts. Off: every acquirer is
+# always tried and nothing is recorded.
+ACQUIRER_BREAKER_ENABLED = env.bool("ACQUIRER_BREAKER_ENABLED", default=True)
+# Opens after this many failures in a row...
+ACQUIRER_BREAKER_FAILURES = env.int("ACQUIRER_BREAKER_FAILURES", default=5)
+# ...or when this share of the calls of the last WINDOW seconds failed, once
+# there were MIN_CALLS of them (an acquirer failing most calls, not in a row).
+ACQUIRER_BREAKER_FAILURE_RATE = env.float("ACQUIRER_BREAKER_FAILURE_RATE", default=0.5)
+ACQUIRER_BREAKER_WINDOW = env.int("ACQUIRER_BREAKER_WINDOW", default=60)
+ACQUIRER_BREAKER_MIN_CALLS = env.int("ACQUIRER_BREAKER_MIN_CALLS", default=20)
+# Seconds an open acquirer is skipped before one probe call is let through.
+ACQUIRER_BREAKER_COOLDOWN = env.float("ACQUIRER_BREAKER_COOLDOWN", default=30.0)
+# Recent calls kept per acquirer: the failure rate's window and the admin's
+# success rate and p50/p95 latency.
+ACQUIRER_HEALTH_SAMPLES = env.int("ACQUIRER_HEALTH_SAMPLES", default=200)
+
+# --------------------------------------------------------------------------- payouts
+# Minutes an acquirer whose send was unclear is asked again (and, on "not
+# found", sent the same payout again under the same id) before the payout
+# goes to staff's queue of undetermined payouts. It never goes elsewhere meanwhile.
+PAYOUT_SETTLE_WINDOW_MINUTES = env.int("PAYOUT_SETTLE_WINDOW_MINUTES", default=30)
+
+# --------------------------------------------------------------------------- webhooks (decisions §6)
+# Loopback/private/reserved destinations are refused unless this is on
+# (development and tests only; production forces it off).
+WEBHOOKS_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOKS_ALLOW_PRIVATE_NETWORKS", default=False)
+# Delay before each attempt, in seconds, counted from the previous attempt:
+# 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, 24 h, 24 h (each ±20 %).
+WEBHOOK_RETRY_SCHEDULE = env.list(
+    "WEBHOOK_RETRY_SCHEDULE", cast=int, default=[0, 5, 300, 1800, 7200, 18000, 36000, 36000, 86400, 86400]
+)
+WEBHOOK_JITTER = env.float("WEBHOOK_JITTER", default=0.2)
+WEBHOOK_CONNECT_TIMEOUT = env.float("WEBHOOK_CONNECT_TIMEOUT", default=3.0)
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=15.0)
+# Retries due within this many seconds ride a Celery countdown; later ones
+# are stored as a due time and picked by the relay, so no ETA ever nears
+# the broker's visibility timeout.
+WEBHOOK_MAX_COUNTDOWN = env.int("WEBHOOK_MAX_COUNTDOWN", default=60)
+WEBHOOK_RELAY_INTERVAL = env.float("WEBHOOK_RELAY_INTERVAL", default=10.0)
+# A delivery the fast path has not taken this long after it was due is the relay's.
+WEBHOOK_RELAY_GRACE = env.int("WEBHOOK_RELAY_GRACE", default=30)
+WEBHOOK_DISABLE_AFTER_DAYS = env.int("WEBHOOK_DISABLE_AFTER_DAYS", default=5)
+WEBHOOK_SECRET_ROTATION_HOURS = env.int("WEBHOOK_SECRET_ROTATION_HOURS", default=24)
+WEBHOOK_USER_AGENT = f"PixService-Webhook/{SERVICE_VERSION}"
+
+# Merchant city written in BR Codes by the sandbox acquirer (field 60).
+PIX_MERCHANT_CITY = env.str("PIX_MERCHANT_CITY", default="SAO PAULO")
+
+# --------------------------------------------------------------------------- logging
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")  # "json" in production
+
+
+def logging_config(fmt: str, level: str) -> dict[str, object]:
+    # Both redact URL secrets (acquirer notification tokens) from the whole line.
+    formatters: dict[str, dict[str, object]] = {
+        "text": {
+            "()": "core.logging.RedactingFormatter",
+            "fmt": "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s",
+        },
+        "json": {
+            "()": "core.logging.RedactingJsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    }
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"request_id": {"()": "core.logging.RequestIdFilter"}},
+        "formatters": formatters,
+        "handlers": {
+            "console": {"class": "logging.StreamHandler", "formatter": fmt, "filters": ["request_id"]},
+        },
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {
+            # Django's own request logger would print the 500's trace a second
+            # time; our handler logs it once, with the request id.
+            "django.request": {"level": "ERROR", "propagate": True},
+            # Django's defaults give these their own handlers (a plain console
+            # one when DEBUG is on, runserver's request lines) that would print
+            # a notification URL's token: ours, which redact it, are the only ones.
+            "django": {"handlers": [], "propagate": True},
+            "django.server": {"handlers": [], "propagate": True},
+            "pgserver": {"level": "WARNING"},
+        },
+    }
+
+
+LOGGING = logging_config(LOG_FORMAT, LOG_LEVEL)

@@ -1,0 +1,10 @@
+"""Development: `make run`. Embedded engines unless DATABASE_URL/REDIS_URL."""
+
+from .engines import *  # noqa: F403
+from .engines import env
+
+DEBUG = env.bool("DEBUG", default=True)
+# Webhooks to localhost receivers are normal while developing.
+WEBHOOKS_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOKS_ALLOW_PRIVATE_NETWORKS", default=True)
+# The demo's acquirers are sandbox ones (decisions §8).
+PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)

@@ -1,0 +1,47 @@
+"""Production: compose / real deployments. Refuses to start half-configured."""
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+# Checked before base is imported: production never runs on the embedded
+# engines (base leaves the servers unset without these; only local and test
+# settings fill them in).
+_missing = [name for name in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY") if not os.environ.get(name)]
+if _missing:
+    raise ImproperlyConfigured(f"production settings need {', '.join(_missing)} in the environment")
+
+from .base import *  # noqa: E402, F403
+from .base import env, logging_config  # noqa: E402
+
+DEBUG = False
+SECRET_KEY = env.str("SECRET_KEY")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS")
+WEBHOOKS_ALLOW_PRIVATE_NETWORKS = False
+if env.bool("PIX_SANDBOX", default=False):
+    # Checked here rather than only by a system check: gunicorn and Celery
+    # never run system checks, and the sandbox mints money.
+    raise ImproperlyConfigured(
+        "PIX_SANDBOX must be off in production: the sandbox acquirer and /api/sandbox/* let any "
+        "credential mark its own charges paid. Set PIX_SANDBOX=false."
+    )
+PIX_SANDBOX = False
+
+# X-Forwarded-Proto is believed only when a proxy in front sets it (and drops
+# a client's); with gunicorn reachable directly, any client could claim https.
+TRUST_X_FORWARDED_PROTO = env.bool("TRUST_X_FORWARDED_PROTO", default=False)
+if TRUST_X_FORWARDED_PROTO:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+# Probes and the metrics scraper speak plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^api/health(/ready)?$", r"^metrics$"]
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+LOGGING = logging_config(env.str("LOG_FORMAT", default="json"), env.str("LOG_LEVEL", default="INFO"))

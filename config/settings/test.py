@@ -1,0 +1,15 @@
+"""pytest. Same engines as production (embedded unless DATABASE_URL/REDIS_URL)."""
+
+from .engines import *  # noqa: F403
+from .engines import REDIS_URL, caches, env
+
+DEBUG = False
+# Fast hashing for the staff users tests create; API secrets use SHA-256 anyway.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+WEBHOOKS_ALLOW_PRIVATE_NETWORKS = True
+PIX_SANDBOX = True
+LOGGING["root"]["level"] = env.str("LOG_LEVEL", default="WARNING")  # type: ignore[index]  # noqa: F405
+CACHES = caches(REDIS_URL, prefix="pix-test")
+# Lets two suites share one server (e.g. a second checkout) without clashing.
+if env.str("PIX_TEST_DB_NAME", default=""):
+    DATABASES["default"]["TEST"] = {"NAME": env.str("PIX_TEST_DB_NAME")}  # noqa: F405
