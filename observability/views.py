@@ -6,6 +6,7 @@ import logging
 import threading
 from typing import Any
 
+from celery import current_app
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
@@ -49,8 +50,9 @@ class _BrokerProbe:
         self._url = ""
 
     def ok(self) -> bool:
-        from config.celery import app
-
+        # The project's app (config.celery), the current one once Django has
+        # loaded: observability sits below config and does not import it.
+        app = current_app
         url = str(app.conf.broker_write_url)
         with self._lock:
             if self._url != url:
