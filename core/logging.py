@@ -68,3 +68,40 @@ class RedactSecretsFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         return True
+
+
+def logging_config(fmt: str, level: str) -> dict[str, object]:
+    """Django's LOGGING for ``fmt`` ("text" or "json") at ``level``."""
+    # Both redact URL secrets (acquirer notification tokens) from the whole line.
+    formatters: dict[str, dict[str, object]] = {
+        "text": {
+            "()": "core.logging.RedactingFormatter",
+            "fmt": "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s",
+        },
+        "json": {
+            "()": "core.logging.RedactingJsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    }
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"request_id": {"()": "core.logging.RequestIdFilter"}},
+        "formatters": formatters,
+        "handlers": {
+            "console": {"class": "logging.StreamHandler", "formatter": fmt, "filters": ["request_id"]},
+        },
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {
+            # Django's own request logger would print the 500's trace a second
+            # time; our handler logs it once, with the request id.
+            "django.request": {"level": "ERROR", "propagate": True},
+            # Django's defaults give these their own handlers (a plain console
+            # one when DEBUG is on, runserver's request lines) that would print
+            # a notification URL's token: ours, which redact it, are the only ones.
+            "django": {"handlers": [], "propagate": True},
+            "django.server": {"handlers": [], "propagate": True},
+            "pgserver": {"level": "WARNING"},
+        },
+    }

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from django.utils.module_loading import import_string
 from rest_framework.test import APIClient
 
-from config.settings.base import logging_config
+from core.logging import logging_config
 
 SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 VALIDATION = "Erro de validação nos dados fornecidos"

@@ -11,8 +11,10 @@ _missing = [name for name in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY") if not 
 if _missing:
     raise ImproperlyConfigured(f"production settings need {', '.join(_missing)} in the environment")
 
+from core.logging import logging_config  # noqa: E402
+
 from .base import *  # noqa: E402, F403
-from .base import env, logging_config  # noqa: E402
+from .base import env  # noqa: E402
 
 DEBUG = False
 SECRET_KEY = env.str("SECRET_KEY")

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config.settings.base import logging_config
-from core.logging import request_id_var
+from core.logging import logging_config, request_id_var
 
 ROOT = Path(__file__).resolve().parents[2]
 PROD_ENV = {

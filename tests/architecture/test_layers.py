@@ -1,0 +1,120 @@
+"""The architecture as the README draws it, checked from the code itself.
+
+Every import between top-level packages counts, function-local ones too
+(they are how cycles hide). Inside one package anything goes (services and
+tasks of one app may import each other: the HackSoft pattern)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+#: App code: what the layers are about. Tests, benchmarks and migrations aside.
+PACKAGES = sorted(
+    p.name for p in ROOT.iterdir() if (p / "__init__.py").exists() and p.name not in {"tests", "bench"}
+)
+#: Bottom to top. A package may import only packages below it.
+LAYERS = [
+    {"core"},
+    {"accounts"},
+    {"api"},
+    {"acquirers"},
+    {"webhooks"},
+    {"payments", "withdrawals"},
+    {"observability", "provisioning", "dev"},
+    {"config"},
+]
+MAX_LINES = 400
+
+
+def app_modules() -> Iterator[Path]:
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" not in path.relative_to(ROOT).parts:
+                yield path
+
+
+def imported_packages(path: Path) -> Iterator[tuple[str, int]]:
+    """(top-level package, line) of every absolute import in ``path``, at any depth."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            yield name.split(".")[0], node.lineno
+
+
+def graph() -> dict[str, dict[str, list[str]]]:
+    """package -> imported package -> where ("path:line")."""
+    edges: dict[str, dict[str, list[str]]] = {p: {} for p in PACKAGES}
+    for path in app_modules():
+        source = path.relative_to(ROOT).parts[0]
+        for target, line in imported_packages(path):
+            if target in PACKAGES and target != source:
+                edges[source].setdefault(target, []).append(f"{path.relative_to(ROOT)}:{line}")
+    return edges
+
+
+def find_cycle(edges: dict[str, dict[str, list[str]]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, {})):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)) is not None:
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)) is not None:
+            return found
+    return None
+
+
+def test_every_package_has_a_layer() -> None:
+    placed = set().union(*LAYERS)
+    assert set(PACKAGES) <= placed, f"place these in LAYERS (and the README's picture): {set(PACKAGES) - placed}"
+
+
+def test_the_packages_import_one_another_without_a_cycle() -> None:
+    edges = graph()
+    cycle = find_cycle(edges)
+    where = [edges[a][b][0] for a, b in zip(cycle, cycle[1:], strict=False)] if cycle else []
+    assert cycle is None, f"import cycle {' -> '.join(cycle or [])}: {where}"
+
+
+def test_a_package_imports_only_the_layers_below_it() -> None:
+    level = {package: i for i, layer in enumerate(LAYERS) for package in layer}
+    upward = [
+        f"{source} -> {target} ({places[0]})"
+        for source, targets in graph().items()
+        for target, places in targets.items()
+        if level.get(target, -1) >= level.get(source, len(LAYERS))
+    ]
+    assert upward == []
+
+
+def test_no_module_of_app_code_is_over_400_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in app_modules()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    # The check itself must be able to fail.
+    assert find_cycle({"a": {"b": []}, "b": {"c": []}, "c": {"a": []}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b": []}, "b": {}}) is None
