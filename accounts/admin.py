@@ -1,4 +1,6 @@
-"""Back office for accounts, API credentials, balances and the ledger.
+"""Back office for accounts, balances and the ledger (API credentials:
+``accounts.admin_credentials``; the maker-checker queue:
+``accounts.approvals_admin``; both registered from here).
 
 The admin collects input, checks the staff permission and reports; every
 status change and every credential goes through ``accounts.services``.
@@ -6,73 +8,38 @@ status change and every credential goes through ``accounts.services``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote, unquote
-from django.core.exceptions import PermissionDenied
-from django.db import models, transaction
+from django.contrib.admin.utils import quote
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
-from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+
+# Also registers the credentials list.
+from accounts.admin_credentials import CredentialInline, can_manage_credentials, issue_credential_view
 
 # Registers the maker-checker queue (pedidos de aprovação).
 from accounts.approvals_admin import MoneyActionRequestAdmin  # noqa: F401
 from accounts.exceptions import InvalidTransition
-from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry, PaymentMethod
+from accounts.models import Account, AccountBalance, LedgerEntry, PaymentMethod
 from accounts.services import (
-    IssuedCredential,
     account_approve,
     account_create,
     account_reject,
     account_rotate_postback_secret,
     account_set_blocked,
-    credential_issue,
-    credential_revoke,
-    credential_rotate,
 )
-from acquirers.models import AcquirerGrant, AcquirerSlot
-from core.admin import ReadOnlyAdminMixin, brl, reveal_later, reveal_url
-from webhooks.models import WebhookEndpoint
+from core.admin import ReadOnlyAdminMixin, reveal_later, reveal_url
+from core.money import brl
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import InlineModelAdmin, _FieldsetSpec
 
-SECRETS_TEMPLATE = "admin/accounts/credential_secrets.html"
 POSTBACK_PAGE_TEMPLATE = "admin/accounts/postback_secret.html"
-ISSUE_TEMPLATE = "admin/accounts/account/issue_credential.html"
-
-
-def can_manage_credentials(request: HttpRequest) -> bool:
-    return request.user.has_perm("accounts.manage_credentials")
-
-
-def show_secrets_once(
-    request: HttpRequest, *, title: str, issued: Sequence[IssuedCredential], url_name: str, back_url: str
-) -> HttpResponse:
-    """Redirects to the one page that ever shows a secret key (Post/Redirect/Get:
-    reloading it issues nothing and shows nothing again)."""
-    shown = [
-        {
-            "account": str(item.credential.account),
-            "permission": item.credential.get_permission_display(),
-            "label": item.credential.label,
-            "public_key": item.credential.public_key,
-            "secret_key": item.secret_key,
-        }
-        for item in issued
-    ]
-    return reveal_later(
-        request,
-        template=SECRETS_TEMPLATE,
-        context={"title": title, "issued": shown},
-        url_name=url_name,
-        back_url=back_url,
-    )
 
 
 def show_postback_secret_once(request: HttpRequest, account: Account, secret: str, *, title: str) -> HttpResponse:
@@ -83,63 +50,6 @@ def show_postback_secret_once(request: HttpRequest, account: Account, secret: st
         url_name="admin:accounts_account_reveal",
         back_url=reverse("admin:accounts_account_change", args=[quote(account.pk)]),
     )
-
-
-# --------------------------------------------------------------------------- account inlines
-
-
-class CredentialInline(admin.TabularInline[ApiCredential, Account]):
-    """Existing credentials, read-only: issuing, rotating and revoking have
-    their own screens, so the secret is only ever shown on one page."""
-
-    model = ApiCredential
-    fields = ("public_key", "label", "permission", "is_active", "secret_hint_display", "created_at", "last_used_at")
-    readonly_fields = fields
-    # Never rendered, whatever "fields" becomes.
-    exclude = ("secret_hash",)
-    extra = 0
-    can_delete = False
-    show_change_link = True
-    verbose_name_plural = "credenciais de API"
-
-    # Inlines take the parent object here; the stubs mark the same mismatch.
-    def has_add_permission(self, request: HttpRequest, obj: Account | None) -> bool:  # type: ignore[override]
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Account | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Account | None = None) -> bool:
-        return False
-
-    @admin.display(description="chave secreta")
-    def secret_hint_display(self, credential: ApiCredential) -> str:
-        return f"sk_…{credential.secret_hint}"
-
-
-class AcquirerGrantInline(admin.TabularInline[AcquirerGrant, Account]):
-    model = AcquirerGrant
-    fields = ("acquirer", "created_at")
-    readonly_fields = ("created_at",)
-    autocomplete_fields = ("acquirer",)
-    extra = 0
-
-
-class AcquirerSlotInline(admin.TabularInline[AcquirerSlot, Account]):
-    model = AcquirerSlot
-    fields = ("purpose", "priority", "acquirer")
-    autocomplete_fields = ("acquirer",)
-    extra = 0
-
-
-class WebhookEndpointInline(admin.TabularInline[WebhookEndpoint, Account]):
-    """URL and state only; the signing secret and code live on the endpoint's own page."""
-
-    model = WebhookEndpoint
-    fields = ("url", "is_active")
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
-    extra = 0
-    show_change_link = True
 
 
 # --------------------------------------------------------------------------- accounts
@@ -157,13 +67,6 @@ class AccountAdminForm(forms.ModelForm[Account]):
     class Meta:
         model = Account
         fields = "__all__"  # noqa: DJ007 - the admin's fieldsets pick the fields shown
-
-
-class IssueCredentialForm(forms.Form):
-    permission = forms.ChoiceField(
-        label="Permissão", choices=ApiCredential.Permission.choices, initial=ApiCredential.Permission.ALL
-    )
-    label = forms.CharField(label="Rótulo", max_length=100, required=False)
 
 
 IDENTITY = ("Identificação", {"fields": ("name", "document", "status", "is_blocked")})
@@ -197,7 +100,8 @@ class AccountAdmin(admin.ModelAdmin[Account]):
     actions = ("approve", "reject", "block", "unblock", "rotate_postback_secret")
     # Never rendered, whatever the fieldsets become.
     exclude = ("postback_secret", "previous_postback_secret", "previous_postback_secret_expires_at")
-    inlines = (CredentialInline, AcquirerGrantInline, AcquirerSlotInline, WebhookEndpointInline)
+    #: Apps above accounts add theirs with :func:`account_page_inline`.
+    inlines: ClassVar[tuple[type[InlineModelAdmin[Any, Any]], ...]] = (CredentialInline,)
 
     # ----------------------------------------------------------------- permissions
 
@@ -366,122 +270,20 @@ class AccountAdmin(admin.ModelAdmin[Account]):
         return custom + super().get_urls()
 
     def issue_credential_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        if not can_manage_credentials(request):
-            raise PermissionDenied
-        account = self.get_object(request, unquote(object_id))
-        if account is None:
-            self.message_user(request, "Conta não encontrada.", messages.WARNING)
-            return redirect(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "account": account}
-        change_url = reverse(
-            f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
-            args=[quote(account.pk)],
-            current_app=self.admin_site.name,
-        )
-        form = IssueCredentialForm(request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            with transaction.atomic():
-                issued = credential_issue(
-                    account=account, permission=form.cleaned_data["permission"], label=form.cleaned_data["label"]
-                )
-                self.log_change(request, account, f"Credencial emitida: {issued.credential.public_key}")
-            return show_secrets_once(
-                request,
-                title="Credencial emitida",
-                issued=[issued],
-                url_name=f"admin:{self.opts.app_label}_{self.opts.model_name}_reveal",
-                back_url=change_url,
-            )
-        return TemplateResponse(
-            request, ISSUE_TEMPLATE, {**context, "title": f"Emitir credencial para {account}", "form": form}
-        )
+        return issue_credential_view(self, request, object_id)
 
 
-# --------------------------------------------------------------------------- credentials
+_Inline = TypeVar("_Inline", bound="type[InlineModelAdmin[Any, Any]]")
 
 
-@admin.register(ApiCredential)
-class ApiCredentialAdmin(admin.ModelAdmin[ApiCredential]):
-    """View, revoke and rotate. Issuing is on the account's page; the stored
-    hash is never shown, and the secret exists only on the page that issues it."""
-
-    list_display = ("public_key", "account", "permission", "is_active", "created_at", "last_used_at")
-    list_filter = ("permission", "is_active")
-    search_fields = ("public_key", "account__name")
-    list_select_related = ("account",)
-    fields = (
-        "account",
-        "label",
-        "ref",
-        "public_key",
-        "secret_hint_display",
-        "permission",
-        "is_active",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
-    )
-    readonly_fields = fields
-    # Never rendered, whatever "fields" becomes.
-    exclude = ("secret_hash",)
-    actions = ("revoke", "rotate")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: ApiCredential | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: ApiCredential | None = None) -> bool:
-        return False
-
-    def has_manage_credentials_permission(self, request: HttpRequest) -> bool:
-        return can_manage_credentials(request)
-
-    @admin.display(description="chave secreta")
-    def secret_hint_display(self, credential: ApiCredential) -> str:
-        return f"sk_…{credential.secret_hint}"
-
-    @admin.action(description="Revogar credenciais selecionadas", permissions=["manage_credentials"])
-    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> None:
-        revoked = 0
-        for credential in queryset.order_by("pk"):
-            with transaction.atomic():
-                if credential_revoke(credential=credential):
-                    self.log_change(request, credential, "Revogada")
-                    revoked += 1
-        if revoked:
-            self.message_user(request, f"{revoked} credencial(is) revogada(s).", messages.SUCCESS)
-        if skipped := queryset.count() - revoked:
-            self.message_user(request, f"{skipped} credencial(is) já estava(m) revogada(s).", messages.WARNING)
-
-    @admin.action(description="Rotacionar credenciais selecionadas", permissions=["manage_credentials"])
-    def rotate(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> HttpResponse | None:
-        issued: list[IssuedCredential] = []
-        # A revoked key was taken out of use on purpose; rotating it would put
-        # its permission back into circulation under a new key.
-        for credential in queryset.filter(is_active=True).select_related("account").order_by("pk"):
-            with transaction.atomic():
-                new = credential_rotate(credential=credential)
-                self.log_change(request, credential, f"Rotacionada: nova credencial {new.credential.public_key}")
-                self.log_addition(request, new.credential, f"Emitida por rotação de {credential.public_key}")
-            issued.append(new)
-        if skipped := queryset.filter(is_active=False).count():
-            self.message_user(request, f"{skipped} credencial(is) revogada(s) ignorada(s).", messages.WARNING)
-        if not issued:
-            return None
-        return show_secrets_once(
-            request,
-            title="Credenciais rotacionadas",
-            issued=issued,
-            url_name=f"admin:{self.opts.app_label}_{self.opts.model_name}_reveal",
-            # The changelist the action was run from, filters included.
-            back_url=request.get_full_path(),
-        )
-
-    def get_urls(self) -> list[URLPattern]:
-        # Before the defaults: their "<path:object_id>/" catch-all would swallow it.
-        return [reveal_url(self), *super().get_urls()]
+def account_page_inline(inline: _Inline) -> _Inline:
+    """Class decorator: show ``inline`` on the account page, after the ones
+    already there. For the apps above accounts (acquirer grants and slots,
+    webhook endpoints), which accounts may not import. Admin autodiscovery
+    imports their admin modules after this one (INSTALLED_APPS order), so
+    every inline is in place before the system checks and the first request."""
+    AccountAdmin.inlines = (*AccountAdmin.inlines, inline)
+    return inline
 
 
 # --------------------------------------------------------------------------- balances and ledger

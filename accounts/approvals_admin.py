@@ -21,7 +21,8 @@ from django.utils.html import format_html
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
 from accounts.services import money_action_approve, money_action_reject, money_action_request
-from core.admin import Confirmation, ReadOnlyAdminMixin, brl, confirm_first
+from core.admin import Confirmation, ReadOnlyAdminMixin, confirm_first
+from core.money import brl
 
 State = MoneyActionRequest.State
 

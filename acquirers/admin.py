@@ -1,5 +1,6 @@
 """Back office for acquirers. Which acquirers an account may use (grants and
-slots) is edited on the account's page, as inlines of ``accounts.admin``."""
+slots) is edited on the account's page: the inlines below, added to it
+through ``accounts.admin.account_page_inline``."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from accounts.admin import account_page_inline
+from accounts.models import Account
 from acquirers import adapters, health
 from acquirers.adapters.base import InvalidOptions
-from acquirers.models import Acquirer, InboundNotification
+from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot, InboundNotification
 from core.admin import ReadOnlyAdminMixin
 
 #: Read-only fields of an existing acquirer's page (acquirers.health).
@@ -73,6 +76,23 @@ def _health_of(acquirer: Acquirer) -> health.Health | None:
 
 def _when(moment: Any) -> str:
     return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+@account_page_inline
+class AcquirerGrantInline(admin.TabularInline[AcquirerGrant, Account]):
+    model = AcquirerGrant
+    fields = ("acquirer", "created_at")
+    readonly_fields = ("created_at",)
+    autocomplete_fields = ("acquirer",)
+    extra = 0
+
+
+@account_page_inline
+class AcquirerSlotInline(admin.TabularInline[AcquirerSlot, Account]):
+    model = AcquirerSlot
+    fields = ("purpose", "priority", "acquirer")
+    autocomplete_fields = ("acquirer",)
+    extra = 0
 
 
 @admin.register(Acquirer)

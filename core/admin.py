@@ -21,6 +21,8 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.cache import add_never_cache_headers
 
+from core.money import brl
+
 
 class ReadOnlyAdminMixin:
     """Evidence and money records: the back office looks, services write."""
@@ -29,6 +31,25 @@ class ReadOnlyAdminMixin:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ActionsOnlyAdminMixin:
+    """Records that move only through their admin actions and services
+    (charges, withdrawals): every field read-only, none added or deleted by
+    hand. Unlike :class:`ReadOnlyAdminMixin` the change permission stays:
+    the actions ask for it."""
+
+    #: Set by ModelAdmin.
+    model: type[Any]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [field.name for field in self.model._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -56,13 +77,6 @@ class ReadOnlyInlineMixin:
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-
-def brl(centavos: int) -> str:
-    """``123456`` → ``R$ 1.234,56``; money is stored as int centavos."""
-    sign = "-" if centavos < 0 else ""
-    reais, cents = divmod(abs(centavos), 100)
-    return f"{sign}R$ {reais:,}".replace(",", ".") + f",{cents:02d}"
 
 
 # --------------------------------------------------------------------------- confirming money actions
@@ -150,53 +164,67 @@ def confirm_first(
     return admin.action(description=description, permissions=[permission])(action)
 
 
-def transition_action(
-    *,
-    name: str,
-    description: str,
-    to_status: str,
-    from_statuses: tuple[str, ...],
-    apply: Callable[[Any, HttpRequest], bool],
-    refused: type[Exception],
-    done_message: str,
-    skipped_message: str,
-    permission: str = "change",
-    confirmation: Confirmation | None = None,
-) -> Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None]:
-    """An admin action moving each selected record to ``to_status`` through
-    its transition service (``apply(pk, request)``), logging each change;
-    records whose status does not allow it are skipped and counted. With a
-    ``confirmation`` (money moves) it first shows the confirmation page and
-    logs the reason given there."""
+@dataclass(frozen=True)
+class TransitionActions:
+    """The status-changing admin actions of one model (charges, withdrawals).
 
-    def perform(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:
-        done = skipped = 0
-        for record in queryset.select_related(None).only("pk", "status"):
-            changed = False
-            if record.status in from_statuses:
-                with contextlib.suppress(refused):  # moved on since the list was loaded
-                    changed = apply(record.pk, request)
-            if changed:
-                done += 1
-                logged = f"{description} ({record.status} → {to_status})"
-                modeladmin.log_change(request, record, f"{logged}. Motivo: {reason}" if reason else logged)
-            else:
-                skipped += 1
-        if done:
-            modeladmin.message_user(request, done_message.format(description=description, count=done), messages.SUCCESS)
-        if skipped:
-            modeladmin.message_user(request, skipped_message.format(count=skipped), messages.WARNING)
+    ``move(pk, to_status, description, request)`` moves one record through
+    the model's transition service and says whether it changed; ``refused``
+    is the service's error for a status that no longer allows it (the record
+    moved on since the list was loaded): that record is skipped and counted.
+    ``done_message`` gets ``{description}`` and ``{count}``,
+    ``skipped_message`` ``{count}``."""
 
-    if confirmation is not None:
-        return confirm_first(
-            perform, name=name, description=description, permission=permission, confirmation=confirmation
-        )
+    move: Callable[[Any, str, str, HttpRequest], bool]
+    refused: type[Exception]
+    done_message: str
+    skipped_message: str
 
-    def action(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        perform(modeladmin, request, queryset, "")
+    def action(
+        self,
+        name: str,
+        description: str,
+        to_status: str,
+        from_statuses: tuple[str, ...],
+        *,
+        permission: str = "change",
+        confirmation: Confirmation | None = None,
+    ) -> Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None]:
+        """An admin action moving each selected record to ``to_status``,
+        logging each change; records whose status does not allow it are
+        skipped and counted. With a ``confirmation`` (money moves) it first
+        shows the confirmation page and logs the reason given there."""
 
-    action.__name__ = name
-    return admin.action(description=description, permissions=[permission])(action)
+        def perform(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:
+            done = skipped = 0
+            for record in queryset.select_related(None).only("pk", "status"):
+                changed = False
+                if record.status in from_statuses:
+                    with contextlib.suppress(self.refused):  # moved on since the list was loaded
+                        changed = self.move(record.pk, to_status, description, request)
+                if changed:
+                    done += 1
+                    logged = f"{description} ({record.status} → {to_status})"
+                    modeladmin.log_change(request, record, f"{logged}. Motivo: {reason}" if reason else logged)
+                else:
+                    skipped += 1
+            if done:
+                modeladmin.message_user(
+                    request, self.done_message.format(description=description, count=done), messages.SUCCESS
+                )
+            if skipped:
+                modeladmin.message_user(request, self.skipped_message.format(count=skipped), messages.WARNING)
+
+        if confirmation is not None:
+            return confirm_first(
+                perform, name=name, description=description, permission=permission, confirmation=confirmation
+            )
+
+        def action(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+            perform(modeladmin, request, queryset, "")
+
+        action.__name__ = name
+        return admin.action(description=description, permissions=[permission])(action)
 
 
 # --------------------------------------------------------------------------- secrets shown once

@@ -3,18 +3,24 @@ change, and act on them through the same transition service acquirers use."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 
 from accounts.approvals_admin import request_approval_action
 from accounts.models import MoneyActionRequest
 from acquirers.adapters.base import AdapterError
 from acquirers.notifications import RefundOutcome, charge_reconcile, charge_refund
-from core.admin import Confirmation, ReadOnlyInlineMixin, UUIDSearchMixin, confirm_first, transition_action
+from core.admin import (
+    ActionsOnlyAdminMixin,
+    Confirmation,
+    ReadOnlyInlineMixin,
+    TransitionActions,
+    UUIDSearchMixin,
+    confirm_first,
+)
 from core.exceptions import PixServiceError
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
@@ -34,32 +40,18 @@ class ChargeTransitionInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeTran
     readonly_fields = fields
 
 
-def _transition_action(
-    name: str,
-    description: str,
-    to_status: str,
-    from_statuses: tuple[str, ...],
-    *,
-    permission: str = "change",
-    confirmation: Confirmation | None = None,
-) -> Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None]:
-    def apply(pk: Any, request: HttpRequest) -> bool:
-        return charge_transition(
-            charge_id=pk, to_status=to_status, source=ChargeTransition.Source.STAFF, actor=request.user.get_username()
-        )
-
-    return transition_action(
-        name=name,
-        description=description,
-        to_status=to_status,
-        from_statuses=from_statuses,
-        apply=apply,
-        refused=TransitionNotAllowed,
-        done_message="{description}: {count} cobrança(s).",
-        skipped_message="{count} cobrança(s) ignorada(s): o status atual não permite.",
-        permission=permission,
-        confirmation=confirmation,
+def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bool:
+    return charge_transition(
+        charge_id=pk, to_status=to_status, source=ChargeTransition.Source.STAFF, actor=request.user.get_username()
     )
+
+
+_transitions = TransitionActions(
+    move=_move,
+    refused=TransitionNotAllowed,
+    done_message="{description}: {count} cobrança(s).",
+    skipped_message="{count} cobrança(s) ignorada(s): o status atual não permite.",
+)
 
 
 def _liquid(charge: Charge) -> int:
@@ -143,7 +135,9 @@ def reconcile(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) ->
 
 
 @admin.register(Charge)
-class ChargeAdmin(UUIDSearchMixin, admin.ModelAdmin[Charge]):
+class ChargeAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[Charge]):
+    """Nothing on a charge is edited by hand: its status moves only through the actions."""
+
     list_display = ("id", "account", "amount", "liquid_amount", "status", "acquirer", "created_at", "paid_at")
     list_filter = ("status", "acquirer", ("created_at", admin.DateFieldListFilter), "account")
     list_select_related = ("account", "acquirer")
@@ -152,10 +146,10 @@ class ChargeAdmin(UUIDSearchMixin, admin.ModelAdmin[Charge]):
     ordering = ("-created_at",)
     inlines = [ChargeAttemptInline, ChargeTransitionInline]
     actions = [
-        _transition_action("cancel", "Cancelar", ChargeStatus.CANCELED, (ChargeStatus.PENDING,)),
+        _transitions.action("cancel", "Cancelar", ChargeStatus.CANCELED, (ChargeStatus.PENDING,)),
         refund,
         reconcile,
-        _transition_action(
+        _transitions.action(
             "mark_chargeback",
             "Marcar contestação (MED)",
             ChargeStatus.CHARGEBACK,
@@ -184,16 +178,6 @@ class ChargeAdmin(UUIDSearchMixin, admin.ModelAdmin[Charge]):
             ),
         ),
     ]
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Charge | None = None) -> list[str]:
-        # Nothing on a charge is edited by hand: status moves only through the actions.
-        return [field.name for field in Charge._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Charge | None = None) -> bool:
-        return False
 
     # One permission per action that moves money (staff groups: accounts.staff_groups).
     def has_refund_charge_permission(self, request: HttpRequest) -> bool:

@@ -1,5 +1,6 @@
 """Back office for webhooks: endpoints (enable, disable, rotate the secret,
-shown once), events with their deliveries and attempts, and resending."""
+shown once; listed on the account's page too), events with their
+deliveries and attempts, and resending."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, reverse
 
+from accounts.admin import account_page_inline
+from accounts.models import Account
 from core.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin, reveal_later, reveal_url
 from webhooks import http, services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -69,6 +72,17 @@ class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
         if refusal:
             raise forms.ValidationError(refusal)
         return url
+
+
+@account_page_inline
+class WebhookEndpointInline(admin.TabularInline[WebhookEndpoint, Account]):
+    """URL and state only; the signing secret and code live on the endpoint's own page."""
+
+    model = WebhookEndpoint
+    fields = ("url", "is_active")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    extra = 0
+    show_change_link = True
 
 
 @admin.register(WebhookEndpoint)

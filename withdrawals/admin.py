@@ -3,17 +3,16 @@ every action goes through the withdrawal services."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import Count, Prefetch, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.utils import timezone
 
 from accounts.approvals_admin import request_approval_action
 from accounts.models import MoneyActionRequest
-from core.admin import Confirmation, ReadOnlyInlineMixin, UUIDSearchMixin, transition_action
+from core.admin import ActionsOnlyAdminMixin, Confirmation, ReadOnlyInlineMixin, TransitionActions, UUIDSearchMixin
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import payout_settle_window, withdrawal_payout_ask, withdrawal_transition
@@ -83,36 +82,22 @@ class PayoutStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-def _transition_action(
-    name: str,
-    description: str,
-    to_status: str,
-    from_statuses: tuple[str, ...],
-    *,
-    permission: str,
-    confirmation: Confirmation,
-) -> Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None]:
-    def apply(pk: Any, request: HttpRequest) -> bool:
-        return withdrawal_transition(
-            withdrawal_id=pk,
-            to_status=to_status,
-            source=WithdrawalTransition.Source.STAFF,
-            actor=request.user.get_username(),
-            reason=f"{description} by staff",
-        )
-
-    return transition_action(
-        name=name,
-        description=description,
+def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bool:
+    return withdrawal_transition(
+        withdrawal_id=pk,
         to_status=to_status,
-        from_statuses=from_statuses,
-        apply=apply,
-        refused=WithdrawalTransitionNotAllowed,
-        done_message="{description}: {count} saque(s).",
-        skipped_message="{count} saque(s) ignorado(s): o status atual não permite.",
-        permission=permission,
-        confirmation=confirmation,
+        source=WithdrawalTransition.Source.STAFF,
+        actor=request.user.get_username(),
+        reason=f"{description} by staff",
     )
+
+
+_transitions = TransitionActions(
+    move=_move,
+    refused=WithdrawalTransitionNotAllowed,
+    done_message="{description}: {count} saque(s).",
+    skipped_message="{count} saque(s) ignorado(s): o status atual não permite.",
+)
 
 
 def _liquid(withdrawal: Withdrawal) -> int:
@@ -123,22 +108,8 @@ def _total_debit(withdrawal: Withdrawal) -> int:
     return withdrawal.total_debit
 
 
-class _WithdrawalRecordMixin:
-    """Every field read-only, nothing added or deleted: withdrawals change
-    only through their services (both withdrawal lists share this)."""
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [field.name for field in Withdrawal._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(Withdrawal)
-class WithdrawalAdmin(_WithdrawalRecordMixin, UUIDSearchMixin, admin.ModelAdmin[Withdrawal]):
+class WithdrawalAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[Withdrawal]):
     list_display = (
         "id",
         "account",
@@ -165,7 +136,7 @@ class WithdrawalAdmin(_WithdrawalRecordMixin, UUIDSearchMixin, admin.ModelAdmin[
     inlines = [PayoutAttemptInline, WithdrawalTransitionInline]
     actions = [
         # Approval sends the payout after commit (withdrawal_transition enqueues it).
-        _transition_action(
+        _transitions.action(
             "approve",
             "Aprovar",
             WithdrawalStatus.APPROVED,
@@ -180,7 +151,7 @@ class WithdrawalAdmin(_WithdrawalRecordMixin, UUIDSearchMixin, admin.ModelAdmin[
         ),
         # Gives back exactly the debit of a withdrawal never sent (a pending
         # one has no payout): a credit with its own evidence, so one person may.
-        _transition_action(
+        _transitions.action(
             "cancel",
             "Cancelar (devolve o saldo)",
             WithdrawalStatus.CANCELED,
@@ -225,7 +196,7 @@ class WithdrawalAdmin(_WithdrawalRecordMixin, UUIDSearchMixin, admin.ModelAdmin[
 
 
 @admin.register(UndeterminedPayout)
-class UndeterminedPayoutAdmin(_WithdrawalRecordMixin, UUIDSearchMixin, admin.ModelAdmin[UndeterminedPayout]):
+class UndeterminedPayoutAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[UndeterminedPayout]):
     """Staff's queue: payouts sent to an acquirer that has not said whether
     it paid. The money stays debited; staff check with the acquirer, then
     ask it again here (its answer settles the payout the normal way)."""

@@ -6,7 +6,8 @@ PER_REQUEST_LIMIT = "O valor excede o limite por solicitação de saque."
 DAILY_LIMIT = "O valor excede o limite diário de saques."
 INSUFFICIENT_BALANCE = "Saldo insuficiente para realizar o saque."
 WITHDRAWAL_NOT_FOUND = "Saque não encontrado."
-BELOW_MINIMUM = "O valor mínimo para saque é de R$ {amount}."
+# {amount} is core.money.brl of the minimum ("R$ 10,00").
+BELOW_MINIMUM = "O valor mínimo para saque é de {amount}."
 NOTHING_LEFT_AFTER_FEE = "O valor do saque não cobre a taxa de saque."
 
 

@@ -34,6 +34,7 @@ from acquirers.models import Acquirer
 from acquirers.selectors import payout_chain
 from core import metrics
 from core.exceptions import BusinessRuleError, ValidationFailed
+from core.money import brl as _brl
 from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
@@ -45,10 +46,6 @@ logger = logging.getLogger(__name__)
 
 S = WithdrawalStatus
 K = LedgerEntry.Kind
-
-
-def _brl(centavos: int) -> str:
-    return f"{centavos // 100:,}".replace(",", ".") + f",{centavos % 100:02d}"
 
 
 # --------------------------------------------------------------------------- request
