@@ -20,8 +20,9 @@ from core import metrics
 from webhooks import http, services, signing
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
-# Hand-offs to workers go through ``services._enqueue`` looked up at call time:
-# the outbox, redeliveries, retries and the relay share that one path.
+# Every hand-off to a worker (the outbox's, a redelivery's, a retry's, the
+# relay's) is ``services._enqueue``, called through the module so that
+# replacing it there (tests, bench) replaces it for every path.
 
 
 class DeliveryOutcome(enum.StrEnum):
