@@ -1,12 +1,23 @@
 """What every account-facing API view shares: the base class, the success
-envelope, and the OpenAPI description of the envelopes and error statuses."""
+envelope, the listing GET, and the OpenAPI description of the envelopes and
+error statuses."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
 
+import django_filters
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.permissions import BasePermission
@@ -16,6 +27,7 @@ from rest_framework.views import APIView
 
 from accounts import exceptions as auth_msg
 from accounts.permissions import ACCOUNT_API
+from api.listing import filter_and_paginate
 from api.schema import AMOUNT_FILTER, PAGE_PARAMETERS, TEXT_FILTER, AccountAutoSchema, timestamp_parameter
 
 #: Every method but OPTIONS: DRF's answer to it described the view to anyone
@@ -193,3 +205,49 @@ def responses(success: dict[Any, Any], *extra: tuple[int, OpenApiResponse]) -> d
     out.update(AUTH_ERRORS)
     out.update(dict(extra))
     return out
+
+
+# --------------------------------------------------------------------------- listings
+
+
+# The GET of a listing (decisions §3): the records ``listing_queryset``
+# returns, filtered by ``filterset_class`` and paged newest first, answered as
+# ``{<collection>: [...], "pagination": {...}}``. Mixed into an account API
+# view and documented by ``listing_schema``. (Comments, not docstrings:
+# drf-spectacular shows a view's inherited docstrings as its description.)
+class ListingMixin:
+    filterset_class: ClassVar[type[django_filters.FilterSet]]
+    item_serializer: ClassVar[type[serializers.BaseSerializer[Any]]]
+    collection: ClassVar[str]
+    listed_message: ClassVar[str]
+    #: The OpenAPI component of the 200 body.
+    schema_name: ClassVar[str]
+
+    def listing_queryset(self, request: Request, **kwargs: Any) -> QuerySet[Any]:
+        # The account's records (the URL's kwargs given); 404s are raised here.
+        raise NotImplementedError
+
+    def get(self, request: Request, **kwargs: Any) -> Response:
+        queryset = self.listing_queryset(request, **kwargs)
+        items, pagination = filter_and_paginate(self.filterset_class, queryset, request.query_params)
+        data = self.item_serializer(items, many=True).data
+        return ok({self.collection: data, "pagination": pagination}, self.listed_message)
+
+
+L = TypeVar("L", bound=ListingMixin)
+
+
+def listing_schema(
+    *, extra_responses: Sequence[tuple[int, OpenApiResponse]] = (), **operation: Any
+) -> Callable[[type[L]], type[L]]:
+    """Class decorator: the OpenAPI operation of a :class:`ListingMixin`
+    view's GET. ``operation`` as for ``extend_schema`` (tags, summary,
+    parameters...); the responses are the listing envelope, the auth errors,
+    ``extra_responses`` and the 422 of an invalid parameter."""
+
+    def attach(view: type[L]) -> type[L]:
+        envelope = listing_envelope(view.schema_name, view.collection, view.item_serializer(many=True))
+        answers = responses({200: envelope}, *extra_responses, (422, VALIDATION_ERROR))
+        return extend_schema_view(get=extend_schema(responses=answers, **operation))(view)
+
+    return attach

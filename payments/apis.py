@@ -6,6 +6,7 @@ import io
 from typing import Any
 
 import segno
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -23,15 +24,15 @@ from api.base import (
     LISTING_PARAMETERS,
     VALIDATION_ERROR,
     AccountAPIView,
+    ListingMixin,
     error_response,
-    listing_envelope,
+    listing_schema,
     not_found,
     ok,
     responses,
     success_envelope,
 )
 from api.idempotency import Claim, idempotent
-from api.listing import filter_and_paginate
 from api.schema import uuid_path
 from core.exceptions import ValidationFailed
 from payments import exceptions as err
@@ -64,9 +65,23 @@ def override_items(data: dict[str, Any]) -> list[OverrideItem] | None:
 CHARGE_ID = uuid_path("charge_id", "Transaction id.")
 
 
-class ChargesApi(AccountAPIView):
+@listing_schema(
+    tags=["transactions"],
+    summary="List charges",
+    operation_id="transactions_list",
+    parameters=[*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(ChargeStatus.values))],
+)
+class ChargesApi(ListingMixin, AccountAPIView):
     required_permission = "cashin"
     internal_error_messages = {"POST": err.CREATE_INTERNAL_ERROR}
+    filterset_class = ChargeFilterSet
+    item_serializer = ChargeSerializer
+    collection = "transactions"
+    listed_message = "Transações listadas com sucesso."
+    schema_name = "ChargeListResponse"
+
+    def listing_queryset(self, request: Request, **kwargs: Any) -> QuerySet[Charge]:
+        return charges_of(request.user)  # type: ignore[arg-type]
 
     @extend_schema(
         tags=["transactions"],
@@ -115,24 +130,6 @@ class ChargesApi(AccountAPIView):
     @staticmethod
     def _created(charge: Charge) -> Response:
         return ok(ChargeCreatedSerializer(charge).data, "Transação criada com sucesso.", status=201)
-
-    @extend_schema(
-        tags=["transactions"],
-        summary="List charges",
-        operation_id="transactions_list",
-        parameters=[*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(ChargeStatus.values))],
-        responses=responses(
-            {200: listing_envelope("ChargeListResponse", "transactions", ChargeSerializer(many=True))},
-            (422, VALIDATION_ERROR),
-        ),
-    )
-    def get(self, request: Request) -> Response:
-        account: Account = request.user  # type: ignore[assignment]
-        items, pagination = filter_and_paginate(ChargeFilterSet, charges_of(account), request.query_params)
-        return ok(
-            {"transactions": ChargeSerializer(items, many=True).data, "pagination": pagination},
-            "Transações listadas com sucesso.",
-        )
 
 
 class ChargeDetailApi(AccountAPIView):

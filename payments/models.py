@@ -9,6 +9,7 @@ from django.db.models import F, Q
 
 from accounts.models import Account, PaymentMethod
 from acquirers.models import Acquirer
+from core.indexes import record_listing_indexes
 
 
 class ChargeStatus(models.TextChoices):
@@ -66,36 +67,9 @@ class Charge(models.Model):
             ("request_chargeback_resolution", "Can request resolving a chargeback in the account's favour"),
         ]
         indexes = [
-            # Listings (GET /transactions): always one account, newest first
-            # (created_at, id), filtered by status, amount, paid_at and
-            # created_at in any combination. Each index leads with the account
-            # and one filter, and carries the order keys and the other filter
-            # columns, so the COUNT of the pagination and the page's keys are
-            # index-only scans whatever the combination; the table is read
-            # for the page's rows alone (api.listing's deferred join).
-            # Measured on 1M charges in bench/listing.py.
-            models.Index(
-                fields=["account", "-created_at", "-id"],
-                include=["status", "amount", "paid_at"],
-                name="charge_list_recent",
-            ),
-            models.Index(
-                fields=["account", "status", "-created_at", "-id"],
-                include=["amount", "paid_at"],
-                name="charge_list_status",
-            ),
-            # Unpaid charges have no paid_at and no paid_at filter matches them.
-            models.Index(
-                fields=["account", "paid_at"],
-                include=["status", "amount", "created_at", "id"],
-                condition=Q(paid_at__isnull=False),
-                name="charge_list_paid_at",
-            ),
-            models.Index(
-                fields=["account", "amount"],
-                include=["status", "paid_at", "created_at", "id"],
-                name="charge_list_amount",
-            ),
+            # Listings (GET /transactions): one index per filter, each
+            # answering the COUNT and the page's keys by itself.
+            *record_listing_indexes("charge"),
             # The expiry sweep reads only pending charges.
             models.Index(fields=["expires_at"], name="charge_pending_expiry", condition=Q(status="pending")),
         ]

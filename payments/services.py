@@ -26,8 +26,8 @@ from acquirers.selectors import acquirer_label, cashin_chain, selectable_acquire
 from core import metrics
 from payments import exceptions as err
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
+from payments.payloads import charge_payload
 from payments.refunds import charge_refund_close
-from payments.serializers import ChargeSerializer
 from webhooks.models import EventType
 from webhooks.services import event_emit
 
@@ -275,7 +275,7 @@ def charge_transition(
             event_type=EventType.TRANSACTION,
             record_id=charge.pk,
             status=to_status,
-            data=ChargeSerializer(charge).data,
+            data=charge_payload(charge),
             postback_url=charge.postback_url,
         )
     return True

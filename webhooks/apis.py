@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -12,17 +15,18 @@ from api.base import (
     INVALID_BODY,
     VALIDATION_ERROR,
     AccountAPIView,
-    listing_envelope,
+    ListingMixin,
+    listing_schema,
     not_found,
     ok,
     responses,
     success_envelope,
 )
-from api.listing import filter_and_paginate
 from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from core.exceptions import ValidationFailed
 from webhooks import exceptions as err
 from webhooks import http, selectors, services
+from webhooks.models import WebhookDelivery
 from webhooks.serializers import (
     DeliverySerializer,
     EndpointCreatedSerializer,
@@ -115,35 +119,29 @@ class WebhookRotateSecretApi(WebhookApiView):
         return ok({"id": str(endpoint.pk), "secret": secret}, "Segredo rotacionado com sucesso.")
 
 
-class WebhookDeliveriesApi(WebhookApiView):
-    @extend_schema(
-        tags=["webhooks"],
-        summary="List an endpoint's deliveries",
-        parameters=[
-            ENDPOINT_ID,
-            OpenApiParameter("status", str, enum=["pending", "succeeded", "failed"]),
-            OpenApiParameter("event_type", str, enum=["transaction", "withdrawal"]),
-            timestamp_parameter("created_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-            timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-            *PAGE_PARAMETERS,
-        ],
-        responses=responses(
-            {200: listing_envelope("DeliveryList", "deliveries", DeliverySerializer(many=True))},
-            (404, not_found(err.ENDPOINT_NOT_FOUND)),
-            (422, VALIDATION_ERROR),
-        ),
-    )
-    def get(self, request: Request, endpoint_id: str) -> Response:
-        endpoint = selectors.endpoint_get(account=request.user, endpoint_id=endpoint_id)  # type: ignore[arg-type]
-        items, pagination = filter_and_paginate(
-            selectors.DeliveryFilterSet,
-            selectors.deliveries_of(endpoint).prefetch_related("attempts"),
-            request.query_params,
-        )
-        return ok(
-            {"deliveries": DeliverySerializer(items, many=True).data, "pagination": pagination},
-            "Entregas listadas com sucesso.",
-        )
+@listing_schema(
+    tags=["webhooks"],
+    summary="List an endpoint's deliveries",
+    parameters=[
+        ENDPOINT_ID,
+        OpenApiParameter("status", str, enum=["pending", "succeeded", "failed"]),
+        OpenApiParameter("event_type", str, enum=["transaction", "withdrawal"]),
+        timestamp_parameter("created_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+        timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+        *PAGE_PARAMETERS,
+    ],
+    extra_responses=[(404, not_found(err.ENDPOINT_NOT_FOUND))],
+)
+class WebhookDeliveriesApi(ListingMixin, WebhookApiView):
+    filterset_class = selectors.DeliveryFilterSet
+    item_serializer = DeliverySerializer
+    collection = "deliveries"
+    listed_message = "Entregas listadas com sucesso."
+    schema_name = "DeliveryList"
+
+    def listing_queryset(self, request: Request, **kwargs: Any) -> QuerySet[WebhookDelivery]:
+        endpoint = selectors.endpoint_get(account=request.user, endpoint_id=kwargs["endpoint_id"])  # type: ignore[arg-type]
+        return selectors.deliveries_of(endpoint).prefetch_related("attempts")
 
 
 class WebhookEventRedeliverApi(WebhookApiView):

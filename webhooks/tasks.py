@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from webhooks.delivery import deliveries_relay, delivery_attempt
 from webhooks.retention import webhook_attempt_bodies_purge
-from webhooks.services import deliveries_relay, delivery_attempt
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,15 +17,15 @@ from api.base import (
     LISTING_PARAMETERS,
     VALIDATION_ERROR,
     AccountAPIView,
+    ListingMixin,
     error_response,
-    listing_envelope,
+    listing_schema,
     not_found,
     ok,
     responses,
     success_envelope,
 )
 from api.idempotency import Claim, idempotent
-from api.listing import filter_and_paginate
 from api.schema import uuid_path
 from withdrawals import exceptions as err
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -44,8 +47,22 @@ from withdrawals.services import withdrawal_request, withdrawal_transition
 WITHDRAWAL_ID = uuid_path("withdrawal_id", "Withdrawal id.")
 
 
-class WithdrawalsApi(AccountAPIView):
+@listing_schema(
+    tags=["withdrawals"],
+    summary="List withdrawals",
+    operation_id="withdrawals_list",
+    parameters=[*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(WithdrawalStatus.values))],
+)
+class WithdrawalsApi(ListingMixin, AccountAPIView):
     required_permission = "cashout"
+    filterset_class = WithdrawalFilterSet
+    item_serializer = WithdrawalSerializer
+    collection = "withdrawals"
+    listed_message = "Saques listados com sucesso."
+    schema_name = "WithdrawalListResponse"
+
+    def listing_queryset(self, request: Request, **kwargs: Any) -> QuerySet[Withdrawal]:
+        return withdrawals_of(request.user)  # type: ignore[arg-type]
 
     @extend_schema(
         tags=["withdrawals"],
@@ -86,24 +103,6 @@ class WithdrawalsApi(AccountAPIView):
     @staticmethod
     def _created(withdrawal: Withdrawal) -> Response:
         return ok(WithdrawalCreatedSerializer(withdrawal).data, "Saque solicitado com sucesso.", status=201)
-
-    @extend_schema(
-        tags=["withdrawals"],
-        summary="List withdrawals",
-        operation_id="withdrawals_list",
-        parameters=[*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(WithdrawalStatus.values))],
-        responses=responses(
-            {200: listing_envelope("WithdrawalListResponse", "withdrawals", WithdrawalSerializer(many=True))},
-            (422, VALIDATION_ERROR),
-        ),
-    )
-    def get(self, request: Request) -> Response:
-        account: Account = request.user  # type: ignore[assignment]
-        items, pagination = filter_and_paginate(WithdrawalFilterSet, withdrawals_of(account), request.query_params)
-        return ok(
-            {"withdrawals": WithdrawalSerializer(items, many=True).data, "pagination": pagination},
-            "Saques listados com sucesso.",
-        )
 
 
 class WithdrawalDetailApi(AccountAPIView):

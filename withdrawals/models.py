@@ -10,6 +10,7 @@ from django.db.models import F, Q
 
 from accounts.models import Account
 from acquirers.models import Acquirer
+from core.indexes import record_listing_indexes
 
 
 class WithdrawalStatus(models.TextChoices):
@@ -99,31 +100,11 @@ class Withdrawal(models.Model):
             ),
         ]
         indexes = [
-            # Listings (GET /withdrawals), as for charges (payments.models):
-            # one account, newest first, any combination of filters answered
-            # from one index; the day's sum of the withdrawal limit (account,
-            # created_at, status, amount) is an index-only scan of the first.
-            models.Index(
-                fields=["account", "-created_at", "-id"],
-                include=["status", "amount", "paid_at"],
-                name="withdrawal_list_recent",
-            ),
-            models.Index(
-                fields=["account", "status", "-created_at", "-id"],
-                include=["amount", "paid_at"],
-                name="withdrawal_list_status",
-            ),
-            models.Index(
-                fields=["account", "paid_at"],
-                include=["status", "amount", "created_at", "id"],
-                condition=Q(paid_at__isnull=False),
-                name="withdrawal_list_paid_at",
-            ),
-            models.Index(
-                fields=["account", "amount"],
-                include=["status", "paid_at", "created_at", "id"],
-                name="withdrawal_list_amount",
-            ),
+            # Listings (GET /withdrawals), as for charges: any combination of
+            # filters answered from one index; the day's sum of the withdrawal
+            # limit (account, created_at, status, amount) is an index-only
+            # scan of the first (withdrawal_list_recent).
+            *record_listing_indexes("withdrawal"),
             # Beat polls payouts stuck in approved.
             models.Index(fields=["updated_at"], name="withdrawal_approved", condition=Q(status="approved")),
             # Staff's queue of undetermined payouts.

@@ -43,7 +43,7 @@ class WithdrawalCreatedSerializer(serializers.ModelSerializer[Withdrawal]):
 
 
 class WithdrawalSerializer(serializers.ModelSerializer[Withdrawal]):
-    """The Withdrawal record of the spec (and of its webhook)."""
+    """The Withdrawal record of the spec."""
 
     pix_type = serializers.CharField(source="pix_key_type")
 

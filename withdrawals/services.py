@@ -39,8 +39,8 @@ from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
 from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.payloads import withdrawal_payload
 from withdrawals.selectors import withdrawn_today
-from withdrawals.serializers import WithdrawalSerializer
 
 logger = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ def withdrawal_transition(
             event_type=EventType.WITHDRAWAL,
             record_id=withdrawal.pk,
             status=to_status,
-            data=WithdrawalSerializer(withdrawal).data,
+            data=withdrawal_payload(withdrawal),
         )
         if to_status == S.APPROVED:
             transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))

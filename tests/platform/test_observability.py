@@ -26,8 +26,9 @@ from config.celery import app
 from observability import heartbeat
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import CeleryWorker, Receiver, celery_broker, redis_server, wait_for
+from webhooks.delivery import delivery_attempt
 from webhooks.models import WebhookDelivery
-from webhooks.services import delivery_attempt, endpoint_create
+from webhooks.services import endpoint_create
 from withdrawals import services as withdrawal_services
 from withdrawals.services import withdrawal_process, withdrawal_request
 

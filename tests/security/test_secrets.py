@@ -35,8 +35,8 @@ from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import project_formatters
 from tests.realworld import Receiver
+from webhooks.delivery import delivery_attempt
 from webhooks.models import WebhookDelivery, WebhookEndpoint
-from webhooks.services import delivery_attempt
 
 CHARGE = {
     "payment_method": "pix",

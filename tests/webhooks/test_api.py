@@ -25,6 +25,7 @@ from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import local
 from webhooks import services
+from webhooks.delivery import DeliveryOutcome, delivery_attempt
 from webhooks.models import EventType, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 WEBHOOKS = "/api/webhooks"
@@ -980,15 +981,15 @@ def test_redelivered_delivery_is_sent_again(account: Account, api: APIClient, re
     emit(account)
     delivery = WebhookDelivery.objects.get(endpoint=endpoint)
     receiver.respond(500)
-    assert services.delivery_attempt(delivery_id=delivery.pk) == services.DeliveryOutcome.RETRY
+    assert delivery_attempt(delivery_id=delivery.pk) == DeliveryOutcome.RETRY
     WebhookDelivery.objects.filter(pk=delivery.pk).update(status="failed", next_attempt_at=None)
     event = delivery.event
     assert api.post(f"/api/webhook-events/{event.pk}/redeliver").json()["data"] == {"redelivered": 1}
 
     receiver.respond(200)
-    outcome = services.delivery_attempt(delivery_id=delivery.pk)
+    outcome = delivery_attempt(delivery_id=delivery.pk)
 
-    assert outcome == services.DeliveryOutcome.SUCCEEDED
+    assert outcome == DeliveryOutcome.SUCCEEDED
     assert len(receiver.requests) == 2
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempt_count) == (WebhookDelivery.Status.SUCCEEDED, 1)

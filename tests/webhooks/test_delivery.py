@@ -36,6 +36,7 @@ from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import local
 from tests.realworld import CeleryWorker, ReceivedRequest, Receiver, drip_feeders, http_receiver, wait_for
 from webhooks import http, services
+from webhooks.delivery import delivery_attempt
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from webhooks.services import endpoint_create, endpoint_rotate_secret
 
@@ -474,7 +475,7 @@ def test_a_drip_feeding_receiver_is_cut_at_the_total_timeout_and_nothing_outlive
         threads, descriptors = set(threading.enumerate()), open_descriptors()
 
         started = time.monotonic()
-        outcome = services.delivery_attempt(delivery_id=delivery.pk)
+        outcome = delivery_attempt(delivery_id=delivery.pk)
         elapsed = time.monotonic() - started
 
         assert set(threading.enumerate()) - threads == set()  # no thread left reading
@@ -558,7 +559,7 @@ def test_the_attempt_that_disables_an_endpoint_ends_its_delivery(
     delivery = delivery_of(event_of(charge, ChargeStatus.PAID), endpoint)
     enqueued.clear()
 
-    services.delivery_attempt(delivery_id=delivery.pk)
+    delivery_attempt(delivery_id=delivery.pk)
 
     endpoint.refresh_from_db()
     delivery.refresh_from_db()
@@ -613,7 +614,7 @@ def test_a_succeeded_delivery_is_never_sent_again(
     drive(api, charge, "pay")
     delivery = wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), D.SUCCEEDED)
 
-    assert services.delivery_attempt(delivery_id=delivery.pk) == "skipped"
+    assert delivery_attempt(delivery_id=delivery.pk) == "skipped"
     # And through the worker: the task runs and reports it skipped.
     task = deliver_webhook.delay(str(delivery.pk))
     wait_for(lambda: re.search(rf"{task.id}\] succeeded in [\d.]+s: 'skipped'", worker.output()))
@@ -635,10 +636,10 @@ def test_a_redelivered_event_is_sent_and_recorded(
     drive(api, charge, "pay")
     event = event_of(charge, ChargeStatus.PAID)
     delivery = delivery_of(event, endpoint)
-    assert services.delivery_attempt(delivery_id=delivery.pk) == "failed"
+    assert delivery_attempt(delivery_id=delivery.pk) == "failed"
 
     assert services.event_redeliver(event=event) == 1
-    outcome = services.delivery_attempt(delivery_id=delivery.pk)
+    outcome = delivery_attempt(delivery_id=delivery.pk)
 
     delivery.refresh_from_db()
     assert (outcome, delivery.status) == ("succeeded", D.SUCCEEDED)

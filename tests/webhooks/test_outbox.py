@@ -29,8 +29,9 @@ from payments.models import Charge, ChargeStatus
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import CeleryWorker, Receiver, wait_for
 from webhooks import services
+from webhooks.delivery import deliveries_relay, delivery_attempt
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
-from webhooks.services import deliveries_relay, delivery_attempt, endpoint_create
+from webhooks.services import endpoint_create
 from webhooks.tasks import deliver_webhook, relay_webhooks
 
 BODY = {

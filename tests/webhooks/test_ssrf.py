@@ -15,6 +15,7 @@ from django.db import transaction
 
 from accounts.models import Account
 from webhooks import http, services
+from webhooks.delivery import delivery_attempt
 from webhooks.models import WebhookDelivery
 
 BODY = b'{"id":"evt","event_type":"transaction","data":{}}'
@@ -268,7 +269,7 @@ def test_delivery_to_an_endpoint_that_became_loopback_is_blocked(
     delivery = WebhookDelivery.objects.get(endpoint=endpoint)
     settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = False
 
-    services.delivery_attempt(delivery_id=delivery.pk)
+    delivery_attempt(delivery_id=delivery.pk)
 
     assert receiver.requests == []
     [attempt] = delivery.attempts.all()
@@ -285,7 +286,7 @@ def test_postback_to_loopback_is_blocked(account: Account, filtered: Any, receiv
     _emit(account, postback_url=secure(receiver.url))
     delivery = WebhookDelivery.objects.get(endpoint__isnull=True)
 
-    services.delivery_attempt(delivery_id=delivery.pk)
+    delivery_attempt(delivery_id=delivery.pk)
 
     assert receiver.requests == []
     [attempt] = delivery.attempts.all()
@@ -314,7 +315,7 @@ def test_a_stored_http_endpoint_and_postback_are_not_sent_to_in_production(
     settings.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = False
 
     for delivery in WebhookDelivery.objects.all():
-        services.delivery_attempt(delivery_id=delivery.pk)
+        delivery_attempt(delivery_id=delivery.pk)
 
     assert receiver.requests == []
     attempts = [(a.status_code, a.succeeded, a.error) for d in WebhookDelivery.objects.all() for a in d.attempts.all()]
