@@ -8,14 +8,27 @@ from django.db.models import QuerySet
 
 from accounts.models import Account
 from acquirers import adapters
+from acquirers.adapters.base import Capability
 from acquirers.models import Acquirer, AcquirerSlot
 
 SLOT_NAMES = {1: "primary", 2: "secondary", 3: "tertiary"}
 
 
+def _unable(capability: Capability) -> set[str]:
+    """Adapters of this process that cannot do ``capability`` (an adapter it
+    does not have at all is not among them: see the chains for those)."""
+    return set(adapters.adapter_names()) - set(adapters.adapter_names(supporting=capability))
+
+
 def available_acquirers(account: Account) -> QuerySet[Acquirer]:
-    """Enabled on the platform and granted to the account by staff (decisions §4)."""
-    return Acquirer.objects.filter(enabled=True, grants__account=account).order_by("key")
+    """Enabled on the platform and granted to the account by staff (decisions
+    §4), for its charges: an acquirer whose adapter cannot charge (cash-out
+    only) is neither listed nor selectable."""
+    return (
+        Acquirer.objects.filter(enabled=True, grants__account=account)
+        .exclude(adapter__in=_unable("charge"))
+        .order_by("key")
+    )
 
 
 def selectable_acquirers(account: Account) -> QuerySet[Acquirer]:
@@ -56,31 +69,39 @@ def _usable(acquirers: Sequence[Acquirer], amount: int) -> list[Acquirer]:
     return [a for a in acquirers if a.enabled and a.max_ticket >= amount]
 
 
+def _charging(acquirers: Sequence[Acquirer], amount: int) -> list[Acquirer]:
+    """The usable acquirers whose adapter can charge."""
+    unable = _unable("charge")
+    return [a for a in _usable(acquirers, amount) if a.adapter not in unable]
+
+
 def cashin_chain(account: Account, amount: int, override: Sequence[Acquirer] | None = None) -> list[Acquirer]:
     """The acquirers to try, in order (decisions §4).
 
     ``override`` (already resolved against what the account may select) wins;
     otherwise the account's active acquirers that are still available to it;
     if it has none, the platform default chain. Acquirers whose max ticket is
-    below the amount are passed over.
+    below the amount are passed over, and so are those whose adapter cannot
+    charge (cash-out only): a charge is never offered to them.
     """
     if override is not None:
-        return _usable(override, amount)
+        return _charging(override, amount)
     configured = slots(account, AcquirerSlot.Purpose.CASHIN)
     if configured:
         granted = set(available_acquirers(account).values_list("pk", flat=True))
-        return _usable([configured[p] for p in sorted(configured) if configured[p].pk in granted], amount)
-    return _usable(platform_default_chain(), amount)
+        return _charging([configured[p] for p in sorted(configured) if configured[p].pk in granted], amount)
+    return _charging(platform_default_chain(), amount)
 
 
 def payout_chain(account: Account, amount: int) -> list[Acquirer]:
     """Where a withdrawal's payout goes, in order (decisions §5): the
     account's cash-out acquirers, else its active cash-in acquirers, else
     the platform default chain; disabled or too-small-ticket ones passed
-    over, and so are those whose adapter this process does not have (the
-    sandbox with PIX_SANDBOX off): a payout is never sent to them. (A charge's
-    chain keeps them: the attempt, unavailable, shows staff the misconfiguration.)"""
-    known = set(adapters.adapter_names())
+    over, and so are those whose adapter cannot pay out (cash-in only) or
+    that this process does not have (the sandbox with PIX_SANDBOX off): a
+    payout is never sent to them. (A charge's chain keeps the unknown ones:
+    the attempt, unavailable, shows staff the misconfiguration.)"""
+    paying = set(adapters.adapter_names(supporting="payout"))
     for purpose in (AcquirerSlot.Purpose.CASHOUT, AcquirerSlot.Purpose.CASHIN):
         configured = slots(account, purpose)
         if configured:
@@ -88,7 +109,7 @@ def payout_chain(account: Account, amount: int) -> list[Acquirer]:
             break
     else:
         chain = platform_default_chain()
-    return [a for a in _usable(chain, amount) if a.adapter in known]
+    return [a for a in _usable(chain, amount) if a.adapter in paying]
 
 
 _acquirer_keys: dict[int, str] = {}

@@ -1,5 +1,10 @@
 """Adapter registry: ``Acquirer.adapter`` names a class registered here.
 
+Built in: ``sandbox`` (:mod:`.sandbox`), and the API Pix adapters
+``bacen_pix`` and ``efi_pix`` (:mod:`.apipix`). What an adapter can do is in
+its ``supports_*`` flags; :func:`adapter_names` filters on them for the
+selectors.
+
 An adapter that is not ``enabled()`` (the sandbox with ``PIX_SANDBOX`` off) is
 as unknown as one never written: not offered, its options refused, an
 acquirer using it not built."""
@@ -8,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from acquirers.adapters.base import AcquirerAdapter, AcquirerConfig, InvalidOptions, UnknownAdapter
+from acquirers.adapters.base import AcquirerAdapter, AcquirerConfig, Capability, InvalidOptions, UnknownAdapter
 
 if TYPE_CHECKING:
     from acquirers.models import Acquirer
@@ -18,13 +23,21 @@ A = TypeVar("A", bound=type[AcquirerAdapter])
 
 
 def register(cls: A) -> A:
+    # A flag without its method would put the acquirer in chains whose every
+    # call it refuses: caught when the class is registered, not in production.
+    missing = cls.missing_methods()
+    if missing:
+        raise TypeError(f"adapter {cls.name!r} claims capabilities it does not implement: {', '.join(missing)}")
     _REGISTRY[cls.name] = cls
     return cls
 
 
-def adapter_names() -> list[str]:
+def adapter_names(*, supporting: Capability | None = None) -> list[str]:
+    """The enabled adapters' names; ``supporting``: only those that can do that."""
     _load_builtin()
-    return sorted(name for name, cls in _REGISTRY.items() if cls.enabled())
+    return sorted(
+        name for name, cls in _REGISTRY.items() if cls.enabled() and (supporting is None or cls.supports(supporting))
+    )
 
 
 def adapter_class(name: str) -> type[AcquirerAdapter]:
@@ -58,4 +71,5 @@ def validate_options(adapter: str, options: Any) -> dict[str, Any]:
 
 def _load_builtin() -> None:
     # Imported lazily: adapters import settings-dependent modules.
-    from acquirers.adapters import bacen_pix, efi_pix, sandbox  # noqa: F401
+    from acquirers.adapters import sandbox  # noqa: F401
+    from acquirers.adapters.apipix import bacen, efi  # noqa: F401

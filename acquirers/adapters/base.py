@@ -14,7 +14,7 @@ import enum
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 # --------------------------------------------------------------------------- errors
 
@@ -50,11 +50,16 @@ class InvalidResponse(AcquirerUnavailable):
     error_class = "invalid_response"
 
 
-class CapabilityNotSupported(AdapterError):
-    """The adapter does not offer this optional operation (status polling,
-    refunds): callers check ``supports_*`` first; this is the safe default."""
+class CapabilityNotSupported(AcquirerDeclined):
+    """The adapter cannot do this operation: its ``supports_*`` flag is off.
 
-    error_class = "not_supported"
+    The selectors never put such an acquirer in a chain for the operation and
+    callers check the flags first, so this is only the guard behind them.
+    Should a call get through anyway, it is a definitive no (the chain moves
+    on, the breaker sees a working acquirer), never an outage that would keep
+    a payout waiting on an acquirer that cannot pay."""
+
+    error_class = "declined"
 
 
 class InvalidNotification(Exception):
@@ -209,6 +214,16 @@ NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a
 
 # --------------------------------------------------------------------------- adapter
 
+#: An operation an adapter may or may not offer (``supports_<capability>``).
+Capability = Literal["charge", "payout", "refund", "charge_status"]
+#: What an adapter that claims a capability must implement.
+CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
+    "charge": ("create_charge",),
+    "payout": ("create_payout", "get_payout_status"),
+    "refund": ("refund_charge",),
+    "charge_status": ("charge_status",),
+}
+
 
 class AcquirerAdapter(abc.ABC):
     """One provider's API. Instances are cheap; build one per use with
@@ -216,9 +231,17 @@ class AcquirerAdapter(abc.ABC):
 
     #: Registry name, stored in ``Acquirer.adapter``.
     name: ClassVar[str]
-    #: Optional capabilities; the defaults below raise :class:`CapabilityNotSupported`.
-    supports_charge_status: ClassVar[bool] = False
+    #: What the adapter can do. The selectors offer an acquirer only what its
+    #: adapter supports (a cash-out-only adapter is never in a charge's chain),
+    #: and callers check the flags before the optional calls. Charges and
+    #: payouts are on unless an adapter turns them off; refunds and status
+    #: polling are opt-in. A flag that is on needs its methods (checked by
+    #: :func:`acquirers.adapters.register`); the defaults below raise
+    #: :class:`CapabilityNotSupported`.
+    supports_charge: ClassVar[bool] = True
+    supports_payout: ClassVar[bool] = True
     supports_refund: ClassVar[bool] = False
+    supports_charge_status: ClassVar[bool] = False
 
     @classmethod
     def enabled(cls) -> bool:
@@ -235,9 +258,25 @@ class AcquirerAdapter(abc.ABC):
         """Return the normalised options or raise :class:`InvalidOptions`."""
         return dict(options)
 
-    @abc.abstractmethod
+    @classmethod
+    def supports(cls, capability: Capability) -> bool:
+        """Whether the adapter can do ``capability`` (its ``supports_*`` flag)."""
+        return bool(getattr(cls, f"supports_{capability}"))
+
+    @classmethod
+    def missing_methods(cls) -> list[str]:
+        """Methods of the capabilities the class claims that it does not implement."""
+        return [
+            method
+            for capability, methods in CAPABILITY_METHODS.items()
+            if cls.supports(capability)
+            for method in methods
+            if getattr(cls, method) is getattr(AcquirerAdapter, method)
+        ]
+
     def create_charge(self, request: ChargeRequest) -> ChargeResult:
         """Create a dynamic PIX charge; raise an :class:`AdapterError` on failure."""
+        raise CapabilityNotSupported(f"{self.name}: charges are not supported")
 
     def cancel_charge(self, txid: str) -> None:  # noqa: B027 - optional capability
         """Best effort: withdraw a charge we may have created (after a timeout)."""
@@ -250,13 +289,14 @@ class AcquirerAdapter(abc.ABC):
         """Return a paid charge's money to the payer; idempotent on ``request.refund_id``."""
         raise CapabilityNotSupported(f"{self.name}: refunds are not supported")
 
-    @abc.abstractmethod
     def create_payout(self, request: PayoutRequest) -> PayoutResult:
         """Send a PIX; must be idempotent on ``request.idempotency_id``."""
+        raise CapabilityNotSupported(f"{self.name}: payouts are not supported")
 
-    @abc.abstractmethod
     def get_payout_status(self, idempotency_id: str) -> PayoutResult:
-        """Ask where a payout stands (no second send after a timeout)."""
+        """Ask where a payout stands (no second send after a timeout). An
+        adapter that sends no payouts holds none: never sent, the true answer."""
+        return PayoutResult(status=PayoutStatus.NOT_FOUND)
 
     def authenticate_notification(self, headers: Mapping[str, str], body: bytes) -> None:
         """The cheap check that an inbound notification comes from the

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from accounts.models import Account
-from acquirers.adapters import http
+from acquirers.adapters.apipix.client import client_for
 from acquirers.models import Acquirer
 from tests.acquirers.fake_efi import FakeEfi
 from tests.acquirers.fake_psp import FakePsp
@@ -96,7 +96,7 @@ def warm_up(acquirer: Acquirer) -> None:
     from acquirers.adapters import build, config_of
 
     options = build(acquirer).options  # as cleaned by the adapter
-    http.client_for(config_of(acquirer), options).access_token(time.monotonic() + 30)
+    client_for(config_of(acquirer), options).access_token(time.monotonic() + 30)
 
 
 # --------------------------------------------------------------------------- efi_pix

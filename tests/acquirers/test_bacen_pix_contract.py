@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from acquirers import adapters, brcode
-from acquirers.adapters import bacen_pix, http
+from acquirers.adapters.apipix.bacen import BacenPixAdapter
+from acquirers.adapters.apipix.problems import HttpDeclined
 from acquirers.adapters.base import (
     AcquirerDeclined,
     AcquirerTimeout,
@@ -57,9 +58,9 @@ def common_name(cert: dict[str, Any] | None) -> str | None:
     return dict(pairs).get("commonName")
 
 
-def adapter_of(acquirer: Acquirer) -> bacen_pix.BacenPixAdapter:
+def adapter_of(acquirer: Acquirer) -> BacenPixAdapter:
     adapter = adapters.build(acquirer)
-    assert isinstance(adapter, bacen_pix.BacenPixAdapter)
+    assert isinstance(adapter, BacenPixAdapter)
     return adapter
 
 
@@ -199,7 +200,7 @@ def test_declined_and_unavailable_are_told_apart(fake_psp: FakePsp, bacen_acquir
     with pytest.raises(AcquirerDeclined) as declined:
         adapter_of(bacen_acquirer).create_charge(charge_request())
     assert not isinstance(declined.value, AcquirerUnavailable)
-    assert isinstance(declined.value, http.HttpDeclined)
+    assert isinstance(declined.value, HttpDeclined)
     assert declined.value.problem is not None
     assert declined.value.problem.kind == "CobOperacaoInvalida"
     assert len(fake_psp.calls_of("cob.put")) == 1  # a refusal is never retried

@@ -25,7 +25,7 @@ from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
 from acquirers import adapters
-from acquirers.adapters import efi_pix
+from acquirers.adapters.apipix.efi import EfiPixAdapter
 from acquirers.adapters.base import (
     NOTIFICATION_TOKEN_HEADER,
     AcquirerDeclined,
@@ -40,6 +40,7 @@ from acquirers.adapters.base import (
     PayoutStatus,
 )
 from acquirers.models import Acquirer, AcquirerSlot, InboundNotification
+from acquirers.selectors import cashin_chain
 from acquirers.services import acquirer_slots_set
 from tests.acquirers.conftest import EFI_CHAVE, EFI_NOTIFY_TOKEN, efi_options, warm_up
 from tests.acquirers.fake_efi import EfiFault, FakeEfi
@@ -62,9 +63,9 @@ def payout_request(amount: int = AMOUNT, key: str = "fulano@example.com") -> Pay
     )
 
 
-def adapter_of(acquirer: Acquirer) -> efi_pix.EfiPixAdapter:
+def adapter_of(acquirer: Acquirer) -> EfiPixAdapter:
     adapter = adapters.build(acquirer)
-    assert isinstance(adapter, efi_pix.EfiPixAdapter)
+    assert isinstance(adapter, EfiPixAdapter)
     return adapter
 
 
@@ -81,26 +82,32 @@ def common_name(cert: dict[str, Any] | None) -> str | None:
 
 
 def test_options_default_to_efis_token_form_and_refuse_literal_secrets(fake_efi: FakeEfi) -> None:
-    clean = efi_pix.EfiPixAdapter.validate_options(efi_options(fake_efi))
+    clean = EfiPixAdapter.validate_options(efi_options(fake_efi))
     assert clean["token_url"] == fake_efi.url + "/oauth/token"
     assert (clean["token_auth"], clean["token_body"], clean["scopes"]) == ("basic", "json", [])
     assert clean["chave"] == EFI_CHAVE
 
     with pytest.raises(InvalidOptions, match="client_secret must not be stored"):
-        efi_pix.EfiPixAdapter.validate_options(efi_options(fake_efi, client_secret="s3cr3t"))
+        EfiPixAdapter.validate_options(efi_options(fake_efi, client_secret="s3cr3t"))
     with pytest.raises(InvalidOptions, match="chave is required"):
-        efi_pix.EfiPixAdapter.validate_options({k: v for k, v in efi_options(fake_efi).items() if k != "chave"})
+        EfiPixAdapter.validate_options({k: v for k, v in efi_options(fake_efi).items() if k != "chave"})
     with pytest.raises(InvalidOptions, match="info_pagador"):
-        efi_pix.EfiPixAdapter.validate_options(efi_options(fake_efi, info_pagador="x" * 141))
+        EfiPixAdapter.validate_options(efi_options(fake_efi, info_pagador="x" * 141))
     with pytest.raises(InvalidOptions, match="unknown options: txid"):
-        efi_pix.EfiPixAdapter.validate_options(efi_options(fake_efi, txid="x"))
+        EfiPixAdapter.validate_options(efi_options(fake_efi, txid="x"))
     with pytest.raises(InvalidOptions, match="https"):
-        efi_pix.EfiPixAdapter.validate_options(efi_options(fake_efi, base_url="http://pix.api.efipay.com.br"))
+        EfiPixAdapter.validate_options(efi_options(fake_efi, base_url="http://pix.api.efipay.com.br"))
     with pytest.raises(InvalidOptions, match="without a path"):
-        efi_pix.EfiPixAdapter.validate_options(efi_options(fake_efi, base_url=fake_efi.url + "/v2"))
+        EfiPixAdapter.validate_options(efi_options(fake_efi, base_url=fake_efi.url + "/v2"))
 
 
-def test_charges_are_refused_so_the_charge_chain_moves_on(efi_acquirer: Acquirer) -> None:
+def test_charges_are_never_offered_to_efi_and_refused_if_asked(
+    fake_efi: FakeEfi, efi_acquirer: Acquirer, account: Account
+) -> None:
+    # Cash-out only: a flag the selectors filter on, so no charge's chain holds it.
+    assert not EfiPixAdapter.supports_charge
+    Acquirer.objects.filter(pk=efi_acquirer.pk).update(default_priority=1)
+    assert cashin_chain(account, AMOUNT) == []
     charge_id = uuid.uuid4()
     request = ChargeRequest(
         charge_id=charge_id,
@@ -112,8 +119,10 @@ def test_charges_are_refused_so_the_charge_chain_moves_on(efi_acquirer: Acquirer
         merchant_name="Loja",
         merchant_city="SAO PAULO",
     )
-    with pytest.raises(AcquirerDeclined, match="cash-out only"):
+    # The guard behind the selectors: a definitive no, and nothing sent to Efí.
+    with pytest.raises(AcquirerDeclined, match="charges are not supported"):
         adapter_of(efi_acquirer).create_charge(request)
+    assert fake_efi.calls == []
 
 
 # --------------------------------------------------------------------------- create_payout

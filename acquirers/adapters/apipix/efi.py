@@ -1,10 +1,10 @@
 """The ``efi_pix`` acquirer: cash-out through Efí's (formerly Gerencianet)
 "send Pix" API, an Efí extension of the API Pix (``/gn/...``), built on
-:mod:`acquirers.adapters.http` (mTLS, OAuth2 client credentials).
+:mod:`acquirers.adapters.apipix` (mTLS, OAuth2 client credentials).
 
 Implemented from Efí's public documentation, not against the live API:
 see the README, "Configuring Efí for payouts (efi_pix)", for what is
-assumed. Options: the connection options of :mod:`acquirers.adapters.http`
+assumed. Options: the connection options of :mod:`acquirers.adapters.apipix.options`
 (``base_url`` ``https://pix.api.efipay.com.br``, homologação
 ``https://pix-h.api.efipay.com.br``; ``token_url`` defaults to
 ``{base_url}/oauth/token``; the token request is HTTP Basic with a JSON body,
@@ -29,8 +29,10 @@ Efí's form), plus ``chave``, the paying account's Pix key at Efí,
   key. The URL's secret segment is compared in constant time, then every sent
   Pix it names (``gnExtras.idEnvio``) is looked up; events come from Efí's
   answer, never from the body, so a forged or replayed callback moves no money.
-- ``create_charge``: a definitive no (cash-out only; cash-in at Efí is a
-  ``bacen_pix`` acquirer on another key, see the README).
+
+No charges (``supports_charge`` is off): cash-out only, so the selectors never
+put an ``efi_pix`` acquirer in a charge's chain nor offer it for selection
+(cash-in at Efí is a ``bacen_pix`` acquirer on another key, see the README).
 """
 
 from __future__ import annotations
@@ -41,15 +43,16 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from acquirers.adapters import http, register
-from acquirers.adapters.bacen_pix import centavos, parse_moment, valor
+from acquirers.adapters import register
+from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
+from acquirers.adapters.apipix.client import ApiClient, client_for
+from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
+from acquirers.adapters.apipix.options import clean_connection_options, clean_notification_token_env, clean_pix_key
+from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
 from acquirers.adapters.base import (
     AcquirerAdapter,
-    AcquirerDeclined,
     AcquirerUnavailable,
     AdapterError,
-    ChargeRequest,
-    ChargeResult,
     InvalidNotification,
     InvalidOptions,
     InvalidResponse,
@@ -73,7 +76,6 @@ STATES = {
     "NAO_REALIZADO": PayoutStatus.FAILED,
 }
 _ID_ENVIO = re.compile(r"^[a-zA-Z0-9]{1,35}$")
-_E2E_ID = re.compile(r"^[a-zA-Z0-9]{32}$")
 #: At most this many sent Pix are confirmed per callback (each is a GET to Efí).
 MAX_PIX_PER_NOTIFICATION = 50
 #: Efí's limit for ``pagador.infoPagador``.
@@ -83,6 +85,7 @@ MAX_INFO_PAGADOR = 140
 @register
 class EfiPixAdapter(AcquirerAdapter):
     name = "efi_pix"
+    supports_charge = False
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,31 +97,24 @@ class EfiPixAdapter(AcquirerAdapter):
             given["token_url"] = base_url.rstrip("/") + "/oauth/token"
         # No scopes in the token request: Efí grants those enabled on the application
         # (pix.send and gn.pix.send.read here).
-        clean = http.clean_connection_options(
+        clean = clean_connection_options(
             given, default_scopes=(), own=("chave", "notification_token_env", "info_pagador")
         )
         if urlsplit(clean["base_url"]).path not in ("", "/"):
             # The paths (/v3/gn/..., /v2/gn/...) are the adapter's: a base URL with a
             # path (e.g. the /v2 of a bacen_pix acquirer at Efí) would miss every route.
             raise InvalidOptions("base_url must be Efí's API origin without a path (https://pix.api.efipay.com.br)")
-        clean["chave"] = http.clean_pix_key(given, what="the paying account's Pix key at Efí")
+        clean["chave"] = clean_pix_key(given, what="the paying account's Pix key at Efí")
         info = given.get("info_pagador", "")
         if not isinstance(info, str) or len(info) > MAX_INFO_PAGADOR:
             raise InvalidOptions(f"info_pagador must be text of at most {MAX_INFO_PAGADOR} characters")
         if info:
             clean["info_pagador"] = info
-        clean |= http.clean_notification_token_env(given)
+        clean |= clean_notification_token_env(given)
         return clean
 
-    def _client(self) -> http.ApiClient:
-        return http.client_for(self.config, self.options)
-
-    # ------------------------------------------------------------------ charges
-
-    def create_charge(self, request: ChargeRequest) -> ChargeResult:
-        # A definitive no: the charge chain moves on at once, and the breaker
-        # counts it as an answer, not an outage.
-        raise AcquirerDeclined("efi_pix is cash-out only (cash-in at Efí: a bacen_pix acquirer)")
+    def _client(self) -> ApiClient:
+        return client_for(self.config, self.options)
 
     # ------------------------------------------------------------------ payouts
 
@@ -134,13 +130,11 @@ class EfiPixAdapter(AcquirerAdapter):
         try:
             # Not retried here (idempotent=False): see the module docstring.
             sent = client.request("PUT", path, json_body=body, idempotent=False).data
-        except http.HttpDeclined as refused:
+        except HttpDeclined as refused:
             return self._after_refusal(client, request, refused)
         return _result(sent, request.idempotency_id, amount=request.amount)
 
-    def _after_refusal(
-        self, client: http.ApiClient, request: PayoutRequest, refused: http.HttpDeclined
-    ) -> PayoutResult:
+    def _after_refusal(self, client: ApiClient, request: PayoutRequest, refused: HttpDeclined) -> PayoutResult:
         """A 4xx to our send: 409 ``id_envio_duplicado`` after a lost answer,
         or a refusal Efí may still have recorded. What Efí holds under our
         ``idEnvio`` decides; only "never received" makes it a refusal."""
@@ -171,15 +165,15 @@ class EfiPixAdapter(AcquirerAdapter):
 
     def authenticate_notification(self, headers: Mapping[str, str], body: bytes) -> None:
         """The URL's secret segment only: the lookups at the PSP come after the request is stored."""
-        http.verify_notification_token(self.config, self.options, headers)
+        verify_notification_token(self.config, self.options, headers)
 
     def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
         """``{"pix": [{endToEndId, valor, horario, status, tipo, gnExtras:
         {idEnvio}}, ...]}`` on the paying key's webhook. Entries without
         ``gnExtras.idEnvio`` (Pix received, devoluções) are not payouts and
         are ignored; each payout is confirmed with the status lookup."""
-        http.verify_notification_token(self.config, self.options, headers)
-        entries = http.callback_entries(body, most=MAX_PIX_PER_NOTIFICATION)
+        verify_notification_token(self.config, self.options, headers)
+        entries = callback_entries(body, most=MAX_PIX_PER_NOTIFICATION)
         if entries is None:
             return []  # the test call Efí makes when the webhook is registered
         client = self._client()
@@ -223,19 +217,19 @@ class EfiPixAdapter(AcquirerAdapter):
         return events
 
 
-def _lookup(client: http.ApiClient, id_envio: str) -> dict[str, Any] | None:
+def _lookup(client: ApiClient, id_envio: str) -> dict[str, Any] | None:
     """Efí's record of our send, or None when Efí says it never received it.
     Anything short of that definitive answer raises :class:`AcquirerUnavailable`
     (never :class:`AcquirerDeclined`, which would let the chain move on)."""
     path = STATUS_PATH.format(id_envio=id_envio)
     try:
         return client.request("GET", path, idempotent=True).data
-    except http.HttpNotFound as exc:
+    except HttpNotFound as exc:
         if exc.problem is not None and exc.problem.kind == NOT_FOUND_KIND:
             return None
         # A 404 from a proxy, a retired route or an unknown dialect says nothing about our send.
         raise InvalidResponse(f"{exc}: not Efí's {NOT_FOUND_KIND}, so the payout's state is unknown") from exc
-    except http.HttpDeclined as exc:
+    except HttpDeclined as exc:
         raise AcquirerUnavailable(f"status lookup refused, the payout's state is unknown: {exc}") from exc
 
 
@@ -251,7 +245,7 @@ def _result(data: Mapping[str, Any], id_envio: str, *, amount: int | None = None
         # Our idEnvio is derived from the withdrawal: another value there is for staff.
         raise InvalidResponse(f"sent Pix {id_envio} is for {data.get('valor')}, not {valor(amount)}")
     e2e = data.get("endToEndId") or data.get("e2eId")
-    e2e_id = e2e if isinstance(e2e, str) and _E2E_ID.match(e2e) else None
+    e2e_id = e2e if isinstance(e2e, str) and E2E_ID.match(e2e) else None
     horario = data.get("horario")
     settled_at = parse_moment(horario.get("liquidacao")) if isinstance(horario, dict) else None
     if mapped is PayoutStatus.PAID:

@@ -2,7 +2,7 @@
 Central's API Pix (v2), immediate charges (``cob``) with our own txid.
 
 Options (see the README, "Configuring a real acquirer"): the connection
-options of :mod:`acquirers.adapters.http` (base and token URLs, client id,
+options of :mod:`acquirers.adapters.apipix.options` (base and token URLs, client id,
 environment variable names of the client secret and of the mTLS certificate
 and key, CA bundle, scopes) plus ``chave``, the receiving account's Pix key,
 and ``notification_token_env``, the variable holding the secret segment of the
@@ -21,6 +21,10 @@ notification URL registered with the PSP.
   every Pix it names is confirmed with ``GET /pix/{e2eid}``; the events come
   from the PSP's answer, never from the callback body, so a forged or replayed
   callback cannot move money.
+
+No payouts (``supports_payout`` is off): the API Pix standard has none (each
+PSP has its own API), so the selectors never put a ``bacen_pix`` acquirer in a
+payout chain.
 """
 
 from __future__ import annotations
@@ -31,7 +35,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from acquirers.adapters import http, register
+from acquirers.adapters import register
+from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
+from acquirers.adapters.apipix.client import ApiClient, client_for
+from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
+from acquirers.adapters.apipix.options import clean_connection_options, clean_notification_token_env, clean_pix_key
+from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
 from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerDeclined,
@@ -43,9 +52,6 @@ from acquirers.adapters.base import (
     InvalidResponse,
     Notification,
     NotificationEvent,
-    PayoutRequest,
-    PayoutResult,
-    PayoutStatus,
     ProviderChargeState,
     RefundRequest,
     RefundResult,
@@ -60,57 +66,31 @@ DEFAULT_SCOPES = ("cob.write", "cob.read", "pix.write", "pix.read")
 REMOVED_BY_US = "REMOVIDA_PELO_USUARIO_RECEBEDOR"
 _REMOVED = frozenset({REMOVED_BY_US, "REMOVIDA_PELO_PSP"})
 _TXID = re.compile(r"^[a-zA-Z0-9]{26,35}$")
-_E2E_ID = re.compile(r"^[a-zA-Z0-9]{32}$")
 _REFUND_ID = re.compile(r"^[a-zA-Z0-9]{1,35}$")
-_VALOR = re.compile(r"^[0-9]{1,10}\.[0-9]{2}$")
 _CPF = re.compile(r"^[0-9]{11}$")
 _CNPJ = re.compile(r"^[0-9A-Z]{14}$")
 #: At most this many Pix are confirmed per callback (each is a GET to the PSP).
 MAX_PIX_PER_NOTIFICATION = 50
 
 
-def valor(centavos: int) -> str:
-    """Centavos as the API's decimal string (``1234`` → ``"12.34"``)."""
-    if centavos < 0:
-        raise ValueError("negative amount")
-    return f"{centavos // 100}.{centavos % 100:02d}"
-
-
-def centavos(text: object) -> int:
-    """The API's decimal string as centavos; InvalidResponse if malformed."""
-    if not isinstance(text, str) or not _VALOR.match(text):
-        raise InvalidResponse(f"not an API Pix value: {text!r}")
-    return int(text.replace(".", ""))
-
-
-def parse_moment(text: object) -> dt.datetime | None:
-    """An API Pix timestamp (RFC 3339; UTC when it names no offset), or None."""
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-
-
 @register
 class BacenPixAdapter(AcquirerAdapter):
     name = "bacen_pix"
+    supports_payout = False
     supports_charge_status = True
     supports_refund = True
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
-        clean = http.clean_connection_options(
+        clean = clean_connection_options(
             options, default_scopes=DEFAULT_SCOPES, own=("chave", "notification_token_env")
         )
-        clean["chave"] = http.clean_pix_key(options, what="the receiving account's Pix key")
-        clean |= http.clean_notification_token_env(options)
+        clean["chave"] = clean_pix_key(options, what="the receiving account's Pix key")
+        clean |= clean_notification_token_env(options)
         return clean
 
-    def _client(self) -> http.ApiClient:
-        return http.client_for(self.config, self.options)
+    def _client(self) -> ApiClient:
+        return client_for(self.config, self.options)
 
     # ------------------------------------------------------------------ charges
 
@@ -131,8 +111,8 @@ class BacenPixAdapter(AcquirerAdapter):
         path = f"/cob/{request.txid}"
         try:
             cob = client.request("PUT", path, json_body=body, idempotent=True).data
-        except http.HttpDeclined as refused:
-            if isinstance(refused, http.HttpNotFound):
+        except HttpDeclined as refused:
+            if isinstance(refused, HttpNotFound):
                 raise
             # Some PSPs refuse a PUT for a txid already in use: after a retry
             # whose first answer was lost, that charge is ours.
@@ -142,7 +122,7 @@ class BacenPixAdapter(AcquirerAdapter):
             cob = existing
         return self._charge_result(cob, request)
 
-    def _existing(self, client: http.ApiClient, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    def _existing(self, client: ApiClient, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         try:
             cob = client.request("GET", path, idempotent=True).data
         except (AcquirerUnavailable, AcquirerDeclined):
@@ -179,8 +159,8 @@ class BacenPixAdapter(AcquirerAdapter):
         try:
             client.request("PATCH", path, json_body={"status": REMOVED_BY_US}, idempotent=True)
             return
-        except http.HttpDeclined as refused:
-            if isinstance(refused, http.HttpNotFound):
+        except HttpDeclined as refused:
+            if isinstance(refused, HttpNotFound):
                 raise
             current = client.request("GET", path, idempotent=True).data.get("status")
             if current in _REMOVED:
@@ -197,7 +177,7 @@ class BacenPixAdapter(AcquirerAdapter):
     def charge_status(self, txid: str) -> ChargeStatusResult:
         try:
             cob = self._client().request("GET", f"/cob/{txid}", idempotent=True).data
-        except http.HttpNotFound:
+        except HttpNotFound:
             return ChargeStatusResult(ProviderChargeState.NOT_FOUND)
         status = cob.get("status")
         if status == "ATIVA":
@@ -220,7 +200,7 @@ class BacenPixAdapter(AcquirerAdapter):
     # ------------------------------------------------------------------ refunds
 
     def refund_charge(self, request: RefundRequest) -> RefundResult:
-        if not _E2E_ID.match(request.e2e_id) or not _REFUND_ID.match(request.refund_id):
+        if not E2E_ID.match(request.e2e_id) or not _REFUND_ID.match(request.refund_id):
             raise ValueError("refund: malformed e2e id or refund id")
         body: dict[str, Any] = {"valor": valor(request.amount), "natureza": "ORIGINAL"}
         if request.reason:
@@ -229,13 +209,13 @@ class BacenPixAdapter(AcquirerAdapter):
         path = f"/pix/{request.e2e_id}/devolucao/{request.refund_id}"
         try:
             devolucao = client.request("PUT", path, json_body=body, idempotent=True).data
-        except http.HttpDeclined as refused:
-            if isinstance(refused, http.HttpNotFound):
+        except HttpDeclined as refused:
+            if isinstance(refused, HttpNotFound):
                 raise
             # Asked before with this id (the id is ours and stable): its state is the answer.
             try:
                 devolucao = client.request("GET", path, idempotent=True).data
-            except http.HttpNotFound:
+            except HttpNotFound:
                 raise refused from None
             if devolucao.get("valor") != body["valor"]:
                 raise
@@ -255,40 +235,30 @@ class BacenPixAdapter(AcquirerAdapter):
             reason=str(devolucao.get("motivo", ""))[:500],
         )
 
-    # ------------------------------------------------------------------ payouts
-
-    def create_payout(self, request: PayoutRequest) -> PayoutResult:
-        # The API Pix standard has no payouts (each PSP has its own API): a
-        # definitive no, so the payout chain moves on without asking again.
-        raise AcquirerDeclined("bacen_pix is cash-in only")
-
-    def get_payout_status(self, idempotency_id: str) -> PayoutResult:
-        return PayoutResult(status=PayoutStatus.NOT_FOUND)  # never sent one
-
     # ------------------------------------------------------------------ notifications
 
     def authenticate_notification(self, headers: Mapping[str, str], body: bytes) -> None:
         """The URL's secret segment only: the lookups at the PSP come after the request is stored."""
-        http.verify_notification_token(self.config, self.options, headers)
+        verify_notification_token(self.config, self.options, headers)
 
     def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
         """The ``{webhookUrl}/pix`` callback: ``{"pix": [{endToEndId, txid,
         valor, horario, devolucoes?}, ...]}``. Authenticated by the URL's secret
         segment (the view hands it over in :data:`NOTIFICATION_TOKEN_HEADER`),
         then confirmed Pix by Pix with ``GET /pix/{e2eid}``."""
-        http.verify_notification_token(self.config, self.options, headers)
-        entries = http.callback_entries(body, most=MAX_PIX_PER_NOTIFICATION)
+        verify_notification_token(self.config, self.options, headers)
+        entries = callback_entries(body, most=MAX_PIX_PER_NOTIFICATION)
         if entries is None:
             return []  # e.g. the test call some PSPs make when the webhook is registered
         client = self._client()
         events: list[Notification] = []
         for entry in entries:
             e2e_id = entry.get("endToEndId")
-            if not isinstance(e2e_id, str) or not _E2E_ID.match(e2e_id):
+            if not isinstance(e2e_id, str) or not E2E_ID.match(e2e_id):
                 raise UnreadableNotification(f"malformed endToEndId {e2e_id!r}")
             try:
                 pix = client.request("GET", f"/pix/{e2e_id}", idempotent=True).data
-            except http.HttpNotFound as exc:
+            except HttpNotFound as exc:
                 raise InvalidNotification(f"Pix {e2e_id} is unknown to the acquirer") from exc
             if pix.get("endToEndId") != e2e_id:
                 raise InvalidResponse(f"GET /pix/{e2e_id} answered another Pix")
@@ -318,7 +288,7 @@ def _events(pix: Mapping[str, Any]) -> list[Notification]:
     if not txid:
         return []
     e2e_id = pix.get("endToEndId")
-    if not isinstance(txid, str) or not isinstance(e2e_id, str) or not _E2E_ID.match(e2e_id):
+    if not isinstance(txid, str) or not isinstance(e2e_id, str) or not E2E_ID.match(e2e_id):
         raise InvalidResponse("Pix without a valid txid or endToEndId")
     amount = centavos(pix.get("valor"))
     raw = dict(pix)
