@@ -24,7 +24,7 @@ OTHER_SECRET = "another-sandbox-secret-456789"
 KEY = "sbx_notify"
 URL = f"/api/acquirers/{KEY}/notifications"
 AMOUNT = 1000
-LIQUID = 955  # 1000 - (30 + 1.5%)
+LIQUID = 955  # 1000 - (30 + 1.5%): the account of these tests pays those fees
 E2E = "E99999999202601101200" + "AbCdEfGhIjK"
 CHARGE_BODY = {
     "payment_method": "pix",

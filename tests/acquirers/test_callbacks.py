@@ -123,18 +123,6 @@ def test_list_body_with_one_refused_event_is_failed_but_applies_the_rest(
     assert canceled.txid in inbound.error
 
 
-@pytest.mark.parametrize(
-    ("path", "name", "status", "sign"),
-    [
-        ((), "charge.failed", S.FAILED, 0),
-        ((S.PAID,), "charge.refunded", S.REFUNDED, -1),
-        ((S.PAID,), "charge.chargeback", S.CHARGEBACK, -1),
-        ((S.PAID, S.CHARGEBACK), "charge.refunded", S.REFUNDED, 0),
-        ((S.PAID, S.CHARGEBACK), "charge.chargeback_resolved", S.PAID, +1),
-    ],
-    ids=lambda v: str(v),
-)
-@pytest.mark.parametrize("then", [(S.CHARGEBACK,), (S.REFUNDED,), (S.CHARGEBACK, S.REFUNDED)])
 # --------------------------------------------------------------------------- refused and failed
 
 

@@ -29,9 +29,15 @@ from tests.acquirers.sandbox_notify import (
     sandbox_acquirer,
     state,
 )
-from tests.factories import AcquirerFactory
+from tests.factories import AccountFactory, AcquirerFactory
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def account(db: Any) -> Account:
+    """A merchant with the cash-in fees LIQUID counts on: 30 centavos + 1.5 %."""
+    return AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150)
 
 
 @pytest.fixture
@@ -68,6 +74,17 @@ def test_repeated_notification_credits_once(charge: Charge, account: Account) ->
     assert list(InboundNotification.objects.values_list("status", flat=True)) == [Status.PROCESSED] * 2
 
 
+@pytest.mark.parametrize(
+    ("path", "name", "status", "sign"),
+    [
+        ((), "charge.failed", S.FAILED, 0),
+        ((S.PAID,), "charge.refunded", S.REFUNDED, -1),
+        ((S.PAID,), "charge.chargeback", S.CHARGEBACK, -1),
+        ((S.PAID, S.CHARGEBACK), "charge.refunded", S.REFUNDED, 0),
+        ((S.PAID, S.CHARGEBACK), "charge.chargeback_resolved", S.PAID, +1),
+    ],
+    ids=lambda v: str(v),
+)
 def test_lifecycle_events(charge: Charge, path: tuple[str, ...], name: str, status: str, sign: int) -> None:
     for step in path:
         charge_transition(charge_id=charge.pk, to_status=step, source="staff")
@@ -108,6 +125,7 @@ def test_chargeback_resolved_without_open_chargeback_is_a_no_op(charge: Charge) 
     assert last_inbound().status == Status.PROCESSED
 
 
+@pytest.mark.parametrize("then", [(S.CHARGEBACK,), (S.REFUNDED,), (S.CHARGEBACK, S.REFUNDED)])
 def test_late_paid_never_undoes_a_chargeback_or_refund(charge: Charge, then: tuple[str, ...]) -> None:
     accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 1)
     for step in then:
