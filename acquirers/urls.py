@@ -1,11 +1,7 @@
 from django.urls import path
 
-from acquirers.apis import (
-    AcquirerNotificationApi,
-    AcquirerSelectionApi,
-    AcquirerTokenNotificationApi,
-    AcquirerTokenPixNotificationApi,
-)
+from acquirers.apis import AcquirerSelectionApi
+from acquirers.callbacks import AcquirerNotificationApi, AcquirerTokenNotificationApi, AcquirerTokenPixNotificationApi
 
 urlpatterns = [
     path("pix-cash-in/acquirers", AcquirerSelectionApi.as_view(), name="acquirer-selection"),

@@ -12,7 +12,6 @@ from django.http import HttpRequest
 from accounts.approvals_admin import request_approval_action
 from accounts.models import MoneyActionRequest
 from acquirers.adapters.base import AdapterError
-from acquirers.notifications import RefundOutcome, charge_reconcile, charge_refund
 from core.admin import (
     ActionsOnlyAdminMixin,
     Confirmation,
@@ -24,6 +23,8 @@ from core.admin import (
 from core.exceptions import PixServiceError
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
+from payments.reconciliation import charge_reconcile
+from payments.refunds import RefundOutcome, charge_refund
 from payments.services import charge_transition
 
 

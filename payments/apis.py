@@ -16,7 +16,6 @@ from rest_framework.response import Response
 from accounts.models import Account
 from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.adapters.sandbox import new_e2e_id
-from acquirers.notifications import notification_apply
 from api.base import (
     BAD_BODY,
     IDEMPOTENCY_HEADER,
@@ -36,6 +35,7 @@ from api.idempotency import Claim, idempotent
 from api.schema import uuid_path
 from core.exceptions import ValidationFailed
 from payments import exceptions as err
+from payments.events import charge_event_apply
 from payments.models import Charge, ChargeStatus
 from payments.selectors import ChargeFilterSet, charge_get, charges_of, sandbox_charge_get
 from payments.serializers import ChargeCreatedSerializer, ChargeCreateSerializer, ChargeSerializer
@@ -221,6 +221,6 @@ class SandboxChargeApi(AccountAPIView):
             reference=charge.txid,
             e2e_id=new_e2e_id() if action == "pay" else None,
         )
-        notification_apply(acquirer=None, notification=notification, source="sandbox", strict=True)
+        charge_event_apply(acquirer=None, notification=notification, source="sandbox", strict=True)
         charge.refresh_from_db()
         return ok(ChargeSerializer(charge).data, "Transação atualizada.")

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable
 from accounts.models import MoneyActionRequest
+from payments.events import CHARGEBACK_RESOLVABLE_FROM
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
@@ -22,7 +23,7 @@ def _charge(target_id: str) -> Charge:
 
 def _quote_resolution(target_id: str) -> approvals.Quote:
     charge = _charge(target_id)
-    if charge.status != ChargeStatus.CHARGEBACK:
+    if charge.status not in CHARGEBACK_RESOLVABLE_FROM:
         raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não em contestação.")
     return approvals.Quote(account_id=charge.account_id, amount=charge.liquid_amount)
 
@@ -35,7 +36,7 @@ def _resolve(target_id: str, actor: str, reason: str) -> None:
             source=ChargeTransition.Source.STAFF,
             actor=actor,
             # Judged under the charge's lock: only a charge still in chargeback is credited.
-            only_from=(ChargeStatus.CHARGEBACK,),
+            only_from=CHARGEBACK_RESOLVABLE_FROM,
         )
     except TransitionNotAllowed as exc:
         raise ActionNotExecutable(exc.message) from exc

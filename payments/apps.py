@@ -6,7 +6,12 @@ class PaymentsConfig(AppConfig):
     name = "payments"
 
     def ready(self) -> None:
+        from acquirers import inbound
         from payments import approvals
+        from payments.events import charge_event_apply
 
         # accounts carries out maker-checker actions through this registry.
         approvals.register()
+
+        # acquirers hands the charge events it receives to this app.
+        inbound.register("charge", charge_event_apply)

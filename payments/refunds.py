@@ -1,4 +1,8 @@
-"""The reservation of a refund the acquirer is still processing.
+"""Refunds of charges: asked of the acquirer, and the reservation of a
+refund the acquirer is still processing.
+
+:func:`charge_refund` asks the charge's acquirer to return the Pix (a
+devolução) and applies ``refunded`` once it says the money went back.
 
 The money of a refund answered "processing" is the payer's already: it is
 reserved at once (``refund_hold``, a debit), so the merchant cannot withdraw
@@ -16,6 +20,7 @@ order of ``charge_transition``), in the transaction that changes the
 
 from __future__ import annotations
 
+import enum
 import uuid
 
 from django.db import transaction
@@ -23,7 +28,79 @@ from django.utils import timezone
 
 from accounts.models import LedgerEntry
 from accounts.services import ledger_post
-from payments.models import Charge, ChargeRefund, ChargeStatus
+from acquirers import adapters, chain
+from acquirers.adapters.base import AdapterError, RefundRequest, RefundStatus
+from payments.exceptions import RefundFailed, TransitionNotAllowed
+from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
+
+
+class RefundOutcome(enum.StrEnum):
+    REFUNDED = "refunded"  # the acquirer returned the money; the charge is refunded
+    PROCESSING = "processing"  # asked; the acquirer's callback (or asking again) finishes it
+    MARKED = "marked"  # no money to move at the acquirer: marked refunded here only
+
+
+def refund_id_for(charge_id: uuid.UUID | str) -> str:
+    """The devolução id of a charge's full refund: derived from the charge, so
+    asking again names the same devolução (idempotent at the acquirer)."""
+    return "D" + uuid.UUID(str(charge_id)).hex
+
+
+def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -> RefundOutcome:
+    """Refund a paid charge: ask its acquirer to return the Pix (when the
+    adapter can) and apply ``refunded`` once the acquirer says it is done.
+    Asking again for the same charge is idempotent and reports the current
+    state. A charge in chargeback (MED already returned the money), or at an
+    acquirer without refunds, is only marked refunded. A refund the acquirer
+    is still processing reserves its amount at once
+    (:func:`charge_refund_reserve`); a failed one gives it back. Never refused
+    for want of balance: a refund may take it below zero (decisions §4)."""
+    # services imports this module (a transition out of "paid" closes the
+    # reservation): it is reached at call time, not at import.
+    from payments import services
+
+    charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
+    if charge.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
+        raise TransitionNotAllowed("Só cobranças pagas ou contestadas podem ser estornadas.")
+    try:
+        adapter = adapters.build(charge.acquirer)
+    except AdapterError as exc:  # an adapter this process lacks (the sandbox, switched off)
+        raise RefundFailed(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
+
+    def mark() -> None:
+        services.charge_transition(
+            charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=ChargeTransition.Source.STAFF, actor=actor
+        )
+
+    if charge.status == ChargeStatus.CHARGEBACK or not adapter.supports_refund:
+        mark()
+        return RefundOutcome.MARKED
+    if not charge.e2e_id:
+        raise RefundFailed("Cobrança paga sem e2e id: a devolução não pode ser pedida à adquirente.")
+    request = RefundRequest(
+        charge_id=charge.pk,
+        txid=charge.txid,
+        e2e_id=charge.e2e_id,
+        refund_id=refund_id_for(charge.pk),
+        amount=charge.amount,
+        reason=reason,
+    )
+    try:
+        # The chain's hard deadline (an AcquirerTimeout when it passes): the
+        # adapter's own budget (connect + read) is the soft one, this the backstop.
+        result = chain.call_with_deadline(lambda: adapter.refund_charge(request), 2 * charge.acquirer.deadline_seconds)
+    except AdapterError as exc:
+        raise RefundFailed(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
+    if result.status is RefundStatus.FAILED:
+        charge_refund_release(charge_id=charge.pk)  # the reservation of an earlier "processing", if any
+        raise RefundFailed(f"Devolução não realizada pela adquirente: {result.reason or 'sem motivo'}"[:500])
+    if result.status is RefundStatus.PROCESSING:
+        # The money is the payer's already: reserved now, so it cannot be
+        # withdrawn while the acquirer finishes (its callback, or asking again).
+        charge_refund_reserve(charge_id=charge.pk)
+        return RefundOutcome.PROCESSING
+    mark()
+    return RefundOutcome.REFUNDED
 
 
 def charge_refund_reserve(*, charge_id: uuid.UUID | str) -> bool:

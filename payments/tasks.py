@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from acquirers.notifications import charges_reconcile
+from payments.reconciliation import charges_reconcile
 from payments.services import charges_expire
 
 

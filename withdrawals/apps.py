@@ -7,7 +7,9 @@ class WithdrawalsConfig(AppConfig):
 
     def ready(self) -> None:
         from accounts.services import account_on_reactivated
+        from acquirers import inbound
         from withdrawals import approvals
+        from withdrawals.events import payout_event_apply
         from withdrawals.services import withdrawals_resume_held
 
         # accounts carries out maker-checker actions through this registry.
@@ -15,3 +17,6 @@ class WithdrawalsConfig(AppConfig):
 
         # Payouts held because of their account go out as soon as it may cash out again.
         account_on_reactivated(withdrawals_resume_held)
+
+        # acquirers hands the payout events it receives to this app.
+        inbound.register("payout", payout_event_apply)

@@ -19,9 +19,11 @@ from rest_framework.test import APIClient
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from acquirers.adapters.base import NOTIFICATION_TOKEN_HEADER
+from acquirers.inbound import REJECTED_BODY_KEPT_BYTES
 from acquirers.models import Acquirer, InboundNotification
-from acquirers.notifications import REJECTED_BODY_KEPT_BYTES, charges_reconcile, refund_id_for
 from payments.models import Charge, ChargeStatus
+from payments.reconciliation import charges_reconcile
+from payments.refunds import refund_id_for
 from tests.acquirers.conftest import NOTIFY_TOKEN, bacen_options
 from tests.acquirers.fake_psp import FakePsp, Fault
 

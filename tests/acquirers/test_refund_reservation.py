@@ -20,10 +20,9 @@ from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
 from acquirers.models import Acquirer
-from acquirers.notifications import refund_id_for
 from core.exceptions import BusinessRuleError
 from payments.models import Charge, ChargeRefund, ChargeStatus
-from payments.refunds import charge_refund_reserve
+from payments.refunds import charge_refund_reserve, refund_id_for
 from tests import realworld
 from tests.acquirers.conftest import NOTIFY_TOKEN
 from tests.acquirers.fake_psp import FakePsp

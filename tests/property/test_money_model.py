@@ -1595,7 +1595,7 @@ def test_a_stale_paid_notification_never_undoes_a_chargeback(
     on it, the duplicate reading ``pending`` and queuing after it) the result
     is the same: ``pending → paid → chargeback → paid``, balance +liquid.
     """
-    from acquirers import notifications
+    from acquirers import inbound
     from acquirers.adapters.base import Notification, NotificationEvent
 
     account = AccountFactory(cashin_fee_fixed=0, cashin_fee_bps=0)
@@ -1612,7 +1612,7 @@ def test_a_stale_paid_notification_never_undoes_a_chargeback(
         return real_transition(**kwargs)
 
     monkeypatch.setattr(payment_services, "charge_transition", first_delivery_and_a_chargeback_commit_meanwhile)
-    notifications.notification_apply(
+    inbound.notification_apply(
         acquirer=None,
         notification=Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid),
         source="acquirer",

@@ -1,10 +1,10 @@
 """POST /acquirers/{key}/notifications with the sandbox adapter: stored raw
-first, verified by signature, then applied through the charge lifecycle
-(decisions §4; STYLE "Inbound notifications")."""
+first, verified by signature, then each event dispatched to the app owning
+its record (decisions §4; STYLE "Inbound notifications"). What a charge
+event does is tests/payments/test_events.py's."""
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import json
 import logging
@@ -17,33 +17,38 @@ from django.test import override_settings
 from django.utils.log import configure_logging
 from rest_framework.test import APIClient
 
-from accounts.models import Account, LedgerEntry
+from accounts.models import Account
 from accounts.selectors import available_balance, ledger_sum
-from acquirers.adapters.sandbox import SIGNATURE_HEADER, SIGNATURE_TOLERANCE, TIMESTAMP_HEADER, sign, signed_headers
+from acquirers import inbound as dispatch
+from acquirers.adapters.base import Notification, NotificationEvent
+from acquirers.adapters.sandbox import SIGNATURE_HEADER, SIGNATURE_TOLERANCE, TIMESTAMP_HEADER, sign
+from acquirers.exceptions import UnknownNotificationRecord
+from acquirers.inbound import REJECTED_BODY_KEPT_BYTES
 from acquirers.models import Acquirer, InboundNotification
-from acquirers.notifications import REJECTED_BODY_KEPT_BYTES
 from config.settings.base import logging_config
-from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.models import Charge, ChargeTransition
 from payments.services import charge_transition
+from tests.acquirers.sandbox_notify import (
+    E2E,
+    KEY,
+    LIQUID,
+    OTHER_SECRET,
+    REJECTED,
+    SECRET,
+    URL,
+    S,
+    Status,
+    accepted,
+    create_charge,
+    event,
+    last_inbound,
+    notify,
+    sandbox_acquirer,
+    state,
+)
 from tests.factories import AcquirerFactory
 from tests.helpers import project_formatters
 
-S = ChargeStatus
-Status = InboundNotification.Status
-SECRET = "sandbox-notification-secret-0123"
-OTHER_SECRET = "another-sandbox-secret-456789"
-KEY = "sbx_notify"
-URL = f"/api/acquirers/{KEY}/notifications"
-AMOUNT = 1000
-LIQUID = 955  # 1000 - (30 + 1.5%)
-E2E = "E99999999202601101200" + "AbCdEfGhIjK"
-CHARGE_BODY = {
-    "payment_method": "pix",
-    "amount": AMOUNT,
-    "buyer": {"buyer_name": "Fulano", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
-}
-ACCEPTED = {"success": True, "message": "Notificação recebida."}
-REJECTED = {"success": False, "message": "Notificação não autenticada.", "data": None}
 NOW = int(time.time())
 
 pytestmark = pytest.mark.django_db
@@ -51,66 +56,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def acquirer(db: Any) -> Acquirer:
-    return AcquirerFactory(
-        key=KEY, default_priority=1, options={"charge": "ok", "payout": "ok", "notification_secret": SECRET}
-    )
+    return sandbox_acquirer()
 
 
 @pytest.fixture
 def charge(api: APIClient, acquirer: Acquirer) -> Charge:
     return create_charge(api)
-
-
-def create_charge(api: APIClient) -> Charge:
-    response = api.post("/api/transactions", CHARGE_BODY, format="json")
-    assert response.status_code == 201, response.content
-    charge = Charge.objects.get(pk=response.json()["data"]["id"])
-    assert charge.liquid_amount == LIQUID
-    return charge
-
-
-def event(name: str, charge: Charge, **extra: Any) -> dict[str, Any]:
-    return {"event": name, "reference": charge.txid, **extra}
-
-
-def notify(
-    body: Any,
-    *,
-    secret: str = SECRET,
-    url: str = URL,
-    signature: str | None = None,
-    timestamp: int | None = None,
-    **headers: Any,
-) -> Any:
-    """What an acquirer sends: raw JSON bytes signed with the shared secret
-    and the time (now unless told), no client credentials."""
-    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    signed = signed_headers(secret, raw, timestamp)
-    if signature is not None:
-        signed[SIGNATURE_HEADER] = signature
-    return APIClient().post(url, data=raw, content_type="application/json", headers=signed, **headers)
-
-
-def accepted(response: Any, processed: int) -> None:
-    assert response.status_code == 200, response.content
-    assert response.json() == {**ACCEPTED, "data": {"processed": processed}}
-
-
-def last_inbound() -> InboundNotification:
-    return InboundNotification.objects.latest("id")
-
-
-def state(charge: Charge) -> dict[str, Any]:
-    charge.refresh_from_db()
-    return {
-        "status": charge.status,
-        "version": charge.version,
-        "paid_at": charge.paid_at,
-        "e2e_id": charge.e2e_id,
-        "balance": available_balance(charge.account),
-        "ledger": LedgerEntry.objects.filter(account=charge.account).count(),
-        "transitions": ChargeTransition.objects.filter(charge=charge).count(),
-    }
 
 
 # --------------------------------------------------------------------------- accepted
@@ -134,30 +85,6 @@ def test_paid_notification_pays_credits_and_is_stored(charge: Charge, account: A
     assert (inbound.status, inbound.error) == (Status.PROCESSED, "")
     assert inbound.processed_at is not None
     assert inbound.headers[SIGNATURE_HEADER] == sign(SECRET, raw, int(inbound.headers[TIMESTAMP_HEADER]))
-
-
-def test_balance_visible_to_the_account(api: APIClient, charge: Charge) -> None:
-    notify(event("charge.paid", charge, e2e_id=E2E))
-    assert api.get("/api/withdrawals/balance").json()["data"]["available_balance"] == LIQUID
-    record = api.get(f"/api/transactions/{charge.pk}").json()["data"]
-    assert (record["status"], record["e2e_id"]) == ("paid", E2E)
-
-
-def test_occurred_at_becomes_paid_at(charge: Charge) -> None:
-    notify(event("charge.paid", charge, e2e_id=E2E, occurred_at="2026-01-10T12:00:00+00:00"))
-    assert state(charge)["paid_at"] == dt.datetime(2026, 1, 10, 12, tzinfo=dt.UTC)
-
-
-def test_repeated_notification_credits_once(charge: Charge, account: Account) -> None:
-    body = event("charge.paid", charge, e2e_id=E2E)
-    accepted(notify(body), 1)
-    before = state(charge)
-
-    accepted(notify(body), 0)
-
-    assert state(charge) == before
-    assert available_balance(account) == LIQUID
-    assert list(InboundNotification.objects.values_list("status", flat=True)) == [Status.PROCESSED] * 2
 
 
 def test_no_client_credentials_are_needed_and_ours_are_never_stored(charge: Charge) -> None:
@@ -194,70 +121,6 @@ def test_list_body_with_one_refused_event_is_failed_but_applies_the_rest(
     inbound = last_inbound()
     assert inbound.status == Status.FAILED
     assert canceled.txid in inbound.error
-
-
-@pytest.mark.parametrize(
-    ("path", "name", "status", "sign"),
-    [
-        ((), "charge.failed", S.FAILED, 0),
-        ((S.PAID,), "charge.refunded", S.REFUNDED, -1),
-        ((S.PAID,), "charge.chargeback", S.CHARGEBACK, -1),
-        ((S.PAID, S.CHARGEBACK), "charge.refunded", S.REFUNDED, 0),
-        ((S.PAID, S.CHARGEBACK), "charge.chargeback_resolved", S.PAID, +1),
-    ],
-    ids=lambda v: str(v),
-)
-def test_lifecycle_events(charge: Charge, path: tuple[str, ...], name: str, status: str, sign: int) -> None:
-    for step in path:
-        charge_transition(charge_id=charge.pk, to_status=step, source="staff")
-    before = state(charge)
-
-    accepted(notify(event(name, charge)), 1)
-
-    after = state(charge)
-    assert after["status"] == status
-    assert after["balance"] == before["balance"] + sign * LIQUID == ledger_sum(charge.account)
-    assert after["ledger"] == before["ledger"] + (1 if sign else 0)
-    assert last_inbound().status == Status.PROCESSED
-
-
-def test_chargeback_resolved_credits_and_keeps_the_payment_data(charge: Charge, account: Account) -> None:
-    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 1)
-    paid = state(charge)
-    accepted(notify(event("charge.chargeback", charge)), 1)
-    assert available_balance(account) == 0
-
-    accepted(notify(event("charge.chargeback_resolved", charge)), 1)
-
-    resolved = state(charge)
-    assert (resolved["status"], resolved["paid_at"], resolved["e2e_id"]) == (S.PAID, paid["paid_at"], E2E)
-    assert available_balance(account) == LIQUID == ledger_sum(account)
-    assert [e.kind for e in LedgerEntry.objects.filter(account=account).order_by("id")] == [
-        LedgerEntry.Kind.CHARGE_PAID,
-        LedgerEntry.Kind.CHARGE_CHARGEBACK,
-        LedgerEntry.Kind.CHARGEBACK_REVERSAL,
-    ]
-
-
-def test_chargeback_resolved_without_open_chargeback_is_a_no_op(charge: Charge) -> None:
-    accepted(notify(event("charge.paid", charge)), 1)
-    before = state(charge)
-    accepted(notify(event("charge.chargeback_resolved", charge)), 0)
-    assert state(charge) == before
-    assert last_inbound().status == Status.PROCESSED
-
-
-@pytest.mark.parametrize("then", [(S.CHARGEBACK,), (S.REFUNDED,), (S.CHARGEBACK, S.REFUNDED)])
-def test_late_paid_never_undoes_a_chargeback_or_refund(charge: Charge, then: tuple[str, ...]) -> None:
-    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 1)
-    for step in then:
-        charge_transition(charge_id=charge.pk, to_status=step, source="acquirer")
-    before = state(charge)
-
-    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 0)
-
-    assert state(charge) == before
-    assert before["balance"] == 0
 
 
 # --------------------------------------------------------------------------- refused and failed
@@ -379,36 +242,9 @@ def test_unknown_acquirer_is_404_and_nothing_is_stored(charge: Charge) -> None:
     assert state(charge)["status"] == S.PENDING
 
 
-def test_charge_of_another_acquirer_is_stored_as_failed(charge: Charge) -> None:
-    AcquirerFactory(key="sbx_other", options={"charge": "ok", "payout": "ok", "notification_secret": OTHER_SECRET})
-    before = state(charge)
-
-    response = notify(event("charge.paid", charge), secret=OTHER_SECRET, url="/api/acquirers/sbx_other/notifications")
-
-    accepted(response, 0)
-    assert state(charge) == before
-    inbound = last_inbound()
-    assert (inbound.acquirer.key, inbound.status) == ("sbx_other", Status.FAILED)
-    assert inbound.error == f"charge.paid {charge.txid}: Transação não encontrada."
-
-
 def test_unknown_reference_is_stored_as_failed(acquirer: Acquirer) -> None:
     accepted(notify({"event": "charge.paid", "reference": "0" * 32}), 0)
     assert last_inbound().status == Status.FAILED
-
-
-def test_canceled_charge_is_stored_as_failed_and_moves_no_money(charge: Charge, account: Account) -> None:
-    charge_transition(charge_id=charge.pk, to_status=S.CANCELED, source="expiry")
-    before = state(charge)
-
-    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 0)
-
-    assert state(charge) == before
-    assert available_balance(account) == 0
-    assert not LedgerEntry.objects.filter(account=account).exists()
-    inbound = last_inbound()
-    assert inbound.status == Status.FAILED
-    assert inbound.error == f"charge.paid {charge.txid}: A transação não pode passar de Cancelada para Paga."
 
 
 def test_payout_event_for_a_charge_is_stored_as_failed(charge: Charge) -> None:
@@ -486,7 +322,7 @@ def test_the_url_token_never_reaches_a_log_line(
     def explode(**kwargs: Any) -> Any:
         raise RuntimeError("processing exploded")
 
-    monkeypatch.setattr("acquirers.apis.notification_process", explode)
+    monkeypatch.setattr("acquirers.callbacks.notification_process", explode)
     with caplog.at_level(logging.DEBUG):
         response = notify(event("charge.paid", charge), url=f"{URL}/{token}/pix")
     assert response.status_code == 500
@@ -506,7 +342,7 @@ def test_the_url_token_reaches_no_handler_of_the_django_loggers_under_debug(
     def explode(**kwargs: Any) -> Any:
         raise RuntimeError("processing exploded")
 
-    monkeypatch.setattr("acquirers.apis.notification_process", explode)
+    monkeypatch.setattr("acquirers.callbacks.notification_process", explode)
     # As `make run` configures logging (Django's defaults, then ours), with
     # every stream handler of the chain writing where the test reads.
     configure_logging(settings.LOGGING_CONFIG, logging_config("text", "DEBUG"))
@@ -533,3 +369,32 @@ def test_the_url_token_reaches_no_handler_of_the_django_loggers_under_debug(
     assert any(f"Internal Server Error: {URL}/[redacted]/pix" in text for text in written), written
     assert any(f"POST {URL}/[redacted]/pix HTTP/1.1" in text for text in written), written
     assert all(token not in text for text in written), written
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def test_an_event_no_app_handles_is_stored_as_failed_like_an_unknown_record(
+    charge: Charge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """acquirers imports no app: the apps register what their events do. An
+    event of a kind nobody registered changes nothing and fails only itself."""
+    monkeypatch.setattr(dispatch, "_HANDLERS", {k: v for k, v in dispatch._HANDLERS.items() if k != "charge"})
+    before = state(charge)
+
+    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 0)
+
+    assert state(charge) == before
+    inbound = last_inbound()
+    assert inbound.status == Status.FAILED
+    assert inbound.error == f"charge.paid {charge.txid}: {UnknownNotificationRecord.default_message}"
+
+
+def test_the_apps_register_a_handler_for_every_kind_of_event() -> None:
+    kinds = {dispatch.event_kind(Notification(event=e, reference="x")) for e in NotificationEvent}
+    assert kinds == set(dispatch.EVENT_KINDS) == set(dispatch._HANDLERS)
+
+
+def test_only_known_kinds_may_be_registered() -> None:
+    with pytest.raises(ValueError, match="unknown event kind"):
+        dispatch.register("refund", dispatch._HANDLERS["charge"])  # type: ignore[arg-type]

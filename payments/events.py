@@ -1,0 +1,89 @@
+"""What an acquirer's news does to a charge (``reference`` = our txid):
+pushed (inbound notifications, through :mod:`acquirers.inbound`), pulled
+(:mod:`payments.reconciliation`) or driven by the sandbox. Applied through
+:func:`payments.services.charge_transition`, like every change of status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from acquirers.adapters.base import Notification, NotificationEvent
+from acquirers.inbound import ApplyResult
+from acquirers.models import Acquirer
+from core.exceptions import PixServiceError
+from payments import services
+from payments.exceptions import ChargeNotFound
+from payments.models import Charge, ChargeStatus
+
+S = ChargeStatus
+E = NotificationEvent
+
+# The chargeback rule, for the acquirer's news and staff alike:
+#: A charge in any of these has been paid: news of a payment is late or
+#: repeated, and must never undo a chargeback or credit twice.
+PAID_ONCE = frozenset({S.PAID, S.CHARGEBACK, S.REFUNDED})
+#: Only a charge in chargeback goes back to paid by resolving it (MED in the
+#: account's favour), whoever resolves it.
+CHARGEBACK_RESOLVABLE_FROM = frozenset({S.CHARGEBACK})
+
+
+@dataclass(frozen=True)
+class EventRule:
+    """What an event asks of a charge: the status it moves to and, when the
+    transition table allows more than the event may do, the statuses it may
+    move from (from any other it is late news: ``late`` says so)."""
+
+    to_status: ChargeStatus
+    only_from: frozenset[str] | None = None
+    late: str = ""
+
+
+EVENT_RULES: dict[NotificationEvent, EventRule] = {
+    E.CHARGE_PAID: EventRule(S.PAID, frozenset(S) - PAID_ONCE, "already paid"),
+    E.CHARGE_FAILED: EventRule(S.FAILED),
+    E.CHARGE_REFUNDED: EventRule(S.REFUNDED),
+    E.CHARGE_CHARGEBACK: EventRule(S.CHARGEBACK),
+    E.CHARGE_CHARGEBACK_RESOLVED: EventRule(S.PAID, CHARGEBACK_RESOLVABLE_FROM, "no open chargeback"),
+}
+
+
+def charge_event_apply(
+    *, acquirer: Acquirer | None, notification: Notification, source: str, strict: bool = False
+) -> ApplyResult:
+    """Apply one event to our charge. ``acquirer`` None means the caller
+    already resolved ownership (sandbox, staff); otherwise a charge of
+    another acquirer is unknown (:class:`ChargeNotFound`).
+
+    A confirmation that comes too late (a charge already refunded or charged
+    back) is news an acquirer may send and changes nothing; with ``strict``
+    (the sandbox drivers, where a client asked for exactly this change) it is
+    refused like any change the status does not allow. A repeat of the change
+    that made the status is a no-op either way; so is a resolution with no
+    chargeback open."""
+    charge = Charge.objects.filter(txid=notification.reference).only("pk", "status", "acquirer_id", "amount").first()
+    if charge is None or (acquirer is not None and charge.acquirer_id != acquirer.pk):
+        raise ChargeNotFound()
+    event = notification.event
+    if event is E.CHARGE_PAID and notification.amount is not None and notification.amount != charge.amount:
+        # Our charges have a fixed value: another amount is for staff, never credited as is.
+        raise PixServiceError(f"Valor pago ({notification.amount}) difere do valor da cobrança ({charge.amount}).")
+    rule = EVENT_RULES.get(event)
+    if rule is None:
+        raise PixServiceError(f"Evento não suportado: {event}.")
+    if rule.only_from is not None and charge.status not in rule.only_from:
+        # A fast path, read without the lock; charge_transition judges
+        # only_from again under the charge's lock.
+        refused_below = strict and event is E.CHARGE_PAID and charge.status != rule.to_status
+        if not refused_below:
+            return ApplyResult(changed=False, detail=rule.late)
+    changed = services.charge_transition(
+        charge_id=charge.pk,
+        to_status=rule.to_status,
+        source=source,
+        e2e_id=notification.e2e_id,
+        paid_at=notification.occurred_at,
+        only_from=rule.only_from,
+        strict=strict,
+    )
+    return ApplyResult(changed=changed)

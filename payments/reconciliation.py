@@ -1,0 +1,89 @@
+"""Asking acquirers where charges stand (status polling), for charges whose
+notification may have been lost; the answer is applied as the same events
+an inbound notification carries (:mod:`payments.events`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+
+from django.core.cache import cache
+from django.utils import timezone
+
+from acquirers import adapters, chain
+from acquirers.adapters.base import AdapterError, InvalidOptions, Notification, NotificationEvent, ProviderChargeState
+from acquirers.inbound import ApplyResult
+from acquirers.models import Acquirer
+from core.exceptions import PixServiceError
+from payments.events import charge_event_apply
+from payments.models import Charge, ChargeStatus
+
+logger = logging.getLogger(__name__)
+
+
+def charge_reconcile(*, charge_id: uuid.UUID | str) -> list[ApplyResult]:
+    """Ask the charge's acquirer where a pending charge stands and apply what
+    it says: paid (and refunded), or removed there (failed here). Raises
+    :class:`AdapterError` when the acquirer cannot answer."""
+    charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
+    acquirer = charge.acquirer
+    adapter = adapters.build(acquirer)
+    if not adapter.supports_charge_status:
+        return []
+    # The chain's hard deadline (an AcquirerTimeout when it passes): the
+    # adapter's own budget (connect + read) is the soft one, this the backstop.
+    status = chain.call_with_deadline(lambda: adapter.charge_status(charge.txid), 2 * acquirer.deadline_seconds)
+    events = list(status.events)
+    if status.state is ProviderChargeState.REMOVED and charge.status == ChargeStatus.PENDING:
+        events = [Notification(event=NotificationEvent.CHARGE_FAILED, reference=charge.txid)]
+    elif status.state is ProviderChargeState.NOT_FOUND:
+        logger.warning("acquirer %s does not know charge %s", acquirer.key, charge.txid)
+    return [charge_event_apply(acquirer=acquirer, notification=event, source="acquirer") for event in events]
+
+
+def charges_reconcile(
+    *,
+    older_than: dt.timedelta = dt.timedelta(minutes=2),
+    every: dt.timedelta = dt.timedelta(minutes=5),
+    limit: int = 100,
+    time_budget: float = 120.0,
+) -> int:
+    """Poll the acquirers of charges pending for longer than ``older_than``
+    (their notification may have been lost), each charge at most once per
+    ``every`` whichever process runs this, within ``time_budget`` seconds (well
+    under the task time limit, whatever the acquirers do). Returns how many
+    charges changed."""
+    pollable = []
+    for acquirer in Acquirer.objects.all():
+        try:
+            if adapters.adapter_class(acquirer.adapter).supports_charge_status:
+                pollable.append(acquirer.pk)
+        except InvalidOptions:
+            continue  # an adapter this version does not have: nothing to poll
+    rows = list(
+        Charge.objects.filter(
+            status=ChargeStatus.PENDING, acquirer_id__in=pollable, created_at__lte=timezone.now() - older_than
+        )
+        .order_by("created_at")
+        .values_list("pk", "acquirer_id")[:limit]
+    )
+    changed = 0
+    down: set[int] = set()
+    stop_at = time.monotonic() + time_budget
+    for charge_id, acquirer_id in rows:
+        if time.monotonic() > stop_at:
+            break
+        if acquirer_id in down:
+            continue  # an acquirer that failed once this run is not asked again until the next
+        if not cache.add(f"charge-reconcile:{charge_id}", "1", int(every.total_seconds())):
+            continue  # polled recently, here or by another process
+        try:
+            changed += sum(r.changed for r in charge_reconcile(charge_id=charge_id))
+        except AdapterError as exc:
+            down.add(acquirer_id)
+            logger.warning("reconciling charge %s: %s: %s", charge_id, type(exc).__name__, exc)
+        except PixServiceError as exc:  # a refused transition, an amount that differs: staff's
+            logger.warning("reconciling charge %s: %s", charge_id, exc.message)
+    return changed
