@@ -7,14 +7,13 @@ tasks of one app may import each other: the HackSoft pattern)."""
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 #: App code: what the layers are about. Tests, benchmarks and migrations aside.
-PACKAGES = sorted(
-    p.name for p in ROOT.iterdir() if (p / "__init__.py").exists() and p.name not in {"tests", "bench"}
-)
+PACKAGES = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists() and p.name not in {"tests", "bench"})
 #: Bottom to top. A package may import only packages below it.
 LAYERS = [
     {"core"},
@@ -90,7 +89,7 @@ def test_every_package_has_a_layer() -> None:
 def test_the_packages_import_one_another_without_a_cycle() -> None:
     edges = graph()
     cycle = find_cycle(edges)
-    where = [edges[a][b][0] for a, b in zip(cycle, cycle[1:], strict=False)] if cycle else []
+    where = [edges[a][b][0] for a, b in itertools.pairwise(cycle)] if cycle else []
     assert cycle is None, f"import cycle {' -> '.join(cycle or [])}: {where}"
 
 
