@@ -14,12 +14,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from acquirers import adapters, health
+from acquirers import adapters
+from acquirers import breaker as health
 from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, InboundNotification
 from core.admin import ReadOnlyAdminMixin
 
-#: Read-only fields of an existing acquirer's page (acquirers.health).
+#: Read-only fields of an existing acquirer's page (acquirers.breaker).
 CIRCUIT_FIELDS = (
     "circuit_state",
     "circuit_failures",

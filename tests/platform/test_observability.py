@@ -29,7 +29,8 @@ from tests.realworld import CeleryWorker, Receiver, celery_broker, redis_server,
 from webhooks.models import WebhookDelivery
 from webhooks.services import delivery_attempt, endpoint_create
 from withdrawals import services as withdrawal_services
-from withdrawals.services import withdrawal_process, withdrawal_request
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import withdrawal_request
 
 pytestmark = pytest.mark.django_db
 
