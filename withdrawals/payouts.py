@@ -23,6 +23,7 @@ import enum
 import logging
 import uuid
 from collections.abc import Callable
+from typing import TypeAlias
 
 from django.db import connection, transaction
 from django.db.models import Q
@@ -51,15 +52,9 @@ CLEAR = (PayoutStatus.PAID.value, PayoutStatus.PROCESSING.value)
 
 
 class ProcessOutcome(enum.StrEnum):
-    """What one run of :func:`withdrawal_process` came to: the withdrawal's
-    status when that is where it stands, or one of the words after them."""
+    """What a run of :func:`withdrawal_process` came to when that is not
+    simply the status the withdrawal now has."""
 
-    PENDING = S.PENDING.value
-    APPROVED = S.APPROVED.value
-    PAID = S.PAID.value
-    FAILED = S.FAILED.value
-    CANCELED = S.CANCELED.value
-    REFUNDED = S.REFUNDED.value
     AWAITING_APPROVAL = "awaiting_approval"  # pending: staff approve it
     HELD = "held"  # another run holds the payout's lease
     ON_HOLD = "on_hold"  # its account may not cash out now (hold_reason)
@@ -68,15 +63,19 @@ class ProcessOutcome(enum.StrEnum):
     UNDETERMINED = "undetermined"  # no definitive answer past the settle window: staff's queue
 
 
+#: What :func:`withdrawal_process` returns: the withdrawal's status, or one of the words above.
+Processed: TypeAlias = WithdrawalStatus | ProcessOutcome
+
+
 class _NotApproved(Exception):
     """The withdrawal left ``approved`` while this run was at it."""
 
 
-def _status_of(withdrawal: Withdrawal) -> ProcessOutcome:
-    return ProcessOutcome(Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk))
+def _status_of(withdrawal: Withdrawal) -> WithdrawalStatus:
+    return S(Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk))
 
 
-def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> ProcessOutcome:
+def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> Processed:
     """Move a withdrawal forward: auto-approve when the account allows it,
     then pay out through the chain. Idempotent and safe to run twice."""
     withdrawal = Withdrawal.objects.select_related("account").get(pk=withdrawal_id)
@@ -90,9 +89,9 @@ def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> ProcessOutcome:
             # "pending" was read without the lock: staff canceled it, or another
             # run approved and paid it, meanwhile. Their change stands.
             return _status_of(withdrawal)
-        return ProcessOutcome.APPROVED
+        return S.APPROVED
     if withdrawal.status != S.APPROVED:
-        return ProcessOutcome(withdrawal.status)
+        return S(withdrawal.status)
 
     now = timezone.now()
     token = uuid.uuid4().hex
@@ -115,7 +114,7 @@ def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> ProcessOutcome:
         )
 
 
-def _pay_out(withdrawal: Withdrawal, token: str) -> ProcessOutcome:
+def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
     request = PayoutRequest(
         withdrawal_id=withdrawal.pk,
         idempotency_id=withdrawal.idempotency_id,
@@ -180,12 +179,12 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> ProcessOutcome:
         lease_token=token,
     )
     metrics.PAYOUTS.labels("none", S.FAILED).inc()
-    return ProcessOutcome.FAILED
+    return S.FAILED
 
 
 def _send(
     withdrawal: Withdrawal, acquirer: Acquirer, request: PayoutRequest, *, probe: bool, resend: bool = False
-) -> ProcessOutcome | None:
+) -> Processed | None:
     """Send the payout to ``acquirer`` and settle with it. None: it refused
     for good (nothing was or will be sent), so the chain may move on.
     ``resend``: the same payout again after an unclear first send."""
@@ -216,7 +215,7 @@ def _send(
 
 def _ask_owner(
     withdrawal: Withdrawal, acquirer: Acquirer, request: PayoutRequest, *, may_resend: bool
-) -> ProcessOutcome | None:
+) -> Processed | None:
     """Ask the acquirer that may hold the payout where it stands and act on a
     definitive answer only. None: it failed the payout for good."""
     attempt = _new_attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS)
@@ -345,7 +344,7 @@ def _past_window(withdrawal: Withdrawal, acquirer: Acquirer) -> bool:
     return since is not None and timezone.now() - since > payout_settle_window()
 
 
-def _undetermined(withdrawal: Withdrawal, acquirer: Acquirer, outcome: str) -> ProcessOutcome:
+def _undetermined(withdrawal: Withdrawal, acquirer: Acquirer, outcome: str) -> Processed:
     """No definitive answer from the owner: within the settle window the
     task asks again later (PayoutUndetermined); past it the payout waits in
     staff's queue, its money still debited."""
@@ -366,7 +365,7 @@ def _undetermined(withdrawal: Withdrawal, acquirer: Acquirer, outcome: str) -> P
     raise PayoutUndetermined(f"{acquirer.key}: payout status unknown ({outcome})")
 
 
-def _settle(withdrawal: Withdrawal, acquirer: Acquirer, result: PayoutResult) -> ProcessOutcome:
+def _settle(withdrawal: Withdrawal, acquirer: Acquirer, result: PayoutResult) -> Processed:
     Withdrawal.objects.filter(pk=withdrawal.pk).update(
         acquirer=acquirer,
         provider_payout_id=result.provider_payout_id[:100],
@@ -382,12 +381,12 @@ def _settle(withdrawal: Withdrawal, acquirer: Acquirer, result: PayoutResult) ->
             paid_at=result.paid_at,
         )
         metrics.PAYOUTS.labels(acquirer.key, S.PAID).inc()
-        return ProcessOutcome.PAID
+        return S.PAID
     metrics.PAYOUTS.labels(acquirer.key, ProcessOutcome.PROCESSING).inc()
     return ProcessOutcome.PROCESSING  # confirmed later by a notification or by the poller
 
 
-def withdrawal_payout_ask(*, withdrawal_id: uuid.UUID | str) -> ProcessOutcome:
+def withdrawal_payout_ask(*, withdrawal_id: uuid.UUID | str) -> Processed:
     """Staff's "ask the acquirer again": one run of the payout engine, which
     asks the acquirer that may hold the payout first and moves money only on
     its definitive answer, as any run does."""
