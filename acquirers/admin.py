@@ -17,12 +17,12 @@ from django.utils import timezone
 
 from accounts.admin import account_page_inline
 from accounts.models import Account
-from acquirers import adapters, health
+from acquirers import adapters, breaker
 from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot, InboundNotification
 from core.admin import ReadOnlyAdminMixin
 
-#: Read-only fields of an existing acquirer's page (acquirers.health).
+#: Read-only fields of an existing acquirer's page (acquirers.breaker).
 CIRCUIT_FIELDS = (
     "circuit_state",
     "circuit_failures",
@@ -62,15 +62,15 @@ def _attach_health(acquirers: Iterable[Acquirer]) -> None:
     """Read the breakers of a page of acquirers in one Redis round trip and
     keep each on its row, for the columns and fields below."""
     rows = list(acquirers)
-    found = health.snapshots(rows)
+    found = breaker.snapshots(rows)
     for acquirer in rows:
         acquirer._health = None if found is None else found[acquirer.pk]  # type: ignore[attr-defined]
 
 
-def _health_of(acquirer: Acquirer) -> health.Health | None:
+def _health_of(acquirer: Acquirer) -> breaker.Health | None:
     if not hasattr(acquirer, "_health"):
         _attach_health([acquirer])
-    found: health.Health | None = acquirer._health  # type: ignore[attr-defined]
+    found: breaker.Health | None = acquirer._health  # type: ignore[attr-defined]
     return found
 
 
@@ -122,7 +122,7 @@ class AcquirerAdmin(admin.ModelAdmin[Acquirer]):
         found = _health_of(acquirer)
         if found is None:
             return _UNKNOWN
-        label = health.STATE_LABELS[found.state]
+        label = breaker.STATE_LABELS[found.state]
         return f"{label} ({found.failures} falha(s) seguidas)" if found.failures else label
 
     @admin.display(description="saúde recente")
@@ -139,7 +139,7 @@ class AcquirerAdmin(admin.ModelAdmin[Acquirer]):
         if not settings.ACQUIRER_BREAKER_ENABLED:
             return _OFF
         found = _health_of(acquirer)
-        return _UNKNOWN if found is None else health.STATE_LABELS[found.state]
+        return _UNKNOWN if found is None else breaker.STATE_LABELS[found.state]
 
     @admin.display(description="falhas seguidas")
     def circuit_failures(self, acquirer: Acquirer) -> str:
@@ -183,8 +183,8 @@ class AcquirerAdmin(admin.ModelAdmin[Acquirer]):
         done = 0
         for acquirer in queryset.order_by("pk"):
             try:
-                health.reset(acquirer)
-            except health.HealthUnavailable:
+                breaker.reset(acquirer)
+            except breaker.HealthUnavailable:
                 self.message_user(request, f"{acquirer.key}: Redis indisponível; nada mudou.", messages.ERROR)
                 continue
             self.log_change(request, acquirer, "Circuit breaker resetado (circuito fechado)")

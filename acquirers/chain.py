@@ -1,60 +1,45 @@
 """Running a charge through the acquirer chain.
 
-Each acquirer gets one attempt with a hard deadline (its connect + read
-timeout), enforced here rather than trusted to the adapter. The first
-acquirer that returns a valid BR Code for the amount takes the charge; any
-failure (unavailable, timeout, refusal, invalid answer, adapter bug) moves on
-to the next. No database transaction or lock is held while waiting.
+Each acquirer gets one guarded call (:mod:`acquirers.calls`: its hard
+deadline, the outcome, metrics, breaker). The first acquirer that returns a
+valid BR Code for the amount takes the charge; any failure (unavailable,
+timeout, refusal, invalid answer, adapter bug) moves on to the next. No
+database transaction or lock is held while waiting.
 
-Acquirers whose circuit breaker is open (:mod:`acquirers.health`) are passed
-over without a call and recorded as ``circuit_open`` attempts; every call's
-outcome feeds the breaker. If every acquirer of the chain is open, the one
-that may be tried again soonest is called anyway, as the breaker's probe: a
-charge is never refused on breaker state alone, and while every acquirer is
-down a request waits for one of them, not for the whole chain.
+Acquirers whose circuit breaker is open (:mod:`acquirers.breaker`) are passed
+over without a call and recorded as ``circuit_open`` attempts. If every
+acquirer of the chain is open, the one that may be tried again soonest is
+called anyway, as the breaker's probe: a charge is never refused on breaker
+state alone, and while every acquirer is down a request waits for one of
+them, not for the whole chain.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
 
-from acquirers import adapters, brcode, health
-from acquirers.adapters.base import AcquirerTimeout, AdapterError, ChargeRequest, ChargeResult, InvalidResponse
+from acquirers import brcode, breaker, calls
+from acquirers.adapters.base import ChargeRequest, ChargeResult, InvalidResponse
+from acquirers.calls import DeadlineExceeded, Outcome, call_with_deadline
 from acquirers.models import Acquirer
-from core import deadline, metrics
+from core import metrics
+
+# Refunds and reconciliation still reach the deadline through this module.
+__all__ = ["Attempt", "ChainResult", "DeadlineExceeded", "call_with_deadline", "run_charge_chain"]
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
-
-class DeadlineExceeded(AcquirerTimeout):
-    """The acquirer did not answer within its connect + read timeout."""
-
-
-def call_with_deadline(
-    func: Callable[[], T],
-    timeout: float,
-    *,
-    on_late: Callable[[T | None, BaseException | None], None] | None = None,
-) -> T:
-    """An acquirer call under its deadline (see :mod:`core.deadline`);
-    ``on_late`` hears what a call abandoned at its deadline finally did."""
-    try:
-        return deadline.call_with_deadline(func, timeout, on_late=on_late)
-    except deadline.DeadlineExceeded as exc:
-        raise DeadlineExceeded(str(exc)) from None
+OPERATION = "create_charge"
 
 
 @dataclass(frozen=True)
 class Attempt:
     acquirer: Acquirer
     position: int
-    outcome: str  # payments.models.ChargeAttempt.Outcome values
+    outcome: Outcome
     latency_ms: int
     error_class: str = ""
     error_message: str = ""
@@ -73,11 +58,10 @@ class ChainResult:
 
 def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> ChainResult:
     outcome = ChainResult()
-    skipped: list[tuple[int, Acquirer, health.Gate]] = []
+    skipped: list[tuple[int, Acquirer, breaker.Gate]] = []
     for position, acquirer in enumerate(chain, start=1):
-        gate = health.admit(acquirer)
+        gate = calls.admit(acquirer, OPERATION)
         if not gate.allowed:
-            health.skipped(acquirer, "create_charge", gate)
             skipped.append((position, acquirer, gate))
             outcome.attempts.append(_skip(acquirer, position, gate))
             continue
@@ -100,38 +84,28 @@ def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> Chain
 def _try(
     outcome: ChainResult, acquirer: Acquirer, position: int, request: ChargeRequest, *, decisive: bool, last: bool
 ) -> bool:
-    """One call, recorded in ``outcome`` and fed to the breaker; True if it took the charge."""
-    started = time.monotonic()
-    error: BaseException | None = None
-    try:
-        adapter = adapters.build(acquirer)
-        deadline = acquirer.deadline_seconds
-        result = call_with_deadline(lambda adapter=adapter: adapter.create_charge(request), deadline)  # type: ignore[misc]
+    """One guarded call, recorded in ``outcome``; True if it took the charge."""
+
+    def usable(result: ChargeResult) -> None:
         brcode.check(result.emv, amount=request.amount)
         _check_storable(result)
-    except Exception as exc:  # noqa: BLE001 - any failure of one acquirer moves the chain on
-        error = exc
-    elapsed = time.monotonic() - started
-    latency = int(elapsed * 1000)
-    kind = "ok" if error is None else _classify(error)
-    metrics.ACQUIRER_ATTEMPT_LATENCY.labels(acquirer.key, "create_charge", kind).observe(elapsed)
-    health.record(acquirer, outcome=kind, latency_ms=latency, decisive=decisive)
 
-    if error is None:
-        outcome.attempts.append(Attempt(acquirer, position, "ok", latency))
-        outcome.acquirer, outcome.result = acquirer, result
+    done = calls.call(acquirer, OPERATION, lambda adapter: adapter.create_charge(request), probe=decisive, check=usable)
+    if done.result is not None:
+        outcome.attempts.append(Attempt(acquirer, position, done.outcome, done.latency_ms))
+        outcome.acquirer, outcome.result = acquirer, done.result
         return True
 
     if not last:
-        metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "create_charge").inc()
-    if kind == "error":
-        logger.exception("acquirer %s adapter failed unexpectedly", acquirer.key, exc_info=error)
-    else:
-        logger.warning("acquirer %s attempt failed: %s: %s", acquirer.key, kind, error)
-    if isinstance(error, AcquirerTimeout | InvalidResponse | brcode.InvalidBRCode):
+        metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, OPERATION).inc()
+    if done.outcome is not Outcome.ERROR:  # an adapter bug was logged with its trace
+        logger.warning("acquirer %s attempt failed: %s: %s", acquirer.key, done.outcome, done.error)
+    if done.outcome in (Outcome.TIMEOUT, Outcome.INVALID_RESPONSE):
         # It may have created the charge (late, or before answering badly).
         outcome.to_cancel.append(acquirer)
-    outcome.attempts.append(Attempt(acquirer, position, kind, latency, type(error).__name__, str(error)[:500]))
+    outcome.attempts.append(
+        Attempt(acquirer, position, done.outcome, done.latency_ms, done.error_class, done.error_message)
+    )
     return False
 
 
@@ -150,21 +124,13 @@ def _check_storable(result: ChargeResult) -> None:
         raise InvalidResponse("provider charge id with lone surrogates")
 
 
-def _skip(acquirer: Acquirer, position: int, gate: health.Gate) -> Attempt:
+def _skip(acquirer: Acquirer, position: int, gate: breaker.Gate) -> Attempt:
     until = dt.datetime.fromtimestamp(gate.retry_at, tz=dt.UTC)
     return Attempt(
         acquirer,
         position,
-        "circuit_open",
+        Outcome.CIRCUIT_OPEN,
         0,
         "CircuitOpen",
         f"circuit open: not tried before {until:%Y-%m-%d %H:%M:%S} UTC",
     )
-
-
-def _classify(error: BaseException) -> str:
-    if isinstance(error, brcode.InvalidBRCode):
-        return "invalid_response"
-    if isinstance(error, AdapterError):
-        return error.error_class
-    return "error"

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from acquirers import health
+from acquirers import breaker
 from acquirers.models import Acquirer
 from observability import heartbeat
 from webhooks.models import WebhookDelivery
@@ -71,7 +71,7 @@ def _circuit_gauges() -> Iterator[Metric]:
         labels=["acquirer"],
     )
     acquirers = list(Acquirer.objects.only("pk", "key", "created_at"))
-    found = health.snapshots(acquirers) or {}
+    found = breaker.snapshots(acquirers) or {}
     for acquirer in acquirers:
         if acquirer.pk in found:
             state.add_metric([acquirer.key], CIRCUIT_STATE_VALUES[found[acquirer.pk].state])

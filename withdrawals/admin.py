@@ -15,7 +15,8 @@ from accounts.models import MoneyActionRequest
 from core.admin import ActionsOnlyAdminMixin, Confirmation, ReadOnlyInlineMixin, TransitionActions, UUIDSearchMixin
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.services import payout_settle_window, withdrawal_payout_ask, withdrawal_transition
+from withdrawals.payouts import withdrawal_payout_ask
+from withdrawals.services import payout_settle_window, withdrawal_transition
 
 
 class PayoutAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[PayoutAttempt, Withdrawal]):

@@ -30,6 +30,12 @@ class PayoutUnsettled(WithdrawalTransitionNotAllowed):
     default_code = "payout_unsettled"
 
 
+class PayoutUndetermined(Exception):
+    """An acquirer may have the payout and cannot tell us now: try again
+    later, never elsewhere (a payout is never sent twice). The task retries
+    on it."""
+
+
 PAYOUT_IN_FLIGHT = "O pagamento está sendo enviado à adquirente: o saque não pode falhar agora."
 PAYOUT_UNDETERMINED = (
     "A adquirente {acquirer} ainda não disse se pagou este saque: resolva-o na fila de pagamentos "

@@ -143,7 +143,8 @@ class PayoutAttempt(models.Model):
     withdrawal = models.ForeignKey(Withdrawal, on_delete=models.CASCADE, related_name="payout_attempts")
     acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="payout_attempts")
     action = models.CharField(max_length=8, choices=Action.choices)
-    # paid / processing / declined / not_found / unavailable / timeout / error
+    # A failed call: acquirers.calls.Outcome (as a charge's attempt). An answered
+    # one: the payout's status there (paid, processing, failed, not_found).
     outcome = models.CharField(max_length=20)
     error_class = models.CharField(max_length=100, blank=True)
     error_message = models.CharField(max_length=500, blank=True)

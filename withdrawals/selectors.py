@@ -1,4 +1,4 @@
-"""Reads for withdrawals: balance and limits."""
+"""Reads for withdrawals: balance, limits, whether a payout may go out."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import RecordFilterSet
 from core.selectors import get_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
-from withdrawals.models import Withdrawal, WithdrawalStatus
+from withdrawals.models import HoldReason, Withdrawal, WithdrawalStatus
 
 SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
 #: Withdrawals that never moved money do not use the day's limit.
@@ -77,3 +77,12 @@ def balance_summary(account: Account) -> dict[str, Any]:
         "minimum_withdrawal": effective_minimum_withdrawal(account),
         "limits": {"per_request": account.withdrawal_per_request_limit, "per_day_total": per_day},
     }
+
+
+def payout_hold_reason(account: Account) -> str:
+    """Why the account's approved withdrawals are not sent now; "" when they may be."""
+    if account.is_blocked:
+        return HoldReason.ACCOUNT_BLOCKED
+    if not account.is_approved:
+        return HoldReason.ACCOUNT_NOT_APPROVED
+    return ""

@@ -1,18 +1,20 @@
 """Writes for withdrawals: the request (balance check and debit under the
-balance lock), the one transition service, and the payout to acquirers."""
+balance lock), the one transition service, which returns money only once no
+acquirer may still pay the withdrawal, and staff's settling of a payout left
+undetermined. The payout engine that sends to acquirers is
+:mod:`withdrawals.payouts`."""
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -20,25 +22,16 @@ from accounts.fees import withdrawal_fee
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import effective_minimum_withdrawal
 from accounts.services import balance_lock, ledger_post
-from acquirers import adapters, health
-from acquirers.adapters.base import (
-    AcquirerDeclined,
-    AcquirerTimeout,
-    AdapterError,
-    PayoutRequest,
-    PayoutResult,
-    PayoutStatus,
-)
-from acquirers.chain import DeadlineExceeded, call_with_deadline
+from acquirers.adapters.base import PayoutStatus
+from acquirers.calls import DeadlineExceeded, Outcome
 from acquirers.models import Acquirer
-from acquirers.selectors import payout_chain
 from core import metrics
 from core.exceptions import BusinessRuleError, ValidationFailed
 from core.money import brl as _brl
 from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
-from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payloads import withdrawal_payload
 from withdrawals.selectors import withdrawn_today
 
@@ -230,7 +223,7 @@ def _refuse_if_unsettled(withdrawal: Withdrawal, lease_token: str) -> None:
     if withdrawal.payout_unclear_since is not None:
         owner = withdrawal.payout_owner.key if withdrawal.payout_owner is not None else "?"
         raise err.PayoutUnsettled(err.PAYOUT_UNDETERMINED.format(acquirer=owner))
-    if _sends_in_flight(withdrawal).exists():
+    if payout_sends_in_flight(withdrawal).exists():
         raise err.PayoutUnsettled(err.PAYOUT_IN_FLIGHT)
 
 
@@ -239,325 +232,19 @@ def withdrawal_approve(*, withdrawal_id: uuid.UUID | str, source: str, actor: st
     return withdrawal_transition(withdrawal_id=withdrawal_id, to_status=S.APPROVED, source=source, actor=actor)
 
 
-# --------------------------------------------------------------------------- payout
-#
-# A payout belongs to the acquirer it was sent to (its "owner") until that
-# acquirer answers definitively. Only a refusal of the send (nothing was or
-# will be sent) or a "failed" status, given while no send of ours to it is
-# still on its way, frees the chain to try the next acquirer. "Not found"
-# after an unclear send is not an answer: the owner is asked again with
-# backoff for the settle window, and sent the same payout again under the
-# same idempotency id (acquirers deduplicate on it); past the window the
-# payout waits for staff, its money still debited.
+# --------------------------------------------------------------------------- may a payout still land?
 
-#: How long a run holds a payout; longer than a task may run (CELERY_TASK_TIME_LIMIT).
+#: How long a payout run holds its lease; longer than a task may run (CELERY_TASK_TIME_LIMIT).
 LEASE = dt.timedelta(minutes=5)
-#: ``error_class`` of a send abandoned at our deadline (acquirers.chain).
+#: ``error_class`` of a send abandoned at our deadline (acquirers.calls).
 ABANDONED = DeadlineExceeded.__name__
-#: Outcomes of a call that returned an answer the engine can act on.
-CLEAR = (PayoutStatus.PAID.value, PayoutStatus.PROCESSING.value)
-
-
-class PayoutUndetermined(Exception):
-    """An acquirer may have the payout and cannot tell us now: try again
-    later, never elsewhere (a payout is never sent twice)."""
-
-
-class _NotApproved(Exception):
-    """The withdrawal left ``approved`` while this run was at it."""
 
 
 def payout_settle_window() -> dt.timedelta:
     return dt.timedelta(minutes=settings.PAYOUT_SETTLE_WINDOW_MINUTES)
 
 
-def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> str:
-    """Move a withdrawal forward: auto-approve when the account allows it,
-    then pay out through the chain. Idempotent and safe to run twice."""
-    withdrawal = Withdrawal.objects.select_related("account").get(pk=withdrawal_id)
-    if withdrawal.status == S.PENDING:
-        if withdrawal.account.withdrawals_need_approval:
-            return "awaiting_approval"
-        # Approval enqueues processing again on commit; that run pays out.
-        try:
-            withdrawal_approve(withdrawal_id=withdrawal.pk, source=WithdrawalTransition.Source.SYSTEM)
-        except err.WithdrawalTransitionNotAllowed:
-            # "pending" was read without the lock: staff canceled it, or another
-            # run approved and paid it, meanwhile. Their change stands.
-            return Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk)
-        return "approved"
-    if withdrawal.status != S.APPROVED:
-        return withdrawal.status
-
-    now = timezone.now()
-    token = uuid.uuid4().hex
-    claimed = (
-        Withdrawal.objects.filter(pk=withdrawal.pk, status=S.APPROVED)
-        .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
-        .update(payout_leased_until=now + LEASE, payout_lease_token=token, updated_at=now)
-    )
-    if not claimed:
-        return "held"
-    try:
-        return _pay_out(withdrawal, token)
-    except (err.WithdrawalTransitionNotAllowed, _NotApproved):
-        # Staff or a notification moved it meanwhile; their change stands.
-        return Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk)
-    finally:
-        # Only this run's lease: a run that outlived it must not free another's.
-        Withdrawal.objects.filter(pk=withdrawal.pk, payout_lease_token=token).update(
-            payout_leased_until=None, payout_lease_token=""
-        )
-
-
-def _pay_out(withdrawal: Withdrawal, token: str) -> str:
-    request = PayoutRequest(
-        withdrawal_id=withdrawal.pk,
-        idempotency_id=withdrawal.idempotency_id,
-        amount=withdrawal.liquid_amount,
-        key_type=withdrawal.pix_key_type,
-        key_value=withdrawal.pix_key,
-    )
-    history = list(
-        PayoutAttempt.objects.filter(withdrawal=withdrawal)
-        .exclude(action=PayoutAttempt.Action.NOTICE)
-        .order_by("id")
-        .values_list("acquirer_id", "action", "released")
-    )
-    # Acquirers that refused or failed it for good: we moved past them, so
-    # they are never asked to pay again.
-    done_with = {a for a, _, released in history if released}
-    contacted = list(dict.fromkeys(a for a, action, _ in history if action == PayoutAttempt.Action.SEND))
-    contacted = [a for a in contacted if a not in done_with]
-
-    # First every acquirer that may hold the payout, whether or not it is
-    # still in the chain (disabled, reordered, removed): a payout is never
-    # sent elsewhere while one of them could still be paying it. Nor does an
-    # open circuit breaker spare one of them the question: only its answer
-    # lets the payout move on.
-    for acquirer in Acquirer.objects.filter(pk__in=contacted):
-        settled = _ask_owner(withdrawal, acquirer, request, may_resend=True)
-        if settled is not None:
-            return settled
-        done_with.add(acquirer.pk)
-        metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "payout").inc()
-
-    waiting_for: list[health.Gate] = []
-    for acquirer in payout_chain(withdrawal.account, withdrawal.liquid_amount):
-        if acquirer.pk in done_with:
-            continue
-        gate = health.admit(acquirer)
-        if not gate.allowed:
-            # Open circuit: not sent now, but not done with either. Nothing is
-            # written to the attempts: a send row would read as "may hold it".
-            health.skipped(acquirer, "payout", gate)
-            waiting_for.append(gate)
-            continue
-        settled = _send(withdrawal, acquirer, request, probe=gate.probe)
-        if settled is not None:
-            return settled
-        done_with.add(acquirer.pk)
-        metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "payout").inc()
-
-    if waiting_for:
-        # Nobody waits on a payout: rather than fail it while an acquirer of
-        # its chain is cooling down, try again when the first cool-down ends
-        # (beat's poll of approved withdrawals is the safety net).
-        retry_in = max(1.0, min(gate.retry_at for gate in waiting_for) - health.clock())
-        _enqueue_processing(withdrawal.pk, countdown=retry_in)
-        metrics.PAYOUTS.labels("none", "deferred").inc()
-        return "deferred"
-
-    withdrawal_transition(
-        withdrawal_id=withdrawal.pk,
-        to_status=S.FAILED,
-        source=WithdrawalTransition.Source.SYSTEM,
-        reason="no acquirer could pay out",
-        lease_token=token,
-    )
-    metrics.PAYOUTS.labels("none", S.FAILED).inc()
-    return S.FAILED
-
-
-def _send(
-    withdrawal: Withdrawal, acquirer: Acquirer, request: PayoutRequest, *, probe: bool, resend: bool = False
-) -> str | None:
-    """Send the payout to ``acquirer`` and settle with it. None: it refused
-    for good (nothing was or will be sent), so the chain may move on.
-    ``resend``: the same payout again after an unclear first send."""
-    attempt = _begin_send(withdrawal, acquirer)
-    if attempt is None:
-        metrics.PAYOUTS.labels(acquirer.key, "on_hold").inc()
-        return "on_hold"
-    adapter = adapters.build(acquirer)
-    answer, outcome = _attempt(
-        attempt, acquirer, lambda: adapter.create_payout(request), probe=probe, on_late=_late_answer(attempt.pk)
-    )
-    if outcome == "declined":
-        if resend:
-            # A refusal of this second request says nothing of the first,
-            # which the acquirer may still record and pay (a balance already
-            # taken by it, a lookup that lags): it keeps the payout.
-            return _undetermined(withdrawal, acquirer, outcome)
-        _release(withdrawal, attempt)
-        return None
-    if answer is not None and answer.status is PayoutStatus.FAILED:
-        # The call returned: nothing of this send is still on its way.
-        _release(withdrawal, attempt)
-        return None
-    if answer is not None and outcome in CLEAR:
-        return _settle(withdrawal, acquirer, answer)
-    # Timeout or unclear answer: the acquirer may have it. Ask it, and only it.
-    return _ask_owner(withdrawal, acquirer, request, may_resend=False)
-
-
-def _ask_owner(withdrawal: Withdrawal, acquirer: Acquirer, request: PayoutRequest, *, may_resend: bool) -> str | None:
-    """Ask the acquirer that may hold the payout where it stands and act on a
-    definitive answer only. None: it failed the payout for good."""
-    attempt = _new_attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS)
-    adapter = adapters.build(acquirer)
-    answer, outcome = _attempt(attempt, acquirer, lambda: adapter.get_payout_status(request.idempotency_id))
-    if answer is not None and outcome in CLEAR:
-        return _settle(withdrawal, acquirer, answer)
-    in_flight = _sends_in_flight(withdrawal).filter(acquirer=acquirer).exists()
-    if outcome == PayoutStatus.FAILED.value and not in_flight:
-        _release(withdrawal, attempt)
-        return None
-    # "Failed" while a send of ours may still land there is not its last word.
-    if (
-        outcome == PayoutStatus.NOT_FOUND.value
-        and may_resend
-        and not in_flight
-        and not _past_window(withdrawal, acquirer)
-    ):
-        # Nothing of ours on the way and it never got it: send it again, to
-        # it alone and under the same idempotency id, so it pays once at most.
-        return _send(withdrawal, acquirer, request, probe=False, resend=True)
-    return _undetermined(withdrawal, acquirer, outcome)
-
-
-def _begin_send(withdrawal: Withdrawal, acquirer: Acquirer) -> PayoutAttempt | None:
-    """Right before a send, under the withdrawal's row lock: the account may
-    still cash out (else the withdrawal is held and None returned), the
-    acquirer becomes the payout's owner, and the send is on record before the
-    call (if this worker dies mid-send, the next run asks this acquirer first)."""
-    with transaction.atomic():
-        locked = Withdrawal.objects.select_for_update().get(pk=withdrawal.pk)
-        if locked.status != S.APPROVED:
-            raise _NotApproved()
-        account = Account.objects.only("status", "is_blocked").get(pk=locked.account_id)
-        hold = _hold_reason(account)
-        now = timezone.now()
-        if hold:
-            if locked.hold_reason != hold:
-                locked.hold_reason, locked.held_since = hold, now
-                locked.save(update_fields=["hold_reason", "held_since", "updated_at"])
-                logger.warning("withdrawal %s held: %s", locked.pk, hold)
-            return None
-        if locked.payout_owner_id != acquirer.pk:
-            locked.payout_owner, locked.payout_owner_since = acquirer, now
-        locked.acquirer = acquirer
-        locked.hold_reason, locked.held_since = "", None
-        locked.save(
-            update_fields=["acquirer", "payout_owner", "payout_owner_since", "hold_reason", "held_since", "updated_at"]
-        )
-        return _new_attempt(locked, acquirer, PayoutAttempt.Action.SEND)
-
-
-def _hold_reason(account: Account) -> str:
-    if account.is_blocked:
-        return HoldReason.ACCOUNT_BLOCKED
-    if not account.is_approved:
-        return HoldReason.ACCOUNT_NOT_APPROVED
-    return ""
-
-
-def _new_attempt(withdrawal: Withdrawal, acquirer: Acquirer, action: str) -> PayoutAttempt:
-    return PayoutAttempt.objects.create(
-        withdrawal=withdrawal, acquirer=acquirer, action=action, outcome="in_progress", latency_ms=0
-    )
-
-
-def _attempt(
-    attempt: PayoutAttempt,
-    acquirer: Acquirer,
-    call: Callable[[], PayoutResult],
-    *,
-    probe: bool = False,
-    on_late: Callable[[PayoutResult | None, BaseException | None], None] | None = None,
-) -> tuple[PayoutResult | None, str]:
-    """One call, its outcome recorded on ``attempt`` and fed to the acquirer's
-    circuit breaker (``probe``: this call is the half-open probe)."""
-    started = time.monotonic()
-    result: PayoutResult | None = None
-    error: BaseException | None = None
-    try:
-        result = call_with_deadline(call, acquirer.deadline_seconds, on_late=on_late)
-    except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
-        error = exc
-    outcome = _classify(acquirer, result, error)
-    elapsed = time.monotonic() - started
-    metrics.ACQUIRER_ATTEMPT_LATENCY.labels(acquirer.key, f"payout_{attempt.action}", outcome).observe(elapsed)
-    health.record(acquirer, outcome=outcome, latency_ms=int(elapsed * 1000), decisive=probe)
-    PayoutAttempt.objects.filter(pk=attempt.pk).update(
-        outcome=outcome,
-        error_class=type(error).__name__ if error else "",
-        error_message=str(error)[:500] if error else "",
-        latency_ms=int(elapsed * 1000),
-    )
-    Withdrawal.objects.filter(pk=attempt.withdrawal_id).update(updated_at=timezone.now())
-    return result, outcome
-
-
-def _classify(acquirer: Acquirer, result: PayoutResult | None, error: BaseException | None) -> str:
-    if error is None:
-        assert isinstance(result, PayoutResult)
-        return result.status.value
-    if isinstance(error, AcquirerDeclined):
-        return "declined"
-    if isinstance(error, AcquirerTimeout):
-        return "timeout"
-    if isinstance(error, AdapterError):
-        return "unavailable"
-    logger.error("payout adapter %s failed", acquirer.key, exc_info=error)
-    return "error"
-
-
-def _late_answer(attempt_id: int) -> Callable[[PayoutResult | None, BaseException | None], None]:
-    """Evidence from a send abandoned at its deadline: what it finally
-    returned or raised, written on its attempt from the call's own thread."""
-
-    def record(result: PayoutResult | None, error: BaseException | None) -> None:
-        try:
-            attempt = PayoutAttempt.objects.select_related("acquirer").get(pk=attempt_id)
-            outcome = _classify(attempt.acquirer, result, error)
-            if error is not None:
-                detail = f"{type(error).__name__}: {error}"
-            else:
-                assert result is not None
-                detail = " ".join(
-                    f"{name}={value}"
-                    for name, value in (
-                        ("provider_payout_id", result.provider_payout_id),
-                        ("e2e_id", result.e2e_id),
-                        ("reason", result.reason),
-                    )
-                    if value
-                )
-            PayoutAttempt.objects.filter(pk=attempt_id).update(
-                late_outcome=outcome, late_detail=detail[:500], late_at=timezone.now()
-            )
-            logger.warning("payout attempt %s answered after its deadline: %s %s", attempt_id, outcome, detail)
-        except PayoutAttempt.DoesNotExist:
-            logger.warning("payout attempt %s answered after its deadline, but it is gone", attempt_id)
-        finally:
-            # A thread of the shared pool: its connection must not outlive this call.
-            connection.close()
-
-    return record
-
-
-def _sends_in_flight(withdrawal: Withdrawal) -> QuerySet[PayoutAttempt]:
+def payout_sends_in_flight(withdrawal: Withdrawal) -> QuerySet[PayoutAttempt]:
     """Sends that timed out and may still land: any for the lease after it
     was made; one abandoned at our deadline (its call still running in its
     thread, no late answer yet) for as long as the settle window, since
@@ -567,7 +254,7 @@ def _sends_in_flight(withdrawal: Withdrawal) -> QuerySet[PayoutAttempt]:
     return PayoutAttempt.objects.filter(
         withdrawal_id=withdrawal.pk,
         action=PayoutAttempt.Action.SEND,
-        outcome="timeout",
+        outcome=Outcome.TIMEOUT,
         late_at__isnull=True,
     ).filter(
         Q(created_at__gt=now - LEASE)
@@ -575,59 +262,7 @@ def _sends_in_flight(withdrawal: Withdrawal) -> QuerySet[PayoutAttempt]:
     )
 
 
-def _release(withdrawal: Withdrawal, attempt: PayoutAttempt) -> None:
-    """The acquirer refused or failed the payout for good: it owns it no more."""
-    PayoutAttempt.objects.filter(pk=attempt.pk).update(released=True)
-    Withdrawal.objects.filter(pk=withdrawal.pk).update(
-        payout_owner=None, payout_owner_since=None, payout_unclear_since=None
-    )
-
-
-def _past_window(withdrawal: Withdrawal, acquirer: Acquirer) -> bool:
-    since = Withdrawal.objects.values_list("payout_unclear_since", flat=True).get(pk=withdrawal.pk)
-    return since is not None and timezone.now() - since > payout_settle_window()
-
-
-def _undetermined(withdrawal: Withdrawal, acquirer: Acquirer, outcome: str) -> str:
-    """No definitive answer from the owner: within the settle window the
-    task asks again later (PayoutUndetermined); past it the payout waits in
-    staff's queue, its money still debited."""
-    now = timezone.now()
-    Withdrawal.objects.filter(pk=withdrawal.pk, payout_unclear_since__isnull=True).update(payout_unclear_since=now)
-    Withdrawal.objects.filter(pk=withdrawal.pk, payout_owner__isnull=True).update(
-        payout_owner=acquirer, payout_owner_since=now
-    )
-    metrics.PAYOUTS.labels(acquirer.key, "undetermined").inc()
-    if _past_window(withdrawal, acquirer):
-        logger.warning(
-            "payout of withdrawal %s undetermined at %s past the settle window (%s): staff's queue",
-            withdrawal.pk,
-            acquirer.key,
-            outcome,
-        )
-        return "undetermined"
-    raise PayoutUndetermined(f"{acquirer.key}: payout status unknown ({outcome})")
-
-
-def _settle(withdrawal: Withdrawal, acquirer: Acquirer, result: PayoutResult) -> str:
-    Withdrawal.objects.filter(pk=withdrawal.pk).update(
-        acquirer=acquirer,
-        provider_payout_id=result.provider_payout_id[:100],
-        payout_owner=acquirer,
-        payout_unclear_since=None,
-    )
-    if result.status is PayoutStatus.PAID:
-        withdrawal_transition(
-            withdrawal_id=withdrawal.pk,
-            to_status=S.PAID,
-            source=WithdrawalTransition.Source.ACQUIRER,
-            e2e_id=result.e2e_id,
-            paid_at=result.paid_at,
-        )
-        metrics.PAYOUTS.labels(acquirer.key, S.PAID).inc()
-        return S.PAID
-    metrics.PAYOUTS.labels(acquirer.key, "processing").inc()
-    return "processing"  # confirmed later by a notification or by the poller
+# --------------------------------------------------------------------------- word on an unsettled payout
 
 
 def withdrawal_payout_failure_report(
@@ -656,16 +291,6 @@ def withdrawal_payout_failure_report(
         return False
 
 
-def withdrawal_payout_ask(*, withdrawal_id: uuid.UUID | str) -> str:
-    """Staff's "ask the acquirer again": one run of the payout engine, which
-    asks the acquirer that may hold the payout first and moves money only on
-    its definitive answer, as any run does."""
-    try:
-        return withdrawal_process(withdrawal_id=withdrawal_id)
-    except PayoutUndetermined:
-        return "undetermined"
-
-
 #: The definitive answer staff obtained must say something (a ticket, a statement).
 RESOLVE_REASON_MIN_LENGTH = 10
 
@@ -688,7 +313,7 @@ def withdrawal_payout_resolve(
             raise err.WithdrawalTransitionNotAllowed(err.RESOLVE_NOT_UNDETERMINED)
         now = timezone.now()
         leased = withdrawal.payout_leased_until is not None and withdrawal.payout_leased_until > now
-        if leased or _sends_in_flight(withdrawal).exists():
+        if leased or payout_sends_in_flight(withdrawal).exists():
             raise err.PayoutUnsettled(err.PAYOUT_IN_FLIGHT)
         owner = withdrawal.payout_owner_id or withdrawal.acquirer_id
         if owner is not None:

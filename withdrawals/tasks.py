@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from withdrawals.services import PayoutUndetermined, payouts_poll, withdrawal_process
+from withdrawals.exceptions import PayoutUndetermined
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import payouts_poll
 
 
 @shared_task(

@@ -313,7 +313,7 @@ WORKER_HEARTBEAT_INTERVAL = env.float("WORKER_HEARTBEAT_INTERVAL", default=10.0)
 WORKER_HEARTBEAT_MAX_AGE = env.float("WORKER_HEARTBEAT_MAX_AGE", default=30.0)
 
 # --------------------------------------------------------------------------- acquirer health
-# One circuit breaker per acquirer, shared through Redis (acquirers/health.py).
+# One circuit breaker per acquirer, shared through Redis (acquirers/breaker.py).
 # Failures are unavailability (unavailable, timeout, invalid answer, adapter
 # error); a decline is an answer and never counts. Off: every acquirer is
 # always tried and nothing is recorded.

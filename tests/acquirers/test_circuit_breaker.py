@@ -6,7 +6,7 @@ or re-opens the circuit, a decline never counts, a payout that an acquirer
 may hold is always asked about, staff see and reset the breaker, /metrics
 shows it, and a Redis outage makes the breaker step aside.
 
-Real PostgreSQL and Redis; time is a clock the tests move (``health.clock``),
+Real PostgreSQL and Redis; time is a clock the tests move (``breaker.clock``),
 never a sleep.
 """
 
@@ -30,7 +30,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account, LedgerEntry
 from accounts.services import ledger_post
-from acquirers import adapters, brcode, health
+from acquirers import adapters, brcode, breaker
 from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerDeclined,
@@ -52,8 +52,10 @@ from payments.services import Buyer, charge_create
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import run_concurrently, wait_for
 from withdrawals import services as withdrawal_services
+from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
-from withdrawals.services import PayoutUndetermined, withdrawal_process, withdrawal_request
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import withdrawal_request
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +66,7 @@ FAILURES = 3  # ACQUIRER_BREAKER_FAILURES in these tests
 COOLDOWN = 30.0
 CPF = "52998224725"
 METRICS_TOKEN = "breaker-scrape-" + "x" * 20
-State = health.State
+State = breaker.State
 
 
 # --------------------------------------------------------------------------- clock, settings, helpers
@@ -93,9 +95,9 @@ def clock(monkeypatch: pytest.MonkeyPatch, settings: Any) -> FakeClock:
     settings.ACQUIRER_BREAKER_COOLDOWN = COOLDOWN
     settings.ACQUIRER_HEALTH_SAMPLES = 200
     fake = FakeClock()
-    monkeypatch.setattr(health, "clock", fake)
+    monkeypatch.setattr(breaker, "clock", fake)
     # A Redis outage played by one test must not switch the breaker off for the next.
-    monkeypatch.setattr(health, "_suspended_until", 0.0)
+    monkeypatch.setattr(breaker, "_suspended_until", 0.0)
     return fake
 
 
@@ -113,15 +115,15 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return made
 
 
-def state(acquirer: Acquirer) -> health.Health:
-    found = health.snapshot(acquirer)
+def state(acquirer: Acquirer) -> breaker.Health:
+    found = breaker.snapshot(acquirer)
     assert found is not None
     return found
 
 
 def fail(acquirer: Acquirer, times: int = FAILURES, outcome: str = "unavailable") -> None:
     for _ in range(times):
-        health.record(acquirer, outcome=outcome, latency_ms=5)
+        breaker.record(acquirer, outcome=outcome, latency_ms=5)
 
 
 def post(api: APIClient, amount: int = 1000) -> Any:
@@ -284,7 +286,7 @@ def test_opens_after_failures_in_a_row_and_the_chain_skips_it(
 def test_timeouts_invalid_answers_and_adapter_errors_count_like_unavailability() -> None:
     garbage = AcquirerFactory(key="cb_garbage")
     for outcome in ("timeout", "invalid_response", "error"):
-        health.record(garbage, outcome=outcome, latency_ms=10)
+        breaker.record(garbage, outcome=outcome, latency_ms=10)
     assert state(garbage).state is State.OPEN
 
 
@@ -304,25 +306,25 @@ def test_a_failure_rate_opens_a_flapping_acquirer(clock: FakeClock, settings: An
     # Never FAILURES in a row, but half of the calls: opens once there are
     # MIN_CALLS (10) in the window and a failure tips the rate.
     for outcome in ["unavailable", "ok"] * 5:
-        health.record(flapping, outcome=outcome, latency_ms=20)
+        breaker.record(flapping, outcome=outcome, latency_ms=20)
         clock.advance(1)
     assert state(flapping).state is State.CLOSED
-    health.record(flapping, outcome="timeout", latency_ms=20)
+    breaker.record(flapping, outcome="timeout", latency_ms=20)
     assert state(flapping).state is State.OPEN
 
     # Calls older than the window no longer count.
     other = AcquirerFactory(key="cb_flapping_slowly")
     for outcome in ["unavailable", "ok"] * 5:
-        health.record(other, outcome=outcome, latency_ms=20)
+        breaker.record(other, outcome=outcome, latency_ms=20)
     clock.advance(settings.ACQUIRER_BREAKER_WINDOW + 1)
-    health.record(other, outcome="unavailable", latency_ms=20)
+    breaker.record(other, outcome="unavailable", latency_ms=20)
     assert (state(other).state, state(other).failures) == (State.CLOSED, 1)
 
 
 def test_recent_success_rate_and_latency_percentiles() -> None:
     acquirer = AcquirerFactory(key="cb_measured")
     for latency in range(1, 101):
-        health.record(acquirer, outcome="unavailable" if latency % 10 == 0 else "ok", latency_ms=latency)
+        breaker.record(acquirer, outcome="unavailable" if latency % 10 == 0 else "ok", latency_ms=latency)
     found = state(acquirer)
     assert (found.calls, found.success_rate, found.p50_ms, found.p95_ms) == (100, 0.9, 50, 95)
     assert found.since is not None
@@ -383,7 +385,7 @@ def test_half_open_lets_exactly_one_probe_through_across_threads(clock: FakeCloc
     fail(acquirer)
     clock.advance(COOLDOWN + 1)
 
-    gates = run_concurrently([lambda: health.admit(acquirer)] * 16, timeout=30)
+    gates = run_concurrently([lambda: breaker.admit(acquirer)] * 16, timeout=30)
 
     assert not [g for g in gates if isinstance(g, BaseException)]
     assert sum(g.probe for g in gates) == 1
@@ -394,7 +396,7 @@ def test_half_open_lets_exactly_one_probe_through_across_threads(clock: FakeCloc
 
     # A probe that never reports gives its claim up after the lease.
     clock.advance(lease + 3)
-    assert health.admit(acquirer).probe
+    assert breaker.admit(acquirer).probe
 
 
 @pytest.mark.django_db(transaction=True)
@@ -635,7 +637,7 @@ def reset(client: Client, *acquirers: Acquirer) -> Any:
 def test_admin_shows_the_breaker(admin_client: Client, clock: FakeClock) -> None:
     acquirer = AcquirerFactory(key="cb_admin_shown")
     for latency in (100, 200, 300, 400):
-        health.record(acquirer, outcome="ok", latency_ms=latency)
+        breaker.record(acquirer, outcome="ok", latency_ms=latency)
     fail(acquirer)
     opened = timezone.localtime(dt.datetime.fromtimestamp(clock.now, tz=dt.UTC)).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -701,7 +703,7 @@ def test_metrics_show_each_acquirers_circuit(settings: Any, clock: FakeClock) ->
     settings.METRICS_TOKEN = METRICS_TOKEN
     acquirer = AcquirerFactory(key="cb_metrics")
     calm = AcquirerFactory(key="cb_metrics_calm")
-    health.record(calm, outcome="ok", latency_ms=3)
+    breaker.record(calm, outcome="ok", latency_ms=3)
     fail(acquirer, times=FAILURES - 1)
     assert sample("pix_acquirer_circuit_state", acquirer="cb_metrics") == 0
     assert sample("pix_acquirer_consecutive_failures", acquirer="cb_metrics") == FAILURES - 1
@@ -710,7 +712,7 @@ def test_metrics_show_each_acquirers_circuit(settings: Any, clock: FakeClock) ->
     assert sample("pix_acquirer_circuit_state", acquirer="cb_metrics") == 2
     clock.advance(COOLDOWN + 1)
     assert sample("pix_acquirer_circuit_state", acquirer="cb_metrics") == 1
-    health.reset(acquirer)
+    breaker.reset(acquirer)
     assert sample("pix_acquirer_circuit_state", acquirer="cb_metrics") == 0
     assert sample("pix_acquirer_circuit_state", acquirer="cb_metrics_calm") == 0
 

@@ -2,7 +2,7 @@
 (``tests/acquirers/fake_efi.py``: mTLS, Efí's OAuth2 form, request shapes
 checked strictly against Efí's documented fields; the fixture fails a test
 on any departure), then end to end through the real payout path: a Celery
-worker process runs ``withdrawals.services`` against the fake.
+worker process runs ``withdrawals.payouts`` against the fake.
 
 What matters most (decisions §5): a payout is never sent twice. After a
 timeout or an unclear answer the worker asks Efí for the status; only Efí's

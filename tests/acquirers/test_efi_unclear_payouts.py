@@ -33,14 +33,13 @@ from tests.acquirers.fake_efi import EfiFault, FakeEfi
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import CeleryWorker, wait_for
 from withdrawals import services
-from withdrawals.exceptions import PayoutUnsettled
+from withdrawals.exceptions import PayoutUndetermined, PayoutUnsettled
 from withdrawals.models import HoldReason, PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus
+from withdrawals.payouts import withdrawal_process
 from withdrawals.services import (
-    PayoutUndetermined,
     payouts_poll,
     withdrawal_approve,
     withdrawal_payout_resolve,
-    withdrawal_process,
     withdrawal_request,
     withdrawal_transition,
 )

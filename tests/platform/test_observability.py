@@ -30,7 +30,8 @@ from webhooks.delivery import delivery_attempt
 from webhooks.models import WebhookDelivery
 from webhooks.services import endpoint_create
 from withdrawals import services as withdrawal_services
-from withdrawals.services import withdrawal_process, withdrawal_request
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import withdrawal_request
 
 pytestmark = pytest.mark.django_db
 

@@ -114,7 +114,8 @@ from webhooks.services import endpoint_create
 from withdrawals import services as withdrawal_services
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import Withdrawal, WithdrawalTransition
-from withdrawals.services import withdrawal_process, withdrawal_transition
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import withdrawal_transition
 
 EXAMPLES = int(os.environ.get("PIX_HYPOTHESIS_EXAMPLES", "15"))
 STEPS = int(os.environ.get("PIX_HYPOTHESIS_STEPS", "30"))

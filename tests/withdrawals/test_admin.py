@@ -24,7 +24,8 @@ from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import admin_action
 from withdrawals import services
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.services import withdrawal_approve, withdrawal_process, withdrawal_request
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import withdrawal_approve, withdrawal_request
 
 S = WithdrawalStatus
 K = LedgerEntry.Kind

@@ -46,15 +46,10 @@ from tests.realworld import CeleryWorker, Receiver, wait_for
 from webhooks.models import WebhookEvent
 from webhooks.services import endpoint_create
 from withdrawals import services
+from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.services import (
-    PayoutUndetermined,
-    payouts_poll,
-    withdrawal_approve,
-    withdrawal_process,
-    withdrawal_request,
-    withdrawal_transition,
-)
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import payouts_poll, withdrawal_approve, withdrawal_request, withdrawal_transition
 from withdrawals.tasks import poll_stuck_payouts, process_withdrawal
 
 S = WithdrawalStatus

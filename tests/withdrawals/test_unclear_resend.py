@@ -29,8 +29,10 @@ from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import wait_for
 from tests.withdrawals.payout_adapters import PayoutsOnly, paid
 from withdrawals import services
+from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
-from withdrawals.services import PayoutUndetermined, withdrawal_process, withdrawal_request
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import withdrawal_request
 
 S = WithdrawalStatus
 K = LedgerEntry.Kind

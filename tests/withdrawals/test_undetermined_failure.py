@@ -40,8 +40,10 @@ from tests.realworld import wait_for
 from tests.withdrawals.payout_adapters import PayoutsOnly, paid
 from withdrawals import exceptions as err
 from withdrawals import services
+from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.services import PayoutUndetermined, withdrawal_payout_ask, withdrawal_process, withdrawal_request
+from withdrawals.payouts import withdrawal_payout_ask, withdrawal_process
+from withdrawals.services import withdrawal_request
 
 S = WithdrawalStatus
 K = LedgerEntry.Kind

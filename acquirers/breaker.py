@@ -1,9 +1,9 @@
-"""Acquirer health: one circuit breaker per acquirer, shared through Redis.
+"""One circuit breaker per acquirer, shared through Redis.
 
-Every call to an acquirer (charge creation, payout send, payout status) is
-recorded here as healthy or failed. Unavailability fails it (unavailable,
-timeout, invalid answer, adapter error); a decline is a healthy answer: the
-acquirer is up and said no.
+Every guarded call to an acquirer (:mod:`acquirers.calls`) is admitted here
+first and recorded here after, as healthy or failed. Unavailability fails it
+(unavailable, timeout, invalid answer, adapter error); a decline is a healthy
+answer: the acquirer is up and said no.
 
 - **closed**: every call goes through. The circuit opens after
   ``ACQUIRER_BREAKER_FAILURES`` failures in a row, or when at least
@@ -22,15 +22,14 @@ acquirer is up and said no.
 Each transition is one Lua script over the acquirer's hash (state, failures
 in a row, opened at, open until, probe lease) and its list of recent calls
 (``"<time> <1|0> <latency ms>"``, newest first, the last
-``ACQUIRER_HEALTH_SAMPLES``), so every process sees one consistent breaker.
-A call costs two round trips: :func:`admit` before, :func:`record` after.
-Times come from the callers' clock (:data:`clock`, which tests move), not
-Redis's, so a test never sleeps through a cool-down.
+``ACQUIRER_HEALTH_SAMPLES``), so every process sees one consistent breaker:
+two round trips a call, :func:`admit` before and :func:`record` after. Times
+come from :data:`clock` (tests move it), not Redis's, so a test never sleeps
+through a cool-down.
 
 If Redis cannot be reached the breaker fails open, like the rate limit: every
 acquirer is treated as closed and nothing is recorded, and the process leaves
-Redis alone for a few seconds so an outage does not add a timeout to every
-call.
+Redis alone for a few seconds so an outage does not add a timeout to every call.
 """
 
 from __future__ import annotations
@@ -60,8 +59,9 @@ logger = logging.getLogger(__name__)
 #: Wall-clock seconds; tests replace it to move time.
 clock: Callable[[], float] = time.time
 
-#: Call outcomes that count as unavailability. Everything else (ok, declined,
-#: paid, processing, failed, not_found) is an answer from a working acquirer.
+#: Call outcomes (:class:`acquirers.calls.Outcome`) that count as
+#: unavailability. Everything else (ok, declined, and a payout's paid,
+#: processing, failed, not_found) is an answer from a working acquirer.
 FAILURES = frozenset({"unavailable", "timeout", "invalid_response", "error"})
 
 # An acquirer nobody called for a day starts again from a clean slate.
@@ -69,7 +69,7 @@ _TTL_SECONDS = 24 * 3600
 # After a Redis error the breaker stays out of the way this long (per process).
 _REDIS_RETRY_SECONDS = 5.0
 # A probe's claim outlives the acquirer's own deadline by this much: the
-# chain enforces the deadline, so a live prober reports well within it.
+# guarded call enforces the deadline, so a live prober reports well within it.
 _PROBE_MARGIN_SECONDS = 2.0
 
 
@@ -83,8 +83,7 @@ STATE_LABELS = {State.CLOSED: "fechado", State.HALF_OPEN: "meio-aberto", State.O
 
 
 class HealthUnavailable(Exception):
-    """Redis could not be reached for an operation that must not fail open
-    (a staff reset)."""
+    """Redis could not be reached for a staff reset, which must not fail open."""
 
 
 @dataclass(frozen=True)
@@ -251,7 +250,7 @@ def _lease(acquirer: Acquirer) -> float:
     return acquirer.deadline_seconds + _PROBE_MARGIN_SECONDS
 
 
-# --------------------------------------------------------------------------- the chains' side
+# --------------------------------------------------------------------------- the guarded call's side
 
 
 def admit(acquirer: Acquirer) -> Gate:
@@ -318,12 +317,6 @@ def record(acquirer: Acquirer, *, outcome: str, latency_ms: int, decisive: bool 
         )
     elif transition == "closed":
         logger.info("acquirer %s: circuit closed (the probe was answered: %s)", acquirer.key, outcome)
-
-
-def skipped(acquirer: Acquirer, operation: str, gate: Gate) -> None:
-    """A chain passed the acquirer over because its circuit is open."""
-    metrics.ACQUIRER_CIRCUIT_SKIPS.labels(acquirer.key, operation).inc()
-    logger.info("acquirer %s skipped for %s: circuit open until %.0f", acquirer.key, operation, gate.retry_at)
 
 
 # --------------------------------------------------------------------------- the back office's side

@@ -1,0 +1,396 @@
+"""The payout engine: sends an approved withdrawal's payout to the acquirers
+of its chain, one guarded call at a time (:mod:`acquirers.calls`), and
+settles it on their definitive answer.
+
+A payout belongs to the acquirer it was sent to (its "owner") until that
+acquirer answers definitively. Only a refusal of the send (nothing was or
+will be sent) or a "failed" status, given while no send of ours to it is
+still on its way, frees the chain to try the next acquirer. "Not found"
+after an unclear send is not an answer: the owner is asked again with
+backoff for the settle window, and sent the same payout again under the
+same idempotency id (acquirers deduplicate on it); past the window the
+payout waits for staff, its money still debited.
+
+Transitions, the refusal to return money while a payout may still land, and
+the poll that hands stuck withdrawals back to this engine are
+:mod:`withdrawals.services`' (called through the module, so that a test
+replacing one of its functions replaces it here too).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TypeAlias
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import Account
+from acquirers import breaker, calls
+from acquirers.adapters.base import AcquirerAdapter, PayoutRequest, PayoutResult, PayoutStatus
+from acquirers.calls import Outcome
+from acquirers.models import Acquirer
+from acquirers.selectors import payout_chain
+from core import metrics
+from withdrawals import exceptions as err
+from withdrawals import services
+from withdrawals.exceptions import PayoutUndetermined
+from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.selectors import payout_hold_reason
+from withdrawals.services import LEASE, payout_sends_in_flight, payout_settle_window
+
+logger = logging.getLogger(__name__)
+
+S = WithdrawalStatus
+
+#: Answers of a call the engine can settle on.
+CLEAR = (PayoutStatus.PAID.value, PayoutStatus.PROCESSING.value)
+
+
+class ProcessOutcome(enum.StrEnum):
+    """What a run of :func:`withdrawal_process` came to when that is not
+    simply the status the withdrawal now has."""
+
+    AWAITING_APPROVAL = "awaiting_approval"  # pending: staff approve it
+    HELD = "held"  # another run holds the payout's lease
+    ON_HOLD = "on_hold"  # its account may not cash out now (hold_reason)
+    DEFERRED = "deferred"  # every acquirer left is cooling down: tried again after
+    PROCESSING = "processing"  # accepted; paid later (a notification, the poller)
+    UNDETERMINED = "undetermined"  # no definitive answer past the settle window: staff's queue
+
+
+#: What :func:`withdrawal_process` returns: the withdrawal's status, or one of the words above.
+Processed: TypeAlias = WithdrawalStatus | ProcessOutcome
+
+
+class _NotApproved(Exception):
+    """The withdrawal left ``approved`` while this run was at it."""
+
+
+def _status_of(withdrawal: Withdrawal) -> WithdrawalStatus:
+    return S(Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk))
+
+
+def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> Processed:
+    """Move a withdrawal forward: auto-approve when the account allows it,
+    then pay out through the chain. Idempotent and safe to run twice."""
+    withdrawal = Withdrawal.objects.select_related("account").get(pk=withdrawal_id)
+    if withdrawal.status == S.PENDING:
+        if withdrawal.account.withdrawals_need_approval:
+            return ProcessOutcome.AWAITING_APPROVAL
+        # Approval enqueues processing again on commit; that run pays out.
+        try:
+            services.withdrawal_approve(withdrawal_id=withdrawal.pk, source=WithdrawalTransition.Source.SYSTEM)
+        except err.WithdrawalTransitionNotAllowed:
+            # "pending" was read without the lock: staff canceled it, or another
+            # run approved and paid it, meanwhile. Their change stands.
+            return _status_of(withdrawal)
+        return S.APPROVED
+    if withdrawal.status != S.APPROVED:
+        return S(withdrawal.status)
+
+    now = timezone.now()
+    token = uuid.uuid4().hex
+    claimed = (
+        Withdrawal.objects.filter(pk=withdrawal.pk, status=S.APPROVED)
+        .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
+        .update(payout_leased_until=now + LEASE, payout_lease_token=token, updated_at=now)
+    )
+    if not claimed:
+        return ProcessOutcome.HELD
+    try:
+        return _pay_out(withdrawal, token)
+    except (err.WithdrawalTransitionNotAllowed, _NotApproved):
+        # Staff or a notification moved it meanwhile; their change stands.
+        return _status_of(withdrawal)
+    finally:
+        # Only this run's lease: a run that outlived it must not free another's.
+        Withdrawal.objects.filter(pk=withdrawal.pk, payout_lease_token=token).update(
+            payout_leased_until=None, payout_lease_token=""
+        )
+
+
+def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
+    request = PayoutRequest(
+        withdrawal_id=withdrawal.pk,
+        idempotency_id=withdrawal.idempotency_id,
+        amount=withdrawal.liquid_amount,
+        key_type=withdrawal.pix_key_type,
+        key_value=withdrawal.pix_key,
+    )
+    history = list(
+        PayoutAttempt.objects.filter(withdrawal=withdrawal)
+        .exclude(action=PayoutAttempt.Action.NOTICE)
+        .order_by("id")
+        .values_list("acquirer_id", "action", "released")
+    )
+    # Acquirers that refused or failed it for good: we moved past them, so
+    # they are never asked to pay again.
+    done_with = {a for a, _, released in history if released}
+    contacted = list(dict.fromkeys(a for a, action, _ in history if action == PayoutAttempt.Action.SEND))
+    contacted = [a for a in contacted if a not in done_with]
+
+    # First every acquirer that may hold the payout, whether or not it is
+    # still in the chain (disabled, reordered, removed): a payout is never
+    # sent elsewhere while one of them could still be paying it. Nor does an
+    # open circuit breaker spare one of them the question: only its answer
+    # lets the payout move on.
+    for acquirer in Acquirer.objects.filter(pk__in=contacted):
+        settled = _ask_owner(withdrawal, acquirer, request, may_resend=True)
+        if settled is not None:
+            return settled
+        done_with.add(acquirer.pk)
+        metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "payout").inc()
+
+    waiting_for: list[breaker.Gate] = []
+    for acquirer in payout_chain(withdrawal.account, withdrawal.liquid_amount):
+        if acquirer.pk in done_with:
+            continue
+        gate = calls.admit(acquirer, "payout")
+        if not gate.allowed:
+            # Open circuit: not sent now, but not done with either. Nothing is
+            # written to the attempts: a send row would read as "may hold it".
+            waiting_for.append(gate)
+            continue
+        settled = _send(withdrawal, acquirer, request, probe=gate.probe)
+        if settled is not None:
+            return settled
+        done_with.add(acquirer.pk)
+        metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "payout").inc()
+
+    if waiting_for:
+        # Nobody waits on a payout: rather than fail it while an acquirer of
+        # its chain is cooling down, try again when the first cool-down ends
+        # (beat's poll of approved withdrawals is the safety net).
+        retry_in = max(1.0, min(gate.retry_at for gate in waiting_for) - breaker.clock())
+        services._enqueue_processing(withdrawal.pk, countdown=retry_in)
+        metrics.PAYOUTS.labels("none", ProcessOutcome.DEFERRED).inc()
+        return ProcessOutcome.DEFERRED
+
+    services.withdrawal_transition(
+        withdrawal_id=withdrawal.pk,
+        to_status=S.FAILED,
+        source=WithdrawalTransition.Source.SYSTEM,
+        reason="no acquirer could pay out",
+        lease_token=token,
+    )
+    metrics.PAYOUTS.labels("none", S.FAILED).inc()
+    return S.FAILED
+
+
+def _send(
+    withdrawal: Withdrawal, acquirer: Acquirer, request: PayoutRequest, *, probe: bool, resend: bool = False
+) -> Processed | None:
+    """Send the payout to ``acquirer`` and settle with it. None: it refused
+    for good (nothing was or will be sent), so the chain may move on.
+    ``resend``: the same payout again after an unclear first send."""
+    attempt = _begin_send(withdrawal, acquirer)
+    if attempt is None:
+        metrics.PAYOUTS.labels(acquirer.key, ProcessOutcome.ON_HOLD).inc()
+        return ProcessOutcome.ON_HOLD
+    answer, outcome = _attempt(
+        attempt, acquirer, lambda adapter: adapter.create_payout(request), probe=probe, on_late=_late_answer(attempt.pk)
+    )
+    if outcome == Outcome.DECLINED:
+        if resend:
+            # A refusal of this second request says nothing of the first,
+            # which the acquirer may still record and pay (a balance already
+            # taken by it, a lookup that lags): it keeps the payout.
+            return _undetermined(withdrawal, acquirer, outcome)
+        _release(withdrawal, attempt)
+        return None
+    if answer is not None and answer.status is PayoutStatus.FAILED:
+        # The call returned: nothing of this send is still on its way.
+        _release(withdrawal, attempt)
+        return None
+    if answer is not None and outcome in CLEAR:
+        return _settle(withdrawal, acquirer, answer)
+    # Timeout or unclear answer: the acquirer may have it. Ask it, and only it.
+    return _ask_owner(withdrawal, acquirer, request, may_resend=False)
+
+
+def _ask_owner(
+    withdrawal: Withdrawal, acquirer: Acquirer, request: PayoutRequest, *, may_resend: bool
+) -> Processed | None:
+    """Ask the acquirer that may hold the payout where it stands and act on a
+    definitive answer only. None: it failed the payout for good."""
+    attempt = _new_attempt(withdrawal, acquirer, PayoutAttempt.Action.STATUS)
+    answer, outcome = _attempt(attempt, acquirer, lambda adapter: adapter.get_payout_status(request.idempotency_id))
+    if answer is not None and outcome in CLEAR:
+        return _settle(withdrawal, acquirer, answer)
+    in_flight = payout_sends_in_flight(withdrawal).filter(acquirer=acquirer).exists()
+    if outcome == PayoutStatus.FAILED.value and not in_flight:
+        _release(withdrawal, attempt)
+        return None
+    # "Failed" while a send of ours may still land there is not its last word.
+    if (
+        outcome == PayoutStatus.NOT_FOUND.value
+        and may_resend
+        and not in_flight
+        and not _past_window(withdrawal, acquirer)
+    ):
+        # Nothing of ours on the way and it never got it: send it again, to
+        # it alone and under the same idempotency id, so it pays once at most.
+        return _send(withdrawal, acquirer, request, probe=False, resend=True)
+    return _undetermined(withdrawal, acquirer, outcome)
+
+
+def _begin_send(withdrawal: Withdrawal, acquirer: Acquirer) -> PayoutAttempt | None:
+    """Right before a send, under the withdrawal's row lock: the account may
+    still cash out (else the withdrawal is held and None returned), the
+    acquirer becomes the payout's owner, and the send is on record before the
+    call (if this worker dies mid-send, the next run asks this acquirer first)."""
+    with transaction.atomic():
+        locked = Withdrawal.objects.select_for_update().get(pk=withdrawal.pk)
+        if locked.status != S.APPROVED:
+            raise _NotApproved()
+        account = Account.objects.only("status", "is_blocked").get(pk=locked.account_id)
+        hold = payout_hold_reason(account)
+        now = timezone.now()
+        if hold:
+            if locked.hold_reason != hold:
+                locked.hold_reason, locked.held_since = hold, now
+                locked.save(update_fields=["hold_reason", "held_since", "updated_at"])
+                logger.warning("withdrawal %s held: %s", locked.pk, hold)
+            return None
+        if locked.payout_owner_id != acquirer.pk:
+            locked.payout_owner, locked.payout_owner_since = acquirer, now
+        locked.acquirer = acquirer
+        locked.hold_reason, locked.held_since = "", None
+        locked.save(
+            update_fields=["acquirer", "payout_owner", "payout_owner_since", "hold_reason", "held_since", "updated_at"]
+        )
+        return _new_attempt(locked, acquirer, PayoutAttempt.Action.SEND)
+
+
+def _new_attempt(withdrawal: Withdrawal, acquirer: Acquirer, action: str) -> PayoutAttempt:
+    return PayoutAttempt.objects.create(
+        withdrawal=withdrawal, acquirer=acquirer, action=action, outcome="in_progress", latency_ms=0
+    )
+
+
+def _attempt(
+    attempt: PayoutAttempt,
+    acquirer: Acquirer,
+    func: Callable[[AcquirerAdapter], PayoutResult],
+    *,
+    probe: bool = False,
+    on_late: Callable[[PayoutResult | None, BaseException | None], None] | None = None,
+) -> tuple[PayoutResult | None, str]:
+    """One guarded call, recorded on ``attempt``: a failure as its outcome, an
+    answer as the payout's status there (``probe``: this call is the
+    breaker's half-open probe)."""
+    done = calls.call(
+        acquirer,
+        f"payout_{attempt.action}",
+        func,
+        probe=probe,
+        label=lambda result: result.status.value,
+        on_late=on_late,
+    )
+    PayoutAttempt.objects.filter(pk=attempt.pk).update(
+        outcome=done.label, error_class=done.error_class, error_message=done.error_message, latency_ms=done.latency_ms
+    )
+    Withdrawal.objects.filter(pk=attempt.withdrawal_id).update(updated_at=timezone.now())
+    return done.result, done.label
+
+
+def _late_answer(attempt_id: int) -> Callable[[PayoutResult | None, BaseException | None], None]:
+    """Evidence from a send abandoned at its deadline: what it finally
+    returned or raised, written on its attempt from the call's own thread."""
+
+    def record(result: PayoutResult | None, error: BaseException | None) -> None:
+        try:
+            if error is not None:
+                outcome: str = calls.classify(error)
+                detail = f"{type(error).__name__}: {error}"
+            else:
+                assert result is not None
+                outcome = result.status.value
+                said = {
+                    "provider_payout_id": result.provider_payout_id,
+                    "e2e_id": result.e2e_id,
+                    "reason": result.reason,
+                }
+                detail = " ".join(f"{name}={value}" for name, value in said.items() if value)
+            updated = PayoutAttempt.objects.filter(pk=attempt_id).update(
+                late_outcome=outcome, late_detail=detail[:500], late_at=timezone.now()
+            )
+            if updated:
+                logger.warning("payout attempt %s answered after its deadline: %s %s", attempt_id, outcome, detail)
+            else:
+                logger.warning("payout attempt %s answered after its deadline, but it is gone", attempt_id)
+        finally:
+            # A thread of the shared pool: its connection must not outlive this call.
+            connection.close()
+
+    return record
+
+
+def _release(withdrawal: Withdrawal, attempt: PayoutAttempt) -> None:
+    """The acquirer refused or failed the payout for good: it owns it no more."""
+    PayoutAttempt.objects.filter(pk=attempt.pk).update(released=True)
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(
+        payout_owner=None, payout_owner_since=None, payout_unclear_since=None
+    )
+
+
+def _past_window(withdrawal: Withdrawal, acquirer: Acquirer) -> bool:
+    since = Withdrawal.objects.values_list("payout_unclear_since", flat=True).get(pk=withdrawal.pk)
+    return since is not None and timezone.now() - since > payout_settle_window()
+
+
+def _undetermined(withdrawal: Withdrawal, acquirer: Acquirer, outcome: str) -> Processed:
+    """No definitive answer from the owner: within the settle window the
+    task asks again later (PayoutUndetermined); past it the payout waits in
+    staff's queue, its money still debited."""
+    now = timezone.now()
+    Withdrawal.objects.filter(pk=withdrawal.pk, payout_unclear_since__isnull=True).update(payout_unclear_since=now)
+    Withdrawal.objects.filter(pk=withdrawal.pk, payout_owner__isnull=True).update(
+        payout_owner=acquirer, payout_owner_since=now
+    )
+    metrics.PAYOUTS.labels(acquirer.key, ProcessOutcome.UNDETERMINED).inc()
+    if _past_window(withdrawal, acquirer):
+        logger.warning(
+            "payout of withdrawal %s undetermined at %s past the settle window (%s): staff's queue",
+            withdrawal.pk,
+            acquirer.key,
+            outcome,
+        )
+        return ProcessOutcome.UNDETERMINED
+    raise PayoutUndetermined(f"{acquirer.key}: payout status unknown ({outcome})")
+
+
+def _settle(withdrawal: Withdrawal, acquirer: Acquirer, result: PayoutResult) -> Processed:
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(
+        acquirer=acquirer,
+        provider_payout_id=result.provider_payout_id[:100],
+        payout_owner=acquirer,
+        payout_unclear_since=None,
+    )
+    if result.status is PayoutStatus.PAID:
+        services.withdrawal_transition(
+            withdrawal_id=withdrawal.pk,
+            to_status=S.PAID,
+            source=WithdrawalTransition.Source.ACQUIRER,
+            e2e_id=result.e2e_id,
+            paid_at=result.paid_at,
+        )
+        metrics.PAYOUTS.labels(acquirer.key, S.PAID).inc()
+        return S.PAID
+    metrics.PAYOUTS.labels(acquirer.key, ProcessOutcome.PROCESSING).inc()
+    return ProcessOutcome.PROCESSING  # confirmed later by a notification or by the poller
+
+
+def withdrawal_payout_ask(*, withdrawal_id: uuid.UUID | str) -> Processed:
+    """Staff's "ask the acquirer again": one run of the payout engine, which
+    asks the acquirer that may hold the payout first and moves money only on
+    its definitive answer, as any run does."""
+    try:
+        return withdrawal_process(withdrawal_id=withdrawal_id)
+    except PayoutUndetermined:
+        return ProcessOutcome.UNDETERMINED
