@@ -23,12 +23,9 @@ from dataclasses import dataclass, field
 
 from acquirers import brcode, breaker, calls
 from acquirers.adapters.base import ChargeRequest, ChargeResult, InvalidResponse
-from acquirers.calls import DeadlineExceeded, Outcome, call_with_deadline
+from acquirers.calls import Outcome
 from acquirers.models import Acquirer
 from core import metrics
-
-# Refunds and reconciliation still reach the deadline through this module.
-__all__ = ["Attempt", "ChainResult", "DeadlineExceeded", "call_with_deadline", "run_charge_chain"]
 
 logger = logging.getLogger(__name__)
 

@@ -101,7 +101,7 @@ class ChargeAttempt(models.Model):
         DECLINED = "declined", "Recusada"
         INVALID_RESPONSE = "invalid_response", "Resposta inválida"
         ERROR = "error", "Erro"
-        # Not called: its circuit breaker was open (acquirers.health).
+        # Not called: its circuit breaker was open (acquirers.breaker).
         CIRCUIT_OPEN = "circuit_open", "Pulada (circuito aberto)"
 
     charge = models.ForeignKey(

@@ -12,8 +12,15 @@ import uuid
 from django.core.cache import cache
 from django.utils import timezone
 
-from acquirers import adapters, chain
-from acquirers.adapters.base import AdapterError, InvalidOptions, Notification, NotificationEvent, ProviderChargeState
+from acquirers import adapters, calls
+from acquirers.adapters.base import (
+    AcquirerUnavailable,
+    AdapterError,
+    InvalidOptions,
+    Notification,
+    NotificationEvent,
+    ProviderChargeState,
+)
 from acquirers.inbound import ApplyResult
 from acquirers.models import Acquirer
 from core.exceptions import PixServiceError
@@ -32,9 +39,13 @@ def charge_reconcile(*, charge_id: uuid.UUID | str) -> list[ApplyResult]:
     adapter = adapters.build(acquirer)
     if not adapter.supports_charge_status:
         return []
-    # The chain's hard deadline (an AcquirerTimeout when it passes): the
-    # adapter's own budget (connect + read) is the soft one, this the backstop.
-    status = chain.call_with_deadline(lambda: adapter.charge_status(charge.txid), 2 * acquirer.deadline_seconds)
+    # The one guarded call: deadline, outcome, latency metric and breaker as
+    # for a charge or a payout. Its failure is this function's (the caller
+    # counts the acquirer down for the rest of its run).
+    call = calls.call(acquirer, "charge_status", lambda adapter: adapter.charge_status(charge.txid))
+    if call.result is None:
+        raise call.error if call.error is not None else AcquirerUnavailable("no answer")
+    status = call.result
     events = list(status.events)
     if status.state is ProviderChargeState.REMOVED and charge.status == ChargeStatus.PENDING:
         events = [Notification(event=NotificationEvent.CHARGE_FAILED, reference=charge.txid)]

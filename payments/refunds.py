@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from accounts.models import LedgerEntry
 from accounts.services import ledger_post
-from acquirers import adapters, chain
+from acquirers import adapters, calls
 from acquirers.adapters.base import AdapterError, RefundRequest, RefundStatus
 from payments.exceptions import RefundFailed, TransitionNotAllowed
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
@@ -85,12 +85,12 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
         amount=charge.amount,
         reason=reason,
     )
-    try:
-        # The chain's hard deadline (an AcquirerTimeout when it passes): the
-        # adapter's own budget (connect + read) is the soft one, this the backstop.
-        result = chain.call_with_deadline(lambda: adapter.refund_charge(request), 2 * charge.acquirer.deadline_seconds)
-    except AdapterError as exc:
-        raise RefundFailed(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
+    # The one guarded call: deadline, outcome, latency metric and breaker as
+    # for a charge or a payout.
+    call = calls.call(charge.acquirer, "refund", lambda adapter: adapter.refund_charge(request))
+    if call.result is None:
+        raise RefundFailed(f"Adquirente indisponível para a devolução: {call.error}"[:500]) from call.error
+    result = call.result
     if result.status is RefundStatus.FAILED:
         charge_refund_release(charge_id=charge.pk)  # the reservation of an earlier "processing", if any
         raise RefundFailed(f"Devolução não realizada pela adquirente: {result.reason or 'sem motivo'}"[:500])

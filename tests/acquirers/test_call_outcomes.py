@@ -1,7 +1,8 @@
 """One guarded call (``acquirers.calls``): a failure of an acquirer is
 recorded the same on every path. For each kind of failure, the outcome on
 the attempt row and the attempt metric's label are the same whether the
-call created a charge, sent a payout or asked where a payout stands (before
+call created a charge, sent a payout, asked where a payout stands, refunded
+a charge or asked where a charge stands (reconciliation) (before
 the guarded call, an invalid answer was ``invalid_response`` for a charge
 and ``unavailable`` for a payout).
 
@@ -10,7 +11,7 @@ carry the acquirer's answer (``paid``...), which the payout engine acts on:
 both are healthy answers for the breaker.
 
 Real PostgreSQL and Redis; the acquirer is a scripted adapter raising what
-the HTTP layer raises (``acquirers.adapters.http``) for each failure.
+the HTTP layer raises (``acquirers.adapters.apipix.problems``) for each failure.
 """
 
 from __future__ import annotations
@@ -20,32 +21,39 @@ import time
 from collections.abc import Mapping
 
 import pytest
-from acquirers.adapters.http import HttpDeclined, HttpTimeout, HttpUnavailable
 from django.db import transaction
 
 from accounts.models import LedgerEntry
 from accounts.services import ledger_post
 from acquirers import adapters, brcode, breaker, calls
 from acquirers.adapters import base
+from acquirers.adapters.apipix.problems import HttpDeclined, HttpTimeout, HttpUnavailable
 from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerTimeout,
     AcquirerUnavailable,
     ChargeRequest,
     ChargeResult,
+    ChargeStatusResult,
     InvalidNotification,
     InvalidResponse,
     Notification,
     PayoutRequest,
     PayoutResult,
+    ProviderChargeState,
+    RefundRequest,
+    RefundResult,
+    RefundStatus,
 )
 from acquirers.calls import Outcome
 from acquirers.models import Acquirer
 from acquirers.tasks import cancel_charge_at_acquirer
 from core import metrics
-from payments.exceptions import AllAcquirersFailed
-from payments.models import ChargeAttempt
-from payments.services import Buyer, charge_create
+from payments.exceptions import AllAcquirersFailed, RefundFailed
+from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
+from payments.reconciliation import charge_reconcile
+from payments.refunds import charge_refund
+from payments.services import Buyer, charge_create, charge_transition
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import wait_for
 from tests.withdrawals.payout_adapters import paid
@@ -84,6 +92,8 @@ class Scripted(AcquirerAdapter):
     ``send``, ``status``: ``ok`` or a kind of failure)."""
 
     name = "test_call_outcomes"
+    supports_refund = True
+    supports_charge_status = True
 
     def create_charge(self, request: ChargeRequest) -> ChargeResult:
         if self.options["charge"] != "ok":
@@ -105,6 +115,16 @@ class Scripted(AcquirerAdapter):
         if self.options["status"] != "ok":
             _fail(self.options["status"])
         return paid(idempotency_id)
+
+    def refund_charge(self, request: RefundRequest) -> RefundResult:
+        if self.options["refund"] != "ok":
+            _fail(self.options["refund"])
+        return RefundResult(status=RefundStatus.DONE)
+
+    def charge_status(self, txid: str) -> ChargeStatusResult:
+        if self.options["lookup"] != "ok":
+            _fail(self.options["lookup"])
+        return ChargeStatusResult(state=ProviderChargeState.ACTIVE)
 
     def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
         raise InvalidNotification("not in these tests")
@@ -129,11 +149,13 @@ def nothing_to_the_broker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cancel_charge_at_acquirer, "delay", lambda *args, **kwargs: None)
 
 
-def scripted(*, charge: str = "ok", send: str = "ok", status: str = "ok") -> Acquirer:
+def scripted(
+    *, charge: str = "ok", send: str = "ok", status: str = "ok", refund: str = "ok", lookup: str = "ok"
+) -> Acquirer:
     """The platform's only acquirer, for charges and payouts alike."""
     return AcquirerFactory(
         adapter=Scripted.name,
-        options={"charge": charge, "send": send, "status": status},
+        options={"charge": charge, "send": send, "status": status, "refund": refund, "lookup": lookup},
         connect_timeout_ms=50,
         read_timeout_ms=int(DEADLINE * 1000) - 50,
         default_priority=1,
@@ -163,6 +185,25 @@ def charge_attempt(acquirer: Acquirer) -> tuple[str, str]:
         charge_create(account=account, amount=1000, buyer=buyer)
     attempt = ChargeAttempt.objects.get(acquirer=acquirer)
     return attempt.outcome, attempt.error_class
+
+
+def pending_charge(acquirer: Acquirer) -> Charge:
+    account = AccountFactory()
+    buyer = Buyer(name="Maria da Silva", document="52998224725", phone="11987654321", address={})
+    charge = charge_create(account=account, amount=1000, buyer=buyer)
+    assert charge.acquirer_id == acquirer.pk
+    return charge
+
+
+def paid_charge(acquirer: Acquirer) -> Charge:
+    charge = pending_charge(acquirer)
+    charge_transition(
+        charge_id=charge.pk,
+        to_status=ChargeStatus.PAID,
+        source=ChargeTransition.Source.ACQUIRER,
+        e2e_id="E" + "1" * 31,
+    )
+    return charge
 
 
 def approved_withdrawal() -> Withdrawal:
@@ -218,6 +259,39 @@ def test_a_failed_payout_status_lookup_records_it_as_a_charge_would(kind: str) -
     status = payout_attempt(approved_withdrawal(), "status")
     assert (status.outcome, status.error_class) == (outcome, error_class)
     assert metric_labels(acquirer, "payout_status") == {outcome: 1}
+
+
+@pytest.mark.parametrize("kind", list(FAILURES))
+def test_a_failed_refund_records_it_as_a_charge_would(kind: str) -> None:
+    outcome, _ = FAILURES[kind]
+    acquirer = scripted(refund=kind)
+    charge = paid_charge(acquirer)
+    with pytest.raises(RefundFailed):
+        charge_refund(charge_id=charge.pk, actor="staff")
+    assert metric_labels(acquirer, "refund") == {outcome: 1}
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID  # nothing changed
+
+
+@pytest.mark.parametrize("kind", list(FAILURES))
+def test_a_failed_reconciliation_lookup_records_it_as_a_charge_would(kind: str) -> None:
+    outcome, error_class = FAILURES[kind]
+    acquirer = scripted(lookup=kind)
+    charge = pending_charge(acquirer)
+    with pytest.raises((base.AdapterError, KeyError)) as raised:
+        charge_reconcile(charge_id=charge.pk)
+    assert type(raised.value).__name__ == error_class
+    assert metric_labels(acquirer, "charge_status") == {outcome: 1}
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PENDING
+
+
+def test_an_answered_refund_and_lookup_are_ok() -> None:
+    acquirer = scripted()
+    assert charge_reconcile(charge_id=pending_charge(acquirer).pk) == []
+    assert metric_labels(acquirer, "charge_status") == {Outcome.OK: 1}
+    charge_refund(charge_id=paid_charge(acquirer).pk, actor="staff")
+    assert metric_labels(acquirer, "refund") == {Outcome.OK: 1}
 
 
 def test_an_answered_charge_is_ok() -> None:

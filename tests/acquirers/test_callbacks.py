@@ -25,7 +25,7 @@ from acquirers.adapters.sandbox import SIGNATURE_HEADER, SIGNATURE_TOLERANCE, TI
 from acquirers.exceptions import UnknownNotificationRecord
 from acquirers.inbound import REJECTED_BODY_KEPT_BYTES
 from acquirers.models import Acquirer, InboundNotification
-from config.settings.base import logging_config
+from core.logging import logging_config
 from payments.models import Charge, ChargeTransition
 from payments.services import charge_transition
 from tests.acquirers.sandbox_notify import (

@@ -41,7 +41,8 @@ from payments.models import Charge, ChargeAttempt
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from withdrawals.models import PayoutAttempt, WithdrawalStatus
-from withdrawals.services import withdrawal_process, withdrawal_request
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import withdrawal_request
 
 pytestmark = pytest.mark.django_db
 AMOUNT = 5000
