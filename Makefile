@@ -48,6 +48,10 @@ migrations-check: install-dev
 ## Every benchmark against the service as deployed, each beside its ceiling:
 ## one table, own database, bounded in time (bench/__main__.py).
 bench: install-dev
+	@command -v wrk >/dev/null || apt-get install -y -q wrk || sudo -n apt-get install -y -q wrk \
+	  || echo "make bench: wrk is missing and could not be installed (not root, no password-less sudo):" \
+	     "the isolation scenarios will be skipped. Install it (Debian/Ubuntu: sudo apt-get install wrk;" \
+	     "macOS: brew install wrk) and run make bench again." >&2
 	$(PY) -m bench
 
 ## Schemathesis (--checks all, fixed seed) against gunicorn as deployed, on its own database.

@@ -2,13 +2,15 @@
 as deployed, each figure beside its ceiling measured in the same run, one
 table, bounded in time.
 
-    .venv/bin/python -m bench [--engines auto|machine|embedded] [--only charges,withdrawals,listing,webhooks]
+    .venv/bin/python -m bench [--engines auto|machine|embedded] [--only charges,withdrawals,listing,webhooks,isolation]
                               [--quick] [--budget SECONDS]
 
 Engines: DATABASE_URL/REDIS_URL when set; else the machine's PostgreSQL and
 Redis on 127.0.0.1 when both answer; else the embedded ones (see
 bench/harness.py). The database is always a benchmark one (``pix_bench`` or
 ``<db>_bench``). Each scenario also runs alone: ``python -m bench.charges``.
+The isolation scenarios (``bench/isolation.py``) load the server with wrk
+and print a table of their own, each row beside its anchor and target.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import charges, webhooks, withdrawals
+from bench import charges, isolation, webhooks, withdrawals, wrk
 from bench.harness import LoadResult, bench_env, machine_lines, print_table, setup_django, use_engines
 
 CONCURRENCY = 8
@@ -65,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("withdrawals", lambda: withdrawals.run(env, total=400 // scale, concurrency=CONCURRENCY)),
         ("listing", lambda: listing_rows(env, quick=args.quick)),
         ("webhooks", lambda: webhooks.run(env, events=500 // scale, concurrency=CONCURRENCY)),
+        ("isolation", lambda: list(isolation.run(env, seconds=8.0 / scale))),
     ]
     wanted = {name.strip() for name in args.only.split(",") if name.strip()}
     rows: list[LoadResult] = []
@@ -83,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name} ...", flush=True)
         try:
             rows += scenario()
+        except wrk.WrkMissing as missing:
+            notes.append(f"{name}: skipped ({missing})")
+            continue
         except Exception:  # noqa: BLE001 - one broken scenario must not hide the others' figures
             failed = True
             traceback.print_exc()
@@ -90,9 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             notes.append(f"{name}: {time.monotonic() - began:.0f} s")
 
-    print_table(rows, CONCURRENCY, header_lines=[*machine_lines(), f"load average before the run: {load_before}"])
-    if any(row.name.startswith("webhook") for row in rows):
+    # The isolation rows (wrk, concurrency 64, anchors and targets) have a table of their own.
+    isolated = [row for row in rows if isinstance(row, wrk.WrkResult)]
+    closed_loop = [row for row in rows if not isinstance(row, wrk.WrkResult)]
+    header = [*machine_lines(), f"load average before the run: {load_before}"]
+    if closed_loop or not isolated:
+        print_table(closed_loop, CONCURRENCY, header_lines=header)
+        header = []
+    if any(row.name.startswith("webhook") for row in closed_loop):
         print(webhooks.LEGEND)
+    if isolated:
+        isolation.print_rows(isolated, header_lines=header)
     print("; ".join(notes))
     print(f"total {time.monotonic() - started:.0f} s")
     return 1 if failed else 0
