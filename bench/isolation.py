@@ -38,7 +38,7 @@ from pathlib import Path
 
 import requests
 
-from bench import psp, wrk
+from bench import hanging, psp, wrk
 from bench.charges import BODY
 from bench.harness import bench_env, drop_queue, gunicorn, gunicorn_shape, machine_lines, setup_django
 
@@ -274,7 +274,7 @@ def scenario_two_seconds(bench: Bench) -> list[wrk.WrkResult]:
     return [slow_row, anchor, row]
 
 
-def pool_bound(env: dict[str, str]) -> tuple[int, str]:
+def pool_bound(env: dict[str, str]) -> tuple[int, int]:
     """The documented bound on the service's PostgreSQL connections here."""
     import runpy
 
@@ -283,14 +283,15 @@ def pool_bound(env: dict[str, str]) -> tuple[int, str]:
     conf = runpy.run_path(str(Path(__file__).resolve().parent.parent / "config" / "gunicorn.conf.py"))
     workers = int(env.get("WEB_WORKERS") or env.get("WEB_CONCURRENCY") or conf["workers"])
     pool = int(env.get("DB_POOL_MAX_SIZE") or settings.DB_POOL_MAX_SIZE)
-    return pool * workers, f"DB_POOL_MAX_SIZE {pool} x {workers} web process(es)"
+    return pool * workers, workers
 
 
-def run(env: dict[str, str], *, seconds: float = 8.0) -> list[wrk.WrkResult]:
-    """Every isolation row (see the module docstring), one gunicorn as deployed."""
+def run(env: dict[str, str], *, seconds: float = 8.0, payouts: bool = True) -> list[wrk.WrkResult]:
+    """Every isolation row (see the module docstring), one gunicorn as
+    deployed; then (``payouts``) bench/hanging.py's rows, on two Celery workers."""
     wrk.binary()  # fail now, not after the set-up, when wrk is missing
     env = {**env, "PGAPPNAME": WEB_APP_NAME}
-    bound, _ = pool_bound(env)
+    bound, workers = pool_bound(env)
     with (
         tempfile.TemporaryDirectory(prefix="bench-isolation-") as folder,
         psp.running(Path(folder), env, SECRET_ENV) as server,
@@ -307,6 +308,8 @@ def run(env: dict[str, str], *, seconds: float = 8.0) -> list[wrk.WrkResult]:
     drop_queue()
     for row in rows:
         row.pg_bound = bound
+    if payouts:
+        rows += hanging.run(PgSampler([hanging.WORKER_APP_NAME]), bound // max(1, workers))
     return rows
 
 
@@ -319,7 +322,11 @@ def print_rows(rows: Sequence[wrk.WrkResult], *, header_lines: Sequence[str] = (
     for line in header_lines:
         print(line)
     print(f"gunicorn {gunicorn_shape()} (config/gunicorn.conf.py; WEB_WORKERS/WEB_THREADS change it)")
-    print(f"PG bound: {pool_bound(dict(os.environ))[1]}")
+    bound, workers = pool_bound(dict(os.environ))
+    print(
+        f"PG bound: DB_POOL_MAX_SIZE {bound // workers} x {workers} web process(es) for the POST rows, "
+        f"x 2 Celery worker processes for the payout rows"
+    )
     width = max([44, *(len(r.name) for r in rows)])
     header = (
         f"| {'scenario':<{width}} | {'req/s':>7} | {'p50 ms':>7} | {'p99 ms':>7} | {'non-2xx':>7} | {'sock err':>8} "
@@ -332,11 +339,11 @@ def print_rows(rows: Sequence[wrk.WrkResult], *, header_lines: Sequence[str] = (
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
         sock = sum(r.socket_errors.values())
         pg = str(r.pg_connections) if r.pg_connections is not None else "-"
-        bound = str(r.pg_bound) if r.pg_bound is not None else "-"
+        pg_bound = str(r.pg_bound) if r.pg_bound is not None else "-"
         met = "-" if r.passed is None else ("yes" if r.passed else "NO")
         print(
             f"| {r.name:<{width}} | {r.rps:>7.1f} | {r.percentile(0.5):>7.1f} | {r.percentile(0.99):>7.1f} "
-            f"| {r.non_2xx:>7} | {sock:>8} | {pg:>6} | {bound:>8} | {anchor:>12} | {ratio:>5} "
+            f"| {r.non_2xx:>7} | {sock:>8} | {pg:>6} | {pg_bound:>8} | {anchor:>12} | {ratio:>5} "
             f"| {r.target:<26} | {met:<3} |"
         )
     print(LEGEND)
@@ -348,6 +355,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="4 s rounds: a smoke run, not figures")
     parser.add_argument("--workers", type=int, help="gunicorn processes (WEB_WORKERS)")
     parser.add_argument("--threads", type=int, help="threads per process (WEB_THREADS)")
+    parser.add_argument("--no-payouts", action="store_true", help="skip the hanging-receivers scenario")
     parser.add_argument("--engines", choices=["auto", "machine", "embedded"], default="auto")
     args = parser.parse_args(argv)
     if args.workers:
@@ -358,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.monotonic()
     env = bench_env(engines=args.engines)
     setup_django(env)
-    rows = run(env, seconds=4.0 if args.quick else args.seconds)
+    rows = run(env, seconds=4.0 if args.quick else args.seconds, payouts=not args.no_payouts)
     print_rows(rows, header_lines=machine_lines())
     print(f"total {time.monotonic() - started:.0f} s")
 
