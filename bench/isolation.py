@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import subprocess
 import tempfile
 import threading
 import time
@@ -221,13 +222,19 @@ class Bench:
         """Run ``loads`` at once (each after ``lead`` seconds more than the one
         before), sampling PostgreSQL meanwhile; then let the server drain."""
         reset_breakers()
-        with self.sampler.sampling() as sampler:
-            started = []
-            for n, load in enumerate(loads):
-                if n:
-                    time.sleep(lead)
-                started.append(wrk.start(load))
-            results = [wrk.finish(load, handle) for load, handle in zip(loads, started, strict=True)]
+        started: list[tuple[subprocess.Popen[str], Path]] = []
+        try:
+            with self.sampler.sampling() as sampler:
+                for n, load in enumerate(loads):
+                    if n:
+                        time.sleep(lead)
+                    started.append(wrk.start(load))
+                results = [wrk.finish(load, handle) for load, handle in zip(loads, started, strict=True)]
+        finally:
+            for process, _ in started:  # a wrk left running by a failure above
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
         for result in results:
             result.pg_connections = sampler.peak
         drain(self.base)
@@ -297,7 +304,6 @@ def run(env: dict[str, str], *, seconds: float = 8.0, payouts: bool = True) -> l
         psp.running(Path(folder), env, SECRET_ENV) as server,
     ):
         headers = prepare(server)
-        os.environ[SECRET_ENV] = env[SECRET_ENV]  # for breaker resets and anything in this process
         sampler = PgSampler([WEB_APP_NAME])
         with gunicorn(env) as base:
             bench = Bench(base, headers, sampler, seconds)
