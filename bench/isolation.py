@@ -34,7 +34,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import requests
@@ -182,11 +183,8 @@ def combine(name: str, parts: Sequence[wrk.WrkResult]) -> wrk.WrkResult:
         )
         for q in keys
     }
-    socket_errors: dict[str, int] = {}
-    for part in parts:
-        for kind, count in part.socket_errors.items():
-            socket_errors[kind] = socket_errors.get(kind, 0) + count
-    row = wrk.WrkResult(
+    socket_errors = sum((Counter(p.socket_errors) for p in parts), Counter[str]())
+    return wrk.WrkResult(
         name,
         requests=sum(p.requests for p in parts),
         errors=sum(p.errors for p in parts),
@@ -194,10 +192,9 @@ def combine(name: str, parts: Sequence[wrk.WrkResult]) -> wrk.WrkResult:
         latencies=[],
         percentiles=percentiles,
         non_2xx=sum(p.non_2xx for p in parts),
-        socket_errors=socket_errors,
+        socket_errors=dict(socket_errors),
         pg_connections=max((p.pg_connections or 0) for p in parts),
     )
-    return row
 
 
 class Bench:
@@ -293,6 +290,13 @@ def pool_bound(env: dict[str, str]) -> tuple[int, int]:
     return pool * workers, workers
 
 
+def _timed(name: str, scenario: Callable[[], list[wrk.WrkResult]]) -> list[wrk.WrkResult]:
+    began = time.monotonic()
+    rows = scenario()
+    print(f"  isolation, {name}: {time.monotonic() - began:.0f} s", flush=True)
+    return rows
+
+
 def run(env: dict[str, str], *, seconds: float = 8.0, payouts: bool = True) -> list[wrk.WrkResult]:
     """Every isolation row (see the module docstring), one gunicorn as
     deployed; then (``payouts``) bench/hanging.py's rows, on two Celery workers."""
@@ -309,13 +313,17 @@ def run(env: dict[str, str], *, seconds: float = 8.0, payouts: bool = True) -> l
             bench = Bench(base, headers, sampler, seconds)
             # Warm-up: threads started, the PSP's token fetched, TLS sessions up.
             for account in ("0ms", "300ms", "2000ms"):
-                bench.measure(bench.load("warm-up", account, seconds=2, connections=8))
-            rows = scenario_slow_vs_instant(bench) + scenario_two_seconds(bench)
+                bench.measure(bench.load("warm-up", account, seconds=1, connections=8))
+            rows = _timed("300 ms vs instant", lambda: scenario_slow_vs_instant(bench))
+            rows += _timed("2 s beside another account", lambda: scenario_two_seconds(bench))
     drop_queue()
     for row in rows:
         row.pg_bound = bound
     if payouts:
-        rows += hanging.run(PgSampler([hanging.WORKER_APP_NAME]), bound // max(1, workers))
+        pool = bound // max(1, workers)
+        rows += _timed(
+            "payouts beside hanging receivers", lambda: hanging.run(PgSampler([hanging.WORKER_APP_NAME]), pool)
+        )
     return rows
 
 
