@@ -152,12 +152,13 @@ def test_an_acquirer_call_inside_a_transaction_is_refused_before_anything_is_sen
         merchant_city="SAO PAULO",
     )
 
-    with pytest.raises(TransactionOpenAcrossCall), transaction.atomic():
+    with transaction.atomic():
         Account.objects.select_for_update().get(pk=account.pk)
-        calls.call(bacen_acquirer, "create_charge", lambda adapter: adapter.create_charge(request))
+        with pytest.raises(TransactionOpenAcrossCall):
+            calls.call(bacen_acquirer, "create_charge", lambda adapter: adapter.create_charge(request))
+        # Refused before anything was closed: the transaction goes on.
+        assert Account.objects.filter(pk=account.pk).exists()
 
     assert watched.calls == []
     assert txid not in watched.cobs
-    # The failed block rolled back; the connection serves the next query.
     assert not connection.in_atomic_block
-    assert Account.objects.filter(pk=account.pk).exists()
