@@ -35,7 +35,7 @@ from acquirers.adapters.base import (
     InvalidResponse,
 )
 from acquirers.models import Acquirer
-from core import deadline, metrics
+from core import db, deadline, metrics
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -151,6 +151,7 @@ def call(
     the call is the breaker's half-open probe, or forced through an open
     circuit; its outcome decides the circuit. ``on_late`` hears what a call
     abandoned at its deadline finally returned or raised."""
+    db.release_connections(before=f"acquirer {acquirer.key} {operation}")
     started = time.monotonic()
     result: T | None = None
     error: BaseException | None = None

@@ -10,6 +10,7 @@ from acquirers import adapters
 from acquirers.adapters.base import AdapterError
 from acquirers.models import Acquirer
 from acquirers.retention import inbound_notification_purge
+from core import db
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,11 @@ def cancel_charge_at_acquirer(self: object, acquirer_id: int, txid: str) -> None
     acquirer = Acquirer.objects.filter(pk=acquirer_id).first()
     if acquirer is None:
         return
-    adapters.build(acquirer).cancel_charge(txid)
+    adapter = adapters.build(acquirer)
+    # Not through calls.call (no breaker, no attempt row: best effort, retried
+    # by Celery), but the same rule: no connection held while the PSP answers.
+    db.release_connections(before=f"acquirer {acquirer.key} cancel_charge")
+    adapter.cancel_charge(txid)
     logger.info("asked %s to cancel charge %s", acquirer.key, txid)
 
 

@@ -242,6 +242,9 @@ class Receiver:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Set to end every delay at once (held requests answer now); set on exit.
     released: threading.Event = field(default_factory=threading.Event)
+    #: Called on the receiver's thread for each request, before it answers:
+    #: to look at the sender while it waits (see ``ConnectionWatch``).
+    while_holding: Callable[[], None] | None = None
 
     def respond(self, *responses: tuple[int, dict[str, str], float] | int) -> None:
         with self.lock:
@@ -263,6 +266,8 @@ def http_receiver() -> Iterator[Receiver]:
                 index = len(receiver.requests)
                 receiver.requests.append(ReceivedRequest(self.path, dict(self.headers.items()), body, time.time()))
                 status, headers, delay = receiver.responses[min(index, len(receiver.responses) - 1)]
+            if receiver.while_holding is not None:
+                receiver.while_holding()
             if delay:
                 receiver.released.wait(delay)
             self.send_response(status)
@@ -580,3 +585,43 @@ def web_server(
         yield server
     finally:
         _stop(process)
+
+
+@dataclass(frozen=True)
+class ConnectionState:
+    """What a thread and its process held, seen from another thread."""
+
+    #: The watched thread had a database connection.
+    held: bool
+    #: Connections of the process's pool handed out (to any thread).
+    checked_out: int
+
+
+@dataclass
+class ConnectionWatch:
+    """Looks, from a peer's thread (a fake acquirer, a webhook receiver), at
+    whether the thread that called it holds a database connection while it
+    waits. Built on the calling thread: Django's connection objects are per
+    thread, so it keeps that thread's own and reads it from elsewhere."""
+
+    wrapper: Any = field(default_factory=lambda: _this_threads_connection())
+    seen: list[ConnectionState] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def look(self) -> None:
+        pool = self.wrapper.pool
+        stats = pool.get_stats() if pool is not None else {}
+        state = ConnectionState(
+            held=self.wrapper.connection is not None,
+            checked_out=stats.get("pool_size", 0) - stats.get("pool_available", 0),
+        )
+        with self.lock:
+            self.seen.append(state)
+
+
+def _this_threads_connection() -> Any:
+    from django.db import DEFAULT_DB_ALIAS, connections
+
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    assert getattr(wrapper, "pool", None) is not None, "these tests measure the psycopg pool (DB_POOL_MAX_SIZE > 0)"
+    return wrapper

@@ -8,6 +8,8 @@ DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 WEBHOOKS_ALLOW_PRIVATE_NETWORKS = True
 PIX_SANDBOX = True
+# A transaction open across an acquirer call or a webhook delivery fails the test (core/db.py).
+DB_RELEASE_STRICT = True
 LOGGING["root"]["level"] = env.str("LOG_LEVEL", default="WARNING")  # type: ignore[index]  # noqa: F405
 CACHES = caches(REDIS_URL, prefix="pix-test")
 # Lets two suites share one server (e.g. a second checkout) without clashing.
