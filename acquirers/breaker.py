@@ -95,8 +95,7 @@ class Gate:
     probe: bool = False
     #: When skipped: when the acquirer may be tried again (epoch seconds).
     retry_at: float = 0.0
-    #: Skipped for want of capacity (:mod:`acquirers.capacity`), not for its circuit.
-    busy: bool = False
+    busy: bool = False  # skipped for want of capacity (acquirers.capacity), not for its circuit
 
 
 ALLOWED = Gate(allowed=True)
