@@ -95,6 +95,7 @@ class Gate:
     probe: bool = False
     #: When skipped: when the acquirer may be tried again (epoch seconds).
     retry_at: float = 0.0
+    busy: bool = False  # skipped for want of capacity (acquirers.capacity), not for its circuit
 
 
 ALLOWED = Gate(allowed=True)

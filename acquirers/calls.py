@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from acquirers import adapters, brcode, breaker
+from acquirers import adapters, brcode, breaker, capacity
 from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerDeclined,
@@ -60,6 +60,9 @@ class Outcome(enum.StrEnum):
     #: An optional capability the adapter lacks; callers check ``supports_*``
     #: first, so the acquirer is not blamed for it (a healthy answer).
     NOT_SUPPORTED = "not_supported"
+    #: Not called: its cap or the purpose's pool of calls in flight was full
+    #: (:mod:`acquirers.capacity`). Nothing learned: the breaker is not fed.
+    BUSY = "busy"
 
 
 class DeadlineExceeded(AcquirerTimeout):
@@ -82,6 +85,7 @@ def call_with_deadline(
 
 # Most specific first: a timeout and an invalid answer are kinds of unavailability.
 _CLASSES: tuple[tuple[type[BaseException], Outcome], ...] = (
+    (capacity.AcquirerBusy, Outcome.BUSY),
     (brcode.InvalidBRCode, Outcome.INVALID_RESPONSE),
     (AcquirerDeclined, Outcome.DECLINED),
     (AcquirerTimeout, Outcome.TIMEOUT),
@@ -123,16 +127,48 @@ class Call(Generic[T]):
 
 
 def admit(acquirer: Acquirer, operation: str) -> breaker.Gate:
-    """Breaker admission before a call that may be skipped (a charge, a new
-    payout send); a skip is counted and logged here."""
+    """Admission before a call that may be skipped (a charge, a new payout
+    send): refused when the acquirer is busy (its cap or the purpose's pool
+    full, :mod:`acquirers.capacity`; asked first, so a busy acquirer's probe
+    is not claimed for nothing) or its circuit is open. A skip is counted and
+    logged here."""
+    full = capacity.busy(acquirer, operation)
+    if full:
+        metrics.ACQUIRER_CIRCUIT_SKIPS.labels(acquirer.key, operation, Outcome.BUSY).inc()
+        logger.info("acquirer %s skipped for %s: busy (%s)", acquirer.key, operation, full)
+        return breaker.Gate(allowed=False, retry_at=breaker.clock() + capacity.BUSY_RETRY_SECONDS, busy=True)
     gate = breaker.admit(acquirer)
     if not gate.allowed:
-        metrics.ACQUIRER_CIRCUIT_SKIPS.labels(acquirer.key, operation).inc()
+        metrics.ACQUIRER_CIRCUIT_SKIPS.labels(acquirer.key, operation, Outcome.CIRCUIT_OPEN).inc()
         logger.info("acquirer %s skipped for %s: circuit open until %.0f", acquirer.key, operation, gate.retry_at)
     return gate
 
 
 def call(
+    acquirer: Acquirer,
+    operation: str,
+    func: Callable[[AcquirerAdapter], T],
+    *,
+    probe: bool = False,
+    check: Callable[[T], None] | None = None,
+    label: Callable[[T], str] | None = None,
+    on_late: Callable[[T | None, BaseException | None], None] | None = None,
+) -> Call[T]:
+    """The guarded call (:func:`_guarded`: its parameters), holding a slot of
+    the operation's pool and of the acquirer's cap (:mod:`acquirers.capacity`)
+    for as long as it runs, given back however it ends. With none free it is
+    not made: :attr:`Outcome.BUSY`, an :class:`~acquirers.capacity.AcquirerBusy`
+    error, nothing fed to the breaker (nothing was learned)."""
+    with capacity.slot(acquirer, operation) as taken:
+        if not taken:
+            metrics.ACQUIRER_CIRCUIT_SKIPS.labels(acquirer.key, operation, Outcome.BUSY).inc()
+            logger.info("acquirer %s not called for %s: busy", acquirer.key, operation)
+            busy = capacity.AcquirerBusy(f"{acquirer.key}: too many calls in flight for {operation}")
+            return Call(outcome=Outcome.BUSY, label=Outcome.BUSY, latency_ms=0, error=busy)
+        return _guarded(acquirer, operation, func, probe=probe, check=check, label=label, on_late=on_late)
+
+
+def _guarded(
     acquirer: Acquirer,
     operation: str,
     func: Callable[[AcquirerAdapter], T],

@@ -12,6 +12,14 @@ acquirer of the chain is open, the one that may be tried again soonest is
 called anyway, as the breaker's probe: a charge is never refused on breaker
 state alone, and while every acquirer is down a request waits for one of
 them, not for the whole chain.
+
+An acquirer whose calls in flight are at their cap, or a process whose pool
+for charges is full (:mod:`acquirers.capacity`), is passed over the same way,
+without a call, and recorded as a ``busy`` attempt. A busy acquirer is never
+forced: that would undo the cap. If every acquirer is skipped, the soonest
+open one among them is probed as above; if all of them are busy, the charge
+fails at once as any charge no acquirer took (the spec's "try again later"
+answer), rather than wait for a slot behind slow calls.
 """
 
 from __future__ import annotations
@@ -65,13 +73,14 @@ def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> Chain
         if _try(outcome, acquirer, position, request, decisive=gate.probe, last=position == len(chain)):
             return outcome
 
-    if skipped and len(skipped) == len(outcome.attempts):
-        # Every acquirer is open. Rather than refuse a charge on what may be
-        # stale state, the one whose cool-down ends first gets this request as
-        # its probe; a failure opens it again and the next request goes to the
-        # next one, so an outage costs each request one deadline, not all.
-        position, acquirer, _ = min(skipped, key=lambda item: item[2].retry_at)
-        logger.warning("every acquirer's circuit is open; trying %s anyway", acquirer.key)
+    tripped = [item for item in skipped if not item[2].busy]
+    if tripped and all(a.outcome in (Outcome.CIRCUIT_OPEN, Outcome.BUSY) for a in outcome.attempts):
+        # Every acquirer is open (or busy). Rather than refuse a charge on what
+        # may be stale state, the open one whose cool-down ends first gets this
+        # request as its probe; a failure opens it again and the next request
+        # goes to the next one, so an outage costs each request one deadline, not all.
+        position, acquirer, _ = min(tripped, key=lambda item: item[2].retry_at)
+        logger.warning("every acquirer is open or busy; trying %s (open) anyway", acquirer.key)
         outcome.attempts = [a for a in outcome.attempts if a.position != position]
         _try(outcome, acquirer, position, request, decisive=True, last=True)
         outcome.attempts.sort(key=lambda a: a.position)
@@ -88,6 +97,10 @@ def _try(
         _check_storable(result)
 
     done = calls.call(acquirer, OPERATION, lambda adapter: adapter.create_charge(request), probe=decisive, check=usable)
+    if done.outcome is Outcome.BUSY:
+        # Its slots filled since admission: not called, so passed over as a skip.
+        outcome.attempts.append(Attempt(acquirer, position, done.outcome, 0, "AcquirerBusy", done.error_message))
+        return False
     if done.result is not None:
         outcome.attempts.append(Attempt(acquirer, position, done.outcome, done.latency_ms))
         outcome.acquirer, outcome.result = acquirer, done.result
@@ -122,6 +135,8 @@ def _check_storable(result: ChargeResult) -> None:
 
 
 def _skip(acquirer: Acquirer, position: int, gate: breaker.Gate) -> Attempt:
+    if gate.busy:
+        return Attempt(acquirer, position, Outcome.BUSY, 0, "AcquirerBusy", "busy: too many calls in flight")
     until = dt.datetime.fromtimestamp(gate.retry_at, tz=dt.UTC)
     return Attempt(
         acquirer,

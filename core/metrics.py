@@ -20,6 +20,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import (
     Counter,
+    Gauge,
     Histogram,
 )
 
@@ -60,8 +61,20 @@ ACQUIRER_CIRCUIT_OPENS = Counter(
 )
 ACQUIRER_CIRCUIT_SKIPS = Counter(
     "pix_acquirer_circuit_skips_total",
-    "Times a chain passed an acquirer over because its circuit was open.",
-    ["acquirer", "operation"],
+    "Calls not made to an acquirer, by reason: its circuit was open (circuit_open) or its cap or the "
+    "purpose's pool of calls in flight was full (busy).",
+    ["acquirer", "operation", "reason"],
+)
+OUTBOUND_IN_FLIGHT = Gauge(
+    "pix_outbound_in_flight",
+    "Outbound calls in flight by bulkhead (a purpose's pool, or acquirer:<key>), summed over live processes.",
+    ["pool"],
+    multiprocess_mode="livesum",
+)
+OUTBOUND_REJECTED = Counter(
+    "pix_outbound_rejected_total",
+    "Outbound calls refused because their bulkhead was full, by bulkhead.",
+    ["pool"],
 )
 PAYOUTS = Counter(
     "pix_payouts_total",

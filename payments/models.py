@@ -103,6 +103,8 @@ class ChargeAttempt(models.Model):
         ERROR = "error", "Erro"
         # Not called: its circuit breaker was open (acquirers.breaker).
         CIRCUIT_OPEN = "circuit_open", "Pulada (circuito aberto)"
+        # Not called: its cap, or this process's pool, of calls in flight was full (acquirers.capacity).
+        BUSY = "busy", "Pulada (ocupada)"
 
     charge = models.ForeignKey(
         Charge, on_delete=models.DO_NOTHING, db_constraint=False, related_name="attempts", db_index=True

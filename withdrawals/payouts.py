@@ -30,7 +30,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account
-from acquirers import breaker, calls
+from acquirers import breaker, calls, capacity
 from acquirers.adapters.base import AcquirerAdapter, PayoutRequest, PayoutResult, PayoutStatus
 from acquirers.calls import Outcome
 from acquirers.models import Acquirer
@@ -52,13 +52,12 @@ CLEAR = (PayoutStatus.PAID.value, PayoutStatus.PROCESSING.value)
 
 
 class ProcessOutcome(enum.StrEnum):
-    """What a run of :func:`withdrawal_process` came to when that is not
-    simply the status the withdrawal now has."""
+    """What a run of :func:`withdrawal_process` came to, when not the withdrawal's status."""
 
     AWAITING_APPROVAL = "awaiting_approval"  # pending: staff approve it
     HELD = "held"  # another run holds the payout's lease
     ON_HOLD = "on_hold"  # its account may not cash out now (hold_reason)
-    DEFERRED = "deferred"  # every acquirer left is cooling down: tried again after
+    DEFERRED = "deferred"  # acquirers left cooling down or busy: tried again after
     PROCESSING = "processing"  # accepted; paid later (a notification, the poller)
     UNDETERMINED = "undetermined"  # no definitive answer past the settle window: staff's queue
 
@@ -107,6 +106,10 @@ def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> Processed:
     except (err.WithdrawalTransitionNotAllowed, _NotApproved):
         # Staff or a notification moved it meanwhile; their change stands.
         return _status_of(withdrawal)
+    except capacity.AcquirerBusy:
+        # Not called: only that acquirer may settle the payout. Soon, never elsewhere, nothing failed.
+        services.withdrawal_process_later(withdrawal_id=withdrawal.pk, retry_in=capacity.BUSY_RETRY_SECONDS)
+        return ProcessOutcome.DEFERRED
     finally:
         # Only this run's lease: a run that outlived it must not free another's.
         Withdrawal.objects.filter(pk=withdrawal.pk, payout_lease_token=token).update(
@@ -152,7 +155,7 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
             continue
         gate = calls.admit(acquirer, "payout")
         if not gate.allowed:
-            # Open circuit: not sent now, but not done with either. Nothing is
+            # Open circuit or busy: not sent now, but not done with. Nothing is
             # written to the attempts: a send row would read as "may hold it".
             waiting_for.append(gate)
             continue
@@ -163,12 +166,10 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
         metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "payout").inc()
 
     if waiting_for:
-        # Nobody waits on a payout: rather than fail it while an acquirer of
-        # its chain is cooling down, try again when the first cool-down ends
-        # (beat's poll of approved withdrawals is the safety net).
-        retry_in = max(1.0, min(gate.retry_at for gate in waiting_for) - breaker.clock())
-        services._enqueue_processing(withdrawal.pk, countdown=retry_in)
-        metrics.PAYOUTS.labels("none", ProcessOutcome.DEFERRED).inc()
+        # Rather than fail it while an acquirer of its chain is cooling down
+        # (or busy), try again when the first cool-down ends (or in a few seconds).
+        retry_in = min(gate.retry_at for gate in waiting_for) - breaker.clock()
+        services.withdrawal_process_later(withdrawal_id=withdrawal.pk, retry_in=retry_in)
         return ProcessOutcome.DEFERRED
 
     services.withdrawal_transition(
@@ -296,6 +297,8 @@ def _attempt(
         outcome=done.label, error_class=done.error_class, error_message=done.error_message, latency_ms=done.latency_ms
     )
     Withdrawal.objects.filter(pk=attempt.withdrawal_id).update(updated_at=timezone.now())
+    if isinstance(done.error, capacity.AcquirerBusy):  # not called: the run stops here, for later
+        raise done.error
     return done.result, done.label
 
 

@@ -127,6 +127,14 @@ def _enqueue_processing(withdrawal_id: uuid.UUID, countdown: float = 0) -> None:
         logger.warning("broker unavailable; withdrawal %s left to the poller", withdrawal_id, exc_info=True)
 
 
+def withdrawal_process_later(*, withdrawal_id: uuid.UUID, retry_in: float) -> None:
+    """A payout run that could neither pay nor fail now (acquirers of its
+    chain cooling down, or busy): processed again in ``retry_in`` seconds (at
+    least one). Nobody waits on a payout; beat's poll is the safety net."""
+    _enqueue_processing(withdrawal_id, countdown=max(1.0, retry_in))
+    metrics.PAYOUTS.labels("none", "deferred").inc()
+
+
 # --------------------------------------------------------------------------- lifecycle
 
 #: (from, to) → (ledger kind, which amount is credited back) or None (decisions §5).

@@ -335,6 +335,19 @@ ACQUIRER_BREAKER_COOLDOWN = env.float("ACQUIRER_BREAKER_COOLDOWN", default=30.0)
 # success rate and p50/p95 latency.
 ACQUIRER_HEALTH_SAMPLES = env.int("ACQUIRER_HEALTH_SAMPLES", default=200)
 
+# --------------------------------------------------------------------------- bulkheads
+# Bounded pools of outbound acquirer calls, per process (acquirers/capacity.py):
+# the bound per deployment is processes x cap. When a pool or an acquirer's cap
+# is full the call is not made (outcome "busy"): a charge's chain passes the
+# acquirer over, a payout or a lookup is tried again shortly. Charge creation
+# (web); payout sends and status lookups; reconciliation, refunds and cancels.
+OUTBOUND_POOL_CHARGE = env.int("OUTBOUND_POOL_CHARGE", default=32)
+OUTBOUND_POOL_PAYOUT = env.int("OUTBOUND_POOL_PAYOUT", default=32)
+OUTBOUND_POOL_RECONCILE = env.int("OUTBOUND_POOL_RECONCILE", default=16)
+# Calls in flight to one acquirer from one process, whatever their purpose: a
+# slow acquirer holds at most this many threads, the rest go elsewhere.
+ACQUIRER_MAX_IN_FLIGHT = env.int("ACQUIRER_MAX_IN_FLIGHT", default=16)
+
 # --------------------------------------------------------------------------- payouts
 # Minutes an acquirer whose send was unclear is asked again (and, on "not
 # found", sent the same payout again under the same id) before the payout

@@ -259,7 +259,9 @@ def test_opens_after_failures_in_a_row_and_the_chain_skips_it(
     down = AcquirerFactory(key="cb_down", default_priority=1, options={"charge": "fail"})
     AcquirerFactory(key="cb_up", default_priority=2)
     opens = counter("pix_acquirer_circuit_opens_total", acquirer="cb_down")
-    skips = counter("pix_acquirer_circuit_skips_total", acquirer="cb_down", operation="create_charge")
+    skips = counter(
+        "pix_acquirer_circuit_skips_total", acquirer="cb_down", operation="create_charge", reason="circuit_open"
+    )
 
     for n in range(1, FAILURES + 1):
         charge, attempts = created(post(api))
@@ -531,7 +533,9 @@ def test_a_new_payout_skips_an_open_acquirer(payer: Account, enqueued: list[Any]
     works = AcquirerFactory(key="cb_po_works")
     cashout(payer, closed_off, works)
     fail(closed_off)
-    skips = counter("pix_acquirer_circuit_skips_total", acquirer="cb_po_open", operation="payout")
+    skips = counter(
+        "pix_acquirer_circuit_skips_total", acquirer="cb_po_open", operation="payout", reason="circuit_open"
+    )
     withdrawal = approved(payer)
 
     assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
