@@ -40,7 +40,14 @@ BODY = {
 
 @pytest.fixture
 def web(transactional_db: Any, tmp_path: Path) -> Iterator[WebServer]:
-    env = {"DB_POOL_MAX_SIZE": str(POOL), "DB_POOL_TIMEOUT": "2", "API_RATE_LIMIT_PER_MINUTE": "100000"}
+    # The acquirer's in-flight cap is not what this test is about: room for all.
+    env = {
+        "DB_POOL_MAX_SIZE": str(POOL),
+        "DB_POOL_TIMEOUT": "2",
+        "API_RATE_LIMIT_PER_MINUTE": "100000",
+        "ACQUIRER_MAX_IN_FLIGHT": str(THREADS),
+        "OUTBOUND_POOL_CHARGE": str(THREADS),
+    }
     with web_server(str(connection.settings_dict["NAME"]), tmp_path, env=env, threads=THREADS) as server:
         yield server
 
