@@ -1,6 +1,6 @@
 """``make run``: migrate, bootstrap the demo, print its keys, then run web,
-the Celery workers (one for the default queue, one for webhook deliveries)
-and Celery beat in the foreground until Ctrl-C.
+the Celery workers (one for the default queue, one for webhook deliveries,
+one for payouts: the Procfile's) and Celery beat in the foreground until Ctrl-C.
 
 The demo's secret key is shown by ``pix_bootstrap`` only when created, so it
 is kept in ``var/demo-keys.json`` (git-ignored, mode 0600) for later runs.
@@ -85,7 +85,8 @@ def banner(keys: dict[str, str], admin: dict[str, str] | None, port: str) -> str
     base = f"http://127.0.0.1:{port}"
     lines = [
         "",
-        "PIX Service is starting (web + Celery worker + webhook worker + Celery beat). Ctrl-C stops everything.",
+        "PIX Service is starting (web + Celery worker + webhook worker + payout worker + Celery beat)."
+        " Ctrl-C stops everything.",
         f"  API:        {base}/api/",
         f"  Swagger UI: {base}/api/docs/",
         f"  Admin:      {base}/{settings.ADMIN_URL}"

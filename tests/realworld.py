@@ -50,6 +50,8 @@ class CeleryWorker:
     process: subprocess.Popen[bytes]
     queue: str
     log: Path
+    #: Its node name, also the application_name of its database connections.
+    name: str = ""
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -62,8 +64,14 @@ class CeleryWorker:
 
 
 def _worker_env(
-    database_name: str, queue: str, env: Mapping[str, str] | None, webhook_queue: str | None = None
+    database_name: str,
+    queue: str,
+    env: Mapping[str, str] | None,
+    webhook_queue: str | None = None,
+    payout_queue: str | None = None,
 ) -> dict[str, str]:
+    # A worker enqueues too (approval → payout, retries, the relay): its
+    # routes must name the test's queues, not the deployed ones.
     return {
         **os.environ,
         **WORKER_SETTINGS,
@@ -71,6 +79,7 @@ def _worker_env(
         "PIX_DATABASE_NAME": database_name,
         "CELERY_TASK_DEFAULT_QUEUE": queue,
         "WEBHOOK_QUEUE": webhook_queue or queue,
+        "PAYOUT_QUEUE": payout_queue or queue,
         **(env or {}),
     }
 
@@ -85,15 +94,20 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def _routed(queue: str, webhook_queue: str) -> Iterator[None]:
-    """The test process's Celery app sends to ``queue``, and what the
-    settings route to the webhook queue to ``webhook_queue``."""
+def _routed(queue: str, *, webhook_queue: str | None = None, payout_queue: str | None = None) -> Iterator[None]:
+    """The test process's Celery app sends to ``queue``, what the settings
+    route to the webhook queue to ``webhook_queue`` and what they route to
+    the payout queue to ``payout_queue`` (each ``queue`` when not given)."""
     from django.conf import settings
 
     from config.celery import app
 
     previous = {"task_default_queue": app.conf.task_default_queue, "task_routes": app.conf.task_routes}
-    routes = {pattern: {**route, "queue": webhook_queue} for pattern, route in settings.CELERY_TASK_ROUTES.items()}
+    instead = {settings.WEBHOOK_QUEUE: webhook_queue or queue, settings.PAYOUT_QUEUE: payout_queue or queue}
+    routes = {
+        pattern: {**route, "queue": instead.get(route["queue"], queue)}
+        for pattern, route in settings.CELERY_TASK_ROUTES.items()
+    }
     # update(), not assignment: it makes the app rebuild its router.
     app.conf.update(task_default_queue=queue, task_routes=routes)
     try:
@@ -111,18 +125,22 @@ def _worker_process(
     consumes: str,
     concurrency: int,
     env: dict[str, str],
+    pool: str = "threads",
 ) -> Iterator[CeleryWorker]:
     log = tmp_dir / f"{name.removesuffix('@localhost')}.log"
+    # Its PostgreSQL connections carry its name (pg_stat_activity's
+    # application_name), so a test can find them, e.g. to terminate them.
+    env = {**env, "PGAPPNAME": env.get("PGAPPNAME") or name[:63]}
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [
                 sys.executable, "-m", "celery", "-A", "config", "worker",
-                "-Q", consumes, "-n", name, "--pool", "threads", "--concurrency", str(concurrency),
+                "-Q", consumes, "-n", name, "--pool", pool, "--concurrency", str(concurrency),
                 "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
             ],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    worker = CeleryWorker(process, consumes, log)
+    worker = CeleryWorker(process, consumes, log, name)
     try:
         wait_for(lambda: "ready." in worker.output() or process.poll() is not None, timeout=60)
         if process.poll() is not None:
@@ -143,8 +161,8 @@ def celery_worker(
 ) -> Iterator[CeleryWorker]:
     """A real worker on its own queue, joined to the test database. The test
     process's Celery app is pointed at the same queue for the duration, and
-    so are webhook deliveries: this one worker runs every task
-    (``celery_workers_apart`` runs them as deployed, on two).
+    so are webhook deliveries and payouts: this one worker runs every task
+    (``celery_workers_apart`` runs them as deployed, on three).
 
     ``env`` overrides the worker's environment (``CELERY_BROKER_URL``,
     ``CELERY_VISIBILITY_TIMEOUT``, webhook timeouts...); ``queue`` makes it
@@ -154,7 +172,7 @@ def celery_worker(
     queue = queue or f"pix-test-{uuid.uuid4().hex[:10]}"
     name = name or f"{queue}@localhost"
     with (
-        _routed(queue, queue),
+        _routed(queue),
         _worker_process(
             database_name,
             tmp_dir,
@@ -167,6 +185,15 @@ def celery_worker(
         yield worker
 
 
+@dataclass(frozen=True)
+class DeployedWorkers:
+    """The workers of ``celery_workers_apart``, one per queue as deployed."""
+
+    main: CeleryWorker
+    webhooks: CeleryWorker
+    payouts: CeleryWorker
+
+
 @contextlib.contextmanager
 def celery_workers_apart(
     database_name: str,
@@ -174,15 +201,17 @@ def celery_workers_apart(
     *,
     concurrency: int = 4,
     webhook_concurrency: int = 4,
+    payout_concurrency: int = 2,
     env: Mapping[str, str] | None = None,
-) -> Iterator[tuple[CeleryWorker, CeleryWorker]]:
+) -> Iterator[DeployedWorkers]:
     """As deployed (Procfile, compose): one worker on a default queue of its
-    own, another on a webhook queue of its own. Yields (main, webhooks)."""
+    own, one on a webhook queue of its own (threads) and one on a payout
+    queue of its own (prefork, as deployed)."""
     queue = f"pix-test-{uuid.uuid4().hex[:10]}"
-    webhook_queue = f"{queue}-webhooks"
-    worker_env = _worker_env(database_name, queue, env, webhook_queue)
+    webhook_queue, payout_queue = f"{queue}-webhooks", f"{queue}-payouts"
+    worker_env = _worker_env(database_name, queue, env, webhook_queue, payout_queue)
     with (
-        _routed(queue, webhook_queue),
+        _routed(queue, webhook_queue=webhook_queue, payout_queue=payout_queue),
         _worker_process(
             database_name, tmp_dir, name=f"{queue}@localhost", consumes=queue, concurrency=concurrency, env=worker_env
         ) as main,
@@ -194,8 +223,17 @@ def celery_workers_apart(
             concurrency=webhook_concurrency,
             env=worker_env,
         ) as webhooks,
+        _worker_process(
+            database_name,
+            tmp_dir,
+            name=f"{payout_queue}@localhost",
+            consumes=payout_queue,
+            concurrency=payout_concurrency,
+            env=worker_env,
+            pool="prefork",
+        ) as payouts,
     ):
-        yield main, webhooks
+        yield DeployedWorkers(main=main, webhooks=webhooks, payouts=payouts)
 
 
 @contextlib.contextmanager

@@ -74,9 +74,10 @@ def _status_of(withdrawal: Withdrawal) -> WithdrawalStatus:
     return S(Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk))
 
 
-def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> Processed:
+def withdrawal_process(*, withdrawal_id: uuid.UUID | str, lease_token: str = "") -> Processed:
     """Move a withdrawal forward: auto-approve when the account allows it,
-    then pay out through the chain. Idempotent and safe to run twice."""
+    then pay out through the chain. Idempotent and safe to run twice.
+    ``lease_token`` (32 chars): the caller's own, so that its retry takes back a lease it left held."""
     withdrawal = Withdrawal.objects.select_related("account").get(pk=withdrawal_id)
     if withdrawal.status == S.PENDING:
         if withdrawal.account.withdrawals_need_approval:
@@ -93,10 +94,10 @@ def withdrawal_process(*, withdrawal_id: uuid.UUID | str) -> Processed:
         return S(withdrawal.status)
 
     now = timezone.now()
-    token = uuid.uuid4().hex
+    token = lease_token or uuid.uuid4().hex
     claimed = (
         Withdrawal.objects.filter(pk=withdrawal.pk, status=S.APPROVED)
-        .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
+        .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now) | Q(payout_lease_token=token))
         .update(payout_leased_until=now + LEASE, payout_lease_token=token, updated_at=now)
     )
     if not claimed:

@@ -244,11 +244,18 @@ CELERY_BROKER_URL = celery_broker_url(REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
-# Webhook deliveries (and their relay) have a queue, and a worker, of their
-# own (Procfile, compose): a receiver that stalls holds only webhook slots,
-# never a payout's. Every other task goes to the default queue.
+# Bulkheads: webhook deliveries (and their relay) and payout runs (sends and
+# status lookups) each have a queue, and a worker, of their own (Procfile,
+# compose, make run): a receiver that stalls holds only webhook slots, an
+# acquirer that stalls only payout slots, and neither delays expiry or
+# reconciliation. Every other task, beat's payout poller included (it only
+# scans and enqueues), goes to the default queue.
 WEBHOOK_QUEUE = env.str("WEBHOOK_QUEUE", default="webhooks")
-CELERY_TASK_ROUTES = {"webhooks.tasks.*": {"queue": WEBHOOK_QUEUE}}
+PAYOUT_QUEUE = env.str("PAYOUT_QUEUE", default="payouts")
+CELERY_TASK_ROUTES = {
+    "webhooks.tasks.*": {"queue": WEBHOOK_QUEUE},
+    "withdrawals.tasks.process_withdrawal": {"queue": PAYOUT_QUEUE},
+}
 CELERY_TIMEZONE = "UTC"
 CELERY_ENABLE_UTC = True
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,10 @@ class FakeEfi(FakeServer[EfiFault]):
     #: What a new send becomes right after its 201 EM_PROCESSAMENTO answer:
     #: "processing" (until :meth:`settle`), "paid" (REALIZADO) or "failed" (NAO_REALIZADO).
     outcome: str = "processing"
+    #: Called with the operation ("send", "status") while its request is
+    #: held: after the fake acted, before it answers (a test's fault
+    #: injection elsewhere, e.g. dropping the caller's database connection).
+    while_holding: Callable[[str], None] | None = None
 
     sends: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -243,6 +248,8 @@ class Handler(FakeHandler):
         if fault is EfiFault.LATE_RECORD:
             efi.stopping.wait(efi.delay)
         status, body = self._send_pix(id_envio, parsed) if operation == "send" else self._status(id_envio)
+        if efi.while_holding is not None:
+            efi.while_holding(operation)
         if fault is EfiFault.TIMEOUT:
             efi.stopping.wait(efi.delay)
         if fault is EfiFault.LOST_ANSWER:

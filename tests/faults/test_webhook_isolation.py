@@ -2,8 +2,8 @@
 
 64 receivers that drip-feed one header byte a second never trip a read
 timeout. Deliveries to them run on the webhook worker, each cut at its total
-timeout (2 s here), while the payouts of another account run on the main
-worker as deployed (two workers, two queues) and are paid within their
+timeout (2 s here), while the payouts of another account run on the payout
+worker as deployed (three workers, three queues) and are paid within their
 normal latency, measured in the same test.
 """
 

@@ -123,28 +123,41 @@ def _queue_of(task: str) -> str:
     return str(settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
-def test_webhook_deliveries_have_a_queue_and_a_worker_of_their_own() -> None:
-    """A stalling receiver must never hold a payout's worker (issue 11 §4)."""
+#: Tasks with a queue and a worker of their own (bulkheads, issue 11 §4 and issue 13).
+OWN_QUEUES = {"webhooks.tasks.": "webhooks", "withdrawals.tasks.process_withdrawal": "payouts"}
+
+
+def test_webhook_deliveries_and_payouts_have_a_queue_and_a_worker_of_their_own() -> None:
+    """A stalling receiver must never hold a payout's worker, nor a stalling
+    acquirer anything but payouts; beat's poller only enqueues, on the default queue."""
     from config.celery import app
 
     app.loader.import_default_modules()
     tasks = {name for name in app.tasks if not name.startswith("celery.")}
     assert {"webhooks.tasks.deliver_webhook", "withdrawals.tasks.process_withdrawal"} <= tasks
     for name in tasks:
-        assert _queue_of(name) == ("webhooks" if name.startswith("webhooks.") else "celery"), name
+        expected = next((queue for prefix, queue in OWN_QUEUES.items() if name.startswith(prefix)), "celery")
+        assert _queue_of(name) == expected, name
+    assert _queue_of("withdrawals.tasks.poll_stuck_payouts") == "celery"
 
     procfile = dict(line.split(": ", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line)
     assert "-Q ${CELERY_TASK_DEFAULT_QUEUE:-celery} " in procfile["worker"]
     assert "-Q ${WEBHOOK_QUEUE:-webhooks} " in procfile["webhooks"]
     assert "--concurrency ${WEBHOOK_WORKER_CONCURRENCY:-8}" in procfile["webhooks"]
+    assert "-Q ${PAYOUT_QUEUE:-payouts} -n payouts@%h --pool prefork " in procfile["payouts"]
+    assert "--concurrency ${PAYOUT_WORKER_CONCURRENCY:-4}" in procfile["payouts"]
 
     services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
     worker, webhooks = " ".join(services["worker"]["command"]), " ".join(services["webhooks"]["command"])
+    payouts = " ".join(services["payouts"]["command"])
     assert "worker -Q celery " in worker
     assert "worker -Q webhooks -n webhooks@%h " in webhooks
     assert "--concurrency ${WEBHOOK_WORKER_CONCURRENCY:-8}" in webhooks
-    assert services["webhooks"]["environment"]["DJANGO_SETTINGS_MODULE"] == "config.settings.production"
-    assert "webhooks@$$HOSTNAME" in " ".join(services["webhooks"]["healthcheck"]["test"])
+    assert "worker -Q payouts -n payouts@%h --pool prefork " in payouts
+    assert "--concurrency ${PAYOUT_WORKER_CONCURRENCY:-4}" in payouts
+    for name in ("webhooks", "payouts"):
+        assert services[name]["environment"]["DJANGO_SETTINGS_MODULE"] == "config.settings.production"
+        assert f"{name}@$$HOSTNAME" in " ".join(services[name]["healthcheck"]["test"])
 
 
 def test_env_example_and_compose_leave_the_sandbox_off() -> None:
@@ -298,7 +311,7 @@ def test_compose_pins_images_and_has_no_default_passwords() -> None:
     assert "${POSTGRES_PASSWORD:-" not in text
     command = services["redis"]["command"]
     assert command[command.index("--requirepass") + 1].startswith("${REDIS_PASSWORD:?")
-    for name in ("web", "worker", "beat", "migrate"):
+    for name in ("web", "worker", "webhooks", "payouts", "beat", "migrate"):
         env = services[name]["environment"]
         assert env["DATABASE_URL"].startswith("postgres://pix:${POSTGRES_PASSWORD:?")
         assert env["REDIS_URL"].startswith("redis://:${REDIS_PASSWORD:?")

@@ -1,0 +1,160 @@
+"""A payout run that loses its PostgreSQL connection mid-way is retried
+within seconds, not left to beat's poller (payouts idle for 2 minutes),
+and the retry never pays twice (issue 13, "transient faults").
+
+Real parts: the three workers as deployed (the payout one on its own queue,
+prefork), Efí's send-Pix API faked on loopback behind mTLS, and a real
+``pg_terminate_backend``. The moment is the worst one: Efí has recorded the
+send and holds the request while the payout worker's backends are
+terminated, so the run's next write (the send's outcome) meets a dead
+connection, and so does the release of its lease.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from accounts.models import Account, LedgerEntry
+from accounts.selectors import available_balance, ledger_sum
+from acquirers.models import Acquirer, AcquirerSlot
+from acquirers.services import acquirer_slots_set
+from tests.acquirers.conftest import EFI_CHAVE, EFI_ENV, PKI, efi_options, warm_up
+from tests.acquirers.fake_efi import FakeEfi
+from tests.factories import AcquirerFactory
+from tests.faults.conftest import SEED
+from tests.faults.test_database_dropped import pg_connect
+from tests.realworld import celery_workers_apart, wait_for
+from webhooks.models import WebhookEvent
+from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
+from withdrawals.payouts import withdrawal_process
+from withdrawals.services import LEASE, withdrawal_approve, withdrawal_request
+from withdrawals.tasks import lease_token_of
+
+S = WithdrawalStatus
+AMOUNT = 5000  # fee 1.00 + 1 % discounted: 48.50 sent
+CPF = "52998224725"
+#: Retries come 2, 4, 8... s after a loss; the poller only after 2 minutes.
+PROMPTLY = 15.0
+
+# The workers are other processes: they see only committed rows.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def efi() -> Iterator[FakeEfi]:
+    fake = FakeEfi(
+        pki=PKI,
+        client_id=f"efi-client-{secrets.token_hex(4)}",  # a token cache of its own
+        client_secret=EFI_ENV["PIX_TEST_EFI_CLIENT_SECRET"],
+        chave=EFI_CHAVE,
+        outcome="paid",  # REALIZADO right after its 201 EM_PROCESSAMENTO answer
+    )
+    with fake.running():
+        yield fake
+    assert fake.violations == [], "\n".join(fake.violations)
+
+
+def terminate_backends_of(application_name: str) -> int:
+    """Terminate the test database's backends of one process (its
+    connections carry its name), never the test's own; how many."""
+    with pg_connect() as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = %s AND pid <> pg_backend_pid()",
+            (application_name,),
+        ).fetchall()
+    return sum(1 for (done,) in rows if done)
+
+
+def test_a_payout_whose_database_connection_is_terminated_mid_send_is_paid_within_seconds_and_once(
+    database_name: str, account: Account, efi: FakeEfi, tmp_path: Path
+) -> None:
+    acquirer: Acquirer = AcquirerFactory(
+        key=f"efi_dropped_{uuid.uuid4().hex[:8]}",
+        adapter="efi_pix",
+        options=efi_options(efi),
+        connect_timeout_ms=2000,
+        read_timeout_ms=3000,
+    )
+    acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHOUT, acquirers=[acquirer])
+    warm_up(acquirer)  # the token is shared through Redis: the send is the first call
+
+    with celery_workers_apart(database_name, tmp_path, concurrency=1, webhook_concurrency=1) as workers:
+        terminated: list[int] = []
+        once = threading.Lock()
+
+        def drop_the_workers_connections(operation: str) -> None:
+            if operation == "send" and once.acquire(blocking=False):
+                terminated.append(terminate_backends_of(workers.payouts.name))
+
+        efi.while_holding = drop_the_workers_connections
+        started = time.monotonic()
+        withdrawal = withdrawal_request(account=account, amount=AMOUNT, key_type="cpf", key_value=CPF)
+
+        def paid() -> bool:
+            withdrawal.refresh_from_db()
+            return withdrawal.status == S.PAID
+
+        try:
+            wait_for(paid, timeout=PROMPTLY, interval=0.05)
+        except AssertionError:
+            raise AssertionError(f"not paid within {PROMPTLY}s:\n{workers.payouts.output()[-4000:]}") from None
+        elapsed = time.monotonic() - started
+        log = workers.payouts.output()
+
+    # The fault did happen, to the run holding the payout, and it was retried.
+    assert terminated, "Efí never held a send"
+    assert terminated[0] >= 1, "the payout worker had no connection to terminate"
+    assert "database connection lost" in log, log[-4000:]
+    assert elapsed < PROMPTLY
+    # Efí got exactly one send, under the withdrawal's id; the retry asked.
+    (send,) = efi.calls_of("send")
+    assert send.path == f"/v3/gn/pix/{withdrawal.idempotency_id}"
+    assert list(efi.sends) == [withdrawal.idempotency_id]
+    actions = list(PayoutAttempt.objects.filter(withdrawal=withdrawal).order_by("id").values_list("action", "outcome"))
+    assert [action for action, _ in actions] == ["send", "status"], actions
+    assert actions[-1] == ("status", "paid")
+    assert withdrawal.e2e_id == efi.sends[withdrawal.idempotency_id]["endToEndId"]
+    assert (withdrawal.payout_leased_until, withdrawal.payout_lease_token) == (None, "")
+    # The money moved once: one debit, no reversal; balance equals the ledger.
+    assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
+    kinds = list(LedgerEntry.objects.filter(account=account).order_by("id").values_list("kind", flat=True))
+    assert kinds == [LedgerEntry.Kind.CHARGE_PAID, LedgerEntry.Kind.WITHDRAWAL]
+    statuses = WebhookEvent.objects.filter(record_id=withdrawal.pk).order_by("created_at")
+    assert list(statuses.values_list("status", flat=True)) == [S.APPROVED, S.PAID]
+
+
+# In the test's transaction: no commit, so nothing is enqueued; this test runs the engine itself.
+@pytest.mark.django_db
+def test_a_lease_left_by_a_dead_attempt_is_taken_back_by_its_tasks_retry_only(account: Account) -> None:
+    """What lets the retry proceed at once, and nothing else: the lease a
+    run could not release is its task's, not anyone's."""
+    acquirer = AcquirerFactory(key=f"sbx_lease_{uuid.uuid4().hex[:8]}", options={"charge": "ok", "payout": "ok"})
+    acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHOUT, acquirers=[acquirer])
+    account.withdrawals_need_approval = True
+    account.save(update_fields=["withdrawals_need_approval"])
+    withdrawal = withdrawal_request(account=account, amount=AMOUNT, key_type="cpf", key_value=CPF)
+    withdrawal_approve(withdrawal_id=withdrawal.pk, source="staff", actor="ops")
+    task_id = str(uuid.uuid4())
+    mine = lease_token_of(task_id)
+    assert mine == lease_token_of(task_id)
+    assert len(mine) == 32
+    # The attempt died holding the lease (its release needed the lost connection).
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(
+        payout_leased_until=timezone.now() + LEASE, payout_lease_token=mine
+    )
+
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == "held"  # a poller's run, a staff "ask again"
+    assert withdrawal_process(withdrawal_id=withdrawal.pk, lease_token=lease_token_of(str(uuid.uuid4()))) == "held"
+    assert withdrawal_process(withdrawal_id=withdrawal.pk, lease_token=mine) == S.PAID
+    withdrawal.refresh_from_db()
+    assert (withdrawal.status, withdrawal.payout_leased_until, withdrawal.payout_lease_token) == (S.PAID, None, "")
+    assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
