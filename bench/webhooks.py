@@ -50,7 +50,11 @@ def run(env: dict[str, str], *, events: int = 500, concurrency: int = 8) -> list
     account = Account.objects.filter(ref="bench-webhooks").first() or account_create(
         name="Bench Webhooks", ref="bench-webhooks", status=Account.Status.APPROVED
     )
-    WebhookEndpoint.objects.filter(account=account).update(is_active=False)
+    # Deleted, not only disabled: earlier runs' endpoints must not count
+    # towards the account's limit of endpoints.
+    WebhookEndpoint.objects.filter(account=account, deleted_at__isnull=True).update(
+        is_active=False, deleted_at=timezone.now()
+    )
 
     committed: dict[str, float] = {}
     with (
