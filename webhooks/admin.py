@@ -76,7 +76,7 @@ class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
         return url
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         account = cleaned.get("account")
         # A new endpoint, or one moved to another account, takes a slot of it.
         if account is not None and (self.instance._state.adding or self.instance.account_id != account.pk):
@@ -98,7 +98,7 @@ class WebhookEndpointInlineFormSet(forms.BaseInlineFormSet):  # type: ignore[typ
             return
         new = deleted = 0
         for form in self.forms:
-            if self._should_delete_form(form):
+            if self.can_delete and self._should_delete_form(form):  # type: ignore[attr-defined]
                 deleted += form.instance.pk is not None and form.instance.deleted_at is None
             elif form.instance._state.adding and form.has_changed():
                 new += 1

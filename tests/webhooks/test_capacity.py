@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,11 +30,11 @@ def key() -> str:
 
 
 @pytest.fixture
-def now(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+def now(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The semaphore's clock, moved by the test (``now[0] += seconds``)."""
     current = [capacity.clock()]
     monkeypatch.setattr(capacity, "clock", lambda: current[0])
-    yield current
+    return current
 
 
 # --------------------------------------------------------------------------- the semaphore
@@ -43,7 +42,8 @@ def now(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
 
 def test_acquire_up_to_the_cap_then_refuse_until_a_release(key: str) -> None:
     held = [capacity.acquire(key, cap=CAP) for _ in range(CAP)]
-    assert all(held) and len(set(held)) == CAP
+    assert all(held)
+    assert len(set(held)) == CAP
     assert capacity.acquire(key, cap=CAP) is None
     assert capacity.holders(key) == CAP
 
@@ -74,9 +74,14 @@ def test_concurrent_acquires_take_exactly_the_cap(key: str) -> None:
 
 
 def test_the_slot_is_released_however_the_block_ends(key: str) -> None:
-    with pytest.raises(RuntimeError), capacity.slot(key) as got:
-        assert got
-        raise RuntimeError("the delivery blew up")
+    def deliver() -> None:
+        with capacity.slot(key) as got:
+            assert got
+            assert capacity.holders(key) == 1
+            raise RuntimeError("the delivery blew up")
+
+    with pytest.raises(RuntimeError):
+        deliver()
     assert capacity.holders(key) == 0
 
 
@@ -123,7 +128,8 @@ def deferred_count() -> float:
 
 def fill(key: str, settings: Any) -> list[str]:
     held = [capacity.acquire(key) for _ in range(settings.WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT)]
-    assert all(held) and capacity.acquire(key) is None
+    assert all(held)
+    assert capacity.acquire(key) is None
     return [h for h in held if h]
 
 
@@ -150,7 +156,8 @@ def test_a_delivery_to_a_full_endpoint_is_deferred_without_an_attempt(
     assert deferred_count() == deferred_before + 1
     # Back in a few seconds, and the relay leaves it alone meanwhile.
     [(delivery_id, countdown)] = enqueued
-    assert delivery_id == str(delivery.pk) and 1.5 <= countdown <= 4.5
+    assert delivery_id == str(delivery.pk)
+    assert 1.5 <= countdown <= 4.5
     assert delivery.leased_until is not None
     assert delivery.leased_until <= timezone.now() + dt.timedelta(seconds=countdown)
     assert deliveries_relay() == 0

@@ -6,7 +6,6 @@ concurrent creations (the account's row lock)."""
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 from collections.abc import Callable
@@ -100,7 +99,10 @@ def test_concurrent_creations_never_exceed_the_limit(
     bystander = AccountFactory()
     endpoint_create(account=bystander, url=URL)
 
-    responses = run_concurrently([lambda c=c, i=i: register(c, f"{URL}/{i}") for i, c in enumerate(clients)])
+    def create(client: APIClient, index: int) -> Callable[[], Any]:
+        return lambda: register(client, f"{URL}/{index}")
+
+    responses = run_concurrently([create(client, i) for i, client in enumerate(clients)])
 
     statuses = sorted(r.status_code for r in responses)
     assert statuses == [201] * 16 + [422] * 14, responses
@@ -206,13 +208,9 @@ def run_bootstrap(tmp_path: Path, data: Any) -> dict[str, Any]:
     return result
 
 
-BOOTSTRAP = {"accounts": [{"ref": "acme", "name": "Acme", "webhooks": []}]}
-
-
 def hooks(*refs: str) -> dict[str, Any]:
-    data = copy.deepcopy(BOOTSTRAP)
-    data["accounts"][0]["webhooks"] = [{"ref": ref, "url": f"https://example.com/{ref}"} for ref in refs]
-    return data
+    webhooks = [{"ref": ref, "url": f"https://example.com/{ref}"} for ref in refs]
+    return {"accounts": [{"ref": "acme", "name": "Acme", "webhooks": webhooks}]}
 
 
 @pytest.mark.django_db
