@@ -12,6 +12,7 @@ delivery succeeds with exactly one attempt: none lost, none sent twice.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import uuid
@@ -130,7 +131,7 @@ def test_a_hanging_receiver_holds_only_its_endpoints_cap_and_loses_nothing(datab
         for _ in range(PROMPT):
             event_id = emit(other_account)
             started = time.monotonic()
-            wait_for(lambda event_id=event_id: received(healthy, event_id), timeout=PROMPTLY * 3)
+            wait_for(functools.partial(received, healthy, event_id), timeout=PROMPTLY * 3)
             assert time.monotonic() - started <= PROMPTLY
         assert hanging.most_in_flight == CAP
         # Past the cap nothing is attempted: only the held requests have attempts.
