@@ -130,7 +130,7 @@ def _delivery_attempt(delivery_id: uuid.UUID | str) -> str:
     key = capacity.destination_key(endpoint_id=delivery.endpoint_id, account_id=delivery.event.account_id)
     with capacity.slot(key) as got:
         if not got:
-            return _defer(delivery.pk)
+            return _defer(delivery)
         body = event_body(delivery.event)
         timestamp = int(timezone.now().timestamp())
         # Written before the call, like payout attempts: if this worker dies
@@ -147,18 +147,24 @@ def _delivery_attempt(delivery_id: uuid.UUID | str) -> str:
         return _record(delivery.pk, attempt.pk, result)
 
 
-def _defer(delivery_id: uuid.UUID) -> str:
-    """The destination is at its cap: try again in a few seconds, with no
-    attempt made or counted, so the delivery keeps its place in the schedule
+def _defer(delivery: WebhookDelivery) -> str:
+    """The destination is at its cap: try again shortly, with no attempt made
+    or counted, so the delivery keeps its place in the schedule
     (``attempt_count`` and ``next_attempt_at`` are left as they are)."""
+    due = delivery.next_attempt_at  # set on every pending delivery (a constraint)
+    waited = (timezone.now() - due).total_seconds() if due else 0.0
+    # WEBHOOK_DEFER_SECONDS at first, then half the time it has waited so far
+    # (at most WEBHOOK_MAX_COUNTDOWN): a backlog of N deliveries to a receiver
+    # that hangs for T seconds costs about N * log(T) cheap runs, not N * T / 3.
+    base = min(max(settings.WEBHOOK_DEFER_SECONDS, waited / 2), settings.WEBHOOK_MAX_COUNTDOWN)
     # Spread widely: the deliveries deferred together must not all come back
     # at the same instant to find the same slots still taken.
-    delay = settings.WEBHOOK_DEFER_SECONDS * random.uniform(0.5, 1.5)  # noqa: S311 - jitter, not security
+    delay = min(base * random.uniform(0.5, 1.5), settings.WEBHOOK_MAX_COUNTDOWN)  # noqa: S311 - jitter, not security
     # The row stays leased until the new message is due, so the relay does not
     # hand it out again meanwhile; if that message is lost, the relay takes
     # the delivery once the lease ends (it is still due).
-    WebhookDelivery.objects.filter(pk=delivery_id).update(leased_until=timezone.now() + dt.timedelta(seconds=delay))
-    services._enqueue(delivery_id, delay)
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(leased_until=timezone.now() + dt.timedelta(seconds=delay))
+    services._enqueue(delivery.pk, delay)
     return DeliveryOutcome.DEFERRED
 
 

@@ -175,6 +175,32 @@ def test_a_delivery_to_a_full_endpoint_is_deferred_without_an_attempt(
 
 
 @pytest.mark.django_db
+def test_a_long_wait_is_deferred_longer(
+    settings: Any, account: Account, receiver: Receiver, enqueued: list[tuple[str, float]]
+) -> None:
+    """A delivery that has waited for a full endpoint a while comes back
+    after half that time (at most WEBHOOK_MAX_COUNTDOWN), so a large backlog
+    behind a hanging receiver does not keep the workers busy re-deferring."""
+    settings.WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT, settings.WEBHOOK_DEFER_SECONDS = 1, 3.0
+    endpoint = endpoint_create(account=account, url=receiver.url).endpoint
+    fill(capacity.destination_key(endpoint_id=endpoint.pk, account_id=account.pk), settings)
+    delivery = WebhookDelivery.objects.get(event=emit(account))
+    countdowns = []
+    for waited, bound in ((40, 60), (1000, 60)):
+        due = timezone.now() - dt.timedelta(seconds=waited)
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=due, leased_until=None)
+        enqueued.clear()
+        assert delivery_attempt(delivery_id=delivery.pk) == DeliveryOutcome.DEFERRED
+        [(_, countdown)] = enqueued
+        countdowns.append(countdown)
+        assert waited / 4 <= countdown <= bound
+        delivery.refresh_from_db()
+        assert delivery.next_attempt_at == due  # its place in the schedule is kept
+    assert countdowns[1] >= 30  # half of 1000 s, capped at 60 s, ±50 %
+    assert not WebhookAttempt.objects.filter(delivery=delivery).exists()
+
+
+@pytest.mark.django_db
 def test_postbacks_share_one_cap_per_account(
     settings: Any, account: Account, receiver: Receiver, enqueued: list[tuple[str, float]]
 ) -> None:
