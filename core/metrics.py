@@ -88,7 +88,8 @@ WITHDRAWAL_STATUS_CHANGES = Counter(
 )
 WEBHOOK_DELIVERIES = Counter(
     "pix_webhook_delivery_attempts_total",
-    "Webhook delivery attempts by outcome (succeeded, retry, failed, skipped).",
+    "Webhook delivery runs by outcome (succeeded, retry, failed, skipped; deferred: the destination was at its "
+    "cap of concurrent deliveries, nothing was sent and no attempt counted).",
     ["outcome"],
 )
 

@@ -17,6 +17,7 @@ from acquirers.services import acquirer_grants_set, acquirer_slots_set, acquirer
 from core.exceptions import ValidationFailed
 from provisioning.schema import CHAIN_FIELDS, BootstrapFileSerializer, check_against_database, error_paths
 from webhooks.models import WebhookEndpoint
+from webhooks.services import endpoint_create
 
 
 class BootstrapInvalid(ValidationFailed):
@@ -62,7 +63,9 @@ def _credential_apply(*, account: Account, spec: dict[str, Any]) -> dict[str, st
 def _webhook_apply(*, account: Account, ref: str, url: str) -> dict[str, str]:
     endpoint = WebhookEndpoint.objects.filter(account=account, ref=ref).first()
     if endpoint is None:
-        endpoint = WebhookEndpoint.objects.create(account=account, ref=ref, url=url)
+        # Through the service, so the limit of endpoints per account holds
+        # here too (checked for the whole file beforehand, in the schema).
+        endpoint = endpoint_create(account=account, url=url, ref=ref).endpoint
         return {"id": str(endpoint.pk), "code": endpoint.code, "secret": endpoint.secret}
     if endpoint.url != url:
         endpoint.url = url

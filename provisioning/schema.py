@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 from rest_framework.settings import api_settings
@@ -31,7 +32,10 @@ from core.fields import (
     StrictDecimalField,
     StrictIntegerField,
 )
+from webhooks.exceptions import endpoint_limit_message
 from webhooks.http import url_refusal
+from webhooks.models import WebhookEndpoint
+from webhooks.selectors import endpoints_counted
 
 # Column bounds, so that an oversized number is a field error rather than a
 # database error.
@@ -298,4 +302,23 @@ def check_against_database(
         for position, key in enumerate(spec.get("active_acquirers", [])):
             if key in known and key not in available:
                 add(f"{path}.active_acquirers[{position}]", NOT_AVAILABLE)
+        if spec.get("webhooks"):
+            message = _webhook_limit_refusal(account, {item["ref"] for item in spec["webhooks"]})
+            if message:
+                add(f"{path}.webhooks", message)
     return errors
+
+
+def _webhook_limit_refusal(account: Account | None, refs: set[str]) -> str | None:
+    """The limit of endpoints per account (README, Webhooks): the file's new
+    refs plus the account's endpoints must fit. The caller holds the
+    account's row lock, as every creation of endpoints does."""
+    limit = settings.WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT
+    if account is None:
+        counted, new = 0, len(refs)
+    else:
+        counted = endpoints_counted(account_id=account.pk)
+        # A ref the account already has is updated, not created.
+        known = set(WebhookEndpoint.objects.filter(account=account, ref__in=refs).values_list("ref", flat=True))
+        new = len(refs - known)
+    return endpoint_limit_message(limit) if new and counted + new > limit else None

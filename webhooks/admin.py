@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
@@ -17,6 +18,7 @@ from accounts.admin import account_page_inline
 from accounts.models import Account
 from core.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin, reveal_later, reveal_url
 from webhooks import http, services
+from webhooks.exceptions import EndpointLimitReached
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 SECRETS_TEMPLATE = "admin/webhooks/endpoint_secrets.html"
@@ -73,12 +75,51 @@ class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
             raise forms.ValidationError(refusal)
         return url
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        account = cleaned.get("account")
+        # A new endpoint, or one moved to another account, takes a slot of it.
+        if account is not None and (self.instance._state.adding or self.instance.account_id != account.pk):
+            try:
+                # The admin's change view runs in one transaction: the account
+                # stays locked until the endpoint is saved.
+                services.endpoint_limit_check(account_id=account.pk)
+            except EndpointLimitReached as exc:
+                self.add_error("account", exc.errors["webhooks"])
+        return cleaned
+
+
+class WebhookEndpointInlineFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
+    """The account page's endpoints respect the account's limit too."""
+
+    def clean(self) -> None:
+        super().clean()
+        if any(self.errors):
+            return
+        new = deleted = 0
+        for form in self.forms:
+            if self.can_delete and self._should_delete_form(form):  # type: ignore[attr-defined]
+                deleted += form.instance.pk is not None and form.instance.deleted_at is None
+            elif form.instance._state.adding and form.has_changed():
+                new += 1
+        if not new:
+            return
+        try:
+            if self.instance._state.adding:  # a new account has no endpoints yet
+                if new > settings.WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT:
+                    raise EndpointLimitReached(settings.WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT)
+            else:
+                services.endpoint_limit_check(account_id=self.instance.pk, adding=new - deleted)
+        except EndpointLimitReached as exc:
+            raise forms.ValidationError(exc.errors["webhooks"]) from exc
+
 
 @account_page_inline
 class WebhookEndpointInline(admin.TabularInline[WebhookEndpoint, Account]):
     """URL and state only; the signing secret and code live on the endpoint's own page."""
 
     model = WebhookEndpoint
+    formset = WebhookEndpointInlineFormSet
     fields = ("url", "is_active")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     extra = 0

@@ -64,7 +64,9 @@ class WebhooksApi(WebhookApiView):
         summary="Register a webhook endpoint",
         description=(
             "The URL must be http(s) and must not resolve to a loopback, private, link-local or reserved "
-            "address (422 on `url`). The signing secret is returned once."
+            "address (422 on `url`). An account has at most `WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT` endpoints "
+            "(16 by default; deleted ones do not count): one more is a 422 on `webhooks`. "
+            "The signing secret is returned once."
         ),
         request=EndpointCreateSerializer,
         responses=responses(

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core import db, metrics
-from webhooks import http, services, signing
+from webhooks import capacity, http, services, signing
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 # Every hand-off to a worker (the outbox's, a redelivery's, a retry's, the
@@ -30,6 +30,9 @@ class DeliveryOutcome(enum.StrEnum):
     RETRY = "retry"
     FAILED = "failed"
     SKIPPED = "skipped"
+    # The destination was at its cap of concurrent deliveries: nothing was
+    # sent and no attempt counted; the delivery comes back shortly.
+    DEFERRED = "deferred"
 
 
 POSTBACK_CODE = "postback"
@@ -122,23 +125,50 @@ def _delivery_attempt(delivery_id: uuid.UUID | str) -> str:
         )
         return DeliveryOutcome.FAILED
 
-    body = event_body(delivery.event)
-    timestamp = int(timezone.now().timestamp())
-    # Written before the call, like payout attempts: if this worker dies
-    # mid-request, the history still shows the attempt the receiver may have seen.
-    attempt = WebhookAttempt.objects.create(
-        delivery=delivery,
-        number=WebhookAttempt.objects.filter(delivery=delivery).count() + 1,
-        attempted_at=timezone.now(),
-        latency_ms=0,
-        error="interrupted: the worker stopped before an answer was recorded",
-        succeeded=False,
-    )
-    headers = _headers(delivery, body, timestamp)
-    # The receiver may take its whole timeout: nobody else's database connection waits on it.
-    db.release_connections(before=f"webhook delivery {delivery.pk}")
-    result = http.post(delivery.url, body, headers)
-    return _record(delivery.pk, attempt.pk, result)
+    # One receiver that hangs holds at most its destination's slots of the
+    # worker pool; the others stay free for every other destination.
+    key = capacity.destination_key(endpoint_id=delivery.endpoint_id, account_id=delivery.event.account_id)
+    with capacity.slot(key) as got:
+        if not got:
+            return _defer(delivery)
+        body = event_body(delivery.event)
+        timestamp = int(timezone.now().timestamp())
+        # Written before the call, like payout attempts: if this worker dies
+        # mid-request, the history still shows the attempt the receiver may have seen.
+        attempt = WebhookAttempt.objects.create(
+            delivery=delivery,
+            number=WebhookAttempt.objects.filter(delivery=delivery).count() + 1,
+            attempted_at=timezone.now(),
+            latency_ms=0,
+            error="interrupted: the worker stopped before an answer was recorded",
+            succeeded=False,
+        )
+        headers = _headers(delivery, body, timestamp)
+        # The receiver may take its whole timeout: nobody else's database connection waits on it.
+        db.release_connections(before=f"webhook delivery {delivery.pk}")
+        result = http.post(delivery.url, body, headers)
+        return _record(delivery.pk, attempt.pk, result)
+
+
+def _defer(delivery: WebhookDelivery) -> str:
+    """The destination is at its cap: try again shortly, with no attempt made
+    or counted, so the delivery keeps its place in the schedule
+    (``attempt_count`` and ``next_attempt_at`` are left as they are)."""
+    due = delivery.next_attempt_at  # set on every pending delivery (a constraint)
+    waited = (timezone.now() - due).total_seconds() if due else 0.0
+    # WEBHOOK_DEFER_SECONDS at first, then half the time it has waited so far
+    # (at most WEBHOOK_MAX_COUNTDOWN): a backlog of N deliveries to a receiver
+    # that hangs for T seconds costs about N * log(T) cheap runs, not N * T / 3.
+    base = min(max(settings.WEBHOOK_DEFER_SECONDS, waited / 2), settings.WEBHOOK_MAX_COUNTDOWN)
+    # Spread widely: the deliveries deferred together must not all come back
+    # at the same instant to find the same slots still taken.
+    delay = min(base * random.uniform(0.5, 1.5), settings.WEBHOOK_MAX_COUNTDOWN)  # noqa: S311 - jitter, not security
+    # The row stays leased until the new message is due, so the relay does not
+    # hand it out again meanwhile; if that message is lost, the relay takes
+    # the delivery once the lease ends (it is still due).
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(leased_until=timezone.now() + dt.timedelta(seconds=delay))
+    services._enqueue(delivery.pk, delay)
+    return DeliveryOutcome.DEFERRED
 
 
 def _record(delivery_id: uuid.UUID, attempt_id: int, result: http.HttpResult) -> str:

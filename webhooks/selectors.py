@@ -18,6 +18,12 @@ def endpoints_of(account: Account) -> QuerySet[WebhookEndpoint]:
     return WebhookEndpoint.objects.filter(account=account, deleted_at__isnull=True)
 
 
+def endpoints_counted(*, account_id: Any) -> int:
+    """The account's endpoints that count towards its limit: every one not
+    deleted (a disabled one may be enabled again)."""
+    return WebhookEndpoint.objects.filter(account_id=account_id, deleted_at__isnull=True).count()
+
+
 def endpoint_get(*, account: Account, endpoint_id: Any) -> WebhookEndpoint:
     return get_by_uuid(endpoints_of(account), endpoint_id, EndpointNotFound)
 

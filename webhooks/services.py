@@ -18,6 +18,8 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
+from webhooks import selectors
+from webhooks.exceptions import EndpointLimitReached
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 logger = logging.getLogger(__name__)
@@ -104,9 +106,30 @@ class CreatedEndpoint:
 
 
 def endpoint_create(*, account: Account, url: str, description: str = "", ref: str = "") -> CreatedEndpoint:
-    """Register an endpoint; the caller has checked the URL with ``http.url_refusal``."""
-    endpoint = WebhookEndpoint.objects.create(account=account, url=url, description=description, ref=ref)
+    """Register an endpoint; the caller has checked the URL with ``http.url_refusal``.
+
+    Raises :class:`EndpointLimitReached` when the account already has
+    ``WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT`` endpoints."""
+    with transaction.atomic():
+        endpoint_limit_check(account_id=account.pk)
+        endpoint = WebhookEndpoint.objects.create(account=account, url=url, description=description, ref=ref)
     return CreatedEndpoint(endpoint=endpoint, secret=endpoint.secret)
+
+
+def endpoint_limit_check(*, account_id: Any, adding: int = 1) -> None:
+    """Lock the account's row and refuse when ``adding`` more endpoints (net
+    of any the same change deletes) would take it past ``WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT`` (deleted endpoints not
+    counted, disabled ones counted: staff may enable them again).
+
+    Call it in the transaction that creates them: the lock serialises the
+    account's creations (API, admin, bootstrap), so concurrent ones cannot
+    each count the same free slot."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("endpoint_limit_check must run in the transaction that creates the endpoints")
+    list(Account.objects.select_for_update().filter(pk=account_id).values_list("pk", flat=True))
+    limit = settings.WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT
+    if selectors.endpoints_counted(account_id=account_id) + adding > limit:
+        raise EndpointLimitReached(limit)
 
 
 def endpoint_delete(*, endpoint: WebhookEndpoint) -> None:

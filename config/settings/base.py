@@ -383,6 +383,15 @@ WEBHOOK_RELAY_GRACE = env.int("WEBHOOK_RELAY_GRACE", default=30)
 WEBHOOK_DISABLE_AFTER_DAYS = env.int("WEBHOOK_DISABLE_AFTER_DAYS", default=5)
 WEBHOOK_SECRET_ROTATION_HOURS = env.int("WEBHOOK_SECRET_ROTATION_HOURS", default=24)
 WEBHOOK_USER_AGENT = f"PixService-Webhook/{SERVICE_VERSION}"
+# Bulkheads (README, Webhooks). Endpoints an account may have (not deleted;
+# disabled ones count: staff may enable them again); Stripe allows 16.
+WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=16)
+# Deliveries in flight at once to one endpoint (or one account's postbacks),
+# across every worker; past it a delivery waits WEBHOOK_DEFER_SECONDS, or half
+# the time it has waited when longer (at most WEBHOOK_MAX_COUNTDOWN), ±50 %,
+# without an attempt counted. 0 = no cap.
+WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT = env.int("WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT", default=4)
+WEBHOOK_DEFER_SECONDS = env.float("WEBHOOK_DEFER_SECONDS", default=3.0)
 
 # Merchant city written in BR Codes by the sandbox acquirer (field 60).
 PIX_MERCHANT_CITY = env.str("PIX_MERCHANT_CITY", default="SAO PAULO")
