@@ -41,9 +41,6 @@ SEED = 20261125
 ACCOUNTS = ("soak_a", "soak_b", "soak_c")
 #: Seconds of the run left without traffic at its end (events still settle).
 TAIL = 30.0
-#: Cap on the wait for delayed events: beyond beat's poll of stuck payouts
-#: (withdrawals idle 2 min, polled every minute).
-CONVERGE_WITHIN = 240.0
 ACQUIRERS = [
     {
         "key": key,
@@ -126,7 +123,9 @@ def soak(args: argparse.Namespace, logs: Path) -> dict[str, list[str]]:
     redis = Redis(logs)
     redis.start()
     env = soak_env(redis.url)
-    setup_django(env)
+    # This process's connections are terminated by the faults too: without a
+    # pool, each phase closes its connection and the next query opens one.
+    setup_django({**env, "DB_POOL_MAX_SIZE": "0", "DB_CONN_MAX_AGE": "0"})
     journal = Journal()
     try:
         with http_receiver() as receiver:
@@ -154,12 +153,13 @@ def soak(args: argparse.Namespace, logs: Path) -> dict[str, list[str]]:
                 faults.ensure_redis(redis)
                 receiver.respond(200)
                 print(f"soak: traffic done, {len(journal.calls)} requests; waiting for events", flush=True)
-                settled, left = invariants.converge(list(ids.values()), CONVERGE_WITHIN)
+                cap = origin + faults.settle_by(plan, traffic_seconds) - time.monotonic()
+                settled, left = invariants.converge(list(ids.values()), cap)
                 print(f"soak: {'settled' if settled else 'NOT settled'} after {time.monotonic() - origin:.0f}s: {left}")
                 healthy, seen = health(service.base)
                 checks: dict[str, invariants.Check] = {
                     "faults injected": lambda: injector.errors,
-                    "converged": lambda: [] if settled else [f"not settled within {CONVERGE_WITHIN:.0f}s: {left}"],
+                    "converged": lambda: [] if settled else [f"not settled within {cap:.0f}s of the traffic: {left}"],
                     "client saw what it expected": lambda: journal.findings,
                     "balances equal ledger and client model, no overdraw": lambda: invariants.balances(
                         service.base, models, ids

@@ -27,7 +27,14 @@ SPACING = 20.0
 LEAD = 15.0
 #: How long a lasting fault lasts.
 HOLD = 15.0
-KINDS = ("worker_child", "pg_terminate", "redis_restart", "receiver_500", "receiver_hang", "acquirer_slow")
+#: Faults that can catch a payout mid-way. Its run held the withdrawal's lease
+#: (withdrawals.services.LEASE, 5 min) and beat's poll (every minute, payouts
+#: idle for 2) hands it back only after that: each cycle starts with them, so
+#: the run waits the least for what they leave.
+SLOW = ("pg_terminate", "worker_child")
+FAST = ("redis_restart", "receiver_500", "receiver_hang", "acquirer_slow")
+#: Seconds after a slow fault within which what it left must have settled.
+SETTLE_AFTER = 5 * 60 + 60 + 40
 #: The acquirer a fault slows down: the first of every account's cash-in chain.
 SLOWED_ACQUIRER = "soak_primary"
 
@@ -46,19 +53,29 @@ class Window:
 
 
 def schedule(seed: int, traffic_seconds: float) -> list[tuple[float, str]]:
-    """Every kind once per cycle, in an order the seed shuffles, one fault
-    every SPACING seconds from LEAD until SPACING before the traffic ends."""
+    """Every kind once per cycle, the SLOW ones first, each group in an order
+    the seed shuffles; one fault every SPACING seconds from LEAD until
+    SPACING before the traffic ends."""
     rng = random.Random(seed)
     plan: list[tuple[float, str]] = []
     at = LEAD
     cycle: list[str] = []
     while at + SPACING <= traffic_seconds:
         if not cycle:
-            cycle = list(KINDS)
-            rng.shuffle(cycle)
-        plan.append((at, cycle.pop()))
+            slow, fast = list(SLOW), list(FAST)
+            rng.shuffle(slow)
+            rng.shuffle(fast)
+            cycle = slow + fast
+        plan.append((at, cycle.pop(0)))
         at += SPACING
     return plan
+
+
+def settle_by(plan: list[tuple[float, str]], traffic_seconds: float) -> float:
+    """Seconds from the start by which every event must have settled: SETTLE_AFTER
+    past the last SLOW fault, and never less than 90 s after the traffic."""
+    last_slow = max((at for at, kind in plan if kind in SLOW), default=0.0)
+    return max(last_slow + SETTLE_AFTER, traffic_seconds + 90.0)
 
 
 def terminate_backends() -> int:
