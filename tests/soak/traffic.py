@@ -106,6 +106,10 @@ class Client:
         self.rng = random.Random(seed)
         self.session = requests.Session()
         self.session.headers.update(model.headers)
+        # One connection per request: a kept-alive one that gunicorn closes
+        # (idle past its keepalive) while the next request is being sent
+        # fails that request with no answer, which would read as an outage.
+        self.session.headers["Connection"] = "close"
 
     # ------------------------------------------------------------------ HTTP
 
@@ -115,7 +119,7 @@ class Client:
         try:
             response = self.session.request(method, f"{self.base}{path}", json=body, headers=headers, timeout=30)
         except requests.RequestException as exc:
-            self.journal.record(Call(started, time.monotonic(), label, None, type(exc).__name__))
+            self.journal.record(Call(started, time.monotonic(), label, None, f"{type(exc).__name__}: {exc}"[:300]))
             return None
         self.journal.record(Call(started, time.monotonic(), label, response.status_code))
         return response
