@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export PORT
 
-.PHONY: run test install install-dev lint format typecheck migrations-check ci bench fuzz stop status clean
+.PHONY: run test install install-dev lint format typecheck migrations-check ci bench fuzz soak stop status clean
 
 # requirements-local.txt: the runtime ones plus the embedded engines (not in the image).
 $(VENV)/.installed: requirements.txt requirements-local.txt
@@ -58,6 +58,13 @@ bench: install-dev
 ## FUZZ_ARGS="-- OPTIONS" passes options to schemathesis (.ci/run asks for a JUnit report).
 fuzz: install-dev
 	$(PY) -m tests.fuzz.run_schemathesis $(FUZZ_ARGS)
+
+## Chaos soak: the service as deployed (every Procfile process) under mixed traffic while
+## faults are injected on a seeded schedule, then invariants (tests/soak/). MINUTES=30 for
+## a long run; SOAK_ARGS="--junit PATH" for a report (.ci/run asks for one).
+MINUTES ?= 3
+soak: install-dev
+	$(PY) -m tests.soak --minutes $(MINUTES) $(SOAK_ARGS)
 
 ## Stop the embedded PostgreSQL and Redis (data stays in ./var).
 stop: install

@@ -81,15 +81,15 @@ def test_an_unreadable_report_is_a_failure(tmp_path: Path) -> None:
 
 
 FAKE_MAKE = r"""#!/usr/bin/env bash
-# Stands in for make: "test" and "fuzz" write a report where .ci/run asks.
+# Stands in for make: "test", "fuzz" and "soak" write a report where .ci/run asks.
 target="$1"; shift
 for arg in "$@"; do
   case "$arg" in
-    PYTEST_ARGS=*|FUZZ_ARGS=*)
+    PYTEST_ARGS=*|FUZZ_ARGS=*|SOAK_ARGS=*)
       for word in ${arg#*=}; do
         case "$word" in --junitxml=*) report="${word#--junitxml=}";; esac
         if [ "${take:-}" = 1 ]; then report="$word"; take=0; fi
-        if [ "$word" = "--report-junit-path" ]; then take=1; fi
+        if [ "$word" = "--report-junit-path" ] || [ "$word" = "--junit" ]; then take=1; fi
       done;;
   esac
 done
@@ -120,12 +120,12 @@ def run_ci(tmp_path: Path, fail_target: str = "none") -> subprocess.CompletedPro
 def test_ci_run_ends_with_the_count_of_every_run(tmp_path: Path) -> None:
     result = run_ci(tmp_path)
     ran = (tmp_path / "make.log").read_text().split()
-    reports = 3 if ran.count("test") == 2 else 2  # the second pytest run needs the machine's servers
+    reports = 4 if ran.count("test") == 2 else 3  # the second pytest run needs the machine's servers
     assert result.stdout.splitlines()[-1] == f"{2 * reports} passed, 0 failed", result.stdout + result.stderr
     assert result.returncode == 0
 
 
-@pytest.mark.parametrize("target", ["lint", "test", "fuzz"])
+@pytest.mark.parametrize("target", ["lint", "test", "fuzz", "soak"])
 def test_ci_run_says_failed_and_exits_non_zero_when_a_stage_fails(tmp_path: Path, target: str) -> None:
     result = run_ci(tmp_path, fail_target=target)
     lines = result.stdout.splitlines()
