@@ -73,16 +73,20 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> HttpResult:
         return HttpResult(status_code=None, latency_ms=0, error=URL_HTTPS_REQUIRED)
     started = time.monotonic()
     budget = settings.WEBHOOK_TIMEOUT
+    timed_out = f"Timeout: no complete answer within {budget:.0f}s"
     with deadline.scope(budget) as cutoff:
         try:
-            return _post(url, body, headers, started)
+            result = _post(url, body, headers, started)
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             latency_ms = int((time.monotonic() - started) * 1000)
             if cutoff.expired:
-                return HttpResult(
-                    status_code=None, latency_ms=latency_ms, error=f"Timeout: no complete answer within {budget:.0f}s"
-                )
+                return HttpResult(status_code=None, latency_ms=latency_ms, error=timed_out)
             return HttpResult(status_code=None, latency_ms=latency_ms, error=_describe(exc)[:500])
+        if cutoff.fired:
+            # The cut can read as the end of an answer (a dripped header ended
+            # by the closed connection): nothing read then counts.
+            return HttpResult(status_code=None, latency_ms=result.latency_ms, error=timed_out)
+        return result
 
 
 def _post(url: str, body: bytes, headers: dict[str, str], started: float) -> HttpResult:

@@ -341,7 +341,7 @@ class Handler(FakeHandler):
             self._drip()
             return
         if fault is Fault.TIMEOUT:
-            self.psp.stopping.wait(self.psp.delay)
+            self._linger(self.psp.delay)
         if fault is Fault.LOST_ANSWER:
             self._send(request, 500, problem(500, "ErroInternoDoServidor", "Erro interno"))
             return

@@ -15,6 +15,7 @@ import datetime as dt
 import enum
 import json
 import secrets
+import select
 import socket
 import ssl
 import string
@@ -107,7 +108,7 @@ class FakeServer(Generic[FaultT]):
     drip_interval: float = 0.2
     drip_lifetime: float = 10.0
 
-    #: TLS connections accepted, and drip-fed answers the client hung up on.
+    #: TLS connections accepted, and late or drip-fed answers the client hung up on.
     connections: int = 0
     hung_up: int = 0
 
@@ -284,6 +285,22 @@ class FakeHandler(BaseHTTPRequestHandler):
         """Close the connection without an answer."""
         self.close_connection = True
         self.connection.close()
+
+    def _linger(self, seconds: float) -> None:
+        """Wait ``seconds`` before answering, noting in ``hung_up`` a client
+        that closes the connection meanwhile (it sends nothing else while it
+        waits for the answer: a readable socket is its end)."""
+        fake = self.fake
+        ends = time.monotonic() + seconds
+        noted = False
+        while not fake.stopping.is_set() and (left := ends - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+            if readable and not noted:
+                noted = True
+                with fake.lock:
+                    fake.hung_up += 1
+            if noted:
+                fake.stopping.wait(max(0.0, ends - time.monotonic()))
 
     def _drip(self) -> None:
         """A status line, then a header that never ends: one byte per tick,
