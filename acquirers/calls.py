@@ -74,7 +74,10 @@ def call_with_deadline(func: Callable[[], T], timeout: float) -> T:
     try:
         return deadline.call_with_deadline(func, timeout)
     except deadline.DeadlineExceeded as exc:
-        raise DeadlineExceeded(str(exc)) from exc.__cause__
+        message = str(exc)
+    # Raised outside the handler, with no chain: attempt rows keep the class
+    # and message, and the cut's traceback (sockets in its frames) goes now.
+    raise DeadlineExceeded(message)
 
 
 # Most specific first: a timeout and an invalid answer are kinds of unavailability.
