@@ -48,7 +48,7 @@ class Scope:
     def __init__(self, seconds: float, parent: Scope | None) -> None:
         expires_at = time.monotonic() + max(0.0, seconds)
         # A scope inside another ends no later than it.
-        self.expires_at = min(expires_at, parent.expires_at) if parent is not None else expires_at
+        self.expires_at: float = min(expires_at, parent.expires_at) if parent is not None else expires_at
         self._lock = threading.Lock()
         self._guards: list[socket.socket] = []
         self._closers: list[Callable[[], None]] = []
