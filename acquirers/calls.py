@@ -3,7 +3,7 @@
 A charge, a payout send and a payout status lookup all go through
 :func:`call`: the adapter is built and called under the acquirer's hard
 deadline (its connect + read timeout, enforced here rather than trusted to
-the adapter), every failure becomes one :class:`Outcome` in
+the adapter: at the deadline its connections are closed), every failure becomes one :class:`Outcome` in
 :func:`classify`, and the outcome feeds the latency metric and the
 acquirer's circuit breaker (:mod:`acquirers.breaker`). A call that may be
 skipped asks :func:`admit` first. So a failure reads the same on every path:
@@ -69,18 +69,18 @@ class DeadlineExceeded(AcquirerTimeout):
     """The acquirer did not answer within its connect + read timeout."""
 
 
-def call_with_deadline(
-    func: Callable[[], T],
-    timeout: float,
-    *,
-    on_late: Callable[[T | None, BaseException | None], None] | None = None,
-) -> T:
-    """An acquirer call under its deadline (see :mod:`core.deadline`);
-    ``on_late`` hears what a call abandoned at its deadline finally did."""
+def call_with_deadline(func: Callable[[], T], timeout: float) -> T:
+    """An acquirer call under its deadline, in the caller's thread (see
+    :mod:`core.deadline`): its connections are cut when the deadline passes.
+    The one place a call past its deadline becomes :class:`DeadlineExceeded`,
+    whatever the cut made the adapter raise (a connection error, mostly)."""
     try:
-        return deadline.call_with_deadline(func, timeout, on_late=on_late)
+        return deadline.call_with_deadline(func, timeout)
     except deadline.DeadlineExceeded as exc:
-        raise DeadlineExceeded(str(exc)) from None
+        message = str(exc)
+    # Raised outside the handler, with no chain: attempt rows keep the class
+    # and message, and the cut's traceback (sockets in its frames) goes now.
+    raise DeadlineExceeded(message)
 
 
 # Most specific first: a timeout and an invalid answer are kinds of unavailability.
@@ -152,7 +152,6 @@ def call(
     probe: bool = False,
     check: Callable[[T], None] | None = None,
     label: Callable[[T], str] | None = None,
-    on_late: Callable[[T | None, BaseException | None], None] | None = None,
 ) -> Call[T]:
     """The guarded call (:func:`_guarded`: its parameters), holding a slot of
     the operation's pool and of the acquirer's cap (:mod:`acquirers.capacity`)
@@ -165,7 +164,7 @@ def call(
             logger.info("acquirer %s not called for %s: busy", acquirer.key, operation)
             busy = capacity.AcquirerBusy(f"{acquirer.key}: too many calls in flight for {operation}")
             return Call(outcome=Outcome.BUSY, label=Outcome.BUSY, latency_ms=0, error=busy)
-        return _guarded(acquirer, operation, func, probe=probe, check=check, label=label, on_late=on_late)
+        return _guarded(acquirer, operation, func, probe=probe, check=check, label=label)
 
 
 def _guarded(
@@ -176,7 +175,6 @@ def _guarded(
     probe: bool = False,
     check: Callable[[T], None] | None = None,
     label: Callable[[T], str] | None = None,
-    on_late: Callable[[T | None, BaseException | None], None] | None = None,
 ) -> Call[T]:
     """``func(adapter)`` under the acquirer's deadline, classified, measured
     and fed to its breaker. Never raises what the call raised.
@@ -185,8 +183,8 @@ def _guarded(
     it then counts as the acquirer's failure. ``label`` names an answered
     call for the row, the metric and the breaker (default ``ok``). ``probe``:
     the call is the breaker's half-open probe, or forced through an open
-    circuit; its outcome decides the circuit. ``on_late`` hears what a call
-    abandoned at its deadline finally returned or raised."""
+    circuit; its outcome decides the circuit. A call past its deadline has
+    its connections closed and is a timeout: no part of it goes on."""
     db.release_connections(before=f"acquirer {acquirer.key} {operation}")
     started = time.monotonic()
     result: T | None = None
@@ -194,7 +192,7 @@ def _guarded(
     recorded: str = Outcome.OK
     try:
         adapter = adapters.build(acquirer)
-        answer = call_with_deadline(lambda: func(adapter), acquirer.deadline_seconds, on_late=on_late)
+        answer = call_with_deadline(lambda: func(adapter), acquirer.deadline_seconds)
         if check is not None:
             check(answer)
         if label is not None:

@@ -8,23 +8,17 @@ filter off for development and tests only.
 
 Socket timeouts bound each read, not the exchange: a receiver that drips one
 byte a second would hold the call for ever. Its total deadline is enforced
-at the socket: a watchdog shuts the connection down at the deadline, so the
-blocked read in the calling thread fails at once and nothing outlives the
-call (no thread left behind, unlike ``core.deadline``, whose shared
-threads payouts need).
+at the socket (:mod:`core.deadline`): the process's watchdog shuts the
+connection down at the deadline, so the blocked read in the calling thread
+fails at once and nothing outlives the call.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import ipaddress
 import socket
-import threading
 import time
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, cast
 from urllib.parse import urlsplit
 
 import requests
@@ -32,8 +26,8 @@ import urllib3
 from django.conf import settings
 from requests_hardened import Config, Manager
 from requests_hardened.ip_filter import EXTRA_BLOCKED_NET_RANGES
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from core import deadline, http
 
 RESPONSE_BODY_LIMIT = 4096
 
@@ -68,105 +62,6 @@ def _manager() -> Manager:
     )
 
 
-class _Cutoff:
-    """Shuts the call's connections down when its deadline passes.
-
-    It keeps a duplicate descriptor of each connection: shutting that down
-    ends a read blocked on the other one at once (TLS handshake included),
-    and while it is held the descriptor number cannot be reused by another
-    connection of the process before the call lets go of it.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.fired = False
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._timer = threading.Timer(seconds, self._cut)
-        self._timer.name = "webhook-cutoff"
-        self._timer.daemon = True
-
-    def __enter__(self) -> _Cutoff:
-        self._timer.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self._timer.cancel()
-        self._timer.join()
-        with self._lock:
-            for sock in self._sockets:
-                sock.close()
-            self._sockets.clear()
-
-    def watch(self, sock: socket.socket) -> None:
-        guard = sock.dup()
-        with self._lock:
-            self._sockets.append(guard)
-            if self.fired:
-                # Connected after the deadline (a slow name lookup): end it before it sends.
-                _shut(guard)
-
-    def _cut(self) -> None:
-        with self._lock:
-            self.fired = True
-            for sock in self._sockets:
-                _shut(sock)
-
-
-def _shut(sock: socket.socket) -> None:
-    # Fails only when the peer already closed it or it never connected.
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-def _watched(sock: socket.socket, cutoff: _Cutoff) -> socket.socket:
-    try:
-        cutoff.watch(sock)
-    except OSError:
-        sock.close()  # not handed to urllib3 yet: nobody else would close it
-        raise
-    return sock
-
-
-class _WatchedHTTPConnection(HTTPConnection):
-    def __init__(self, *args: Any, cutoff: _Cutoff, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._cutoff = cutoff
-
-    def _new_conn(self) -> socket.socket:
-        return _watched(super()._new_conn(), self._cutoff)
-
-
-class _WatchedHTTPSConnection(HTTPSConnection):
-    def __init__(self, *args: Any, cutoff: _Cutoff, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._cutoff = cutoff
-
-    def _new_conn(self) -> socket.socket:
-        return _watched(super()._new_conn(), self._cutoff)
-
-
-class _WatchedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _WatchedHTTPConnection
-
-
-class _WatchedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _WatchedHTTPSConnection
-
-
-def _watch_connections(session: requests.Session, cutoff: _Cutoff) -> None:
-    """Every connection the session opens is handed to ``cutoff`` (the pools
-    pass their extra keywords on to their connections)."""
-    pools = {
-        "http": cast(type[HTTPConnectionPool], functools.partial(_WatchedHTTPPool, cutoff=cutoff)),
-        "https": cast(type[HTTPConnectionPool], functools.partial(_WatchedHTTPSPool, cutoff=cutoff)),
-    }
-    for adapter in session.adapters.values():
-        if isinstance(adapter, requests.adapters.HTTPAdapter):
-            adapter.poolmanager.pool_classes_by_scheme = pools
-
-
 def post(url: str, body: bytes, headers: dict[str, str]) -> HttpResult:
     """POST and report; never raises for network or HTTP failures. The whole
     exchange, connection included, must end within the total timeout: a
@@ -178,21 +73,26 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> HttpResult:
         return HttpResult(status_code=None, latency_ms=0, error=URL_HTTPS_REQUIRED)
     started = time.monotonic()
     budget = settings.WEBHOOK_TIMEOUT
-    with _Cutoff(budget) as cutoff:
+    timed_out = f"Timeout: no complete answer within {budget:.0f}s"
+    with deadline.scope(budget) as cutoff:
         try:
-            return _post(url, body, headers, started, cutoff)
+            result = _post(url, body, headers, started)
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             latency_ms = int((time.monotonic() - started) * 1000)
-            if cutoff.fired:
-                return HttpResult(
-                    status_code=None, latency_ms=latency_ms, error=f"Timeout: no complete answer within {budget:.0f}s"
-                )
+            if cutoff.expired:
+                return HttpResult(status_code=None, latency_ms=latency_ms, error=timed_out)
             return HttpResult(status_code=None, latency_ms=latency_ms, error=_describe(exc)[:500])
+        if cutoff.fired:
+            # The cut can read as the end of an answer (a dripped header ended
+            # by the closed connection): nothing read then counts.
+            return HttpResult(status_code=None, latency_ms=result.latency_ms, error=timed_out)
+        return result
 
 
-def _post(url: str, body: bytes, headers: dict[str, str], started: float, cutoff: _Cutoff) -> HttpResult:
+def _post(url: str, body: bytes, headers: dict[str, str], started: float) -> HttpResult:
     with _manager().get_session() as session:
-        _watch_connections(session, cutoff)
+        # The hardened adapters keep their address filter; their pools become cuttable.
+        http.watch(session)
         response = session.post(url, data=body, headers=headers, stream=True)
         try:
             chunks: list[bytes] = []

@@ -152,7 +152,8 @@ class PayoutAttempt(models.Model):
     # This answer was definitive (refused, failed): the acquirer is done with
     # the payout and the chain may move on.
     released = models.BooleanField(default=False)
-    # What a call abandoned at its deadline finally returned or raised.
+    # What a call abandoned at its deadline finally returned or raised, on rows from
+    # before calls were cut at the socket (core.deadline); nothing writes them now.
     late_outcome = models.CharField(max_length=20, blank=True)
     late_detail = models.CharField(max_length=500, blank=True)
     late_at = models.DateTimeField(null=True, blank=True)

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import TypeAlias
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -194,9 +194,9 @@ def _send(
     if attempt is None:
         metrics.PAYOUTS.labels(acquirer.key, ProcessOutcome.ON_HOLD).inc()
         return ProcessOutcome.ON_HOLD
-    answer, outcome = _attempt(
-        attempt, acquirer, lambda adapter: adapter.create_payout(request), probe=probe, on_late=_late_answer(attempt.pk)
-    )
+    # Past its deadline the send's connection is closed: a timeout, unclear
+    # (the acquirer may have it), and no answer of it arrives later.
+    answer, outcome = _attempt(attempt, acquirer, lambda adapter: adapter.create_payout(request), probe=probe)
     if outcome == Outcome.DECLINED:
         if resend:
             # A refusal of this second request says nothing of the first,
@@ -281,7 +281,6 @@ def _attempt(
     func: Callable[[AcquirerAdapter], PayoutResult],
     *,
     probe: bool = False,
-    on_late: Callable[[PayoutResult | None, BaseException | None], None] | None = None,
 ) -> tuple[PayoutResult | None, str]:
     """One guarded call, recorded on ``attempt``: a failure as its outcome, an
     answer as the payout's status there (``probe``: this call is the
@@ -292,7 +291,6 @@ def _attempt(
         func,
         probe=probe,
         label=lambda result: result.status.value,
-        on_late=on_late,
     )
     PayoutAttempt.objects.filter(pk=attempt.pk).update(
         outcome=done.label, error_class=done.error_class, error_message=done.error_message, latency_ms=done.latency_ms
@@ -301,38 +299,6 @@ def _attempt(
     if isinstance(done.error, capacity.AcquirerBusy):  # not called: the run stops here, for later
         raise done.error
     return done.result, done.label
-
-
-def _late_answer(attempt_id: int) -> Callable[[PayoutResult | None, BaseException | None], None]:
-    """Evidence from a send abandoned at its deadline: what it finally
-    returned or raised, written on its attempt from the call's own thread."""
-
-    def record(result: PayoutResult | None, error: BaseException | None) -> None:
-        try:
-            if error is not None:
-                outcome: str = calls.classify(error)
-                detail = f"{type(error).__name__}: {error}"
-            else:
-                assert result is not None
-                outcome = result.status.value
-                said = {
-                    "provider_payout_id": result.provider_payout_id,
-                    "e2e_id": result.e2e_id,
-                    "reason": result.reason,
-                }
-                detail = " ".join(f"{name}={value}" for name, value in said.items() if value)
-            updated = PayoutAttempt.objects.filter(pk=attempt_id).update(
-                late_outcome=outcome, late_detail=detail[:500], late_at=timezone.now()
-            )
-            if updated:
-                logger.warning("payout attempt %s answered after its deadline: %s %s", attempt_id, outcome, detail)
-            else:
-                logger.warning("payout attempt %s answered after its deadline, but it is gone", attempt_id)
-        finally:
-            # A thread of the shared pool: its connection must not outlive this call.
-            connection.close()
-
-    return record
 
 
 def _release(withdrawal: Withdrawal, attempt: PayoutAttempt) -> None:

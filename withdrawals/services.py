@@ -244,7 +244,7 @@ def withdrawal_approve(*, withdrawal_id: uuid.UUID | str, source: str, actor: st
 
 #: How long a payout run holds its lease; longer than a task may run (CELERY_TASK_TIME_LIMIT).
 LEASE = dt.timedelta(minutes=5)
-#: ``error_class`` of a send abandoned at our deadline (acquirers.calls).
+#: ``error_class`` of a send cut at our deadline (acquirers.calls).
 ABANDONED = DeadlineExceeded.__name__
 
 
@@ -254,10 +254,12 @@ def payout_settle_window() -> dt.timedelta:
 
 def payout_sends_in_flight(withdrawal: Withdrawal) -> QuerySet[PayoutAttempt]:
     """Sends that timed out and may still land: any for the lease after it
-    was made; one abandoned at our deadline (its call still running in its
-    thread, no late answer yet) for as long as the settle window, since
-    nothing bounds how long a peer may drip-feed it. A worker that died took
-    its calls with it: such a send waits out the window, then staff's queue."""
+    was made; one cut at our deadline (the acquirer was still answering when
+    we closed the connection, so it had the send, and nothing says when it
+    records it) for as long as the settle window. A late answer on a row
+    written before calls were cut (they ran on in a thread) ends that. A
+    worker that died took its calls with it: such a send waits out the
+    window, then staff's queue."""
     now = timezone.now()
     return PayoutAttempt.objects.filter(
         withdrawal_id=withdrawal.pk,

@@ -4,9 +4,10 @@ Options: ``{"charge": <behaviour>, "payout": "ok"|"fail"|"timeout",
 "notification_secret": "..."}``. Charge behaviours:
 
 - ``ok``: a valid BR Code at once; ``fail``: refused (unavailable);
-- ``timeout``: really waits past the acquirer's deadline (connect + read
-  timeout) and then succeeds late, which is the case a real timeout leaves
-  us in: the acquirer may have acted although we gave up;
+- ``timeout``: creates the charge, then waits past the acquirer's deadline
+  (connect + read timeout), where the call ends as a real one is cut
+  (:func:`core.deadline.sleep`): the case a real timeout leaves us in, the
+  acquirer may have acted although we gave up;
 - ``slow``: answers well, after half the deadline;
 - ``flaky``: the 1st, 3rd, 5th... call to this acquirer is refused, the
   others succeed (counted in Redis, so across processes);
@@ -14,7 +15,7 @@ Options: ``{"charge": <behaviour>, "payout": "ok"|"fail"|"timeout",
 - ``invalid_emv``: creates the charge but answers a BR Code with a wrong CRC,
   which the service's checker refuses.
 
-Payouts: ``timeout`` records the transfer, then answers past the deadline.
+Payouts: ``timeout`` records the transfer, then waits past the deadline.
 What the sandbox "created" or received (charges, cancellations, payouts and
 how many times each payout was requested) is kept in Redis so every process
 sees the same acquirer.
@@ -55,6 +56,7 @@ from acquirers.adapters.base import (
     PayoutStatus,
     UnreadableNotification,
 )
+from core import deadline
 
 CHARGE_BEHAVIOURS = ("ok", "fail", "timeout", "slow", "flaky", "garbage", "invalid_emv")
 PAYOUT_BEHAVIOURS = ("ok", "fail", "timeout")
@@ -118,8 +120,9 @@ class SandboxAdapter(AcquirerAdapter):
 
     def _late(self) -> None:
         # Past the whole deadline (connect + read) by a margin, so the
-        # caller's deadline fires first.
-        time.sleep(self._deadline() + 0.5)
+        # caller's deadline fires first: the wait ends there, raising what a
+        # call cut at its deadline raises. Called with no deadline, it answers late.
+        deadline.sleep(self._deadline() + 0.5)
 
     def _count(self, *parts: str) -> int:
         """Atomic counter shared by every process (the cache is Redis)."""
@@ -137,10 +140,8 @@ class SandboxAdapter(AcquirerAdapter):
             raise AcquirerUnavailable("sandbox: charge refused (options.charge = flaky)")
         if behaviour == "garbage":
             raise InvalidResponse("sandbox: unreadable answer (options.charge = garbage)")
-        if behaviour == "timeout":
-            self._late()
         if behaviour == "slow":
-            time.sleep(self._deadline() / 2)
+            deadline.sleep(self._deadline() / 2)
         emv = brcode.encode_dynamic(
             location=f"pix.sandbox.local/qr/v2/{request.txid}",
             amount=request.amount,
@@ -151,6 +152,8 @@ class SandboxAdapter(AcquirerAdapter):
             emv = emv[:-4] + ("0000" if emv[-4:] != "0000" else "FFFF")  # a CRC16 that does not match
         # add, not set: a cancellation that arrived first must stand.
         cache.add(self._key("charge", request.txid), "active", _STATE_TTL)
+        if behaviour == "timeout":
+            self._late()  # created, but we hear nothing in time
         return ChargeResult(provider_charge_id=f"sbx_{request.txid}", emv=emv)
 
     def cancel_charge(self, txid: str) -> None:

@@ -246,12 +246,12 @@ class Handler(FakeHandler):
             self._send_garbage(method)
             return
         if fault is EfiFault.LATE_RECORD:
-            efi.stopping.wait(efi.delay)
+            self._linger(efi.delay)
         status, body = self._send_pix(id_envio, parsed) if operation == "send" else self._status(id_envio)
         if efi.while_holding is not None:
             efi.while_holding(operation)
         if fault is EfiFault.TIMEOUT:
-            efi.stopping.wait(efi.delay)
+            self._linger(efi.delay)
         if fault is EfiFault.LOST_ANSWER:
             self._send(500, efi_error("erro_aplicacao", "Erro interno"))
             return

@@ -163,6 +163,7 @@ class Fault(enum.StrEnum):
     INVALID_EMV = "invalid_emv"  # cob.put: creates the charge, answers a BR Code with a broken CRC
     LOST_ANSWER = "lost_answer"  # act, then 500 (the answer is lost on the way)
     RESET = "reset"  # close the connection without an answer
+    DRIP = "drip"  # act, then answer one header byte every ``FakePsp.drip_interval`` until the client hangs up
 
 
 #: Operations faults can target.
@@ -336,8 +337,11 @@ class Handler(FakeHandler):
             self._send_garbage(method)
             return
         status, body = getattr(self, "_" + operation.replace(".", "_"))(request, parsed, fault)
+        if fault is Fault.DRIP:
+            self._drip()
+            return
         if fault is Fault.TIMEOUT:
-            self.psp.stopping.wait(self.psp.delay)
+            self._linger(self.psp.delay)
         if fault is Fault.LOST_ANSWER:
             self._send(request, 500, problem(500, "ErroInternoDoServidor", "Erro interno"))
             return

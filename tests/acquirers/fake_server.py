@@ -15,10 +15,12 @@ import datetime as dt
 import enum
 import json
 import secrets
+import select
 import socket
 import ssl
 import string
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -102,6 +104,13 @@ class FakeServer(Generic[FaultT]):
     token_ttl: int = 3600
     #: How late a TIMEOUT fault answers.
     delay: float = 3.0
+    #: A DRIP fault sends a byte this often, for at most ``drip_lifetime`` seconds.
+    drip_interval: float = 0.2
+    drip_lifetime: float = 10.0
+
+    #: TLS connections accepted, and late or drip-fed answers the client hung up on.
+    connections: int = 0
+    hung_up: int = 0
 
     tokens: set[str] = field(default_factory=set)
     token_requests: int = 0
@@ -165,6 +174,7 @@ class FakeServer(Generic[FaultT]):
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
+            request_queue_size = 128  # many callers connecting at once are queued, not refused
 
             def finish_request(self, request: Any, client_address: Any) -> None:
                 # The TLS handshake happens here, on the request's own thread,
@@ -177,6 +187,7 @@ class FakeServer(Generic[FaultT]):
                     return
                 with fake.lock:
                     open_connections.add(tls)
+                    fake.connections += 1
                 try:
                     handler(tls, client_address, self)
                 finally:
@@ -274,6 +285,41 @@ class FakeHandler(BaseHTTPRequestHandler):
         """Close the connection without an answer."""
         self.close_connection = True
         self.connection.close()
+
+    def _linger(self, seconds: float) -> None:
+        """Wait ``seconds`` before answering, noting in ``hung_up`` a client
+        that closes the connection meanwhile (it sends nothing else while it
+        waits for the answer: a readable socket is its end)."""
+        fake = self.fake
+        ends = time.monotonic() + seconds
+        noted = False
+        while not fake.stopping.is_set() and (left := ends - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+            if readable and not noted:
+                noted = True
+                with fake.lock:
+                    fake.hung_up += 1
+            if noted:
+                fake.stopping.wait(max(0.0, ends - time.monotonic()))
+
+    def _drip(self) -> None:
+        """A status line, then a header that never ends: one byte per tick,
+        each well within any read timeout, until the client hangs up (counted
+        in ``hung_up``) or ``drip_lifetime`` passes."""
+        fake = self.fake
+        self.close_connection = True
+        ends = time.monotonic() + fake.drip_lifetime
+        answer = b"HTTP/1.1 200 OK\r\nX-Drip: "
+        sent = 0
+        try:
+            while time.monotonic() < ends:
+                self.connection.sendall(answer[sent : sent + 1] if sent < len(answer) else b"a")
+                sent += 1
+                if fake.stopping.wait(fake.drip_interval):
+                    return
+        except OSError:
+            with fake.lock:
+                fake.hung_up += 1
 
     def _send_garbage(self, method: str) -> None:
         """A 2xx that is not JSON."""

@@ -1190,7 +1190,7 @@ def test_timeout_moves_on_and_cancels_the_late_charge(
     elapsed = time.monotonic() - started
     charge = created(response)
 
-    # The sandbox answers 0.3 s + 0.5 s after the call; the client did not wait for it.
+    # Left alone the sandbox would answer 0.3 s + 0.5 s after the call; the deadline ended it.
     assert elapsed < 0.8
     assert charge.acquirer_id == fast.pk
     first, second = ChargeAttempt.objects.filter(charge_id=charge.id).order_by("position")
@@ -1205,7 +1205,7 @@ def test_timeout_moves_on_and_cancels_the_late_charge(
     callbacks[0]()
     assert enqueued == [(slow.pk, charge.txid)]
 
-    # The late create lands at the slow acquirer; the task withdraws it.
+    # The slow acquirer did create the charge; the task withdraws it.
     slow_adapter = adapters.build(slow)
     assert isinstance(slow_adapter, SandboxAdapter)
     wait_until(lambda: slow_adapter.charge_state(charge.txid) == "active")

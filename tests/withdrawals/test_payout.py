@@ -36,7 +36,7 @@ from acquirers.adapters.base import (
     PayoutResult,
     PayoutStatus,
 )
-from acquirers.adapters.sandbox import new_e2e_id
+from acquirers.adapters.sandbox import SandboxAdapter, new_e2e_id
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot
 from acquirers.selectors import payout_chain
 from acquirers.services import acquirer_slots_set
@@ -289,14 +289,10 @@ def test_timeout_is_followed_by_a_status_check_never_by_a_second_send(
     assert sandbox_payout(spare, withdrawal).status is PayoutStatus.NOT_FOUND
     send = PayoutAttempt.objects.get(withdrawal=withdrawal, action="send")
     assert send.error_class == "DeadlineExceeded"
-    assert send.latency_ms < 1000
-    # The abandoned send's own answer, when it came, is kept as evidence.
-    wait_for(lambda: PayoutAttempt.objects.get(pk=send.pk).late_at is not None)
-    send.refresh_from_db()
-    assert send.late_outcome == "paid"
-    assert f"e2e_id={withdrawal.e2e_id}" in send.late_detail
-    assert send.late_at is not None
-    assert send.late_at > send.created_at
+    assert send.latency_ms < 1000  # ended at the deadline: nothing of the send runs on
+    slow_adapter = adapters.build(slow)
+    assert isinstance(slow_adapter, SandboxAdapter)
+    assert slow_adapter.payout_requests(withdrawal.idempotency_id) == 1
     assert available_balance(account) == SEED - TOTAL == ledger_sum(account)
     assert events(withdrawal) == [S.APPROVED, S.PAID]
 

@@ -1,10 +1,9 @@
 """After an unclear send only that acquirer may settle the payout (README,
 "Unclear payouts"): neither a refusal of the same payout sent to it again
-nor a "failed" while our abandoned send may still land frees the chain."""
+nor a "failed" while our send cut at its deadline may still land frees the chain."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import ClassVar
 
@@ -25,8 +24,8 @@ from acquirers.adapters.base import (
 )
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_slots_set
+from core import deadline
 from tests.factories import AccountFactory, AcquirerFactory
-from tests.realworld import wait_for
 from tests.withdrawals.payout_adapters import PayoutsOnly, paid
 from withdrawals import services
 from withdrawals.exceptions import PayoutUndetermined
@@ -60,16 +59,16 @@ class RefusesTheResend(PayoutsOnly):
 
 @adapters.register
 class Drips(PayoutsOnly):
-    """Holds the send past our deadline until ``release`` is set; asked,
-    says the payout failed (while our send may still land there)."""
+    """Takes the send and never finishes answering it: our deadline ends the
+    call (as it cuts a drip-fed connection). Asked, says the payout failed
+    (while our send may still land there)."""
 
     name = "test_drips"
     sends: ClassVar[list[str]] = []
-    release = threading.Event()
 
     def create_payout(self, request: PayoutRequest) -> PayoutResult:
         self.sends.append(request.idempotency_id)
-        assert self.release.wait(timeout=30)
+        deadline.sleep(30)
         return paid(request.idempotency_id)
 
     def get_payout_status(self, idempotency_id: str) -> PayoutResult:
@@ -126,35 +125,30 @@ def test_a_refused_resend_keeps_the_payout_with_its_acquirer(monkeypatch: pytest
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_failed_while_an_abandoned_send_still_runs_frees_nothing_past_the_lease(
+@pytest.mark.django_db
+def test_a_failed_after_a_send_cut_at_our_deadline_frees_nothing_past_the_lease(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     Drips.sends = []
-    Drips.release = threading.Event()
     first = AcquirerFactory(
         key="test_drips_acq", adapter="test_drips", options={}, connect_timeout_ms=100, read_timeout_ms=200
     )
     account, _ = _account(first, monkeypatch)
     withdrawal = _approved(account)
-    try:
-        # Abandoned at our deadline; asked right away it says "failed": not its last word.
-        with pytest.raises(PayoutUndetermined):
-            withdrawal_process(withdrawal_id=withdrawal.pk)
-        send = PayoutAttempt.objects.get(withdrawal=withdrawal, action="send")
-        assert (send.outcome, send.error_class, send.late_at) == ("timeout", services.ABANDONED, None)
 
-        # Longer ago than the lease, its thread still running: still in flight.
-        PayoutAttempt.objects.filter(pk=send.pk).update(created_at=timezone.now() - services.LEASE * 2)
-        with pytest.raises(PayoutUndetermined):
-            withdrawal_process(withdrawal_id=withdrawal.pk)
-        withdrawal.refresh_from_db()
-        assert withdrawal.status == S.APPROVED
-        assert PaysAtOnce.sends == []
-        assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
-    finally:
-        Drips.release.set()
-    # The abandoned send lands: its answer is on record, and it settles the payout once.
-    wait_for(lambda: PayoutAttempt.objects.get(pk=send.pk).late_at is not None)
-    assert PayoutAttempt.objects.get(pk=send.pk).late_outcome == "paid"
-    assert Drips.sends == [withdrawal.idempotency_id]
+    # Cut at our deadline; asked right away it says "failed": not its last word.
+    with pytest.raises(PayoutUndetermined):
+        withdrawal_process(withdrawal_id=withdrawal.pk)
+    send = PayoutAttempt.objects.get(withdrawal=withdrawal, action="send")
+    assert (send.outcome, send.error_class) == ("timeout", services.ABANDONED)
+    assert send.latency_ms < 1000  # the call ended at its deadline (0.3 s): nothing of it runs on
+
+    # Longer ago than the lease: the acquirer may still record it, so still in flight.
+    PayoutAttempt.objects.filter(pk=send.pk).update(created_at=timezone.now() - services.LEASE * 2)
+    with pytest.raises(PayoutUndetermined):
+        withdrawal_process(withdrawal_id=withdrawal.pk)
+    withdrawal.refresh_from_db()
+    assert (withdrawal.status, withdrawal.payout_owner_id) == (S.APPROVED, first.pk)
+    assert PaysAtOnce.sends == []
+    assert Drips.sends == [withdrawal.idempotency_id]  # sent once, never again
+    assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)

@@ -32,6 +32,7 @@ from acquirers.adapters.apipix import auth
 from acquirers.adapters.apipix.credentials import ApiSettings, settings_for
 from acquirers.adapters.apipix.problems import HttpTimeout, HttpUnavailable, json_object, raise_for_status
 from acquirers.adapters.base import AcquirerConfig, InvalidResponse
+from core import http
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +60,14 @@ _sessions = threading.local()
 
 def _session(api: ApiSettings) -> requests.Session:
     """One session per thread and TLS identity: connections (and their TLS
-    handshakes) are reused, and no session is shared between threads."""
+    handshakes) are reused, and no session is shared between threads. Its
+    connections, new or reused, are cut at the call's deadline (core.http)."""
     pool: dict[tuple[Any, ...], requests.Session] = getattr(_sessions, "pool", None) or {}
     _sessions.pool = pool
     key = (api.acquirer_key, api.cert_file, api.key_file, api.verify)
     session = pool.get(key)
     if session is None:
-        session = requests.Session()
+        session = http.session()
         session.cert = (api.cert_file, api.key_file) if api.key_file else api.cert_file
         session.verify = api.verify
         session.trust_env = False  # no proxies or netrc from the environment on money calls
