@@ -6,11 +6,10 @@ import logging
 
 from celery import shared_task
 
-from acquirers import adapters
+from acquirers import calls
 from acquirers.adapters.base import AdapterError
 from acquirers.models import Acquirer
 from acquirers.retention import inbound_notification_purge
-from core import db
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +28,13 @@ def cancel_charge_at_acquirer(self: object, acquirer_id: int, txid: str) -> None
     acquirer = Acquirer.objects.filter(pk=acquirer_id).first()
     if acquirer is None:
         return
-    adapter = adapters.build(acquirer)
-    # Not through calls.call (no breaker, no attempt row: best effort, retried
-    # by Celery), but the same rule: no connection held while the PSP answers.
-    db.release_connections(before=f"acquirer {acquirer.key} cancel_charge")
-    adapter.cancel_charge(txid)
+    # The one guarded call: its deadline cut at the socket, a slot of the
+    # reconcile pool and of the acquirer's cap, no connection held meanwhile.
+    # No attempt row: best effort, retried by Celery on any adapter error
+    # (busy, timeout, unavailable); anything else is a bug calls.call logged.
+    done = calls.call(acquirer, "cancel_charge", lambda adapter: adapter.cancel_charge(txid))
+    if done.error is not None:
+        raise done.error
     logger.info("asked %s to cancel charge %s", acquirer.key, txid)
 
 

@@ -28,6 +28,7 @@ from acquirers.adapters.base import AcquirerAdapter, PayoutRequest, PayoutStatus
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.calls import Outcome
 from acquirers.models import Acquirer
+from acquirers.tasks import cancel_charge_at_acquirer
 from tests.acquirers.conftest import warm_up
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.factories import AcquirerFactory
@@ -148,3 +149,16 @@ def test_the_sandbox_simulated_timeout_ends_at_the_deadline() -> None:
     adapter = adapters.build(acquirer)
     assert isinstance(adapter, SandboxAdapter)
     assert adapter.get_payout_status(request.idempotency_id).status is PayoutStatus.PAID
+
+
+def test_the_cancel_task_is_a_guarded_call_cut_at_its_deadline(fake_psp: FakePsp, dripping: Acquirer) -> None:
+    """The best-effort cancel after a timed-out charge goes through the one
+    guarded call too: cut at the deadline, then raised for Celery to retry."""
+    fake_psp.fail("cob.patch", Fault.DRIP)
+    started = time.monotonic()
+
+    with pytest.raises(calls.DeadlineExceeded):
+        cancel_charge_at_acquirer(dripping.pk, uuid.uuid4().hex)  # the task's body, on this thread
+
+    assert abs(time.monotonic() - started - DEADLINE) <= 0.5
+    wait_for(lambda: fake_psp.hung_up == 1, timeout=5)
