@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -189,6 +190,29 @@ def test_a_psp_that_cannot_confirm_now_gets_a_503_and_its_retry_pays(
     assert callback(fake_psp.callback_body([e2e_id])).status_code == 200
     assert refresh(charge).status == S.PAID
     assert available_balance(account) == LIQUID
+
+
+def test_a_psp_drip_feeding_its_confirmation_is_cut_at_the_budget_and_retries_later(
+    charge: Charge, fake_psp: FakePsp, account: Account, bacen_acquirer: Acquirer
+) -> None:
+    """The lookup that confirms a notification runs outside the guarded
+    call (inside the PSP's own request) but is cut at the socket all the
+    same: a PSP answering a byte at a time holds a web thread no longer
+    than its budget."""
+    e2e_id = fake_psp.pay(charge.txid)
+    fake_psp.fail("pix.get", Fault.DRIP)
+    budget = (bacen_acquirer.connect_timeout_ms + bacen_acquirer.read_timeout_ms) / 1000
+    started = time.monotonic()
+
+    response = callback(fake_psp.callback_body([e2e_id]))
+
+    assert response.status_code == 503
+    assert time.monotonic() - started <= budget + 1
+    assert refresh(charge).status == S.PENDING
+    assert available_balance(account) == 0
+    assert inbound().status == Status.FAILED
+    assert callback(fake_psp.callback_body([e2e_id])).status_code == 200
+    assert refresh(charge).status == S.PAID
 
 
 def test_a_payment_of_another_amount_is_kept_for_staff(charge: Charge, fake_psp: FakePsp, account: Account) -> None:

@@ -33,6 +33,7 @@ from acquirers.adapters.apipix.credentials import ApiSettings, settings_for
 from acquirers.adapters.apipix.problems import HttpTimeout, HttpUnavailable, json_object, raise_for_status
 from acquirers.adapters.base import AcquirerConfig, InvalidResponse
 from core import http
+from core.deadline import scope as deadline_scope
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,18 @@ class ApiClient:
     ) -> ApiResponse:
         """Call ``base_url + path`` with a bearer token; return the 2xx JSON
         answer or raise an adapter error (see the module docstring)."""
-        deadline = time.monotonic() + (budget if budget is not None else self.api.budget)
+        seconds = budget if budget is not None else self.api.budget
+        # Socket timeouts bound each read, not the exchange: the budget is cut
+        # at the socket too, also for calls outside acquirers.calls.call (the
+        # lookups confirming an inbound notification). Inside a call's own
+        # scope the earlier deadline wins.
+        with deadline_scope(seconds):
+            return self._request(method, path, json_body=json_body, idempotent=idempotent, seconds=seconds)
+
+    def _request(
+        self, method: str, path: str, *, json_body: Mapping[str, Any] | None, idempotent: bool, seconds: float
+    ) -> ApiResponse:
+        deadline = time.monotonic() + seconds
         url = self.api.base_url + path
         body = json.dumps(json_body, ensure_ascii=False).encode() if json_body is not None else None
         retries = 0
