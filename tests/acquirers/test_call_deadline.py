@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import psutil
@@ -107,7 +108,11 @@ def test_a_reused_keep_alive_connection_is_cut_too(fake_psp: FakePsp, dripping: 
     wait_for(lambda: fake_psp.hung_up == 1, timeout=5)
 
 
-def test_many_drip_fed_calls_leave_no_thread_or_descriptor_behind(fake_psp: FakePsp, dripping: Acquirer) -> None:
+def test_many_drip_fed_calls_leave_no_thread_or_descriptor_behind(
+    fake_psp: FakePsp, dripping: Acquirer, settings: Any
+) -> None:
+    # Every call reaches the PSP: the bulkheads (tests/acquirers/test_bulkheads.py) are not under test here.
+    settings.ACQUIRER_MAX_IN_FLIGHT = settings.OUTBOUND_POOL_RECONCILE = 2 * CONCURRENT
     # A first round as many at once, up to the PSP: the Redis pools (the
     # breaker, the shared token) reach their size and the watchdog runs.
     run_concurrently([lambda: calls.call(dripping, "warm_up", token) for _ in range(CONCURRENT)])

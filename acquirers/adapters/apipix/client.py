@@ -32,8 +32,8 @@ from acquirers.adapters.apipix import auth
 from acquirers.adapters.apipix.credentials import ApiSettings, settings_for
 from acquirers.adapters.apipix.problems import HttpTimeout, HttpUnavailable, json_object, raise_for_status
 from acquirers.adapters.base import AcquirerConfig, InvalidResponse
+from core import deadline as cutoff
 from core import http
-from core.deadline import scope as deadline_scope
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class ApiClient:
         # at the socket too, also for calls outside acquirers.calls.call (the
         # lookups confirming an inbound notification). Inside a call's own
         # scope the earlier deadline wins.
-        with deadline_scope(seconds):
+        with cutoff.scope(seconds):
             return self._request(method, path, json_body=json_body, idempotent=idempotent, seconds=seconds)
 
     def _request(
@@ -211,19 +211,8 @@ class ApiClient:
                         raise HttpTimeout(f"{method} {_path(url)}: answer not complete within the budget")
             finally:
                 response.close()
-        except requests.exceptions.SSLError as exc:
-            # Certificates (ours refused, theirs untrusted): nothing a retry fixes.
-            raise HttpUnavailable(f"{method} {_path(url)}: TLS failure: {exc}", retryable=False) from None
-        except requests.exceptions.ConnectTimeout:
-            raise HttpUnavailable(f"{method} {_path(url)}: connect timeout") from None
-        except requests.exceptions.ReadTimeout:
-            raise HttpTimeout(f"{method} {_path(url)}: read timeout") from None
-        except requests.exceptions.ConnectionError as exc:
-            if exc.args and isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError):
-                raise HttpTimeout(f"{method} {_path(url)}: read timeout") from None
-            raise HttpUnavailable(f"{method} {_path(url)}: connection failed: {type(exc).__name__}") from None
         except requests.RequestException as exc:
-            raise HttpUnavailable(f"{method} {_path(url)}: {type(exc).__name__}: {exc}") from None
+            raise _failure(method, url, exc) from None
         latency = int((time.monotonic() - started) * 1000)
         logger.info(
             "acquirer %s: %s %s -> %s in %d ms",
@@ -258,3 +247,27 @@ class ApiClient:
 
 def _path(url: str) -> str:
     return urlsplit(url).path
+
+
+def _failure(method: str, url: str, exc: requests.RequestException) -> HttpTimeout | HttpUnavailable:
+    """What a failed exchange means for the caller. A connection cut at the
+    deadline (core.deadline) is a timeout whatever error the cut surfaced
+    as: the request may have reached the PSP, which may act on it."""
+    where = f"{method} {_path(url)}"
+    active = cutoff.current()
+    if active is not None and active.expired:
+        return HttpTimeout(f"{where}: cut at the call's deadline")
+    if isinstance(exc, requests.exceptions.SSLError):
+        # Certificates (ours refused, theirs untrusted): nothing a retry fixes.
+        return HttpUnavailable(f"{where}: TLS failure: {exc}", retryable=False)
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return HttpUnavailable(f"{where}: connect timeout")
+    if isinstance(exc, requests.exceptions.ReadTimeout) or (
+        isinstance(exc, requests.exceptions.ConnectionError)
+        and exc.args
+        and isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError)
+    ):
+        return HttpTimeout(f"{where}: read timeout")
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return HttpUnavailable(f"{where}: connection failed: {type(exc).__name__}")
+    return HttpUnavailable(f"{where}: {type(exc).__name__}: {exc}")
