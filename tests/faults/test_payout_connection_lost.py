@@ -5,9 +5,10 @@ and the retry never pays twice (issue 13, "transient faults").
 Real parts: the three workers as deployed (the payout one on its own queue,
 prefork), Efí's send-Pix API faked on loopback behind mTLS, and a real
 ``pg_terminate_backend``. The moment is the worst one: Efí has recorded the
-send and holds the request while the payout worker's backends are
-terminated, so the run's next write (the send's outcome) meets a dead
-connection, and so does the release of its lease.
+send, and the run's write of the answer (it holds no connection while Efí
+answers) is made to wait on the withdrawal's row and its backend is
+terminated there, so the send's outcome is lost, and so is the release of
+its lease.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from django.utils import timezone
 
@@ -74,6 +77,16 @@ def terminate_backends_of(application_name: str) -> int:
     return sum(1 for (done,) in rows if done)
 
 
+def waiting_on_a_lock(application_name: str) -> bool:
+    with pg_connect() as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = %s AND wait_event_type = 'Lock'",
+            (application_name,),
+        ).fetchone()
+    return bool(row and row[0])
+
+
 def test_a_payout_whose_database_connection_is_terminated_mid_send_is_paid_within_seconds_and_once(
     database_name: str, account: Account, efi: FakeEfi, tmp_path: Path
 ) -> None:
@@ -93,11 +106,36 @@ def test_a_payout_whose_database_connection_is_terminated_mid_send_is_paid_withi
 
         def drop_the_workers_connections(operation: str) -> None:
             if operation == "send" and once.acquire(blocking=False):
+                # The run holds no connection while Efí answers (core/db.py):
+                # it meets the fault when it writes the answer. Hold the
+                # withdrawal's rows so that write waits, and terminate the
+                # backend waiting on it.
+                holder = pg_connect()
+                holder.autocommit = False  # the locks last until cut_the_write lets go
+                for table, column in (
+                    (Withdrawal._meta.db_table, "id"),
+                    (PayoutAttempt._meta.db_table, "withdrawal_id"),
+                ):
+                    holder.execute(
+                        f"SELECT 1 FROM {table} WHERE {column} = %s FOR UPDATE",  # noqa: S608 - our tables
+                        (withdrawal_id[0],),
+                    )
+                threading.Thread(target=cut_the_write, args=(holder,), daemon=True).start()
+
+        def cut_the_write(holder: psycopg.Connection[Any]) -> None:
+            try:
+                wait_for(lambda: waiting_on_a_lock(workers.payouts.name), timeout=10, interval=0.02)
                 terminated.append(terminate_backends_of(workers.payouts.name))
+            finally:
+                holder.rollback()
+                holder.close()
 
         efi.while_holding = drop_the_workers_connections
         started = time.monotonic()
+        withdrawal_id: list[uuid.UUID] = []
+        # Auto-approved: committed, and its payout run enqueued, as it returns.
         withdrawal = withdrawal_request(account=account, amount=AMOUNT, key_type="cpf", key_value=CPF)
+        withdrawal_id.append(withdrawal.pk)
 
         def paid() -> bool:
             withdrawal.refresh_from_db()
