@@ -22,8 +22,12 @@ import os
 # 2 x 4 at 13-18 % less CPU per request (gunicorn + PostgreSQL), and 3 x 2
 # and 2 x 8 did worse still: a second Python process only adds contention
 # where the database needs the other CPU. Bigger machines: set WEB_WORKERS.
-workers = int(os.environ.get("WEB_WORKERS") or os.environ.get("WEB_CONCURRENCY") or max(1, (os.cpu_count() or 2) // 2))
-threads = int(os.environ.get("WEB_THREADS") or 8)
+# One process per CPU, each with many threads: a thread waiting on an
+# acquirer holds no database connection (core/db.py) and no lock, so waiting
+# is cheap; the processes give the CPU-bound part of each request both CPUs
+# (one GIL each). Chosen by `python -m bench.isolation` (README, "Serving model").
+workers = int(os.environ.get("WEB_WORKERS") or os.environ.get("WEB_CONCURRENCY") or max(1, os.cpu_count() or 2))
+threads = int(os.environ.get("WEB_THREADS") or 64)
 worker_class = "gthread"
 preload_app = False
 

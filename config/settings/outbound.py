@@ -33,12 +33,12 @@ ACQUIRER_HEALTH_SAMPLES = env.int("ACQUIRER_HEALTH_SAMPLES", default=200)
 # is full the call is not made (outcome "busy"): a charge's chain passes the
 # acquirer over, a payout or a lookup is tried again shortly. Charge creation
 # (web); payout sends and status lookups; reconciliation, refunds and cancels.
-OUTBOUND_POOL_CHARGE = env.int("OUTBOUND_POOL_CHARGE", default=32)
+OUTBOUND_POOL_CHARGE = env.int("OUTBOUND_POOL_CHARGE", default=48)
 OUTBOUND_POOL_PAYOUT = env.int("OUTBOUND_POOL_PAYOUT", default=32)
 OUTBOUND_POOL_RECONCILE = env.int("OUTBOUND_POOL_RECONCILE", default=16)
 # Calls in flight to one acquirer from one process, whatever their purpose: a
 # slow acquirer holds at most this many threads, the rest go elsewhere.
-ACQUIRER_MAX_IN_FLIGHT = env.int("ACQUIRER_MAX_IN_FLIGHT", default=16)
+ACQUIRER_MAX_IN_FLIGHT = env.int("ACQUIRER_MAX_IN_FLIGHT", default=48)
 
 # --------------------------------------------------------------------------- payouts
 # Minutes an acquirer whose send was unclear is asked again (and, on "not
