@@ -33,14 +33,14 @@ from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 
 
-class Channel(kombu_redis.Channel):  # type: ignore[misc]
+class Channel(kombu_redis.Channel):
     def _connparams(self, asynchronous: bool = False) -> Any:
         if self.connection.client is None:
             raise redis.ConnectionError("the broker connection is closed")
-        return super()._connparams(asynchronous)
+        return super()._connparams(asynchronous)  # type: ignore[misc]  # not in celery-types' stub
 
 
-class Transport(kombu_redis.Transport):  # type: ignore[misc]
+class Transport(kombu_redis.Transport):
     Channel = Channel
 
 
