@@ -8,7 +8,11 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
+from config import broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+# Before any connection: a worker must survive the broker restarting (config/broker.py).
+broker.register()
 
 app = Celery("pix_service")
 app.config_from_object("django.conf:settings", namespace="CELERY")

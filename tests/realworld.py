@@ -126,6 +126,7 @@ def _worker_process(
     concurrency: int,
     env: dict[str, str],
     pool: str = "threads",
+    include: Sequence[str] = (),
 ) -> Iterator[CeleryWorker]:
     log = tmp_dir / f"{name.removesuffix('@localhost')}.log"
     # Its PostgreSQL connections carry its name (pg_stat_activity's
@@ -137,6 +138,7 @@ def _worker_process(
                 sys.executable, "-m", "celery", "-A", "config", "worker",
                 "-Q", consumes, "-n", name, "--pool", pool, "--concurrency", str(concurrency),
                 "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
+                *(["-I", ",".join(include)] if include else []),
             ],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -158,6 +160,8 @@ def celery_worker(
     *,
     env: Mapping[str, str] | None = None,
     queue: str | None = None,
+    pool: str = "threads",
+    include: Sequence[str] = (),
 ) -> Iterator[CeleryWorker]:
     """A real worker on its own queue, joined to the test database. The test
     process's Celery app is pointed at the same queue for the duration, and
@@ -166,7 +170,8 @@ def celery_worker(
 
     ``env`` overrides the worker's environment (``CELERY_BROKER_URL``,
     ``CELERY_VISIBILITY_TIMEOUT``, webhook timeouts...); ``queue`` makes it
-    consume the queue of an earlier worker (the one a killed worker left)."""
+    consume the queue of an earlier worker (the one a killed worker left);
+    ``include`` names task modules only this worker loads (``-I``)."""
     # A second worker on a queue gets a name (and log) of its own.
     name = f"{queue}-{uuid.uuid4().hex[:4]}@localhost" if queue else None
     queue = queue or f"pix-test-{uuid.uuid4().hex[:10]}"
@@ -180,6 +185,8 @@ def celery_worker(
             consumes=queue,
             concurrency=concurrency,
             env=_worker_env(database_name, queue, env),
+            pool=pool,
+            include=include,
         ) as worker,
     ):
         yield worker

@@ -12,7 +12,9 @@ this process, a real worker and a real beat all use it for everything.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -28,6 +30,7 @@ from accounts.services import credential_issue
 from payments.models import Charge, ChargeStatus
 from tests.conftest import client_for
 from tests.factories import AcquirerFactory
+from tests.faults import blocking_task
 from tests.faults.conftest import SEED
 from tests.realworld import (
     Receiver,
@@ -36,6 +39,7 @@ from tests.realworld import (
     celery_worker,
     free_port,
     redis_server,
+    reset_producer_pools,
     run_concurrently,
     wait_for,
 )
@@ -170,3 +174,67 @@ def test_a_request_during_a_redis_outage_answers_without_waiting_out_client_retr
 
     assert response.status_code == 201, response.content
     assert elapsed < 2.0
+
+
+RESTARTS = 3
+
+
+# As deployed: prefork for the default and payout queues, threads for webhooks.
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_a_worker_survives_the_broker_restarting_under_a_task_in_flight(
+    pool: str, database_name: str, tmp_path: Path
+) -> None:
+    """The broker restarts (SIGTERM, down a moment, up again on the same
+    port) while the worker holds a task delivered and not yet acknowledged:
+    the worker reconnects instead of dying, and runs what is sent next.
+    Without config/broker.py it died on the first restart with
+    ``Unrecoverable error: AttributeError(... 'hostname')``."""
+    from config.celery import app
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+
+    def send(tag: str) -> None:
+        reset_producer_pools()  # the pool's connection died with the old server
+        app.send_task(blocking_task.NAME, args=[str(markers), tag], queue=worker.queue)
+
+    with (
+        redis_server(tmp_path) as redis,
+        celery_broker(redis.url),
+        # Two slots, one busy: the consumer still waits on the broker when it goes.
+        celery_worker(
+            database_name,
+            tmp_path,
+            concurrency=2,
+            env={"REDIS_URL": redis.url},
+            pool=pool,
+            include=[blocking_task.__name__],
+        ) as worker,
+    ):
+
+        def dying() -> bool:
+            return "Unrecoverable error" in worker.output() or worker.process.poll() is not None
+
+        def reconnected_or_dying(times: int) -> bool:
+            return worker.output().count("Connected to") > times or dying()
+
+        def alive_after(marker: Path, timeout: float = 30) -> None:
+            wait_for(lambda: marker.exists() or worker.process.poll() is not None, timeout=timeout)
+            assert worker.process.poll() is None, worker.output()[-4000:]
+
+        for n in range(1, RESTARTS + 1):
+            send(f"held{n}")
+            alive_after(markers / f"held{n}.started")
+
+            redis.stop(signal.SIGTERM)
+            redis.start()
+            # Its n-th reconnection (the first "Connected to" is its start), or
+            # its end: a dying worker first waits for the held task.
+            wait_for(functools.partial(reconnected_or_dying, n), timeout=30)
+            assert not dying(), worker.output()[-4000:]
+
+            (markers / f"held{n}.release").touch()
+            (markers / f"next{n}.release").touch()
+            send(f"next{n}")
+            alive_after(markers / f"next{n}.done")
+        assert not dying(), worker.output()[-4000:]

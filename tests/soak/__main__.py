@@ -173,12 +173,12 @@ def soak(args: argparse.Namespace, logs: Path) -> dict[str, list[str]]:
                         journal, injector.excused, origin
                     ),
                     "healthy at the end": lambda: [] if healthy else [f"not ready: {seen}"],
+                    # Compose's restart policy would hide it; `make run` (honcho) stops everything.
+                    "no process exited": lambda: [f"at {at - origin:.0f}s {what}" for at, what in service.restarts],
                 }
                 results = invariants.run_checks(checks)
                 print(f"soak: {dict(sorted(journal.counts.items()))}")
                 print(f"soak: {len(receiver.requests)} webhook requests received, {len(injector.windows)} faults")
-                for at, what in service.restarts:
-                    print(f"soak: WARNING at {at - origin:.0f}s {what}; restarted as compose would")
                 return results
     finally:
         redis.stop()

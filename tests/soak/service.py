@@ -189,13 +189,19 @@ class Service:
 
     def supervise(self, stop: threading.Event) -> None:
         """Compose runs every process with ``restart: unless-stopped``: so
-        does the soak, and it keeps the list (a process that dies on a fault
-        is a finding even when the restart hides it)."""
+        does the soak, so the run goes on, but it keeps the list: a process
+        that dies on a fault fails the run ("no process exited"), since under
+        ``make run`` (honcho) one exit stops the whole stack."""
         while not stop.wait(1.0):
             for name, process in list(self.processes.items()):
                 code = process.process.poll()
                 if code is not None:
-                    self.restarts.append((time.monotonic(), f"{name} exited with {code}"))
+                    lines = process.output().splitlines()
+                    why = [line for line in lines if "Unrecoverable" in line] or [
+                        line for line in lines if "Error" in line
+                    ]
+                    last = f": {why[-1].strip()[:300]}" if why else ""
+                    self.restarts.append((time.monotonic(), f"{name} exited with {code}{last}"))
                     self.processes[name] = _spawn(name, process.command, self.env, self.logs)
 
 
