@@ -17,11 +17,10 @@ import os
 # after the fork: never preload the app, or forked workers would share the
 # master's sockets.
 #
-# One process per two CPUs, 8 threads each: on 2 CPUs shared with PostgreSQL,
-# Redis and the load generator, 1 x 8 served 20-65 % more requests/s than
-# 2 x 4 at 13-18 % less CPU per request (gunicorn + PostgreSQL), and 3 x 2
-# and 2 x 8 did worse still: a second Python process only adds contention
-# where the database needs the other CPU. Bigger machines: set WEB_WORKERS.
+# Before waiting threads released their connections, 1 x 8 beat 2 x 4 on a
+# 2-CPU machine (a second process only added contention); with waiting made
+# cheap, what limits is the CPU-bound part of each request, and 2 x 64 beat
+# 1 x 128 (one GIL) by half again.
 # One process per CPU, each with many threads: a thread waiting on an
 # acquirer holds no database connection (core/db.py) and no lock, so waiting
 # is cheap; the processes give the CPU-bound part of each request both CPUs
