@@ -59,7 +59,11 @@ def _lent(conn: Any) -> Any:
     # A kept-alive connection lent to a new request: watched by the scope it now serves.
     sock = getattr(conn, "sock", None)
     if isinstance(conn, _Watched) and sock is not None:
-        conn._watch(sock)
+        try:
+            conn._watch(sock)
+        except OSError:
+            sock.close()  # the connection is out of the pool already: nobody else would close it
+            raise
     return conn
 
 

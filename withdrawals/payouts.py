@@ -74,10 +74,11 @@ def _status_of(withdrawal: Withdrawal) -> WithdrawalStatus:
     return S(Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk))
 
 
-def withdrawal_process(*, withdrawal_id: uuid.UUID | str, lease_token: str = "") -> Processed:
+def withdrawal_process(*, withdrawal_id: uuid.UUID | str, lease_token: str = "", take_over: str = "") -> Processed:
     """Move a withdrawal forward: auto-approve when the account allows it,
     then pay out through the chain. Idempotent and safe to run twice.
-    ``lease_token`` (32 chars): the caller's own, so that its retry takes back a lease it left held."""
+    ``lease_token`` (32 chars): this run's own. ``take_over``: the token of a
+    dead run of the caller's, whose lease this run may take while it still holds it."""
     withdrawal = Withdrawal.objects.select_related("account").get(pk=withdrawal_id)
     if withdrawal.status == S.PENDING:
         if withdrawal.account.withdrawals_need_approval:
@@ -95,9 +96,10 @@ def withdrawal_process(*, withdrawal_id: uuid.UUID | str, lease_token: str = "")
 
     now = timezone.now()
     token = lease_token or uuid.uuid4().hex
+    free = Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now)
     claimed = (
         Withdrawal.objects.filter(pk=withdrawal.pk, status=S.APPROVED)
-        .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now) | Q(payout_lease_token=token))
+        .filter(free | Q(payout_lease_token=take_over) if take_over else free)
         .update(payout_leased_until=now + LEASE, payout_lease_token=token, updated_at=now)
     )
     if not claimed:

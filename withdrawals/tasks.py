@@ -33,12 +33,6 @@ TRANSIENT_DB_ERRORS: tuple[type[Exception], ...] = (
 TRANSIENT_RETRY_COUNTDOWNS = (2, 4, 8, 16, 32)
 
 
-def lease_token_of(task_id: str) -> str:
-    """The payout lease token of a task: the same for every retry of it
-    (Celery keeps the id), 32 characters like a run's own random one."""
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"celery-task:{task_id}").hex
-
-
 @shared_task(
     bind=True,
     acks_late=True,
@@ -52,7 +46,7 @@ def lease_token_of(task_id: str) -> str:
     # Beat's poller is the net under these; both only ever ask before sending.
     max_retries=20,
 )
-def process_withdrawal(self: Task[Any, Any], withdrawal_id: str, db_retries: int = 0) -> str:
+def process_withdrawal(self: Task[Any, Any], withdrawal_id: str, db_retries: int = 0, left_lease: str = "") -> str:
     """Approve (when automatic) and pay out. Idempotent: a lease on the row
     and the attempt history make a second run ask before it ever sends.
 
@@ -60,14 +54,14 @@ def process_withdrawal(self: Task[Any, Any], withdrawal_id: str, db_retries: int
     (``TRANSIENT_RETRY_COUNTDOWNS``, counted by ``db_retries``) rather than
     left to the poller. The retry is harmless, like any second run:
 
-    - it holds the same lease: the token is this task's, so it takes back the
-      lease its dead attempt could not release (that release needed the lost
-      connection too) instead of waiting the lease out, while any other run
-      (poller, staff's "ask again") still finds the payout held. A task id
-      runs once at a time: the retry is published only once the attempt has
-      returned, and the broker hands an unacknowledged message on only when
-      its worker is gone or past its visibility timeout (1 h), far beyond the
-      time limit of a run;
+    - it takes back the lease its dead attempt could not release (that
+      release needed the lost connection too) instead of waiting it out: the
+      retry carries that attempt's token (``left_lease``) and swaps it for a
+      fresh one of its own in one conditional UPDATE, so of two deliveries of
+      the same message (brokers deliver at least once) only the first takes
+      it; the other, and any other run (poller, staff's "ask again"), finds
+      the payout held. Every run has its own token: a duplicate delivery of
+      a first run claims nothing a running one holds;
     - it asks before it sends: a send is recorded (committed) before the
       acquirer is called, so whatever the attempt got to, the retry finds it
       in the history and asks that acquirer for the payout's status first;
@@ -79,9 +73,9 @@ def process_withdrawal(self: Task[Any, Any], withdrawal_id: str, db_retries: int
       the row lock, a no-op when repeated: a transaction cut by the lost
       connection rolled back whole, one that committed is seen as done.
     """
-    lease_token = lease_token_of(self.request.id) if self.request.id else ""
+    lease_token = uuid.uuid4().hex
     try:
-        return withdrawal_process(withdrawal_id=withdrawal_id, lease_token=lease_token)
+        return withdrawal_process(withdrawal_id=withdrawal_id, lease_token=lease_token, take_over=left_lease)
     except TRANSIENT_DB_ERRORS as exc:
         # Discard the broken connection (the pool drops a dead one) so that
         # nothing after this, in this process, gets it again.
@@ -93,7 +87,10 @@ def process_withdrawal(self: Task[Any, Any], withdrawal_id: str, db_retries: int
         countdown = TRANSIENT_RETRY_COUNTDOWNS[db_retries]
         logger.warning("withdrawal %s: database connection lost (%s); retried in %ss", withdrawal_id, exc, countdown)
         raise self.retry(
-            args=(withdrawal_id,), kwargs={"db_retries": db_retries + 1}, countdown=countdown, exc=exc
+            args=(withdrawal_id,),
+            kwargs={"db_retries": db_retries + 1, "left_lease": lease_token},
+            countdown=countdown,
+            exc=exc,
         ) from exc
 
 

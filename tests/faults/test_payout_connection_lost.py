@@ -39,7 +39,6 @@ from webhooks.models import WebhookEvent
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
 from withdrawals.payouts import withdrawal_process
 from withdrawals.services import LEASE, withdrawal_approve, withdrawal_request
-from withdrawals.tasks import lease_token_of
 
 S = WithdrawalStatus
 AMOUNT = 5000  # fee 1.00 + 1 % discounted: 48.50 sent
@@ -173,26 +172,29 @@ def test_a_payout_whose_database_connection_is_terminated_mid_send_is_paid_withi
 # In the test's transaction: no commit, so nothing is enqueued; this test runs the engine itself.
 @pytest.mark.django_db
 def test_a_lease_left_by_a_dead_attempt_is_taken_back_by_its_tasks_retry_only(account: Account) -> None:
-    """What lets the retry proceed at once, and nothing else: the lease a
-    run could not release is its task's, not anyone's."""
+    """What lets the retry proceed at once, and nothing else: the retry
+    carries the token of the attempt that died, and swaps it for its own in
+    one conditional UPDATE; a second delivery of the same retry (brokers
+    deliver at least once) and every other run find the payout held."""
     acquirer = AcquirerFactory(key=f"sbx_lease_{uuid.uuid4().hex[:8]}", options={"charge": "ok", "payout": "ok"})
     acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHOUT, acquirers=[acquirer])
     account.withdrawals_need_approval = True
     account.save(update_fields=["withdrawals_need_approval"])
     withdrawal = withdrawal_request(account=account, amount=AMOUNT, key_type="cpf", key_value=CPF)
     withdrawal_approve(withdrawal_id=withdrawal.pk, source="staff", actor="ops")
-    task_id = str(uuid.uuid4())
-    mine = lease_token_of(task_id)
-    assert mine == lease_token_of(task_id)
-    assert len(mine) == 32
+    dead = uuid.uuid4().hex
     # The attempt died holding the lease (its release needed the lost connection).
-    Withdrawal.objects.filter(pk=withdrawal.pk).update(
-        payout_leased_until=timezone.now() + LEASE, payout_lease_token=mine
-    )
+    leased = Withdrawal.objects.filter(pk=withdrawal.pk)
+    leased.update(payout_leased_until=timezone.now() + LEASE, payout_lease_token=dead)
 
     assert withdrawal_process(withdrawal_id=withdrawal.pk) == "held"  # a poller's run, a staff "ask again"
-    assert withdrawal_process(withdrawal_id=withdrawal.pk, lease_token=lease_token_of(str(uuid.uuid4()))) == "held"
-    assert withdrawal_process(withdrawal_id=withdrawal.pk, lease_token=mine) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk, take_over=uuid.uuid4().hex) == "held"  # another's retry
+    # A first delivery of the retry took the lease (its own token now) and is still running:
+    retry = uuid.uuid4().hex
+    leased.update(payout_lease_token=retry)
+    assert withdrawal_process(withdrawal_id=withdrawal.pk, take_over=dead) == "held"  # the duplicate delivery
+    leased.update(payout_lease_token=dead)
+    assert withdrawal_process(withdrawal_id=withdrawal.pk, lease_token=retry, take_over=dead) == S.PAID
     withdrawal.refresh_from_db()
     assert (withdrawal.status, withdrawal.payout_leased_until, withdrawal.payout_lease_token) == (S.PAID, None, "")
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
