@@ -131,6 +131,9 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
     history = list(
         PayoutAttempt.objects.filter(withdrawal=withdrawal)
         .exclude(action=PayoutAttempt.Action.NOTICE)
+        # A send found its acquirer busy between admission and the call: it
+        # was never made, so that acquirer holds nothing of it.
+        .exclude(action=PayoutAttempt.Action.SEND, outcome=Outcome.BUSY)
         .order_by("id")
         .values_list("acquirer_id", "action", "released")
     )

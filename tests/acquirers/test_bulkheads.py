@@ -29,6 +29,7 @@ from prometheus_client import REGISTRY
 from rest_framework.test import APIClient
 
 from accounts.models import Account, LedgerEntry
+from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
 from acquirers import adapters, breaker, calls, capacity
 from acquirers.adapters.base import (
@@ -405,6 +406,29 @@ def test_a_new_payout_passes_a_busy_acquirer_over(enqueued: list[tuple[Any, ...]
     assert rest == []
     assert 1.0 <= kwargs["countdown"] <= capacity.BUSY_RETRY_SECONDS + 1
     assert Withdrawal.objects.get(pk=alone.pk).status == WithdrawalStatus.APPROVED
+
+
+def test_a_send_that_found_its_acquirer_full_at_the_call_was_never_made(
+    enqueued: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Admission is a hint: the slot is taken at the call. A send that lost
+    that race is on record as "busy" but was never made, so the acquirer
+    holds nothing of it: the next run sends afresh, nobody is asked about it
+    and it never counts as a first send a refusal could not cancel."""
+    racy = AcquirerFactory(key="bh_po_race")
+    payer = funded()
+    withdrawal = approved(payer, racy)
+    admit = calls.admit
+    monkeypatch.setattr(calls, "admit", lambda acquirer, operation: breaker.ALLOWED)
+    with held(capacity.cap(racy), CAP):
+        assert withdrawal_process(withdrawal_id=withdrawal.pk) == ProcessOutcome.DEFERRED
+    monkeypatch.setattr(calls, "admit", admit)
+    assert payout_attempts(withdrawal) == [("bh_po_race", "send", "busy")]
+
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
+    # Sent, not asked about first: the busy row made no contact.
+    assert payout_attempts(withdrawal) == [("bh_po_race", "send", "busy"), ("bh_po_race", "send", "paid")]
+    assert available_balance(payer) == ledger_sum(payer)
 
 
 # --------------------------------------------------------------------------- reconciliation and refunds
