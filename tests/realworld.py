@@ -326,15 +326,22 @@ def http_receiver() -> Iterator[Receiver]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler, on_stop=receiver.released.set) as port:
+        receiver.url = f"http://127.0.0.1:{port}/hook"
         yield receiver
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], *, on_stop: Callable[[], None]) -> Iterator[int]:
+    """A threaded HTTP server on a loopback port (yielded) for the block;
+    ``on_stop`` (release what its handlers wait on) runs before it shuts down."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
     finally:
-        receiver.released.set()
+        on_stop()
         server.shutdown()
         server.server_close()
 

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from django.db import transaction
 
 from accounts.models import Account
 from tests.factories import AccountFactory
-from tests.realworld import Receiver, celery_worker, http_receiver, wait_for
+from tests.realworld import Receiver, celery_worker, http_receiver, serving, wait_for
 from webhooks.models import WebhookAttempt, WebhookDelivery
 from webhooks.services import endpoint_create, event_emit
 
@@ -78,17 +78,9 @@ def hanging_receiver() -> Iterator[HangingReceiver]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler, on_stop=receiver.released.set) as port:
+        receiver.url = f"http://127.0.0.1:{port}/hook"
         yield receiver
-    finally:
-        receiver.released.set()
-        server.shutdown()
-        server.server_close()
 
 
 def emit(account: Account) -> str:
