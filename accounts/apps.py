@@ -9,7 +9,11 @@ class AccountsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
+        from accounts.models import Account, ApiCredential
         from accounts.staff_groups import ensure_staff_groups
+        from core.snapshots import watch
+
+        watch(Account, ApiCredential)
 
         # Groups reference permissions, which Django creates in post_migrate.
         post_migrate.connect(ensure_staff_groups, sender=self)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hmac
 import logging
 from datetime import timedelta
@@ -13,6 +14,7 @@ from rest_framework.request import Request
 
 from accounts.exceptions import CredentialsInvalid, CredentialsMissing
 from accounts.models import Account, ApiCredential
+from core.snapshots import Snapshots
 from core.tokens import hash_secret
 
 # last_used_at is informative; writing it on every request would add an
@@ -20,6 +22,20 @@ from core.tokens import hash_secret
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 logger = logging.getLogger(__name__)
+
+
+def _active_credential(public_key: str) -> ApiCredential | None:
+    # .get(), not .first(): the key is unique, and .first()'s ORDER BY
+    # costs measurable ORM time (make bench).
+    try:
+        return ApiCredential.objects.select_related("account").get(public_key=public_key, is_active=True)
+    except ApiCredential.DoesNotExist:
+        return None
+
+
+#: public key → its active credential and account, as of the last read (core.snapshots:
+#: a revocation, rotation or account change is seen by the next request everywhere).
+_credentials: Snapshots[str, ApiCredential] = Snapshots(_active_credential)
 
 
 class ApiKeyAuthentication(BaseAuthentication):
@@ -35,27 +51,25 @@ class ApiKeyAuthentication(BaseAuthentication):
         if not public_key or not secret_key:
             raise CredentialsMissing()
 
-        # .get(), not .first(): the key is unique, and .first()'s ORDER BY
-        # costs measurable ORM time on every request (make bench).
-        try:
-            credential: ApiCredential | None = ApiCredential.objects.select_related("account").get(
-                public_key=public_key, is_active=True
-            )
-        except ApiCredential.DoesNotExist:
-            credential = None
+        snapshot = _credentials.get(public_key)
         # Hash even when the key is unknown so both failures take the same time.
         presented = hash_secret(secret_key)
-        expected = credential.secret_hash if credential is not None else hash_secret("")
-        if not hmac.compare_digest(presented, expected) or credential is None:
+        expected = snapshot.secret_hash if snapshot is not None else hash_secret("")
+        if not hmac.compare_digest(presented, expected) or snapshot is None:
             # A trail for security monitoring: the public key only, never the secret.
             logger.warning("authentication failed for public key %r", public_key[:64])
             raise CredentialsInvalid()
 
         now = timezone.now()
-        if credential.last_used_at is None or now - credential.last_used_at > LAST_USED_RESOLUTION:
-            ApiCredential.objects.filter(pk=credential.pk).update(last_used_at=now)
-            credential.last_used_at = now
-        return credential.account, credential
+        if snapshot.last_used_at is None or now - snapshot.last_used_at > LAST_USED_RESOLUTION:
+            ApiCredential.objects.filter(pk=snapshot.pk).update_unwatched(last_used_at=now)
+            # On the snapshot too, or every request until it is retaken would write again.
+            snapshot.last_used_at = now
+        # The request's own copies: views may set attributes on them.
+        account = copy.copy(snapshot.account)
+        credential = copy.copy(snapshot)
+        credential.account = account
+        return account, credential
 
     def authenticate_header(self, request: Request) -> str:
         # A value here keeps DRF from turning our 401s into 403s.

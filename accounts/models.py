@@ -10,6 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
+from core.snapshots import WatchedQuerySet
 from core.tokens import new_webhook_secret
 
 
@@ -66,6 +67,9 @@ class Account(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # Every request reads its account from a snapshot (core.snapshots): writes drop it.
+    objects = WatchedQuerySet["Account"].as_manager()
+
     # DRF treats request.user as authenticated when this is true; the account
     # is the principal of every API request.
     is_authenticated: ClassVar[bool] = True
@@ -121,6 +125,9 @@ class ApiCredential(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    # Authentication reads credentials from a snapshot (core.snapshots): writes drop it.
+    objects = WatchedQuerySet["ApiCredential"].as_manager()
 
     class Meta:
         verbose_name = "credencial de API"

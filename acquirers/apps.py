@@ -7,3 +7,7 @@ class AcquirersConfig(AppConfig):
 
     def ready(self) -> None:
         from acquirers import checks  # noqa: F401 - registers the system checks
+        from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot
+        from core.snapshots import watch
+
+        watch(Acquirer, AcquirerGrant, AcquirerSlot)

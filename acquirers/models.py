@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from accounts.models import Account
+from core.snapshots import WatchedQuerySet
 
 ACQUIRER_KEY_PATTERN = r"^[a-z0-9_]+$"
 acquirer_key_validator = RegexValidator(ACQUIRER_KEY_PATTERN, "Use apenas letras minúsculas, números e _.")
@@ -41,6 +42,9 @@ class Acquirer(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # Chains are read from snapshots (core.snapshots): writes to these models drop them.
+    objects = WatchedQuerySet["Acquirer"].as_manager()
+
     class Meta:
         verbose_name = "adquirente"
         ordering = ["key"]
@@ -67,6 +71,8 @@ class AcquirerGrant(models.Model):
     acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="grants")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = WatchedQuerySet["AcquirerGrant"].as_manager()
+
     class Meta:
         verbose_name = "adquirente liberada"
         constraints = [models.UniqueConstraint(fields=["account", "acquirer"], name="grant_unique")]
@@ -90,6 +96,8 @@ class AcquirerSlot(models.Model):
     acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="slots")
     purpose = models.CharField(max_length=8, choices=Purpose.choices)
     priority = models.PositiveSmallIntegerField()
+
+    objects = WatchedQuerySet["AcquirerSlot"].as_manager()
 
     class Meta:
         verbose_name = "posição de adquirente"

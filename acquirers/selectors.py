@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from django.db.models import QuerySet
@@ -10,6 +11,7 @@ from accounts.models import Account
 from acquirers import adapters
 from acquirers.adapters.base import Capability
 from acquirers.models import Acquirer, AcquirerSlot
+from core.snapshots import Snapshots
 
 SLOT_NAMES = {1: "primary", 2: "secondary", 3: "tertiary"}
 
@@ -86,11 +88,15 @@ def cashin_chain(account: Account, amount: int, override: Sequence[Acquirer] | N
     """
     if override is not None:
         return _charging(override, amount)
-    configured = slots(account, AcquirerSlot.Purpose.CASHIN)
+    return _charging(_chains.get((account.pk, "cashin")) or (), amount)
+
+
+def _configured_cashin(account_id: uuid.UUID) -> tuple[Acquirer, ...]:
+    configured = _slots_of(account_id, AcquirerSlot.Purpose.CASHIN)
     if configured:
-        granted = set(available_acquirers(account).values_list("pk", flat=True))
-        return _charging([configured[p] for p in sorted(configured) if configured[p].pk in granted], amount)
-    return _charging(platform_default_chain(), amount)
+        granted = set(Acquirer.objects.filter(enabled=True, grants__account_id=account_id).values_list("pk", flat=True))
+        return tuple(configured[p] for p in sorted(configured) if configured[p].pk in granted)
+    return tuple(platform_default_chain())
 
 
 def payout_chain(account: Account, amount: int) -> list[Acquirer]:
@@ -102,14 +108,33 @@ def payout_chain(account: Account, amount: int) -> list[Acquirer]:
     payout is never sent to them. (A charge's chain keeps the unknown ones:
     the attempt, unavailable, shows staff the misconfiguration.)"""
     paying = set(adapters.adapter_names(supporting="payout"))
-    for purpose in (AcquirerSlot.Purpose.CASHOUT, AcquirerSlot.Purpose.CASHIN):
-        configured = slots(account, purpose)
-        if configured:
-            chain = [configured[p] for p in sorted(configured)]
-            break
-    else:
-        chain = platform_default_chain()
+    chain: Sequence[Acquirer] = _chains.get((account.pk, "payout")) or ()
     return [a for a in _usable(chain, amount) if a.adapter in paying]
+
+
+def _configured_payout(account_id: uuid.UUID) -> tuple[Acquirer, ...]:
+    for purpose in (AcquirerSlot.Purpose.CASHOUT, AcquirerSlot.Purpose.CASHIN):
+        configured = _slots_of(account_id, purpose)
+        if configured:
+            return tuple(configured[p] for p in sorted(configured))
+    return tuple(platform_default_chain())
+
+
+def _slots_of(account_id: uuid.UUID, purpose: str) -> dict[int, Acquirer]:
+    rows = AcquirerSlot.objects.filter(account_id=account_id, purpose=purpose).select_related("acquirer")
+    return {row.priority: row.acquirer for row in rows}
+
+
+def _configured(key: tuple[uuid.UUID, str]) -> tuple[Acquirer, ...]:
+    account_id, purpose = key
+    return _configured_cashin(account_id) if purpose == "cashin" else _configured_payout(account_id)
+
+
+#: (account id, "cashin" | "payout") → the configured chain before the amount and the
+#: adapters are applied, per process (core.snapshots: any write to acquirers, grants
+#: or slots drops it everywhere). The acquirers in it are shared: read them, never
+#: change them.
+_chains: Snapshots[tuple[uuid.UUID, str], tuple[Acquirer, ...]] = Snapshots(_configured)
 
 
 _acquirer_keys: dict[int, str] = {}

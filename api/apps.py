@@ -7,3 +7,10 @@ class ApiConfig(AppConfig):
     # migration history stay as they are.
     label = "pix_service"
     verbose_name = "API"
+
+    def ready(self) -> None:
+        from django.core import checks
+
+        from core.middleware import check_site_middleware
+
+        checks.register(check_site_middleware)

@@ -8,9 +8,12 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
+from django.core import checks
 from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
+from django.utils.module_loading import import_string
 
 from core.exceptions import BODY_TOO_LARGE_MESSAGE, envelope
 from core.logging import request_id_var
@@ -71,3 +74,94 @@ class RequestBodyLimitMiddleware:
                         pass  # the client went away: nobody reads the answer
                 return JsonResponse(envelope(BODY_TOO_LARGE_MESSAGE), status=413)
         return self.get_response(request)
+
+
+def is_machine_api(path: str) -> bool:
+    """Key-authenticated routes: under /api/, except the pages people open in
+    a browser (Swagger UI and the schema it loads)."""
+    return path.startswith("/api/") and not path.startswith(("/api/docs", "/api/schema"))
+
+
+class SiteOnlyMiddleware:
+    """Runs ``SITE_MIDDLEWARE`` (static files, sessions, CSRF, Django auth,
+    messages, django-axes: what the admin and the browser pages need) around
+    every request except the key-authenticated API's, which needs none of it
+    and paid about 3 ms a request for it (``make bench``).
+
+    The wrapped middleware keeps its order and hooks: its ``process_view``,
+    ``process_exception`` and ``process_template_response`` are called from
+    here, in the order Django would, for the requests it wraps. Test clients
+    go through this too, so tests see the chain that is deployed.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+        handler = get_response
+        wrapped: list[Any] = []
+        for path in reversed(settings.SITE_MIDDLEWARE):
+            instance = import_string(path)(handler)
+            wrapped.insert(0, instance)
+            handler = instance
+        self.site = handler
+        self._view_hooks = [m.process_view for m in wrapped if hasattr(m, "process_view")]
+        self._exception_hooks = [m.process_exception for m in reversed(wrapped) if hasattr(m, "process_exception")]
+        self._template_hooks = [
+            m.process_template_response for m in reversed(wrapped) if hasattr(m, "process_template_response")
+        ]
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if is_machine_api(request.path_info):
+            return self.get_response(request)
+        return self.site(request)
+
+    def process_view(self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        if is_machine_api(request.path_info):
+            return None
+        for hook in self._view_hooks:
+            response = hook(request, view, args, kwargs)
+            if response is not None:
+                return response
+        return None
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> Any:
+        if is_machine_api(request.path_info):
+            return None
+        for hook in self._exception_hooks:
+            response = hook(request, exception)
+            if response is not None:
+                return response
+        return None
+
+    def process_template_response(self, request: HttpRequest, response: Any) -> Any:
+        if is_machine_api(request.path_info):
+            return response
+        for hook in self._template_hooks:
+            response = hook(request, response)
+        return response
+
+
+#: What the admin and django-axes require, which their own checks look for in
+#: MIDDLEWARE only (so they are silenced in the settings, and checked here).
+SITE_REQUIRED = (
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "axes.middleware.AxesMiddleware",
+)
+
+
+def check_site_middleware(**_: Any) -> list[checks.CheckMessage]:
+    """The silenced admin.E408-E410 and axes.W002, against SITE_MIDDLEWARE (in order)."""
+    site = list(getattr(settings, "SITE_MIDDLEWARE", []))
+    problems: list[checks.CheckMessage] = []
+    if "core.middleware.SiteOnlyMiddleware" not in settings.MIDDLEWARE:
+        problems.append(checks.Error("core.middleware.SiteOnlyMiddleware is not in MIDDLEWARE", id="core.E001"))
+    positions = [site.index(path) if path in site else -1 for path in SITE_REQUIRED]
+    if -1 in positions or positions != sorted(positions) or positions[-1] != len(site) - 1:
+        problems.append(
+            checks.Error(
+                f"SITE_MIDDLEWARE must hold {', '.join(SITE_REQUIRED)} in this order, axes last",
+                id="core.E002",
+            )
+        )
+    return problems

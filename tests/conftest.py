@@ -13,7 +13,15 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiCredential
 from accounts.services import IssuedCredential, credential_issue
+from core.snapshots import forget_all
 from tests.factories import AccountFactory
+
+
+@pytest.fixture(autouse=True)
+def _fresh_snapshots() -> None:
+    """Each test starts with no credential or chain snapshot anywhere: rows of
+    earlier tests were rolled back or truncated, which no write signal tells."""
+    forget_all()
 
 
 @pytest.fixture

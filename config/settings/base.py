@@ -55,17 +55,27 @@ MIDDLEWARE = [
     # Before anything reads the body: an oversized one is a 413, never read.
     "core.middleware.RequestBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    # Everywhere, as Django's deploy checks expect: API views are csrf_exempt
+    # (key-authenticated, no cookies), so on them it only reads a cookie.
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # SITE_MIDDLEWARE, for everything but the key-authenticated API, which
+    # needs none of it (static files, sessions, Django auth, messages, axes).
+    "core.middleware.SiteOnlyMiddleware",
+]
+SITE_MIDDLEWARE = [
     # Serves admin and Swagger UI assets from gunicorn: no CDN, no nginx needed.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes requires: it turns a locked-out login into its page.
     "axes.middleware.AxesMiddleware",
 ]
+# The admin's and django-axes' checks look for their middleware in MIDDLEWARE
+# only; core.middleware.check_site_middleware checks SITE_MIDDLEWARE instead.
+SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410", "axes.W002"]
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -306,6 +316,10 @@ PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
 SERVICE_VERSION = "1.0.0"
 # Requests per credential per minute (decisions §7); 0 turns the limit off.
 API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)
+# Credentials with their accounts, and acquirer chains, are read from
+# per-process snapshots dropped on every write (core/snapshots.py); this is
+# how old one may be at most, whatever happens to Redis. 0 turns them off.
+SNAPSHOT_TTL_SECONDS = env.float("SNAPSHOT_TTL_SECONDS", default=1.0)
 # The longest a request may run: gunicorn's timeout (config/gunicorn.conf.py
 # reads the same variable) and how long an Idempotency-Key stays "in flight"
 # before a retry may take over a claim whose request died.

@@ -1222,8 +1222,9 @@ def test_timeout_at_the_only_acquirer_still_cancels(client_of: Any, django_captu
     slow = AcquirerFactory(key="slow_only", options={"charge": "timeout"}, connect_timeout_ms=100, read_timeout_ms=200)
     account = with_slots(account_with_balance(), slow)
     before = snapshot(account)
+    client = client_of(account)  # before the capture: issuing a key has on-commit work of its own
     with django_capture_on_commit_callbacks() as callbacks:
-        response = post(client_of(account), body())
+        response = post(client, body())
     assert response.status_code == 400
     assert response.json() == error(ALL_FAILED)
     [attempt] = ChargeAttempt.objects.all()
@@ -1244,8 +1245,9 @@ def test_no_cancel_enqueued_without_a_timeout(client_of: Any, django_capture_on_
     failing = AcquirerFactory(key="nc_failing", options={"charge": "fail"})
     ok = AcquirerFactory(key="nc_ok")
     account = with_slots(account_with_balance(), failing, ok)
+    client = client_of(account)  # before the capture: issuing a key has on-commit work of its own
     with django_capture_on_commit_callbacks() as callbacks:
-        created(post(client_of(account), body()))
+        created(post(client, body()))
     assert callbacks == []
 
 
