@@ -20,6 +20,7 @@ from django.utils import timezone
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused, InvalidTransition
 from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry, MoneyActionRequest
+from core.db import insert_sql
 from core.exceptions import InsufficientBalance
 from core.tokens import hash_secret, new_public_key, new_secret_key, new_webhook_secret
 
@@ -178,7 +179,13 @@ def balance_lock(*, account_id: Any) -> AccountBalance:
 
 
 def ledger_post(
-    *, account_id: Any, amount: int, kind: str, reference: str, locked: AccountBalance | None = None
+    *,
+    account_id: Any,
+    amount: int,
+    kind: str,
+    reference: str,
+    locked: AccountBalance | None = None,
+    new_reference: bool = False,
 ) -> LedgerEntry | None:
     """Post one signed movement and move the balance with it.
 
@@ -188,6 +195,9 @@ def ledger_post(
     :func:`balance_lock` in this transaction). Returns ``None`` (and changes
     nothing) when this ``(kind, reference)`` was already posted. Raises
     :class:`InsufficientBalance` when a debit that may not overdraw would.
+    ``new_reference``: the caller created the record the reference names in
+    this transaction, so nothing can have been posted for it yet (the unique
+    constraint still stands behind that).
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("ledger_post must run inside the transaction of the change that causes it")
@@ -200,18 +210,28 @@ def ledger_post(
     # References name one account's record, and under its balance lock no other
     # posting can interleave: this check is exact. The unique constraint stays
     # as the net under it (a violation fails the caller's whole transaction).
-    if LedgerEntry.objects.filter(kind=kind, reference=reference).exists():
+    if not new_reference and LedgerEntry.objects.filter(kind=kind, reference=reference).exists():
         return None
 
     new_balance = balance.available + amount
     if amount < 0 and new_balance < 0 and kind not in LedgerEntry.MAY_GO_NEGATIVE:
         raise InsufficientBalance()
 
-    entry = LedgerEntry.objects.create(
-        account_id=account_id, kind=kind, amount=amount, balance_after=new_balance, reference=reference
-    )
+    entry = LedgerEntry(account_id=account_id, kind=kind, amount=amount, balance_after=new_balance, reference=reference)
     balance.available = new_balance
-    balance.save(update_fields=["available", "updated_at"])
+    balance.updated_at = timezone.now()
+    # The entry and the balance it moves in one statement (one round trip on
+    # every money movement): a data-modifying CTE runs whatever the outer
+    # statement returns, in the same snapshot and transaction.
+    insert, params = insert_sql(entry)
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(
+            f"WITH moved AS (UPDATE {AccountBalance._meta.db_table} SET available = %s, updated_at = %s"  # noqa: S608 - table names from the models, values bound
+            f" WHERE account_id = %s) {insert}",
+            (new_balance, balance.updated_at, balance.account_id, *params),
+        )
+        entry.pk = cursor.fetchone()[0]
+    entry._state.adding = False
     return entry
 
 

@@ -104,7 +104,8 @@ def changed() -> None:
     """A watched row changed (or is about to, in the current transaction):
     every process drops its snapshots now, and again once it commits."""
     _bump()
-    transaction.on_commit(_bump)
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(_bump)
 
 
 def forget_all() -> None:

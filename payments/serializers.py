@@ -11,7 +11,7 @@ from accounts.models import PaymentMethod
 from acquirers.serializers import acquirer_items_field, acquirer_key_field
 from api.schema import SchemaExtras
 from core.documents import normalize_document
-from core.fields import HttpUrlField, StrictCharField, StrictIntegerField, StrictRegexField
+from core.fields import HttpUrlField, OutputSerializer, StrictCharField, StrictIntegerField, StrictRegexField
 from payments.models import Charge
 from webhooks.http import url_refusal
 
@@ -138,7 +138,7 @@ class ChargeCreatedSerializer(serializers.Serializer[Any]):
         return {"emv": charge.emv}
 
 
-class ChargeSerializer(serializers.ModelSerializer[Charge]):
+class ChargeSerializer(OutputSerializer):
     """The Transaction record of the spec."""
 
     class Meta:

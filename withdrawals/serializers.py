@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from accounts.selectors import PLATFORM_MINIMUM_WITHDRAWAL
 from api.schema import SchemaExtras
-from core.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
+from core.fields import OutputSerializer, StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
 from withdrawals.keys import INVALID_KEY, MAX_KEY_LENGTH, normalize_key
 from withdrawals.models import PixKeyType, Withdrawal
 
@@ -33,7 +33,7 @@ class WithdrawalCreateSerializer(SchemaExtras, serializers.Serializer[Any]):
         return attrs
 
 
-class WithdrawalCreatedSerializer(serializers.ModelSerializer[Withdrawal]):
+class WithdrawalCreatedSerializer(OutputSerializer):
     """The creation body of the spec (``pix_key_type``, no ``e2e_id``/``paid_at``)."""
 
     class Meta:
@@ -42,7 +42,7 @@ class WithdrawalCreatedSerializer(serializers.ModelSerializer[Withdrawal]):
         read_only_fields = fields
 
 
-class WithdrawalSerializer(serializers.ModelSerializer[Withdrawal]):
+class WithdrawalSerializer(OutputSerializer):
     """The Withdrawal record of the spec."""
 
     pix_type = serializers.CharField(source="pix_key_type")

@@ -109,6 +109,7 @@ def withdrawal_request(
             kind=K.WITHDRAWAL,
             reference=f"withdrawal:{withdrawal.pk}",
             locked=balance,
+            new_reference=True,
         )
         if in_transaction is not None:
             in_transaction(withdrawal)

@@ -1,0 +1,86 @@
+"""SQL statements per request, on the warm path (issue 14): what each
+request costs once its credential and chain are in this process's snapshots
+(the first request with a key reads them; see core/snapshots.py).
+
+Budgets (the issue's targets, or what was reached where it is lower):
+``POST /api/transactions`` at most 4 statements in all (the charge and its
+attempt, in one transaction); ``POST /api/withdrawals`` 4 besides BEGIN and
+COMMIT (target 5, the count of the bare transaction pgbench runs,
+bench/withdrawals.sql: the entry and the balance move in one statement
+here), with exactly one ``SELECT … FOR UPDATE``; reads at most 2. Captured
+statements include BEGIN and COMMIT."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+from rest_framework.test import APIClient
+
+from accounts.models import Account, ApiCredential, LedgerEntry
+from accounts.services import credential_issue, ledger_post
+from tests.conftest import client_for
+from tests.factories import AccountFactory, AcquirerFactory
+
+pytestmark = pytest.mark.django_db
+
+CHARGE = {
+    "payment_method": "pix",
+    "amount": 1500,
+    "buyer": {"buyer_name": "Fulano de Tal", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
+}
+WITHDRAWAL = {"amount": 1000, "key_value": "52998224725"}
+#: BEGIN and COMMIT, or the savepoints they become inside the test's own transaction.
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
+
+
+@pytest.fixture
+def merchant() -> tuple[Account, APIClient]:
+    AcquirerFactory(key="budget_sandbox", default_priority=1)
+    account = AccountFactory(withdrawal_per_request_limit=10**9, withdrawal_daily_limit=10**12)
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=10**8, kind=LedgerEntry.Kind.CHARGE_PAID, reference="seed")
+    return account, client_for(credential_issue(account=account, permission=ApiCredential.Permission.ALL))
+
+
+def statements(captured: Any) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries]
+
+
+def test_charge_creation(merchant: tuple[Account, APIClient], django_assert_max_num_queries: Any) -> None:
+    _, api = merchant
+    assert api.post("/api/transactions", CHARGE, format="json").status_code == 201  # warm
+    with django_assert_max_num_queries(4):
+        assert api.post("/api/transactions", CHARGE, format="json").status_code == 201
+
+
+def test_withdrawal_request(merchant: tuple[Account, APIClient], django_assert_max_num_queries: Any) -> None:
+    _, api = merchant
+    assert api.post("/api/withdrawals", WITHDRAWAL, format="json").status_code == 201  # warm
+    with django_assert_max_num_queries(6) as captured:
+        assert api.post("/api/withdrawals", WITHDRAWAL, format="json").status_code == 201
+    sent = statements(captured)
+    work = [sql for sql in sent if not sql.strip().upper().startswith(TRANSACTION_CONTROL)]
+    assert len(work) <= 4, work
+    assert sum("FOR UPDATE" in sql for sql in sent) == 1, sent
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/transactions/{charge}",
+        "/api/transactions",
+        "/api/transactions?status=pending&amount_min=100",
+        "/api/withdrawals/{withdrawal}",
+        "/api/withdrawals",
+        "/api/withdrawals/balance",
+    ],
+)
+def test_reads(merchant: tuple[Account, APIClient], django_assert_max_num_queries: Any, path: str) -> None:
+    _, api = merchant
+    charge = api.post("/api/transactions", CHARGE, format="json").json()["data"]["id"]
+    withdrawal = api.post("/api/withdrawals", WITHDRAWAL, format="json").json()["data"]["id"]
+    url = path.format(charge=charge, withdrawal=withdrawal)
+    with django_assert_max_num_queries(2):
+        assert api.get(url).status_code == 200
