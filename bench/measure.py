@@ -186,7 +186,7 @@ def print_table(rows: Sequence[ApiResult], *, header_lines: Sequence[str] = ()) 
     print()
     for line in header_lines:
         print(line)
-    print(f"anchor: gunicorn {anchor_server.describe()}")
+    print(f"anchor: gunicorn {anchor_server.describe()} (bench/anchor/server.py)")
     width = max([44, *(len(r.name) for r in rows)])
     header = (
         f"| {'scenario':<{width}} | {'req/s':>7} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} | {'SQL/req':>7} "
@@ -212,3 +212,61 @@ def print_table(rows: Sequence[ApiResult], *, header_lines: Sequence[str] = ()) 
     print(LEGEND)
     for note in notes:
         print(f"DB alone: {note}")
+
+
+# --------------------------------------------------------------------------- the anchor's shape
+
+
+def anchor_shapes(env: dict[str, str], *, seconds: float, rounds: int) -> list[tuple[str, ApiResult]]:
+    """The anchor in each candidate shape (bench/anchor/server.py, SHAPE),
+    one at a time, rounds alternated: how its shape was chosen."""
+    from bench.charges import charge_ids, prepare
+
+    ids = charge_ids(prepare())
+    rotation = [wrk.Request("GET", f"/anchor/{charge_id}", {}) for charge_id in ids]
+    shapes: list[tuple[tuple[int, int], int]] = [((2, 0), 0), ((1, 8), 0), ((2, 4), 0), ((1, 8), 8)]
+    results: dict[int, list[ApiResult]] = {n: [] for n in range(len(shapes))}
+    info = cpu.conninfo()
+    for r in range(rounds):
+        for n in range(len(shapes)) if r % 2 == 0 else reversed(range(len(shapes))):
+            shape, pool = shapes[n]
+            with anchor_server.running(env, shape, pool=pool) as anchor:
+                bench = Bench(anchor, anchor, ids, seconds=seconds)
+                bench.meters["anchor"] = cpu.Meter(anchor.pid, ANCHOR_APP_NAME, info)
+                bench.round("warm-up", rotation, target="anchor", seconds=1)
+                results[n].append(bench.round("anchor", rotation, target="anchor"))
+    named = []
+    for n, (shape, pool) in enumerate(shapes):
+        label = anchor_server.describe(shape)
+        if pool:
+            label = label.split(",")[0] + f", a psycopg pool of {pool} per process"
+        named.append((label, combine(label, results[n])))
+    return named
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    from bench.harness import bench_env, machine_lines, setup_django
+
+    parser = argparse.ArgumentParser(description="The anchor's gunicorn shapes compared (wrk -t2 -c16).")
+    parser.add_argument("--seconds", type=float, default=SECONDS)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--engines", choices=["auto", "machine", "embedded"], default="auto")
+    args = parser.parse_args(argv)
+    env = bench_env(engines=args.engines)
+    setup_django(env)
+    rows = anchor_shapes(env, seconds=args.seconds, rounds=args.rounds)
+    for line in machine_lines():
+        print(line)
+    print("| anchor shape | req/s | p50 ms | p99 ms | errors | CPU ms/req | PG ms/req |")
+    print("|---|---|---|---|---|---|---|")
+    for label, r in rows:
+        print(
+            f"| {label} | {r.rps:.1f} | {r.percentile(0.5):.1f} | {r.percentile(0.99):.1f} | {r.errors} "
+            f"| {_ms(r.cpu_ms)} | {_ms(r.pg_ms)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,14 +1,20 @@
 """The anchor under gunicorn in its best shape, beside the service, on the
 same PostgreSQL (the bench database of ``env``).
 
-Shape (SHAPE): measured once with wrk -t2 -c16, 8 s each, GET /anchor/<id>
-over 200 charge ids, alternated, on the 2 shared CPUs beside nothing else of
-ours (2026-11-25; see /work/wt/notes-hb.md for the run):
+Shape (SHAPE), measured once with ``python -m bench.measure`` (wrk -t2 -c16,
+GET /anchor/<id> over 200 charge ids, 2 rounds of 8 s per shape, alternated,
+one shape up at a time), 2026-11-25 on the 2 shared CPUs with the load
+average at 2-6 (others measuring beside):
 
-    2 sync workers, one persistent connection each      SEE NOTES
-    1 x 8 gthread, a persistent connection per thread   SEE NOTES
-    2 x 4 gthread, a persistent connection per thread   SEE NOTES
+    shape                                              req/s  p50 ms  p99 ms  CPU ms/req  PG ms/req
+    2 sync workers, a persistent connection each       819.7    18.0    39.9        1.24       0.20
+    1 x 8 gthread, a persistent connection per thread  646.8    23.6    56.6        1.33       0.27
+    2 x 4 gthread, a persistent connection per thread  682.8    22.0   289.6        1.55       0.26
+    1 x 8 gthread, a psycopg pool of 8                 563.6    27.5    65.5        1.53       0.28
 
+2 sync workers win on every figure: a request that never waits long needs no
+threads, and sync workers pay no thread hand-off or GIL switching; a pool
+costs a checkout and a return per request that a persistent connection does not.
 """
 
 from __future__ import annotations
@@ -56,5 +62,6 @@ def url(server: Server, charge_id: str) -> str:
 
 def describe(shape: tuple[int, int] = SHAPE) -> str:
     workers, threads = shape
-    kind = f"{workers} x {threads} gthread" if threads else f"{workers} sync workers"
-    return f"{kind}, a persistent connection per thread (bench/anchor/server.py)"
+    if threads:
+        return f"{workers} x {threads} gthread, a persistent connection per thread"
+    return f"{workers} sync workers, a persistent connection each"
