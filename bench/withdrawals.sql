@@ -9,9 +9,10 @@ SELECT coalesce(sum(amount), 0) FROM withdrawals_withdrawal
     AND status NOT IN ('failed', 'canceled');
 SELECT gen_random_uuid() AS wid \gset
 INSERT INTO withdrawals_withdrawal (id, account_id, amount, fee, discount_fee, total_debit, liquid_amount,
-  pix_key_type, pix_key, status, version, idempotency_id, provider_payout_id, failure_reason, created_at, updated_at)
+  pix_key_type, pix_key, status, version, idempotency_id, provider_payout_id, failure_reason, hold_reason,
+  payout_lease_token, created_at, updated_at)
   VALUES (:wid::uuid, :aid::uuid, 1000, 0, true, 1000, 1000, 'cpf', '52998224725', 'pending', 0,
-  replace(:wid, '-', ''), '', '', now(), now());
+  replace(:wid, '-', ''), '', '', '', '', now(), now());
 UPDATE accounts_accountbalance SET available = available - 1000, updated_at = now()
   WHERE account_id = :aid::uuid RETURNING available AS after \gset
 INSERT INTO accounts_ledgerentry (account_id, kind, amount, balance_after, reference, created_at)
