@@ -23,15 +23,21 @@ from typing import Any
 TICK = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
-def _ticks(pid: int) -> int | None:
-    """utime + stime of ``pid`` in clock ticks (None: gone or unreadable)."""
+def _stat(pid: int) -> tuple[str, int] | None:
+    """Command name and utime + stime (clock ticks) of ``pid`` (None: gone or unreadable)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces: fields after its ')' are fixed.
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+    head, _, tail = stat.rpartition(")")
+    fields = tail.split()
+    return head.partition("(")[2], int(fields[11]) + int(fields[12])
+
+
+def _ticks(pid: int) -> int | None:
+    found = _stat(pid)
+    return found[1] if found else None
 
 
 def _children(pid: int) -> list[int]:
@@ -77,15 +83,15 @@ class Meter:
         return [int(pid) for (pid,) in rows]
 
     def snapshot(self) -> Snapshot:
-        pg: dict[int, float] | None = {}
-        for backend in self._backends():
-            ticks = _ticks(backend)
-            if ticks is None:  # PostgreSQL elsewhere (or its /proc hidden)
-                pg = None
-                break
-            assert pg is not None
-            pg[backend] = ticks * TICK
-        return Snapshot(tree_seconds(self.pid), pg)
+        backends = self._backends()
+        pg: dict[int, float] = {}
+        for backend in backends:
+            found = _stat(backend)
+            # A backend that closed since the query is skipped; a pid that is no
+            # postgres here means PostgreSQL runs elsewhere (the pid is another host's).
+            if found is not None and found[0] == "postgres":
+                pg[backend] = found[1] * TICK
+        return Snapshot(tree_seconds(self.pid), pg if pg or not backends else None)
 
     @staticmethod
     def spent(before: Snapshot, after: Snapshot) -> tuple[float, float | None]:
