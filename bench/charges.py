@@ -117,7 +117,7 @@ def run(
     post_row = measure.combine("POST /api/transactions (instant sandbox acquirer)", posts)
     get_row = measure.combine(f"GET /api/transactions/{{id}} ({len(ids)} ids in turn)", gets)
     post_row.queries, get_row.queries = create_queries, read_queries
-    return [measure.beside(post_row, anchor), measure.beside(get_row, anchor)]
+    return [measure.beside(post_row, anchor, target=0.25), measure.beside(get_row, anchor, target=0.5)]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -36,7 +36,7 @@ LEGEND = (
     "the cursor, DRF Response; its own gunicorn, same PostgreSQL); ratio = req/s ÷ anchor req/s of the same "
     "run. CPU = server CPU per request in ms (gunicorn master + workers, utime+stime from /proc); PG = the "
     "CPU of the PostgreSQL backends serving that server, per request (not in CPU). req/s over all rounds, "
-    "p50 request-weighted, p99 the worst round."
+    "p50 request-weighted, p99 the worst round. target/met: the figures of issue 14."
 )
 
 
@@ -57,11 +57,12 @@ class ApiResult(wrk.WrkResult):
 
     @property
     def cpu_ms(self) -> float | None:
-        return self.cpu_seconds * 1000 / self.cpu_requests if self.cpu_requests else None
+        # No request finished (a --quick round of a slow scenario): nothing to divide.
+        return self.cpu_seconds * 1000 / self.cpu_requests if self.requests else None
 
     @property
     def pg_ms(self) -> float | None:
-        if self.pg_seconds is None or not self.cpu_requests:
+        if self.pg_seconds is None or not self.requests:
             return None
         return self.pg_seconds * 1000 / self.cpu_requests
 
@@ -81,11 +82,15 @@ def combine(name: str, parts: Sequence[ApiResult]) -> ApiResult:
     )
 
 
-def beside(row: ApiResult, anchor: ApiResult) -> ApiResult:
-    """``row`` with ``anchor`` (rounds of the same run) as its ceiling."""
+def beside(row: ApiResult, anchor: ApiResult, *, target: float | None = None) -> ApiResult:
+    """``row`` with ``anchor`` (rounds of the same run) as its ceiling;
+    ``target``: the ratio to the anchor issue 14 holds it to."""
     row.anchor = anchor
     row.ceiling = anchor.rps
     row.ceiling_note = "bench/anchor/, measured in the same run"
+    if target is not None:
+        row.target = f"ratio ≥ {target}"
+        row.passed = row.failed == 0 and (row.ratio or 0.0) >= target
     return row
 
 
@@ -188,10 +193,11 @@ def print_table(rows: Sequence[ApiResult], *, header_lines: Sequence[str] = ()) 
         print(line)
     print(f"anchor: gunicorn {anchor_server.describe()} (bench/anchor/server.py)")
     width = max([44, *(len(r.name) for r in rows)])
+    goal = max([6, *(len(r.target) for r in rows)])
     header = (
         f"| {'scenario':<{width}} | {'req/s':>7} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} | {'SQL/req':>7} "
         f"| {'CPU ms':>6} | {'PG ms':>5} | {'anchor req/s':>12} | {'anchor CPU':>10} | {'anchor PG':>9} "
-        f"| {'ratio':>5} | {'DB alone /s':>11} | {'ratio':>5} |"
+        f"| {'ratio':>5} | {'DB alone /s':>11} | {'ratio':>5} | {'target':<{goal}} | {'met':<3} |"
     )
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
@@ -205,7 +211,8 @@ def print_table(rows: Sequence[ApiResult], *, header_lines: Sequence[str] = ()) 
             f"| {(f'{a.rps:.1f}' if a else '-'):>12} | {_ms(a.cpu_ms if a else None):>10} "
             f"| {_ms(a.pg_ms if a else None):>9} | {(f'{r.ratio:.2f}' if r.ratio is not None else '-'):>5} "
             f"| {(f'{r.db_ceiling:.1f}' if r.db_ceiling else '-'):>11} "
-            f"| {(f'{r.db_ratio:.2f}' if r.db_ratio is not None else '-'):>5} |"
+            f"| {(f'{r.db_ratio:.2f}' if r.db_ratio is not None else '-'):>5} "
+            f"| {r.target:<{goal}} | {'-' if r.passed is None else ('yes' if r.passed else 'NO'):<3} |"
         )
         if r.db_ceiling_note and r.db_ceiling_note not in notes:
             notes.append(r.db_ceiling_note)

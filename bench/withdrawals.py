@@ -23,6 +23,8 @@ from bench.harness import bench_env, drop_queue, machine_lines, setup_django
 
 HERE = Path(__file__).resolve().parent
 BODY = {"amount": 1000, "key_value": "52998224725"}
+#: Of the hot account's row to pgbench's tx/s (issue 14).
+HOT_TARGET = 0.5
 CEILING_NOTE = (
     "bench/withdrawals.sql via pgbench on the same PostgreSQL (lock balance, daily sum, "
     "insert withdrawal and ledger entry, update balance) on the hot account, same concurrency"
@@ -178,7 +180,11 @@ def run(
     hot_row = measure.beside(measure.combine("POST /api/withdrawals, 1 hot account", api[True]), anchor)
     hot_row.db_ceiling = sum(ceiling) / len(ceiling)
     hot_row.db_ceiling_note = CEILING_NOTE
-    spread_row = measure.beside(measure.combine(f"POST /api/withdrawals, {accounts:,} accounts", api[False]), anchor)
+    # One balance row's lock bounds it whatever the framework: held to pgbench, not to the anchor.
+    hot_row.target = f"DB alone ratio ≥ {HOT_TARGET}"
+    hot_row.passed = hot_row.failed == 0 and (hot_row.db_ratio or 0.0) >= HOT_TARGET
+    spread_row = measure.combine(f"POST /api/withdrawals, {accounts:,} accounts", api[False])
+    measure.beside(spread_row, anchor, target=0.25)
     hot_row.queries = spread_row.queries = queries
     return [hot_row, spread_row]
 
