@@ -36,7 +36,7 @@ from urllib.parse import urlencode
 import requests
 
 from bench import measure, wrk
-from bench.harness import LoadResult, bench_env, run_load, setup_django
+from bench.harness import LoadResult, bench_env, machine_lines, run_load, setup_django
 
 SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
 URL = "/api/transactions"
@@ -739,7 +739,8 @@ def main(argv: Sequence[str] | None = None) -> list[LoadResult]:
     except RuntimeError as error:
         raise SystemExit(str(error)) from None
     if results:
-        measure.print_table([row for row in results if isinstance(row, measure.ApiResult)])
+        api_rows = [row for row in results if isinstance(row, measure.ApiResult)]
+        measure.print_table(api_rows, header_lines=machine_lines())
     return results
 
 
