@@ -26,8 +26,8 @@ BODY = {"amount": 1000, "key_value": "52998224725"}
 #: Of the hot account's row to pgbench's tx/s (issue 14).
 HOT_TARGET = 0.5
 CEILING_NOTE = (
-    "bench/withdrawals.sql via pgbench on the same PostgreSQL (lock balance, daily sum, "
-    "insert withdrawal and ledger entry, update balance) on the hot account, same concurrency"
+    "bench/withdrawals.sql via pgbench on the same PostgreSQL (lock balance, daily sum, insert withdrawal, "
+    "balance and ledger entry in one statement) on the hot account, same concurrency"
 )
 
 
