@@ -20,6 +20,7 @@ costs a checkout and a return per request that a persistent connection does not.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,12 +53,18 @@ def running(env: dict[str, str], shape: tuple[int, int] = SHAPE, *, pool: int = 
         command += ["--worker-class", "sync"]
     anchor_env = {**env, "DJANGO_SETTINGS_MODULE": "bench.anchor.settings", "PGAPPNAME": APP_NAME}
     anchor_env["ANCHOR_DB_POOL"] = str(pool)
+    anchor_env["ANCHOR_DATABASE"] = json.dumps(database())
     with serve(command, anchor_env, HEALTH_PATH, ready=404) as server:
         yield server
 
 
-def url(server: Server, charge_id: str) -> str:
-    return f"{server.base}/anchor/{charge_id}"
+def database() -> dict[str, str]:
+    """The service's database as this (bench) process's Django reaches it:
+    the anchor reads the same one, embedded engines included."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    return {key: str(db.get(key) or "") for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}
 
 
 def describe(shape: tuple[int, int] = SHAPE) -> str:

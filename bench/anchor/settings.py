@@ -2,10 +2,11 @@
 read. No middleware (not even the security or common ones), no sessions,
 auth, admin or messages, DEBUG off: a well-configured bare app, the
 framework's own floor. The database is the service's bench database
-(DATABASE_URL, as bench_env() set it)."""
+(ANCHOR_DATABASE, else DATABASE_URL as bench_env() set it)."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -25,7 +26,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 
 def _database() -> dict[str, Any]:
-    entry: dict[str, Any] = environ.Env.db_url_config(os.environ["DATABASE_URL"])
+    # ANCHOR_DATABASE (bench/anchor/server.py): the service's own connection
+    # settings, so the embedded PostgreSQL (a unix socket, no DATABASE_URL) works too.
+    given = os.environ.get("ANCHOR_DATABASE")
+    entry: dict[str, Any] = (
+        {"ENGINE": "django.db.backends.postgresql", **json.loads(given)}
+        if given
+        else environ.Env.db_url_config(os.environ["DATABASE_URL"])
+    )
     pool = int(os.environ.get("ANCHOR_DB_POOL") or 0)
     if pool:
         # A psycopg pool per process (the service's shape), for the gthread shapes' comparison.
