@@ -45,12 +45,13 @@ typecheck: install-dev
 migrations-check: install-dev
 	$(PY) manage.py makemigrations --check --dry-run
 
-## Every benchmark against the service as deployed, each beside its ceiling:
-## one table, own database, bounded in time (bench/__main__.py).
+## Every benchmark against the service as deployed, each beside its ceiling
+## measured in the same run (the API rows: wrk, ratio to a bare Django + DRF
+## app, bench/anchor/), own database, bounded in time (bench/__main__.py).
 bench: install-dev
 	@command -v wrk >/dev/null || apt-get install -y -q wrk || sudo -n apt-get install -y -q wrk \
 	  || echo "make bench: wrk is missing and could not be installed (not root, no password-less sudo):" \
-	     "the isolation scenarios will be skipped. Install it (Debian/Ubuntu: sudo apt-get install wrk;" \
+	     "the API and isolation scenarios will be skipped. Install it (Debian/Ubuntu: sudo apt-get install wrk;" \
 	     "macOS: brew install wrk) and run make bench again." >&2
 	$(PY) -m bench
 

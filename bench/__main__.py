@@ -1,6 +1,8 @@
 """``python -m bench`` (``make bench``): every scenario against the service
-as deployed, each figure beside its ceiling measured in the same run, one
-table, bounded in time.
+as deployed, each figure beside its ceiling measured in the same run,
+bounded in time. The API rows (charges, withdrawals, listing) are loaded by
+wrk and are ratios to the anchor, a bare Django + DRF app started beside the
+service (bench/anchor/, bench/measure.py), with the server CPU per request of both.
 
     .venv/bin/python -m bench [--engines auto|machine|embedded] [--only charges,withdrawals,listing,webhooks,isolation]
                               [--quick] [--budget SECONDS]
@@ -9,8 +11,9 @@ Engines: DATABASE_URL/REDIS_URL when set; else the machine's PostgreSQL and
 Redis on 127.0.0.1 when both answer; else the embedded ones (see
 bench/harness.py). The database is always a benchmark one (``pix_bench`` or
 ``<db>_bench``). Each scenario also runs alone: ``python -m bench.charges``.
-The isolation scenarios (``bench/isolation.py``) load the server with wrk
-and print a table of their own, each row beside its anchor and target.
+The isolation scenarios (``bench/isolation.py``) print a table of their
+own, each row beside its anchor and target; the webhook deliveries, whose
+load is Celery's and not HTTP, stay on the Python closed loop.
 """
 
 from __future__ import annotations
@@ -25,21 +28,21 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import charges, isolation, webhooks, withdrawals, wrk
+from bench import charges, isolation, measure, webhooks, withdrawals, wrk
 from bench.harness import LoadResult, bench_env, machine_lines, print_table, setup_django, use_engines
 
+#: Of the webhook deliveries' closed loop (the API rows use wrk, bench/measure.py).
 CONCURRENCY = 8
-#: Seconds the whole run should stay under (make bench on 2 CPUs: about 3 minutes
-#: with the listing fixture already built); a scenario that would start after
-#: it is skipped and named under the table.
+#: Seconds the whole run should stay under (make bench on 2 CPUs: about 8
+#: minutes with the listing fixture already built); a scenario that would
+#: start after it is skipped and named under the table.
 BUDGET = 540.0
 
 
 def listing_rows(env: dict[str, str], *, quick: bool) -> list[LoadResult]:
-    """bench/listing.py (written separately): ``run(env, concurrency=, quick=)``
-    returning rows is preferred; ``main(argv)`` returning them is accepted."""
+    """bench/listing.py's rows (imported late: its fixture is the only optional part)."""
     module: Any = importlib.import_module("bench.listing")
-    result = module.run(env, concurrency=CONCURRENCY, quick=quick) if hasattr(module, "run") else module.main([])
+    result = module.run(env, quick=quick)
     if not isinstance(result, list) or not all(isinstance(row, LoadResult) for row in result):
         raise TypeError(f"bench.listing returned {type(result).__name__}, not a list of LoadResult")
     return result
@@ -62,9 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_django(env)
 
     scale = 3 if args.quick else 1
-    scenarios: list[tuple[str, Callable[[], list[LoadResult]]]] = [
-        ("charges", lambda: charges.run(env, total=600 // scale, concurrency=CONCURRENCY)),
-        ("withdrawals", lambda: withdrawals.run(env, total=400 // scale, concurrency=CONCURRENCY)),
+    scenarios: list[tuple[str, Callable[[], Sequence[LoadResult]]]] = [
+        ("charges", lambda: charges.run(env, seconds=measure.SECONDS / scale)),
+        ("withdrawals", lambda: withdrawals.run(env, seconds=measure.SECONDS / scale)),
         ("listing", lambda: listing_rows(env, quick=args.quick)),
         ("webhooks", lambda: webhooks.run(env, events=500 // scale, concurrency=CONCURRENCY)),
         ("isolation", lambda: list(isolation.run(env, seconds=8.0 / scale))),
@@ -96,11 +99,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             notes.append(f"{name}: {time.monotonic() - began:.0f} s")
 
-    # The isolation rows (wrk, concurrency 64, anchors and targets) have a table of their own.
-    isolated = [row for row in rows if isinstance(row, wrk.WrkResult)]
+    # The API rows (wrk beside the anchor), the isolation rows (wrk, concurrency
+    # 64, anchors and targets) and the webhook deliveries each have a table.
+    api = [row for row in rows if isinstance(row, measure.ApiResult)]
+    isolated = [row for row in rows if isinstance(row, wrk.WrkResult) and not isinstance(row, measure.ApiResult)]
     closed_loop = [row for row in rows if not isinstance(row, wrk.WrkResult)]
     header = [*machine_lines(), f"load average before the run: {load_before}"]
-    if closed_loop or not isolated:
+    if api:
+        measure.print_table(api, header_lines=header)
+        header = []
+    if closed_loop:
         print_table(closed_loop, CONCURRENCY, header_lines=header)
         header = []
     if any(row.name.startswith("webhook") for row in closed_loop):

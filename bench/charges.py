@@ -1,39 +1,33 @@
-"""Benchmark: POST /api/transactions on the sandbox acquirer, and
-GET /api/transactions/{id}, against gunicorn as deployed, each beside the
-ceiling (bench/ceiling.py: a bare DRF view doing one primary-key read on the
-same server) measured in the same run, rounds alternated.
+"""Benchmark: POST /api/transactions on the instant sandbox acquirer, and
+GET /api/transactions/{id} over many charges, against gunicorn as
+deployed, each a ratio to the anchor (bench/anchor/: a bare Django + DRF app
+reading the same rows) measured in the same run, wrk rounds alternated
+(bench/measure.py).
 
-    .venv/bin/python -m bench.charges [--total 600] [--concurrency 8] [--engines auto]
+    .venv/bin/python -m bench.charges [--seconds 8] [--rounds 3] [--quick] [--engines auto]
 
-Prints requests/s, p50/p99 latency, SQL queries per request and the ratio
-to the ceiling.
+Prints requests/s, p50/p99 latency, SQL statements per request (captured in
+process), server CPU per request of the service and the anchor, and the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-import requests
-
-from bench.harness import (
-    LoadResult,
-    bench_env,
-    combine,
-    gunicorn,
-    machine_lines,
-    print_table,
-    run_load,
-    setup_django,
-)
+from bench import measure, wrk
+from bench.anchor import COLUMNS
+from bench.harness import bench_env, drop_queue, machine_lines, setup_django
 
 BODY = {
     "payment_method": "pix",
     "amount": 1500,
     "buyer": {"buyer_name": "Fulano de Tal", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
 }
-CEILING_NOTE = "bench/ceiling.py, a bare DRF view doing one primary-key read (same gunicorn, middleware, renderer)"
+#: Charges the GET rows (and the anchor) read in turn.
+READ_IDS = 200
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
 
 def prepare() -> dict[str, str]:
@@ -49,9 +43,30 @@ def prepare() -> dict[str, str]:
     return {"X-Public-Key": issued.credential.public_key, "X-Secret-Key": issued.secret_key}
 
 
-def queries_per_request(headers: dict[str, str]) -> tuple[float, float, float]:
-    """SQL queries of one POST, one GET and one ceiling read (in process,
-    after a first request of each so one-off writes are not counted)."""
+def charge_ids(headers: dict[str, str], count: int = READ_IDS) -> list[str]:
+    """``count`` charges of the bench account (created in process when
+    missing): what the GET rows and the anchor read in turn."""
+    from django.test import Client
+
+    from payments.models import Charge
+    from payments.serializers import ChargeSerializer
+
+    # The anchor must not import the project: its columns are a copy, checked here.
+    if tuple(ChargeSerializer.Meta.fields) != COLUMNS:
+        raise RuntimeError("bench/anchor COLUMNS no longer match ChargeSerializer.Meta.fields: update the anchor")
+    ids = [str(i) for i in Charge.objects.filter(account__ref="bench").values_list("id", flat=True)[:count]]
+    client = Client(headers=headers)
+    while len(ids) < count:
+        response = client.post("/api/transactions", json.dumps(BODY), content_type="application/json")
+        if response.status_code != 201:
+            raise RuntimeError(f"POST /api/transactions: {response.status_code} {response.content[:300]!r}")
+        ids.append(str(response.json()["data"]["id"]))
+    return ids
+
+
+def queries_per_request(headers: dict[str, str]) -> tuple[int, int]:
+    """SQL statements of one POST and one GET (in process, after a first
+    request of each so one-off writes are not counted)."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -68,88 +83,55 @@ def queries_per_request(headers: dict[str, str]) -> tuple[float, float, float]:
         post()
     with CaptureQueriesContext(connection) as read:
         client.get(f"/api/transactions/{charge_id}")
-    with CaptureQueriesContext(connection) as bare:
-        client.get(f"/bench/ceiling/{charge_id}")
-    return len(create.captured_queries), len(read.captured_queries), len(bare.captured_queries)
+    return len(create.captured_queries), len(read.captured_queries)
 
 
 def run(
-    env: dict[str, str], *, total: int = 600, concurrency: int = 8, rounds: int = 3, seconds: float = 40.0
-) -> list[LoadResult]:
-    """POST and GET rows, each with the ceiling's req/s beside it. ``total``
-    POSTs (twice as many GETs and ceiling reads), split in ``rounds`` that
-    alternate the three; each figure stops after ``seconds`` in all."""
+    env: dict[str, str], *, seconds: float = measure.SECONDS, rounds: int = measure.ROUNDS
+) -> list[measure.ApiResult]:
+    """The POST and GET rows, each beside the anchor: ``rounds`` of
+    ``seconds`` each for POST, GET and the anchor, alternated."""
     headers = prepare()
-    create_queries, read_queries, ceiling_queries = queries_per_request(headers)
+    create_queries, read_queries = queries_per_request(headers)
+    ids = charge_ids(headers)
+    post = [wrk.Request("POST", "/api/transactions", {**headers, **JSON_HEADERS}, wrk.json_body(BODY))]
+    get = [wrk.Request("GET", f"/api/transactions/{charge_id}", headers) for charge_id in ids]
+    posts: list[measure.ApiResult] = []
+    gets: list[measure.ApiResult] = []
+    anchors: list[measure.ApiResult] = []
+    try:
+        with measure.servers(env, ids, seconds=seconds) as bench:
+            bench.warm_up([post, get])
+            measure.alternate(
+                [
+                    ("post", lambda: posts.append(bench.round("post", post))),
+                    ("get", lambda: gets.append(bench.round("get", get))),
+                    ("anchor", lambda: anchors.append(bench.anchor_round())),
+                ],
+                rounds,
+            )
+    finally:
+        drop_queue(env.get("CELERY_TASK_DEFAULT_QUEUE", "pix-bench"))
 
-    created: list[str] = []
-    posts: list[LoadResult] = []
-    gets: list[LoadResult] = []
-    bare: list[LoadResult] = []
-    with gunicorn(env) as base:
-
-        def create(session: requests.Session, index: int) -> int:
-            response = session.post(f"{base}/api/transactions", json=BODY, headers=headers, timeout=30)
-            if response.status_code == 201:
-                created.append(response.json()["data"]["id"])
-            return response.status_code
-
-        def read(session: requests.Session, index: int) -> int:
-            charge_id = created[index % len(created)]
-            return session.get(f"{base}/api/transactions/{charge_id}", headers=headers, timeout=30).status_code
-
-        def ceiling(session: requests.Session, index: int) -> int:
-            charge_id = created[index % len(created)]
-            return session.get(f"{base}/bench/ceiling/{charge_id}", timeout=30).status_code
-
-        per_round = max(1, total // rounds)
-        budget = seconds / rounds
-        steps: dict[str, tuple[Callable[[requests.Session, int], int], int, list[LoadResult]]] = {
-            "post": (create, per_round, posts),
-            "get": (read, 2 * per_round, gets),
-            "ceiling": (ceiling, 2 * per_round, bare),
-        }
-        for r in range(rounds):
-            # POST first in the first round (the reads need charges), then
-            # alternate so no figure always runs right after the same one.
-            order = ("post", "get", "ceiling") if r % 2 == 0 else ("ceiling", "get", "post")
-            for key in order:
-                call, count, bucket = steps[key]
-                bucket.append(
-                    run_load(
-                        key,
-                        call,
-                        total=count,
-                        concurrency=concurrency,
-                        warmup=20 if r == 0 else 0,
-                        seconds=budget,
-                        first_index=r * count,
-                    )
-                )
-
-    ceiling_row = combine("ceiling: bare DRF view, one primary-key read", bare)
-    ceiling_row.queries = ceiling_queries
-    post = combine("POST /api/transactions (sandbox acquirer)", posts)
-    get = combine("GET /api/transactions/{id}", gets)
-    for row, queries in ((post, create_queries), (get, read_queries)):
-        row.queries = queries
-        row.ceiling = ceiling_row.rps
-        row.ceiling_note = CEILING_NOTE
-    return [post, get]
+    anchor = measure.combine("anchor", anchors)
+    post_row = measure.combine("POST /api/transactions (instant sandbox acquirer)", posts)
+    get_row = measure.combine(f"GET /api/transactions/{{id}} ({len(ids)} ids in turn)", gets)
+    post_row.queries, get_row.queries = create_queries, read_queries
+    return [measure.beside(post_row, anchor, target=0.25), measure.beside(get_row, anchor, target=0.5)]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--total", type=int, default=600)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=measure.SECONDS, help="length of each wrk round")
+    parser.add_argument("--rounds", type=int, default=measure.ROUNDS)
+    parser.add_argument("--quick", action="store_true", help="a third of each round: a smoke run, not figures")
     parser.add_argument("--engines", choices=["auto", "machine", "embedded"], default="auto")
     args = parser.parse_args(argv)
 
     env = bench_env(engines=args.engines)
     setup_django(env)
-    rows = run(env, total=args.total, concurrency=args.concurrency, rounds=args.rounds)
-    print_table(rows, args.concurrency, header_lines=machine_lines())
+    rows = run(env, seconds=args.seconds / 3 if args.quick else args.seconds, rounds=args.rounds)
+    measure.print_table(rows, header_lines=machine_lines())
 
 
 if __name__ == "__main__":

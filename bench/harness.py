@@ -98,7 +98,7 @@ def bench_env(engines: str | None = None) -> dict[str, str]:
     if engines is not None:
         use_engines(engines)
     env = dict(os.environ)
-    # config.settings.local plus the ceiling's route (bench/settings.py).
+    # config.settings.local (bench/settings.py).
     env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     env["DEBUG"] = "false"
     env["LOG_LEVEL"] = "WARNING"
@@ -195,37 +195,60 @@ def gunicorn_shape() -> str:
     return f"workers={conf['workers']}, threads={conf['threads']}"
 
 
+@dataclass
+class Server:
+    """A running gunicorn: its base URL and its master's pid (bench/cpu.py
+    reads the CPU of the master and its workers)."""
+
+    base: str
+    pid: int
+
+
 @contextlib.contextmanager
-def gunicorn(env: dict[str, str], workers: int | None = None, threads: int | None = None) -> Iterator[str]:
+def serve(command: Sequence[str], env: dict[str, str], health_path: str, *, ready: int = 200) -> Iterator[Server]:
+    """Start ``command`` (a gunicorn bound to 127.0.0.1:{port}, filled in
+    here) and wait until ``health_path`` answers ``ready``; stopped after."""
+    port = free_port()
+    process = subprocess.Popen([*command, "--bind", f"127.0.0.1:{port}"], cwd=ROOT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(f"{base}{health_path}", timeout=2).status_code == ready:
+                    break
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"{command[1]} did not become healthy")
+            time.sleep(0.2)
+        yield Server(base, process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def service(env: dict[str, str], workers: int | None = None, threads: int | None = None) -> Iterator[Server]:
     """gunicorn as deployed: ``config/gunicorn.conf.py`` (workers and
     threads from WEB_WORKERS/WEB_THREADS there), unless given here."""
-    port = free_port()
     command = [
         str(Path(sys.executable).parent / "gunicorn"),
         "config.wsgi:application",
         "--config", str(GUNICORN_CONF),
-        "--bind", f"127.0.0.1:{port}",
         "--log-level", "warning",
     ]  # fmt: skip
     if workers is not None:
         command += ["--workers", str(workers)]
     if threads is not None:
         command += ["--threads", str(threads)]
-    process = subprocess.Popen(command, cwd=ROOT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(requests.RequestException):
-                if requests.get(f"{base}/api/health", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("gunicorn did not become healthy")
-            time.sleep(0.2)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with serve(command, env, "/api/health") as server:
+        yield server
+
+
+@contextlib.contextmanager
+def gunicorn(env: dict[str, str], workers: int | None = None, threads: int | None = None) -> Iterator[str]:
+    """:func:`service`, yielding only its base URL."""
+    with service(env, workers, threads) as server:
+        yield server.base
 
 
 # --------------------------------------------------------------------------- load

@@ -34,7 +34,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -170,31 +169,7 @@ def drain(base: str, *, timeout: float = 120.0) -> None:
 # --------------------------------------------------------------------------- rounds
 
 
-def combine(name: str, parts: Sequence[wrk.WrkResult]) -> wrk.WrkResult:
-    """Rounds as one row: req/s over all of them, p50 request-weighted, the
-    higher percentiles of the worst round (wrk gives percentiles, not samples)."""
-    total = sum(p.requests for p in parts) or 1
-    keys = sorted({q for p in parts for q in p.percentiles})
-    percentiles = {
-        q: (
-            sum(p.percentiles.get(q, 0.0) * p.requests for p in parts) / total
-            if q <= 0.5
-            else max(p.percentiles.get(q, 0.0) for p in parts)
-        )
-        for q in keys
-    }
-    socket_errors = sum((Counter(p.socket_errors) for p in parts), Counter[str]())
-    return wrk.WrkResult(
-        name,
-        requests=sum(p.requests for p in parts),
-        errors=sum(p.errors for p in parts),
-        seconds=sum(p.seconds for p in parts),
-        latencies=[],
-        percentiles=percentiles,
-        non_2xx=sum(p.non_2xx for p in parts),
-        socket_errors=dict(socket_errors),
-        pg_connections=max((p.pg_connections or 0) for p in parts),
-    )
+combine = wrk.combine
 
 
 class Bench:

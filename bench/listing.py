@@ -1,8 +1,8 @@
 """Benchmark: GET /api/transactions with every filter on an account holding
 1,000,000 charges, against gunicorn as deployed (issue #6).
 
-    .venv/bin/python -m bench.listing [--rows 1000000] [--total 100] [--concurrency 8]
-                                      [--engines auto] [--plans] [--explain-only]
+    .venv/bin/python -m bench.listing [--rows 1000000] [--seconds 3] [--quick] [--total 100]
+                                      [--concurrency 16] [--engines auto] [--plans] [--explain-only]
 
 The fixture (one big account, four small ones beside it so the account
 filter matters) is written once with a binary COPY and reused while its
@@ -10,8 +10,10 @@ marker row in ``bench_listing_fixture`` matches the requested size. For every
 scenario the exact SQL the view sends (captured from an in-process request)
 is timed and explained with ``EXPLAIN (ANALYZE, BUFFERS)``; a sequential
 scan of ``payments_charge`` fails the run. Then each scenario is loaded
-through gunicorn, closed loop, beside its ceiling: the same SQL alone on
-PostgreSQL at the same concurrency. ``run()`` returns the rows for
+through gunicorn by wrk (bench/measure.py), a ratio to the anchor
+(bench/anchor/, an anchor round every BLOCK scenarios) and beside a second
+ceiling: the same SQL alone on PostgreSQL at the same concurrency (Python
+closed loop: no HTTP to script). ``run()`` returns the rows for
 ``python -m bench``; ``main()`` prints them as one table.
 """
 
@@ -29,10 +31,12 @@ import zoneinfo
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 
-from bench.harness import LoadResult, bench_env, combine, gunicorn, print_table, run_load, setup_django
+from bench import measure, wrk
+from bench.harness import LoadResult, bench_env, machine_lines, run_load, setup_django
 
 SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
 URL = "/api/transactions"
@@ -40,10 +44,22 @@ TABLE = "payments_charge"
 #: Bump when the generator changes: an older fixture is then rebuilt.
 FIXTURE_VERSION = 1
 ROWS = 1_000_000
+#: Calls of the SQL-alone ceiling per scenario (fewer if SECONDS run out first).
 TOTAL = 100
-CONCURRENCY = 8
-# One request per client thread: gunicorn is already warm from the EXPLAIN pass.
-WARMUP = 8
+#: Of the SQL-alone ceiling: the API's wrk connections.
+CONCURRENCY = measure.CONNECTIONS
+#: One wrk round per scenario, this long (25 scenarios: the whole listing stays within ~3 minutes).
+SECONDS = 3.0
+#: A scenario matching at most this many charges is "selective": held to
+#: SELECTIVE_TARGET of the anchor (issue 14). Past it the exact total (a
+#: COUNT over every match, index-only) bounds the request: its ratio to the
+#: SQL alone is what to read.
+SELECTIVE = 50_000
+SELECTIVE_TARGET = 0.5
+#: An anchor round every this many scenarios.
+BLOCK = 5
+#: How many of a scenario's parameter sets wrk cycles through (the id and e2e_id lookups vary).
+ROTATION = 200
 BIG_REF = "bench-listing"
 OTHER_REFS = tuple(f"bench-listing-{n}" for n in range(1, 5))
 OTHER_ROWS = 25_000
@@ -602,29 +618,45 @@ def credentials(account_id: uuid.UUID, calls: int) -> list[dict[str, str]]:
     ]
 
 
+def rotation(case: Scenario, headers: Sequence[dict[str, str]]) -> list[wrk.Request]:
+    """The scenario's requests for wrk: its distinct query strings (many for
+    the id and e2e_id lookups, one for the others), each credential in turn."""
+    queries = list(dict.fromkeys(urlencode(case.params(index)) for index in range(ROTATION)))
+    count = max(len(queries), len(headers))
+    return [
+        wrk.Request(
+            "GET", f"{URL}?{queries[n % len(queries)]}" if queries[n % len(queries)] else URL, headers[n % len(headers)]
+        )
+        for n in range(count)
+    ]
+
+
 def run(
     env: dict[str, str],
     *,
     rows: int = ROWS,
     total: int = TOTAL,
     concurrency: int = CONCURRENCY,
+    seconds: float = SECONDS,
     quick: bool = False,
     plans: bool = False,
     load: bool = True,
 ) -> list[LoadResult]:
     """The benchmark on Django already set up on ``env`` (``setup_django``):
     fixture, plans, then the load; returns the table's rows (the caller
-    prints them, alone or beside other scenarios). ``quick`` sends a third of
-    the requests: a smoke run, not figures. A plan that scans
+    prints them, alone or beside other scenarios). ``quick`` shortens every
+    round to a third: a smoke run, not figures. A plan that scans
     ``payments_charge`` sequentially raises RuntimeError before any load: a
     regression to fix, not a figure to print."""
     from django.test import Client
 
     if quick:
-        total = max(30, total // 3)
+        total, seconds = max(30, total // 3), seconds / 3
     fx = fixture(rows)
     cases = scenarios(fx)
-    headers = credentials(fx.account_id, (total + WARMUP + 2) * len(cases))
+    # wrk sends as many as the server answers: the credentials are sized for
+    # the fastest scenario's worth at ~1,000 req/s.
+    headers = credentials(fx.account_id, int(1000 * seconds + total) * len(cases))
     print(f"\nEXPLAIN (ANALYZE, BUFFERS) of the SQL each request sends to {TABLE}, warm, median of 3:")
     client = Client(headers=headers[0])
     for case in cases:
@@ -641,41 +673,39 @@ def run(
     results: list[LoadResult] = []
     if not load:
         return results
+    anchor_ids, _ = samples(TABLE, fx.account_id)
     sql = DirectSql(concurrency)
     try:
-        with gunicorn(env) as base:
-            calls = iter(range(10**9))
-            for case in cases:
+        with measure.servers(env, anchor_ids, seconds=seconds) as bench:
+            bench.warm_up([rotation(cases[0], headers)])
+            anchors = [bench.anchor_round()]
+            # One anchor round every BLOCK scenarios: each row's ratio is to the
+            # two anchor rounds around it, so both met the same noise.
+            for start in range(0, len(cases), BLOCK):
+                block: list[measure.ApiResult] = []
+                for case in cases[start : start + BLOCK]:
+                    name = f"GET {URL} {case.name}"
+                    row = measure.combine(name, [bench.round(name, rotation(case, headers))])
+                    row.queries = case.queries
 
-                def call(session: requests.Session, index: int, case: Scenario = case) -> int:
-                    key = headers[next(calls) % len(headers)]
-                    params = case.params(max(index, 0))
-                    return session.get(f"{base}{URL}", params=params, headers=key, timeout=60).status_code
+                    def bare(session: requests.Session, index: int, case: Scenario = case) -> int:
+                        # The request's SQL as the view sent it, straight on PostgreSQL.
+                        return sql.run([plan.sql for plan in case.plans])
 
-                def bare(session: requests.Session, index: int, case: Scenario = case) -> int:
-                    # The ceiling: the request's SQL as the view sent it, straight on
-                    # PostgreSQL. What the endpoint adds (HTTP, authentication and its
-                    # query, the rate limit's Redis round trip, filterset, serializers)
-                    # is what its ratio to this shows.
-                    return sql.run([plan.sql for plan in case.plans])
-
-                name = f"GET {URL} {case.name}"
-                # Two rounds each, alternated, so the endpoint and its ceiling meet
-                # the same noise (others share this machine).
-                rounds: dict[bool, list[LoadResult]] = {True: [], False: []}
-                for order in ((True, False), (False, True)):
-                    for is_api in order:
-                        warmup = 0 if rounds[is_api] else WARMUP
-                        rounds[is_api].append(
-                            run_load(
-                                name, call if is_api else bare, total=total // 2, concurrency=concurrency, warmup=warmup
-                            )
-                        )
-                result = combine(name, rounds[True])
-                result.queries = case.queries
-                result.ceiling = combine(name, rounds[False]).rps
-                result.ceiling_note = CEILING_NOTE
-                results.append(result)
+                    # At most 2 s: a ceiling, not a figure of its own (the run stays in budget).
+                    alone = run_load(
+                        name, bare, total=total, concurrency=concurrency, warmup=2, seconds=min(seconds, 2.0)
+                    )
+                    row.db_ceiling, row.db_ceiling_note = alone.rps, CEILING_NOTE
+                    block.append(row)
+                anchors.append(bench.anchor_round())
+                anchor = measure.combine("anchor", anchors[-2:])
+                for row, case in zip(block, cases[start : start + BLOCK], strict=True):
+                    selective = case.total <= SELECTIVE
+                    measure.beside(row, anchor, target=SELECTIVE_TARGET if selective else None)
+                    if not selective:
+                        row.target = f"none: COUNT of {case.total:,}"
+                    results.append(row)
     finally:
         sql.close()
     return results
@@ -684,8 +714,10 @@ def run(
 def main(argv: Sequence[str] | None = None) -> list[LoadResult]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=ROWS, help="charges of the big account")
-    parser.add_argument("--total", type=int, default=TOTAL, help="requests per scenario")
-    parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
+    parser.add_argument("--total", type=int, default=TOTAL, help="SQL-alone calls per scenario")
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help="of the SQL-alone ceiling")
+    parser.add_argument("--seconds", type=float, default=SECONDS, help="length of each wrk round")
+    parser.add_argument("--quick", action="store_true", help="a third of each round: a smoke run, not figures")
     parser.add_argument("--engines", choices=["auto", "machine", "embedded"], default="auto")
     parser.add_argument("--plans", action="store_true", help="print each SQL and its full plan")
     parser.add_argument("--explain-only", action="store_true", help="fixture and plans, no load")
@@ -699,13 +731,16 @@ def main(argv: Sequence[str] | None = None) -> list[LoadResult]:
             rows=args.rows,
             total=args.total,
             concurrency=args.concurrency,
+            seconds=args.seconds,
+            quick=args.quick,
             plans=args.plans,
             load=not args.explain_only,
         )
     except RuntimeError as error:
         raise SystemExit(str(error)) from None
     if results:
-        print_table(results, args.concurrency)
+        api_rows = [row for row in results if isinstance(row, measure.ApiResult)]
+        measure.print_table(api_rows, header_lines=machine_lines())
     return results
 
 

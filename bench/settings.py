@@ -1,7 +1,6 @@
-"""Settings of the benchmarked server: the local settings (as ``make run``)
-plus the ceiling's route. Only ``bench_env()`` selects this module, so the
-ceiling view is never reachable in any other environment."""
+"""Settings of the benchmarked service: the local settings, as ``make run``
+(``bench_env()`` turns DEBUG off and routes tasks to a queue no worker
+reads). The ceiling every API figure is a ratio to is not in this server: it
+is a bare app of its own (bench/anchor/)."""
 
 from config.settings.local import *  # noqa: F403
-
-ROOT_URLCONF = "bench.urls"

@@ -16,7 +16,8 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,53 @@ def script(method: str, path: str, headers: Mapping[str, str], body: bytes | str
         "end",
         "function request()",
         "  return req",
+        "end",
+    ]
+    if think_ms:
+        lines += ["function delay()", f"  return {int(think_ms)}", "end"]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request of a rotation (see :func:`rotating_script`)."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: bytes | str | None = None
+
+
+def _lua_table(headers: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"[{_lua_string(k)}] = {_lua_string(v)}" for k, v in headers.items()) + "}"
+
+
+def rotating_script(requests: Sequence[Request], *, threads: int, think_ms: int = 0) -> str:
+    """A wrk script cycling through ``requests`` (credentials of many
+    accounts, many charge ids): each wrk thread formats them all once
+    (``init``) and sends the next on every call; the threads start
+    ``len / threads`` apart, so two never walk the same accounts in step."""
+    lines = ["local variants = {"]
+    for r in requests:
+        text = r.body.decode() if isinstance(r.body, bytes) else r.body
+        body = _lua_string(text) if text is not None else "nil"
+        lines.append(f"  {{{_lua_string(r.method)}, {_lua_string(r.path)}, {_lua_table(r.headers)}, {body}}},")
+    lines += [
+        "}",
+        "local reqs = {}",
+        "local i = 0",
+        "local started = 0",
+        "function setup(thread)",
+        "  thread:set('offset', started)",
+        "  started = started + 1",
+        "end",
+        "function init(args)",
+        "  for n, v in ipairs(variants) do reqs[n] = wrk.format(v[1], v[2], v[3], v[4]) end",
+        f"  i = math.floor((offset or 0) * #reqs / {max(1, threads)})",
+        "end",
+        "function request()",
+        "  i = i % #reqs + 1",
+        "  return reqs[i]",
         "end",
     ]
     if think_ms:
@@ -147,13 +195,18 @@ class Load:
     seconds: float = 10.0
     #: Pause of each connection before each request, in ms (0: none).
     think_ms: int = 0
+    #: When given, sent in turn instead of the one request above (:func:`rotating_script`).
+    rotation: Sequence[Request] = ()
 
 
 def start(load: Load) -> tuple[subprocess.Popen[str], Path]:
     """Start wrk on ``load`` (it runs in the background); :func:`finish` reads it."""
     folder = Path(tempfile.mkdtemp(prefix="bench-wrk-"))
     lua = folder / "request.lua"
-    lua.write_text(script(load.method, load.path, load.headers, load.body, think_ms=load.think_ms))
+    if load.rotation:
+        lua.write_text(rotating_script(load.rotation, threads=load.threads, think_ms=load.think_ms))
+    else:
+        lua.write_text(script(load.method, load.path, load.headers, load.body, think_ms=load.think_ms))
     command = [
         binary(),
         "--latency",
@@ -184,3 +237,30 @@ def run(load: Load) -> WrkResult:
 
 def json_body(data: object) -> str:
     return json.dumps(data, separators=(",", ":"))
+
+
+def combine(name: str, parts: Sequence[WrkResult]) -> WrkResult:
+    """Rounds as one row: req/s over all of them, p50 request-weighted, the
+    higher percentiles of the worst round (wrk gives percentiles, not samples)."""
+    total = sum(p.requests for p in parts) or 1
+    keys = sorted({q for p in parts for q in p.percentiles})
+    percentiles = {
+        q: (
+            sum(p.percentiles.get(q, 0.0) * p.requests for p in parts) / total
+            if q <= 0.5
+            else max(p.percentiles.get(q, 0.0) for p in parts)
+        )
+        for q in keys
+    }
+    socket_errors = sum((Counter(p.socket_errors) for p in parts), Counter[str]())
+    return WrkResult(
+        name,
+        requests=sum(p.requests for p in parts),
+        errors=sum(p.errors for p in parts),
+        seconds=sum(p.seconds for p in parts),
+        latencies=[],
+        percentiles=percentiles,
+        non_2xx=sum(p.non_2xx for p in parts),
+        socket_errors=dict(socket_errors),
+        pg_connections=max((p.pg_connections or 0) for p in parts),
+    )
