@@ -11,8 +11,7 @@ answer: the acquirer is up and said no.
   ``ACQUIRER_BREAKER_WINDOW`` seconds failed, once there were
   ``ACQUIRER_BREAKER_MIN_CALLS`` of them (a flapping acquirer never fails
   five times in a row, yet fails most calls).
-- **open**: the chains pass the acquirer over for ``ACQUIRER_BREAKER_COOLDOWN``
-  seconds.
+- **open**: the chains pass it over for ``ACQUIRER_BREAKER_COOLDOWN`` seconds.
 - **half-open**: after the cool-down exactly one call, the probe, is let
   through, whatever the number of processes: the claim is one Lua script, so
   it is atomic in Redis. Its success closes the circuit, its failure opens it
@@ -49,6 +48,7 @@ import redis
 from django.conf import settings
 
 from core import metrics
+from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
 from core.redis import client as redis_client
 
 if TYPE_CHECKING:
@@ -265,7 +265,7 @@ def admit(acquirer: Acquirer) -> Gate:
         return ALLOWED
     try:
         decision, at = conn.admit(keys=[_key(acquirer)], args=[_stamp(clock()), _stamp(_lease(acquirer))])
-    except redis.RedisError:
+    except REDIS_UNAVAILABLE:
         _suspend("admit")
         return ALLOWED
     if decision == "closed":
@@ -303,7 +303,7 @@ def record(acquirer: Acquirer, *, outcome: str, latency_ms: int, decisive: bool 
                 _TTL_SECONDS,
             ],
         )
-    except redis.RedisError:
+    except REDIS_UNAVAILABLE:
         _suspend("record")
         return
     if transition in ("opened", "reopened"):
@@ -335,7 +335,7 @@ def reset(acquirer: Acquirer) -> None:
         pipe.hdel(key, "opened_at", "open_until", "probe_until")
         pipe.expire(key, _TTL_SECONDS)
         pipe.execute()
-    except redis.RedisError as exc:
+    except REDIS_UNAVAILABLE as exc:
         raise HealthUnavailable(str(exc)) from exc
 
 
@@ -350,7 +350,7 @@ def snapshots(acquirers: Iterable[Acquirer]) -> dict[int, Health] | None:
             pipe.hgetall(_key(acquirer))
             pipe.lrange(_key(acquirer) + ":calls", 0, -1)
         replies = pipe.execute()
-    except redis.RedisError:
+    except REDIS_UNAVAILABLE:
         logger.warning("acquirer health: Redis unavailable; health not shown", exc_info=True)
         return None
     now = clock()

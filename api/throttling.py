@@ -8,12 +8,12 @@ import logging
 import time
 from typing import Any
 
-import redis
 from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from accounts.models import ApiCredential
+from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
 from core.redis import client as redis_client
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class CredentialRateThrottle(BaseThrottle):
             pipe.incr(key)
             pipe.expire(key, 2 * WINDOW_SECONDS)
             count = int(pipe.execute()[0])
-        except redis.RedisError:
+        except REDIS_UNAVAILABLE:
             # Fail open: a cache outage must not take the payment API down with it.
             logger.warning("rate limit unavailable; request allowed", exc_info=True)
             return True

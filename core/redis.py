@@ -15,6 +15,12 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+#: What a Redis call raises when Redis cannot answer, for callers that fail open:
+#: redis-py's own errors, and a socket closed under it mid-handshake by its
+#: timeout, which it lets through as ``ValueError: I/O operation on closed file``
+#: (seen under ``make bench`` on a CPU-starved machine: a 500 instead of failing open).
+UNAVAILABLE: tuple[type[Exception], ...] = (redis.RedisError, OSError, ValueError)
+
 
 @functools.cache
 def client(url: str, *, timeout: float, decode_responses: bool = False) -> redis.Redis:

@@ -34,12 +34,12 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import redis
 from django.conf import settings
 from django.core.signals import request_finished, request_started
 from django.db import models, transaction
 from django.db.models.signals import post_delete, post_save
 
+from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
 from core.redis import client as redis_client
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,9 @@ MAX_ENTRIES = 20_000
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+#: Seconds, for the TTL; tests replace it.
+clock = time.monotonic
+
 _OFF = object()  # outside a request: every lookup reads the generation
 _UNREAD = object()  # in a request, not read yet
 _local = threading.local()
@@ -61,7 +64,7 @@ def _generation_from_redis() -> bytes | None:
     try:
         # Short timeout, as the rate limit's: this sits on every API request.
         value = redis_client(settings.REDIS_URL, timeout=0.5).get(GENERATION_KEY)
-    except redis.RedisError:
+    except REDIS_UNAVAILABLE:
         return None
     return value if isinstance(value, bytes) else b"0"
 
@@ -95,7 +98,7 @@ def _bump() -> None:
         _local.memo = _UNREAD
     try:
         redis_client(settings.REDIS_URL, timeout=0.5).incr(GENERATION_KEY)
-    except redis.RedisError:
+    except REDIS_UNAVAILABLE:
         # Other processes keep their snapshots until the TTL; this one has dropped its own.
         logger.warning("snapshot generation not bumped (Redis unavailable); others catch up within the TTL")
 
@@ -131,7 +134,7 @@ class Snapshots(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         current = generation()
-        now = time.monotonic()
+        now = clock()
         entry = self._entries.get(key)
         if (
             entry is not None

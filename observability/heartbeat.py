@@ -16,6 +16,7 @@ import time
 import redis
 from django.conf import settings
 
+from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
 from core.redis import client as redis_client
 
 logger = logging.getLogger(__name__)
@@ -59,14 +60,14 @@ class Beater:
         self._stop.set()
         try:
             forget(self.name)
-        except redis.RedisError:
+        except REDIS_UNAVAILABLE:
             logger.warning("heartbeat: could not remove %s", self.name)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 beat(self.name)
-            except redis.RedisError as exc:
+            except REDIS_UNAVAILABLE as exc:
                 # Redis down: readiness will say so; keep trying.
                 logger.warning("heartbeat: %s", exc)
             self._stop.wait(settings.WORKER_HEARTBEAT_INTERVAL)

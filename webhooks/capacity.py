@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 import redis
 from django.conf import settings
 
+from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
 from core.redis import client as redis_client
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def acquire(key: str, *, cap: int | None = None, lease: float | None = None) -> 
     lease_end = now + (lease_seconds() if lease is None else lease)
     try:
         taken = _client().eval(_ACQUIRE, 1, key, f"{now:.3f}", cap, f"{lease_end:.3f}", holder)
-    except redis.RedisError:
+    except REDIS_UNAVAILABLE:
         logger.warning("webhook concurrency cap unavailable; delivery allowed", exc_info=True)
         return holder
     return holder if int(taken) else None
@@ -94,7 +95,7 @@ def release(key: str, holder: str) -> None:
     """Give the slot back. A failure here only keeps it until its lease ends."""
     try:
         _client().zrem(key, holder)
-    except redis.RedisError:
+    except REDIS_UNAVAILABLE:
         logger.warning("webhook concurrency slot %s not released; it expires with its lease", key, exc_info=True)
 
 

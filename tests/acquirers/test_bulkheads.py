@@ -249,8 +249,15 @@ def test_a_busy_acquirer_is_passed_over_like_an_open_circuit(
 
 
 def test_a_full_charge_pool_refuses_charges_at_once_and_nothing_else(
-    fake_psp: SlowPsp, slow: Acquirer, settings: Any, account: Account, sandbox_calls: dict[str, int]
+    fake_psp: SlowPsp,
+    slow: Acquirer,
+    settings: Any,
+    account: Account,
+    sandbox_calls: dict[str, int],
+    enqueued: list[tuple[Any, ...]],
 ) -> None:
+    # (enqueued: the approval's task must not reach a worker of the session,
+    # which would pay the payout from its own process, pools and all.)
     settings.OUTBOUND_POOL_CHARGE = 1
     spare = AcquirerFactory(key="bh_spare_pool", default_priority=2, options={"charge": "ok", "payout": "ok"})
     payer = funded()
