@@ -144,7 +144,7 @@ class ChargeDetailApi(AccountAPIView):
         ),
     )
     def get(self, request: Request, charge_id: str) -> Response:
-        charge = charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
+        charge = charge_get(account=request.user, charge_id=charge_id, fields=ChargeSerializer.Meta.fields)  # type: ignore[arg-type]
         return ok(ChargeSerializer(charge).data, "Transação consultada com sucesso.")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import django_filters
@@ -10,7 +11,7 @@ from django.db.models import QuerySet
 from accounts.models import Account
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import RecordFilterSet
-from core.selectors import get_by_uuid
+from core.selectors import get_by_uuid, owned_by_uuid
 from payments.exceptions import ChargeNotFound
 from payments.models import Charge, ChargeStatus
 
@@ -27,9 +28,12 @@ def charges_of(account: Account) -> QuerySet[Charge]:
     return Charge.objects.filter(account=account)
 
 
-def charge_get(*, account: Account, charge_id: Any) -> Charge:
+def charge_get(*, account: Account, charge_id: Any, fields: Sequence[str] | None = None) -> Charge:
     """The account's charge, or :class:`ChargeNotFound` for unknown, malformed
-    or someone else's ids (no difference visible from outside)."""
+    or someone else's ids (no difference visible from outside). ``fields``:
+    only these are loaded (a read that shows them and nothing else)."""
+    if fields is not None:
+        return owned_by_uuid(Charge, account.pk, charge_id, ChargeNotFound, fields)
     return get_by_uuid(charges_of(account), charge_id, ChargeNotFound)
 
 

@@ -37,6 +37,7 @@ from withdrawals.selectors import (
     withdrawals_of,
 )
 from withdrawals.serializers import (
+    WITHDRAWAL_COLUMNS,
     BalanceSerializer,
     WithdrawalCreatedSerializer,
     WithdrawalCreateSerializer,
@@ -118,7 +119,11 @@ class WithdrawalDetailApi(AccountAPIView):
         ),
     )
     def get(self, request: Request, withdrawal_id: str) -> Response:
-        withdrawal = withdrawal_get(account=request.user, withdrawal_id=withdrawal_id)  # type: ignore[arg-type]
+        withdrawal = withdrawal_get(
+            account=request.user,  # type: ignore[arg-type]
+            withdrawal_id=withdrawal_id,
+            fields=WITHDRAWAL_COLUMNS,
+        )
         return ok(WithdrawalSerializer(withdrawal).data, "Saque consultado com sucesso.")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
+from collections.abc import Sequence
 from typing import Any
 
 import django_filters
@@ -14,7 +15,7 @@ from accounts.models import Account
 from accounts.selectors import available_balance, effective_minimum_withdrawal
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import RecordFilterSet
-from core.selectors import get_by_uuid
+from core.selectors import get_by_uuid, owned_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
 from withdrawals.models import HoldReason, Withdrawal, WithdrawalStatus
 
@@ -44,9 +45,11 @@ def withdrawals_of(account: Account) -> QuerySet[Withdrawal]:
     return Withdrawal.objects.filter(account=account)
 
 
-def withdrawal_get(*, account: Account, withdrawal_id: Any) -> Withdrawal:
+def withdrawal_get(*, account: Account, withdrawal_id: Any, fields: Sequence[str] | None = None) -> Withdrawal:
     """The account's withdrawal, or :class:`WithdrawalNotFound` for unknown,
-    malformed or someone else's ids."""
+    malformed or someone else's ids. ``fields``: only these are loaded."""
+    if fields is not None:
+        return owned_by_uuid(Withdrawal, account.pk, withdrawal_id, WithdrawalNotFound, fields)
     return get_by_uuid(withdrawals_of(account), withdrawal_id, WithdrawalNotFound)
 
 

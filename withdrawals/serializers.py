@@ -53,6 +53,21 @@ class WithdrawalSerializer(OutputSerializer):
         read_only_fields = fields
 
 
+#: The model fields WithdrawalSerializer reads (``pix_type`` is ``pix_key_type``):
+#: what the detail read loads.
+WITHDRAWAL_COLUMNS = [
+    "id",
+    "e2e_id",
+    "amount",
+    "liquid_amount",
+    "pix_key_type",
+    "pix_key",
+    "status",
+    "paid_at",
+    "created_at",
+]
+
+
 class BalanceLimitsSerializer(serializers.Serializer[Any]):
     per_request = serializers.IntegerField(help_text="Maximum per withdrawal request, centavos.")
     per_day_total = serializers.IntegerField(help_text="Maximum total per America/Sao_Paulo day, centavos.")
