@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from accounts import approvals
@@ -186,6 +187,7 @@ def ledger_post(
     reference: str,
     locked: AccountBalance | None = None,
     new_reference: bool = False,
+    along: Model | None = None,
 ) -> LedgerEntry | None:
     """Post one signed movement and move the balance with it.
 
@@ -197,12 +199,16 @@ def ledger_post(
     :class:`InsufficientBalance` when a debit that may not overdraw would.
     ``new_reference``: the caller created the record the reference names in
     this transaction, so nothing can have been posted for it yet (the unique
-    constraint still stands behind that).
+    constraint still stands behind that). ``along``: that record, not saved
+    yet: it is inserted by the same statement as the entry (one round trip
+    less under the balance lock), and is saved when this returns an entry.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("ledger_post must run inside the transaction of the change that causes it")
     if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
         raise ValueError("amount must be a non-zero int of centavos")
+    if along is not None and not new_reference:
+        raise ValueError("along is the record a new reference names: pass new_reference=True")
 
     if locked is not None and str(locked.account_id) != str(account_id):
         raise ValueError("locked is another account's balance")
@@ -221,17 +227,24 @@ def ledger_post(
     balance.available = new_balance
     balance.updated_at = timezone.now()
     # The entry and the balance it moves in one statement (one round trip on
-    # every money movement): a data-modifying CTE runs whatever the outer
-    # statement returns, in the same snapshot and transaction.
-    insert, params = insert_sql(entry)
+    # every money movement), and the record it is for when given: a
+    # data-modifying CTE runs whatever the outer statement returns, in the
+    # same snapshot and transaction, all or nothing.
+    balances = AccountBalance._meta.db_table
+    moved = f"moved AS (UPDATE {balances} SET available = %s, updated_at = %s WHERE account_id = %s)"  # noqa: S608 - names from the models, values bound
+    ctes = [moved]
+    params: list[Any] = [new_balance, balance.updated_at, balance.account_id]
+    if along is not None:
+        record, record_params = insert_sql(along)
+        ctes.insert(0, f"record AS ({record})")
+        params[:0] = record_params
+    insert, entry_params = insert_sql(entry)
     with transaction.get_connection().cursor() as cursor:
-        cursor.execute(
-            f"WITH moved AS (UPDATE {AccountBalance._meta.db_table} SET available = %s, updated_at = %s"  # noqa: S608 - table names from the models, values bound
-            f" WHERE account_id = %s) {insert}",
-            (new_balance, balance.updated_at, balance.account_id, *params),
-        )
+        cursor.execute(f"WITH {', '.join(ctes)} {insert}", (*params, *entry_params))
         entry.pk = cursor.fetchone()[0]
     entry._state.adding = False
+    if along is not None:
+        along._state.adding = False
     return entry
 
 

@@ -91,7 +91,8 @@ def withdrawal_request(
         if quote.total_debit > balance.available:
             raise BusinessRuleError(err.INSUFFICIENT_BALANCE)
         withdrawal_id = uuid.uuid4()
-        withdrawal = Withdrawal.objects.create(
+        # Inserted by ledger_post's statement, with its debit (``along``).
+        withdrawal = Withdrawal(
             id=withdrawal_id,
             account=account,
             amount=amount,
@@ -110,6 +111,7 @@ def withdrawal_request(
             reference=f"withdrawal:{withdrawal.pk}",
             locked=balance,
             new_reference=True,
+            along=withdrawal,
         )
         if in_transaction is not None:
             in_transaction(withdrawal)
