@@ -11,7 +11,14 @@ from accounts.models import PaymentMethod
 from acquirers.serializers import acquirer_items_field, acquirer_key_field
 from api.schema import SchemaExtras
 from core.documents import normalize_document
-from core.fields import HttpUrlField, OutputSerializer, StrictCharField, StrictIntegerField, StrictRegexField
+from core.fields import (
+    HttpUrlField,
+    OutputSerializer,
+    SharedFieldsSerializer,
+    StrictCharField,
+    StrictIntegerField,
+    StrictRegexField,
+)
 from payments.models import Charge
 from webhooks.http import url_refusal
 
@@ -53,7 +60,7 @@ class BuyerSerializer(serializers.Serializer[Any]):
         return document
 
 
-class ChargeCreateSerializer(SchemaExtras, serializers.Serializer[Any]):
+class ChargeCreateSerializer(SchemaExtras, SharedFieldsSerializer):
     # decisions §4: both override forms at once is a 422 (the view checks it).
     openapi_extra = {
         "not": {"required": ["acquirers", "acquirer_key"]},

@@ -8,12 +8,19 @@ from rest_framework import serializers
 
 from accounts.selectors import PLATFORM_MINIMUM_WITHDRAWAL
 from api.schema import SchemaExtras
-from core.fields import OutputSerializer, StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
+from core.fields import (
+    OutputSerializer,
+    SharedFieldsSerializer,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictIntegerField,
+)
 from withdrawals.keys import INVALID_KEY, MAX_KEY_LENGTH, normalize_key
 from withdrawals.models import PixKeyType, Withdrawal
 
 
-class WithdrawalCreateSerializer(SchemaExtras, serializers.Serializer[Any]):
+class WithdrawalCreateSerializer(SchemaExtras, SharedFieldsSerializer):
     # The minimum is checked by the service (it depends on the account); the
     # platform's floor holds for every account.
     openapi_extra = {"properties": {"amount": {"minimum": PLATFORM_MINIMUM_WITHDRAWAL}}}
