@@ -3,36 +3,38 @@
 A bound that holds for both sizes means the count does not grow with the
 data: an N+1 (a query per row listed, per attempt, per acquirer) fails here.
 Every request is made once before it is measured, so the credential's
-``last_used_at`` write (at most once a minute) is not counted.
+``last_used_at`` write (at most once a minute) and the first reads of the
+credential and chain snapshots (core/snapshots.py) are not counted.
+``test_query_budgets.py`` holds the hot endpoints to issue 14's exact budgets.
 
 Counts are of the request alone, SAVEPOINT/RELEASE of its atomic blocks
-included. Every request starts with the credential lookup (its account
-joined: 1 query). Bounds are the measured count + 1: the small case may
-grow by one query unnoticed, the large one cannot grow by thirty.
+included. The credential and the account's chain come from the process's
+snapshots: no query on the warm path. Bounds are the measured count + 1:
+the small case may grow by one query unnoticed, the large one cannot grow
+by thirty.
 
 ===================================  ========  ===  ================================================================
 Endpoint                             Measured  Max  Why
 ===================================  ========  ===  ================================================================
 GET  /api/health                     0         1    liveness: touches nothing
 GET  /api/health/ready               1         2    SELECT 1, no credentials (broker and heartbeats are Redis)
-GET  /api/withdrawals/balance        3         4    credential, balance row, SUM of today's withdrawals
-GET  /api/transactions               3         4    credential, COUNT, the page
-GET  /api/transactions/{id}          2         3    credential, the charge
-GET  /api/transactions/{id}/qrcode   2         3    credential, the charge (image drawn from its stored EMV)
-POST /api/transactions               7         8    credential, slots, default chain, SAVEPOINT, charge, attempts
-                                                    (one bulk INSERT), RELEASE; one acquirer in the chain
-GET  /api/pix-cash-in/acquirers      4         5    credential, slots (acquirer joined), granted acquirers, slots
-                                                    again for the snapshot
-PUT  /api/pix-cash-in/acquirers      9         10   credential, selectable acquirers (IN keys), SAVEPOINT, account
-                                                    lock, slots read, DELETE, one bulk INSERT, RELEASE, snapshot
-GET  /api/withdrawals                3         4    credential, COUNT, the page
-GET  /api/withdrawals/{id}           2         3    credential, the withdrawal
-POST /api/withdrawals                12        13   credential, SAVEPOINT, balance lock, day SUM, INSERT, balance
-                                                    lock again (ledger_post), ledger cause check, SAVEPOINT,
-                                                    ledger INSERT, RELEASE, balance UPDATE, RELEASE
-GET  /api/webhooks                   2         3    credential, the endpoints
-GET  /api/webhooks/{id}/deliveries   5         6    credential, endpoint, COUNT, page (event joined), attempts
-                                                    (one prefetch for the page)
+GET  /api/withdrawals/balance        2         3    balance row, SUM of today's withdrawals
+GET  /api/transactions               2         3    COUNT, the page
+GET  /api/transactions/{id}          1         2    the charge (a precompiled SELECT of the fields shown)
+GET  /api/transactions/{id}/qrcode   1         2    the charge (image drawn from its stored EMV)
+POST /api/transactions               4         5    SAVEPOINT, charge, attempts (one bulk INSERT), RELEASE; one
+                                                    acquirer in the chain
+GET  /api/pix-cash-in/acquirers      2         3    slots (acquirer joined), granted acquirers
+PUT  /api/pix-cash-in/acquirers      8         9    selectable acquirers (IN keys), SAVEPOINT, account lock, slots
+                                                    read, slots DELETE (collected first), one bulk INSERT, RELEASE,
+                                                    snapshot
+GET  /api/withdrawals                2         3    COUNT, the page
+GET  /api/withdrawals/{id}           1         2    the withdrawal (a precompiled SELECT of the fields shown)
+POST /api/withdrawals                5         6    SAVEPOINT, balance lock, day SUM, one statement inserting the
+                                                    withdrawal and its ledger entry and moving the balance, RELEASE
+GET  /api/webhooks                   1         2    the endpoints
+GET  /api/webhooks/{id}/deliveries   4         5    endpoint, COUNT, page (event joined), attempts (one prefetch for
+                                                    the page)
 ===================================  ========  ===  ================================================================
 """
 
@@ -68,18 +70,18 @@ SIZES = [1, 30]
 BOUNDS = {
     "GET /api/health": 1,
     "GET /api/health/ready": 2,
-    "GET /api/withdrawals/balance": 4,
-    "GET /api/transactions": 4,
-    "GET /api/transactions/{id}": 3,
-    "GET /api/transactions/{id}/qrcode": 3,
-    "POST /api/transactions": 8,
-    "GET /api/pix-cash-in/acquirers": 5,
-    "PUT /api/pix-cash-in/acquirers": 10,
-    "GET /api/withdrawals": 4,
-    "GET /api/withdrawals/{id}": 3,
-    "POST /api/withdrawals": 13,
-    "GET /api/webhooks": 3,
-    "GET /api/webhooks/{id}/deliveries": 6,
+    "GET /api/withdrawals/balance": 3,
+    "GET /api/transactions": 3,
+    "GET /api/transactions/{id}": 2,
+    "GET /api/transactions/{id}/qrcode": 2,
+    "POST /api/transactions": 5,
+    "GET /api/pix-cash-in/acquirers": 3,
+    "PUT /api/pix-cash-in/acquirers": 9,
+    "GET /api/withdrawals": 3,
+    "GET /api/withdrawals/{id}": 2,
+    "POST /api/withdrawals": 6,
+    "GET /api/webhooks": 2,
+    "GET /api/webhooks/{id}/deliveries": 5,
 }
 CHARGE = {
     "payment_method": "pix",
