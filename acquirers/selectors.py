@@ -42,8 +42,7 @@ def selectable_acquirers(account: Account) -> QuerySet[Acquirer]:
 
 def slots(account: Account, purpose: str) -> dict[int, Acquirer]:
     """priority → acquirer for the account's configured slots."""
-    rows = AcquirerSlot.objects.filter(account=account, purpose=purpose).select_related("acquirer")
-    return {row.priority: row.acquirer for row in rows}
+    return _slots_of(account.pk, purpose)
 
 
 def active_snapshot(account: Account, current: dict[int, Acquirer] | None = None) -> dict[str, dict[str, str] | None]:

@@ -40,7 +40,7 @@ def _ticks(pid: int) -> int | None:
     return found[1] if found else None
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     found: list[int] = []
     with contextlib.suppress(OSError):
         for task in Path(f"/proc/{pid}/task").iterdir():
@@ -52,7 +52,7 @@ def _children(pid: int) -> list[int]:
 def tree_seconds(pid: int) -> float:
     """CPU seconds of ``pid`` and its live children (a gunicorn master and its workers)."""
     total = 0
-    for each in (pid, *_children(pid)):
+    for each in (pid, *children(pid)):
         total += _ticks(each) or 0
     return total * TICK
 

@@ -22,16 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import charges, wrk
+from bench.cpu import children
 from bench.harness import ROOT, bench_env, service, setup_django
 
 WITHDRAWAL = {"amount": 1000, "key_value": "52998224725"}
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(child) for child in (task / "children").read_text().split()]
-    return found
 
 
 def top_frames(raw: Path, count: int) -> list[tuple[float, str]]:

@@ -19,10 +19,7 @@ def get_by_uuid(queryset: QuerySet[M], raw_id: Any, not_found: type[NotFoundErro
     """The row of ``queryset`` (already scoped to the account) with this id;
     ``not_found`` for unknown, malformed or someone else's ids alike, so
     nothing about other accounts shows from outside."""
-    try:
-        key = uuid.UUID(str(raw_id))
-    except ValueError:
-        raise not_found() from None
+    key = _uuid_or(raw_id, not_found)
     try:
         return queryset.get(pk=key)  # no ORDER BY, unlike .first()
     except ObjectDoesNotExist:
@@ -48,11 +45,16 @@ def owned_by_uuid(
     """As :func:`get_by_uuid` for the row of ``model`` whose ``account_id``
     is given, loading only ``fields`` (the others are deferred): the hot
     read-by-id path, same rows and same 404s, a precompiled statement."""
-    try:
-        key = uuid.UUID(str(raw_id))
-    except ValueError:
-        raise not_found() from None
+    key = _uuid_or(raw_id, not_found)
     rows = list(model._default_manager.raw(_owned_row_sql(model, tuple(fields)), [account_id, key]))
     if not rows:
         raise not_found()
     return rows[0]
+
+
+def _uuid_or(raw_id: Any, not_found: type[NotFoundError]) -> uuid.UUID:
+    """``raw_id`` as a UUID; ``not_found`` when it is not one (a malformed id is just unknown)."""
+    try:
+        return uuid.UUID(str(raw_id))
+    except ValueError:
+        raise not_found() from None
