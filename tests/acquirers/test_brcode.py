@@ -62,6 +62,22 @@ def test_crc_matches_the_reference_value() -> None:
     assert brcode.crc16("123456789") == "29B1"
 
 
+def _crc16_bitwise(data: str) -> str:
+    # The textbook definition, bit by bit: what crc16 (binascii, in C) must equal.
+    crc = 0xFFFF
+    for byte in data.encode("utf-8"):
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
+            crc &= 0xFFFF
+    return f"{crc:04X}"
+
+
+@pytest.mark.parametrize("data", ["", "0", "000201", "São João ÇÃO 🙂", "6304" * 128, *BACEN_EXAMPLES])
+def test_crc_matches_the_bitwise_definition(data: str) -> None:
+    assert brcode.crc16(data) == _crc16_bitwise(data)
+
+
 @pytest.mark.parametrize("code", BACEN_EXAMPLES)
 def test_bacen_examples_pass_the_checker(code: str) -> None:
     parsed = brcode.parse(code)
