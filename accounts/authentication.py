@@ -14,6 +14,7 @@ from rest_framework.request import Request
 
 from accounts.exceptions import CredentialsInvalid, CredentialsMissing
 from accounts.models import Account, ApiCredential
+from core import ratelimit
 from core.snapshots import Snapshots
 from core.tokens import hash_secret
 
@@ -51,9 +52,15 @@ class ApiKeyAuthentication(BaseAuthentication):
         if not public_key or not secret_key:
             raise CredentialsMissing()
 
-        snapshot = _credentials.get(public_key)
         # Hash even when the key is unknown so both failures take the same time.
         presented = hash_secret(secret_key)
+        known = _credentials.remembered(public_key)
+        if known is not None and hmac.compare_digest(presented, known.secret_hash):
+            # The secret matches a credential this process remembers: count
+            # the request for the rate limit in the round trip that reads the
+            # snapshot generation (core.ratelimit). A public key alone is never counted.
+            ratelimit.count_with_generation(request, public_key)
+        snapshot = _credentials.get(public_key)
         expected = snapshot.secret_hash if snapshot is not None else hash_secret("")
         if not hmac.compare_digest(presented, expected) or snapshot is None:
             # A trail for security monitoring: the public key only, never the secret.

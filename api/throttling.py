@@ -1,11 +1,11 @@
-"""Per-credential rate limit (decisions §7): a fixed one-minute window
-counted in Redis with INCR and EXPIRE in one MULTI, so every process of the
-service shares one exact count (DRF's own throttles read, then write)."""
+"""Per-credential rate limit (decisions §7): ``API_RATE_LIMIT_PER_MINUTE``
+requests per credential per fixed minute, counted in Redis by
+:mod:`core.ratelimit` (every process shares one exact count; DRF's own
+throttles read, then write), mostly during authentication, in the round
+trip it makes anyway."""
 
 from __future__ import annotations
 
-import logging
-import time
 from typing import Any
 
 from django.conf import settings
@@ -13,11 +13,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from accounts.models import ApiCredential
-from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
-from core.redis import client as redis_client
-
-logger = logging.getLogger(__name__)
-WINDOW_SECONDS = 60
+from core import ratelimit
 
 
 class CredentialRateThrottle(BaseThrottle):
@@ -31,22 +27,12 @@ class CredentialRateThrottle(BaseThrottle):
         limit = settings.API_RATE_LIMIT_PER_MINUTE
         if not isinstance(credential, ApiCredential) or limit <= 0:
             return True
-        now = time.time()
-        # The public key, not the row id: ids repeat across databases sharing one Redis.
-        key = f"pix:ratelimit:{credential.public_key}:{int(now // WINDOW_SECONDS)}"
-        try:
-            # Short timeout: this sits on every API request, and fails open anyway.
-            pipe = redis_client(settings.REDIS_URL, timeout=0.5).pipeline(transaction=True)
-            pipe.incr(key)
-            pipe.expire(key, 2 * WINDOW_SECONDS)
-            count = int(pipe.execute()[0])
-        except REDIS_UNAVAILABLE:
-            # Fail open: a cache outage must not take the payment API down with it.
-            logger.warning("rate limit unavailable; request allowed", exc_info=True)
+        count = ratelimit.counted(request, credential.public_key)
+        # None: Redis could not count. Fail open: a cache outage must not take
+        # the payment API down with it.
+        if count.value is None or count.value <= limit:
             return True
-        if count <= limit:
-            return True
-        self._wait = WINDOW_SECONDS - (now % WINDOW_SECONDS)
+        self._wait = count.remaining
         return False
 
     def wait(self) -> float | None:

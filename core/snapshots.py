@@ -79,6 +79,28 @@ def generation() -> bytes | None:
     return memo  # type: ignore[return-value]
 
 
+def read_generation_with(commands: Callable[[Any], object]) -> list[Any] | None:
+    """Read the generation now, in one MULTI with ``commands(pipeline)``:
+    Redis commands another module sends on this request anyway (the rate
+    limit's count, :mod:`core.ratelimit`), so both share one round trip. The
+    generation is remembered for the rest of the request as :func:`generation`
+    remembers it. Returns the results of ``commands``, or None when Redis
+    could not answer (the generation is then unknown too: the TTL rules)."""
+    try:
+        pipe = redis_client(settings.REDIS_URL, timeout=0.5).pipeline(transaction=True)
+        pipe.get(GENERATION_KEY)
+        commands(pipe)
+        results = pipe.execute()
+    except REDIS_UNAVAILABLE:
+        value, extra = None, None
+    else:
+        value = results[0] if isinstance(results[0], bytes) else b"0"
+        extra = list(results[1:])
+    if getattr(_local, "memo", _OFF) is not _OFF:
+        _local.memo = value
+    return extra
+
+
 def _request_started(**_: Any) -> None:
     _local.memo = _UNREAD
 
@@ -131,6 +153,12 @@ class Snapshots(Generic[K, V]):
     def __init__(self, load: Callable[[K], V | None]) -> None:
         self._load = load
         self._entries: dict[K, _Entry[V]] = {}
+
+    def remembered(self, key: K) -> V | None:
+        """What this process last loaded for ``key``, however old (no Redis,
+        no database): a hint, never an authority: use :meth:`get` for that."""
+        entry = self._entries.get(key)
+        return entry.value if entry is not None else None
 
     def get(self, key: K) -> V | None:
         current = generation()

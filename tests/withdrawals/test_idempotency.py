@@ -13,7 +13,6 @@ import hashlib
 import json
 import threading
 import time
-import types
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -754,10 +753,10 @@ def test_a_replay_never_calls_the_service(api: APIClient, endpoint: Endpoint, mo
 def test_a_credential_over_600_requests_a_minute_gets_429(api: APIClient, monkeypatch: pytest.MonkeyPatch) -> None:
     # The window's clock is pinned mid-minute: 601 requests under load may
     # otherwise straddle a minute boundary and land in a fresh window.
-    from api import throttling
+    from core import ratelimit
 
     pinned = (time.time() // 60) * 60 + 30
-    monkeypatch.setattr(throttling, "time", types.SimpleNamespace(time=lambda: pinned))
+    monkeypatch.setattr(ratelimit, "clock", lambda: pinned)
     statuses = [api.get("/api/withdrawals/balance").status_code for _ in range(600)]
     assert statuses == [200] * 600
     response = api.get("/api/withdrawals/balance")
