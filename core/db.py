@@ -20,6 +20,7 @@ under ``DB_RELEASE_STRICT`` (the tests).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -89,3 +90,28 @@ def insert_sql(instance: Model, *, using: str = "default") -> tuple[str, tuple[A
     compiler.returning_fields = [meta.pk]
     [(sql, params)] = compiler.as_sql()
     return sql, tuple(params)
+
+
+def insert_together(instances: Sequence[Model], *, using: str = "default") -> None:
+    """Insert ``instances`` (new, unsaved) in one statement, each given its
+    primary key: one round trip instead of one per row, plus the BEGIN and
+    COMMIT that several statements would need, since one statement is atomic
+    on its own. Each INSERT is a data-modifying CTE (:func:`insert_sql`: the
+    SQL ``save()`` would send; no signals are sent, as with ``bulk_create``);
+    all of them run, in one snapshot, all or nothing."""
+    if not instances:
+        return
+    ctes: list[str] = []
+    params: list[Any] = []
+    for n, instance in enumerate(instances):
+        sql, values = insert_sql(instance, using=using)
+        ctes.append(f"i{n} AS ({sql})")
+        params.extend(values)
+    returned = ", ".join(f"(SELECT * FROM i{n})" for n in range(len(instances)))  # noqa: S608 - SQL from the ORM, values bound
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(ctes)} SELECT {returned}", params)
+        row = cursor.fetchone()
+    for instance, pk in zip(instances, row, strict=True):
+        instance.pk = pk
+        instance._state.adding = False
+        instance._state.db = using

@@ -24,6 +24,7 @@ from acquirers.chain import run_charge_chain
 from acquirers.models import Acquirer
 from acquirers.selectors import acquirer_label, cashin_chain, selectable_acquirers
 from core import metrics
+from core.db import insert_together
 from payments import exceptions as err
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.payloads import charge_payload
@@ -111,45 +112,52 @@ def charge_create(
     outcome = run_charge_chain(chain, request)
     _cancel_abandoned(outcome.to_cancel, request.txid, keep=outcome.acquirer)
 
-    # A failed insert or commit leaves the accepting acquirer with a charge
-    # the client never gets: it is asked to cancel it.
-    with _cancel_unless_stored(outcome.acquirer, request.txid), transaction.atomic():
-        charge = None
-        if outcome.result is not None and outcome.acquirer is not None:
-            charge = Charge.objects.create(
-                id=charge_id,
-                account=account,
-                payment_method=payment_method,
-                amount=amount,
-                platform_tax=platform_tax,
-                liquid_amount=amount - platform_tax,
-                txid=request.txid,
-                emv=outcome.result.emv,
-                acquirer=outcome.acquirer,
-                provider_charge_id=outcome.result.provider_charge_id,
-                buyer_name=buyer.name,
-                buyer_document=buyer.document,
-                buyer_phone=buyer.phone,
-                buyer_address=dict(buyer.address),
-                postback_url=postback_url,
-                metadata=dict(metadata or {}),
-                expires_at=timezone.now() + dt.timedelta(seconds=account.charge_expiry_seconds),
-            )
-            if in_transaction is not None:
-                in_transaction(charge)
-        ChargeAttempt.objects.bulk_create(
-            ChargeAttempt(
-                charge_id=charge_id,
-                account=account,
-                acquirer=a.acquirer,
-                position=a.position,
-                outcome=a.outcome,
-                error_class=a.error_class,
-                error_message=a.error_message,
-                latency_ms=a.latency_ms,
-            )
-            for a in outcome.attempts
+    charge = None
+    if outcome.result is not None and outcome.acquirer is not None:
+        charge = Charge(
+            id=charge_id,
+            account=account,
+            payment_method=payment_method,
+            amount=amount,
+            platform_tax=platform_tax,
+            liquid_amount=amount - platform_tax,
+            txid=request.txid,
+            emv=outcome.result.emv,
+            acquirer=outcome.acquirer,
+            provider_charge_id=outcome.result.provider_charge_id,
+            buyer_name=buyer.name,
+            buyer_document=buyer.document,
+            buyer_phone=buyer.phone,
+            buyer_address=dict(buyer.address),
+            postback_url=postback_url,
+            metadata=dict(metadata or {}),
+            expires_at=timezone.now() + dt.timedelta(seconds=account.charge_expiry_seconds),
         )
+    rows: list[Charge | ChargeAttempt] = [charge] if charge is not None else []
+    rows += [
+        ChargeAttempt(
+            charge_id=charge_id,
+            account=account,
+            acquirer=a.acquirer,
+            position=a.position,
+            outcome=a.outcome,
+            error_class=a.error_class,
+            error_message=a.error_message,
+            latency_ms=a.latency_ms,
+        )
+        for a in outcome.attempts
+    ]
+    # A failed insert or commit leaves the accepting acquirer with a charge
+    # the client never gets: it is asked to cancel it. The charge and its
+    # attempts go in one statement, atomic by itself; a transaction is opened
+    # only for what must commit with them (the idempotency key's answer).
+    with _cancel_unless_stored(outcome.acquirer, request.txid):
+        if charge is not None and in_transaction is not None:
+            with transaction.atomic():
+                insert_together(rows)
+                in_transaction(charge)
+        else:
+            insert_together(rows)
     # Committed here: charge_create is never called inside another transaction.
     taken = (outcome.acquirer.key, "created") if charge is not None and outcome.acquirer else ("none", "rejected")
     metrics.CHARGES.labels(*taken).inc()

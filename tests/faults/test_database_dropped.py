@@ -206,20 +206,25 @@ def test_a_withdrawal_whose_connection_drops_at_commit_leaves_nothing_and_the_ne
     assert LedgerEntry.objects.filter(account=account).count() == len(before.ledger) + 1
 
 
+@pytest.mark.parametrize("keyed", [True, False], ids=["idempotency-key", "no-key"])
 def test_a_charge_whose_connection_drops_at_commit_leaves_nothing_and_the_next_succeeds(
-    web: WebServer, account: Account
+    web: WebServer, account: Account, keyed: bool
 ) -> None:
     acquirer = AcquirerFactory(key=f"sbx_dropped_{uuid.uuid4().hex[:8]}", default_priority=1)
     headers = headers_for(account)
     before = snapshot(account)
 
-    # The charge and its attempt reference the acquirer: their checks wait at COMMIT,
-    # after the acquirer accepted.
+    # The charge and its attempt reference the acquirer: their checks wait at
+    # the commit, after the acquirer accepted. With a key, the charge commits
+    # with the key's answer (a transaction: COMMIT); without one, its single
+    # INSERT statement commits on its own (the statement is what waits).
+    sent = {**headers, "Idempotency-Key": uuid.uuid4().hex} if keyed else headers
     with (
         row_locked(Acquirer._meta.db_table, acquirer.pk) as holder_pid,
-        in_background("POST", f"{web.url}/api/transactions", json=CHARGE, headers=headers) as call,
+        in_background("POST", f"{web.url}/api/transactions", json=CHARGE, headers=sent) as call,
     ):
-        assert drop_the_blocked_connection(holder_pid) == "COMMIT"
+        dropped = drop_the_blocked_connection(holder_pid)
+        assert (dropped == "COMMIT") if keyed else dropped.startswith("WITH "), dropped
 
     assert_clean_error(call, CREATE_ERROR)
     assert snapshot(account) == before  # no charge, no attempt, no money, no event

@@ -3,8 +3,10 @@ request costs once its credential and chain are in this process's snapshots
 (the first request with a key reads them; see core/snapshots.py).
 
 Budgets (the issue's targets, or what was reached where it is lower):
-``POST /api/transactions`` at most 4 statements in all (the charge and its
-attempt, in one transaction); ``POST /api/withdrawals`` 5 in all (target 5):
+``POST /api/transactions`` 1 statement in all (target 4): the charge and its
+attempts in one INSERT, atomic on its own; with an ``Idempotency-Key``, the
+key's claim and the key's answer besides, each committed where it must be;
+``POST /api/withdrawals`` 5 in all (target 5):
 BEGIN, the balance lock (exactly one ``SELECT … FOR UPDATE``), the day's
 sum, the withdrawal with its ledger entry and balance move in one
 statement, COMMIT; reads by id 1, listings 2. Captured statements include
@@ -15,11 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.services import credential_issue, ledger_post
+from api.models import IdempotencyRecord
+from payments.models import Charge
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 
@@ -51,8 +56,28 @@ def statements(captured: Any) -> list[str]:
 def test_charge_creation(merchant: tuple[Account, APIClient], django_assert_max_num_queries: Any) -> None:
     _, api = merchant
     assert api.post("/api/transactions", CHARGE, format="json").status_code == 201  # warm
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(1) as captured:
         assert api.post("/api/transactions", CHARGE, format="json").status_code == 201
+    # The charge and its attempt in one INSERT statement, committed on its own.
+    assert statements(captured)[0].startswith("WITH ")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_charge_creation_with_an_idempotency_key(merchant: tuple[Account, APIClient]) -> None:
+    # Real commits: the key's answer is marked stored by an on_commit hook.
+    _, api = merchant
+    assert api.post("/api/transactions", CHARGE, format="json", HTTP_IDEMPOTENCY_KEY="warm").status_code == 201
+    with CaptureQueriesContext(connection) as captured:
+        response = api.post("/api/transactions", CHARGE, format="json", HTTP_IDEMPOTENCY_KEY="budget")
+        assert response.status_code == 201
+    records = IdempotencyRecord._meta.db_table
+    # The key claimed; then the charge with its attempt, and the key's answer, committed together.
+    sqls = statements(captured)
+    assert len(sqls) == 7, sqls
+    assert (sqls[0], sqls[2], sqls[3], sqls[6]) == ("BEGIN", "COMMIT", "BEGIN", "COMMIT")
+    assert sqls[1].startswith(f'INSERT INTO "{records}"')
+    assert sqls[4].startswith(f'WITH i0 AS (INSERT INTO "{Charge._meta.db_table}"')
+    assert sqls[5].startswith(f'UPDATE "{records}"')
 
 
 def test_withdrawal_request(merchant: tuple[Account, APIClient], django_assert_max_num_queries: Any) -> None:

@@ -22,7 +22,7 @@ GET  /api/withdrawals/balance        2         3    balance row, SUM of today's 
 GET  /api/transactions               2         3    COUNT, the page
 GET  /api/transactions/{id}          1         2    the charge (a precompiled SELECT of the fields shown)
 GET  /api/transactions/{id}/qrcode   1         2    the charge (image drawn from its stored EMV)
-POST /api/transactions               4         5    SAVEPOINT, charge, attempts (one bulk INSERT), RELEASE; one
+POST /api/transactions               1         2    the charge and its attempts in one INSERT statement; one
                                                     acquirer in the chain
 GET  /api/pix-cash-in/acquirers      2         3    slots (acquirer joined), granted acquirers
 PUT  /api/pix-cash-in/acquirers      8         9    selectable acquirers (IN keys), SAVEPOINT, account lock, slots
@@ -74,7 +74,7 @@ BOUNDS = {
     "GET /api/transactions": 3,
     "GET /api/transactions/{id}": 2,
     "GET /api/transactions/{id}/qrcode": 2,
-    "POST /api/transactions": 5,
+    "POST /api/transactions": 2,
     "GET /api/pix-cash-in/acquirers": 3,
     "PUT /api/pix-cash-in/acquirers": 9,
     "GET /api/withdrawals": 3,
