@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -1463,18 +1463,37 @@ def test_text_the_database_cannot_store_is_a_422_and_no_acquirer_is_asked(
     assert snapshot(account) == before
 
 
-def test_a_charge_whose_insert_fails_is_withdrawn_from_the_acquirer(
-    api: APIClient, account: Account, platform_acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def charges_refused(transactional_db: Any) -> Iterator[None]:
+    """The database refuses every charge row (a trigger), as a full disk
+    would. Committed, so that the request meets it as in production (its
+    insert is a statement of its own, not inside the test's transaction),
+    and dropped afterwards."""
     from django.db import connection
 
-    with connection.cursor() as cursor:  # the database refuses the row, after the acquirer accepted
+    with connection.cursor() as cursor:
         cursor.execute(
             "CREATE FUNCTION refuse_charge() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$"
             " LANGUAGE plpgsql;"
             " CREATE TRIGGER refuse_charge BEFORE INSERT ON payments_charge"
             " FOR EACH ROW EXECUTE FUNCTION refuse_charge()"
         )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER refuse_charge ON payments_charge; DROP FUNCTION refuse_charge()")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_charge_whose_insert_fails_is_withdrawn_from_the_acquirer(
+    charges_refused: None,
+    api: APIClient,
+    account: Account,
+    platform_acquirer: Acquirer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The database refuses the row, after the acquirer accepted.
     enqueued: list[tuple[Any, ...]] = []
     monkeypatch.setattr(cancel_charge_at_acquirer, "delay", lambda *args: enqueued.append(args))
     before = snapshot(account)
