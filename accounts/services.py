@@ -21,7 +21,7 @@ from django.utils import timezone
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused, InvalidTransition
 from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry, MoneyActionRequest
-from core.db import insert_sql
+from core.db import Insert, insert_sql
 from core.exceptions import InsufficientBalance
 from core.tokens import hash_secret, new_public_key, new_secret_key, new_webhook_secret
 
@@ -187,7 +187,7 @@ def ledger_post(
     reference: str,
     locked: AccountBalance | None = None,
     new_reference: bool = False,
-    along: Model | None = None,
+    along: Model | Insert | None = None,
 ) -> LedgerEntry | None:
     """Post one signed movement and move the balance with it.
 
@@ -201,7 +201,9 @@ def ledger_post(
     this transaction, so nothing can have been posted for it yet (the unique
     constraint still stands behind that). ``along``: that record, not saved
     yet: it is inserted by the same statement as the entry (one round trip
-    less under the balance lock), and is saved when this returns an entry.
+    less under the balance lock), and is saved when this returns an entry;
+    given as a :class:`core.db.Insert`, its INSERT was compiled before the
+    lock was taken.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("ledger_post must run inside the transaction of the change that causes it")
@@ -234,17 +236,17 @@ def ledger_post(
     moved = f"moved AS (UPDATE {balances} SET available = %s, updated_at = %s WHERE account_id = %s)"  # noqa: S608 - names from the models, values bound
     ctes = [moved]
     params: list[Any] = [new_balance, balance.updated_at, balance.account_id]
-    if along is not None:
-        record, record_params = insert_sql(along)
-        ctes.insert(0, f"record AS ({record})")
-        params[:0] = record_params
+    prepared = along if isinstance(along, Insert) or along is None else Insert.of(along)
+    if prepared is not None:
+        ctes.insert(0, f"record AS ({prepared.sql})")
+        params[:0] = prepared.params
     insert, entry_params = insert_sql(entry)
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(f"WITH {', '.join(ctes)} {insert}", (*params, *entry_params))
         entry.pk = cursor.fetchone()[0]
     entry._state.adding = False
-    if along is not None:
-        along._state.adding = False
+    if prepared is not None:
+        prepared.instance._state.adding = False
     return entry
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -90,6 +91,21 @@ def insert_sql(instance: Model, *, using: str = "default") -> tuple[str, tuple[A
     compiler.returning_fields = [meta.pk]
     [(sql, params)] = compiler.as_sql()
     return sql, tuple(params)
+
+
+@dataclass(frozen=True)
+class Insert:
+    """A new instance with the INSERT that creates it (:func:`insert_sql`),
+    compiled ahead: for a caller that sends it later, under a lock, and would
+    rather not compile it there. ``auto_now_add`` values are set at compilation."""
+
+    instance: Model
+    sql: str
+    params: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, instance: Model, *, using: str = "default") -> Insert:
+        return cls(instance, *insert_sql(instance, using=using))
 
 
 def insert_together(instances: Sequence[Model], *, using: str = "default") -> None:

@@ -26,6 +26,7 @@ from acquirers.adapters.base import PayoutStatus
 from acquirers.calls import DeadlineExceeded, Outcome
 from acquirers.models import Acquirer
 from core import metrics
+from core.db import Insert
 from core.exceptions import BusinessRuleError, ValidationFailed
 from core.money import brl as _brl
 from webhooks.models import EventType
@@ -84,26 +85,28 @@ def withdrawal_request(
     if amount > account.withdrawal_per_request_limit:
         raise BusinessRuleError(err.PER_REQUEST_LIMIT)
 
+    withdrawal_id = uuid.uuid4()
+    # Inserted by ledger_post's statement, with its debit (``along``); its
+    # INSERT compiled here, before the balance lock, not while holding it.
+    withdrawal = Withdrawal(
+        id=withdrawal_id,
+        account=account,
+        amount=amount,
+        fee=quote.fee,
+        discount_fee=discount_fee,
+        total_debit=quote.total_debit,
+        liquid_amount=quote.liquid_amount,
+        pix_key_type=key_type,
+        pix_key=key_value,
+        idempotency_id=withdrawal_id.hex,
+    )
+    insert = Insert.of(withdrawal)
     with transaction.atomic():
         balance = balance_lock(account_id=account.pk)
         if withdrawn_today(account) + amount > account.withdrawal_daily_limit:
             raise BusinessRuleError(err.DAILY_LIMIT)
         if quote.total_debit > balance.available:
             raise BusinessRuleError(err.INSUFFICIENT_BALANCE)
-        withdrawal_id = uuid.uuid4()
-        # Inserted by ledger_post's statement, with its debit (``along``).
-        withdrawal = Withdrawal(
-            id=withdrawal_id,
-            account=account,
-            amount=amount,
-            fee=quote.fee,
-            discount_fee=discount_fee,
-            total_debit=quote.total_debit,
-            liquid_amount=quote.liquid_amount,
-            pix_key_type=key_type,
-            pix_key=key_value,
-            idempotency_id=withdrawal_id.hex,
-        )
         ledger_post(
             account_id=account.pk,
             amount=-quote.total_debit,
@@ -111,7 +114,7 @@ def withdrawal_request(
             reference=f"withdrawal:{withdrawal.pk}",
             locked=balance,
             new_reference=True,
-            along=withdrawal,
+            along=insert,
         )
         if in_transaction is not None:
             in_transaction(withdrawal)
