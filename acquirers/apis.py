@@ -15,6 +15,7 @@ from acquirers import exceptions as err
 from acquirers import selectors, services
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.serializers import AcquirerListSerializer, AcquirerSelectionSerializer, ActiveAcquirersDataSerializer
+from api import examples
 from api.base import (
     INVALID_BODY,
     VALIDATION_ERROR,
@@ -67,6 +68,7 @@ class AcquirerSelectionApi(AccountAPIView):
             "refused (422, strict)."
         ),
         request=AcquirerSelectionSerializer,
+        examples=examples.ACQUIRER_SELECTION,
         responses=responses(
             {200: success_envelope("ActiveAcquirersResponse", ActiveAcquirersDataSerializer())},
             (400, INVALID_BODY),

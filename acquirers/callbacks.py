@@ -64,7 +64,7 @@ _NOTIFICATION_RESPONSES: dict[int, Any] = {
 def _notification_schema(*, operation_id: str, token: bool, summary: str) -> Any:
     return extend_schema(
         operation_id=operation_id,
-        tags=["acquirers"],
+        tags=["psp-callbacks"],
         summary=summary,
         auth=[],
         parameters=[_KEY_PARAMETER, _TOKEN_PARAMETER] if token else [_KEY_PARAMETER],

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from accounts.models import Account
 from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.adapters.sandbox import new_e2e_id
+from api import examples
 from api.base import (
     BAD_BODY,
     IDEMPOTENCY_HEADER,
@@ -94,6 +95,7 @@ class ChargesApi(ListingMixin, AccountAPIView):
         ),
         parameters=[IDEMPOTENCY_HEADER],
         request=ChargeCreateSerializer,
+        examples=examples.CHARGE,
         responses=responses(
             {201: success_envelope("ChargeCreatedResponse", ChargeCreatedSerializer())},
             (400, BAD_BODY),

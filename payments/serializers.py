@@ -132,6 +132,13 @@ def _unstorable(text: str) -> bool:
     return "\x00" in text or any("\ud800" <= char <= "\udfff" for char in text)
 
 
+class PixCodeSerializer(serializers.Serializer[Any]):
+    """The charge's ``pix`` object: a declared field, so the docs show
+    ``emv`` (a method field was an opaque map, ``additionalProp1``)."""
+
+    emv = serializers.CharField(help_text="The BR Code (PIX copia e cola); the QR code encodes this text.")
+
+
 class ChargeCreatedSerializer(serializers.Serializer[Any]):
     """The creation body: exactly what the spec lists."""
 
@@ -139,10 +146,7 @@ class ChargeCreatedSerializer(serializers.Serializer[Any]):
     amount = serializers.IntegerField()
     platform_tax = serializers.IntegerField()
     liquid_amount = serializers.IntegerField()
-    pix = serializers.SerializerMethodField()
-
-    def get_pix(self, charge: Charge) -> dict[str, str]:
-        return {"emv": charge.emv}
+    pix = PixCodeSerializer(source="*")
 
 
 class ChargeSerializer(OutputSerializer):
@@ -160,5 +164,9 @@ class ChargeSerializer(OutputSerializer):
             "status",
             "paid_at",
             "created_at",
+            # Not in the spec's record: added (issue 15) so an integrator can
+            # tell the payer until when the code is valid. The creation
+            # response and the webhook body stay exactly as the spec fixes them.
+            "expires_at",
         ]
         read_only_fields = fields

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Account
+from api import examples
 from api.base import (
     INVALID_BODY,
     VALIDATION_ERROR,
@@ -69,6 +70,7 @@ class WebhooksApi(WebhookApiView):
             "The signing secret is returned once."
         ),
         request=EndpointCreateSerializer,
+        examples=examples.WEBHOOK_ENDPOINT,
         responses=responses(
             {201: success_envelope("WebhookCreated", EndpointCreatedSerializer())},
             (400, INVALID_BODY),

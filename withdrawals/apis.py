@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Account
+from api import examples
 from api.base import (
     BAD_BODY,
     IDEMPOTENCY_HEADER,
@@ -76,6 +77,7 @@ class WithdrawalsApi(ListingMixin, AccountAPIView):
         ),
         parameters=[IDEMPOTENCY_HEADER],
         request=WithdrawalCreateSerializer,
+        examples=examples.WITHDRAWAL,
         responses=responses(
             {201: success_envelope("WithdrawalCreatedResponse", WithdrawalCreatedSerializer())},
             (400, BAD_BODY),
@@ -131,7 +133,7 @@ class BalanceApi(AccountAPIView):
     required_permission = "cashout"
 
     @extend_schema(
-        tags=["withdrawals"],
+        tags=["balance"],
         summary="Balance and withdrawal limits",
         responses=responses({200: success_envelope("BalanceResponse", BalanceSerializer())}),
     )

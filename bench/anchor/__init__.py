@@ -22,6 +22,7 @@ COLUMNS = (
     "status",
     "paid_at",
     "created_at",
+    "expires_at",
 )
 TABLE = "payments_charge"
 #: libpq's application_name of the anchor's connections (bench/cpu.py finds its backends by it).

@@ -236,6 +236,18 @@ SPECTACULAR_SETTINGS = {
         "integer centavos; timestamps are `YYYY-MM-DD HH:mm:ss` in America/Sao_Paulo."
     ),
     "VERSION": "1.0.0",
+    # In the order a merchant works; what only PSPs call, last (Swagger UI
+    # shows tags in this order).
+    "TAGS": [
+        {"name": "transactions", "description": "PIX charges (cash-in): create, read, list, QR code."},
+        {"name": "withdrawals", "description": "PIX withdrawals (cash-out) debited from the balance."},
+        {"name": "balance", "description": "Available balance and withdrawal limits."},
+        {"name": "acquirers", "description": "The acquirers the account may use, and its default chain."},
+        {"name": "webhooks", "description": "Endpoints that receive signed events, and their deliveries."},
+        {"name": "sandbox", "description": "Sandbox only (PIX_SANDBOX): pay, fail or refund a test charge."},
+        {"name": "health", "description": "Liveness and readiness, for orchestrators."},
+        {"name": "psp-callbacks", "description": "Notifications that acquirers (PSPs) send; not for merchants."},
+    ],
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api",
     "PARSER_WHITELIST": ["api.parsers.JSONObjectParser"],

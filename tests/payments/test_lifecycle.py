@@ -103,6 +103,7 @@ def record(charge: Charge) -> dict[str, Any]:
         "status": charge.status,
         "paid_at": local(charge.paid_at),
         "created_at": local(charge.created_at),
+        "expires_at": local(charge.expires_at),
     }
 
 

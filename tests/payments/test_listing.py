@@ -33,6 +33,7 @@ RECORD_FIELDS = {
     "status",
     "paid_at",
     "created_at",
+    "expires_at",
 }
 BODY = {
     "payment_method": "pix",
@@ -113,6 +114,7 @@ def record(charge: Charge) -> dict[str, Any]:
         "status": charge.status,
         "paid_at": local(charge.paid_at),
         "created_at": local(charge.created_at),
+        "expires_at": local(charge.expires_at),
     }
 
 
@@ -391,6 +393,7 @@ def test_detail_is_the_record_in_sao_paulo_time(api: APIClient, account: Account
             "status": "paid",
             "paid_at": "2026-03-05 11:09:30",
             "created_at": "2026-03-05 11:07:09",
+            "expires_at": local(charge.expires_at),
         },
     }
 

@@ -1,0 +1,113 @@
+"""Request body examples of the API docs (issue 15): what Swagger UI's "Try
+it out" sends by default, so each one is valid as it stands against the demo
+account of ``make run`` (demo/bootstrap.json: its acquirers ``sandbox_alpha``,
+``sandbox_beta`` and ``sandbox_gamma``). A valid CPF, phone and CEP, one form
+of acquirer override at a time. ``tests/platform/test_docs_examples.py``
+sends every one of them and expects success."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiExample
+
+#: A CPF whose check digits are right (the classic documentation example).
+CPF = "52998224725"
+
+BUYER = {
+    "buyer_name": "Maria da Silva",
+    "buyer_document": CPF,
+    "buyer_phone": "11987654321",
+}
+
+CHARGE = [
+    OpenApiExample(
+        "Cobrança simples",
+        summary="A charge on the account's chain",
+        description="R$ 49,90 paid by PIX; the account's acquirer chain takes it.",
+        value={"payment_method": "pix", "amount": 4990, "buyer": BUYER},
+        request_only=True,
+    ),
+    OpenApiExample(
+        "Com endereço, retorno e metadados",
+        summary="Every optional field",
+        value={
+            "payment_method": "pix",
+            "amount": 15000,
+            "buyer": {
+                **BUYER,
+                "buyer_city": "São Paulo",
+                "buyer_state": "SP",
+                "buyer_zipcode": "01310100",
+                "buyer_neighborhood": "Bela Vista",
+                "buyer_number": "1578",
+                "buyer_complement": "Conjunto 42",
+            },
+            "postback_url": "https://loja.example.com/pix/retorno",
+            "metadata": {"pedido": "PED-2026-0001"},
+        },
+        request_only=True,
+    ),
+    OpenApiExample(
+        "Escolhendo os adquirentes",
+        summary="Override the chain for this charge (`acquirers`, 1 to 3)",
+        value={
+            "payment_method": "pix",
+            "amount": 4990,
+            "buyer": BUYER,
+            "acquirers": [
+                {"acquirer_key": "sandbox_beta", "priority": 1},
+                {"acquirer_key": "sandbox_alpha", "priority": 2},
+            ],
+        },
+        request_only=True,
+    ),
+    OpenApiExample(
+        "Um adquirente só",
+        summary="Override with a single acquirer (`acquirer_key`)",
+        value={"payment_method": "pix", "amount": 4990, "buyer": BUYER, "acquirer_key": "sandbox_alpha"},
+        request_only=True,
+    ),
+]
+
+WITHDRAWAL = [
+    OpenApiExample(
+        "Saque para CPF",
+        summary="R$ 15,00 to a CPF key, the fee taken from the amount",
+        value={"amount": 1500, "key_type": "cpf", "key_value": CPF, "discount_fee": True},
+        request_only=True,
+    ),
+    OpenApiExample(
+        "Saque para e-mail",
+        summary="To an e-mail key, the fee on top of the amount",
+        value={"amount": 2500, "key_type": "email", "key_value": "financeiro@loja.example.com", "discount_fee": False},
+        request_only=True,
+    ),
+]
+
+ACQUIRER_SELECTION = [
+    OpenApiExample(
+        "Cadeia completa",
+        summary="The account's chain, up to three acquirers by priority",
+        value={
+            "acquirers": [
+                {"acquirer_key": "sandbox_alpha", "priority": 1},
+                {"acquirer_key": "sandbox_beta", "priority": 2},
+            ]
+        },
+        request_only=True,
+    ),
+    OpenApiExample(
+        "Um adquirente numa posição",
+        summary="Put one acquirer at one priority",
+        value={"acquirer_key": "sandbox_gamma", "priority": 3},
+        request_only=True,
+    ),
+]
+
+WEBHOOK_ENDPOINT = [
+    OpenApiExample(
+        "Endpoint",
+        summary="Where signed events are sent (https)",
+        value={"url": "https://loja.example.com/webhooks/pix", "description": "Loja: pedidos"},
+        request_only=True,
+    ),
+]
