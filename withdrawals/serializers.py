@@ -47,12 +47,20 @@ class WithdrawalCreatedSerializer(OutputSerializer):
         model = Withdrawal
         fields = ["id", "amount", "liquid_amount", "pix_key_type", "pix_key", "status", "created_at"]
         read_only_fields = fields
+        extra_kwargs = {
+            "pix_key_type": {
+                "help_text": "The key's type, named as the spec's creation response names it; the "
+                "withdrawal's record (read, listing, webhook) names the same value `pix_type`."
+            }
+        }
 
 
 class WithdrawalSerializer(OutputSerializer):
     """The Withdrawal record of the spec."""
 
-    pix_type = serializers.CharField(source="pix_key_type")
+    pix_type = serializers.CharField(
+        source="pix_key_type", help_text="The key's type (the creation response names it `pix_key_type`)."
+    )
 
     class Meta:
         model = Withdrawal
