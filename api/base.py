@@ -154,6 +154,21 @@ AUTH_ERRORS: dict[int, OpenApiResponse] = {
     500: error_response("Unexpected error; never carries a trace.", "Erro interno do servidor."),
 }
 
+
+def business_errors(description: str, messages: dict[str, str]) -> OpenApiResponse:
+    """A 400 with one example per message it may carry: the invalid body
+    first, then each business rule, in the order the endpoint checks them."""
+    examples = {"Invalid body": "Corpo da requisição inválido.", **messages}
+    return OpenApiResponse(
+        _ErrorEnvelope,
+        description=description,
+        examples=[
+            OpenApiExample(name, value={"success": False, "message": message, "data": None})
+            for name, message in examples.items()
+        ],
+    )
+
+
 VALIDATION_ERROR = OpenApiResponse(_ValidationEnvelope, description="Invalid fields, one entry per field.")
 BAD_BODY = error_response(
     "The body is not a JSON object, or a business rule refused the request.", "Corpo da requisição inválido."

@@ -18,13 +18,13 @@ from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.adapters.sandbox import new_e2e_id
 from api import examples
 from api.base import (
-    BAD_BODY,
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_RESPONSES,
     LISTING_PARAMETERS,
     VALIDATION_ERROR,
     AccountAPIView,
     ListingMixin,
+    business_errors,
     error_response,
     listing_schema,
     not_found,
@@ -98,7 +98,18 @@ class ChargesApi(ListingMixin, AccountAPIView):
         examples=examples.CHARGE,
         responses=responses(
             {201: success_envelope("ChargeCreatedResponse", ChargeCreatedSerializer())},
-            (400, BAD_BODY),
+            (
+                400,
+                business_errors(
+                    "The body is not a JSON object, or a business rule refused the charge.",
+                    {
+                        "Method not enabled": err.METHOD_NOT_ENABLED,
+                        "Amount above the maximum": err.AMOUNT_ABOVE_MAX,
+                        "Net of fees below the minimum": err.NET_BELOW_MIN,
+                        "Every acquirer failed": err.ALL_ACQUIRERS_FAILED,
+                    },
+                ),
+            ),
             (422, VALIDATION_ERROR),
             *IDEMPOTENCY_RESPONSES,
         ),

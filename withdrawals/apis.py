@@ -12,13 +12,13 @@ from rest_framework.response import Response
 from accounts.models import Account
 from api import examples
 from api.base import (
-    BAD_BODY,
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_RESPONSES,
     LISTING_PARAMETERS,
     VALIDATION_ERROR,
     AccountAPIView,
     ListingMixin,
+    business_errors,
     error_response,
     listing_schema,
     not_found,
@@ -80,7 +80,17 @@ class WithdrawalsApi(ListingMixin, AccountAPIView):
         examples=examples.WITHDRAWAL,
         responses=responses(
             {201: success_envelope("WithdrawalCreatedResponse", WithdrawalCreatedSerializer())},
-            (400, BAD_BODY),
+            (
+                400,
+                business_errors(
+                    "The body is not a JSON object, or a business rule refused the withdrawal.",
+                    {
+                        "Above the per-request limit": err.PER_REQUEST_LIMIT,
+                        "Above the daily limit": err.DAILY_LIMIT,
+                        "Insufficient balance": err.INSUFFICIENT_BALANCE,
+                    },
+                ),
+            ),
             (422, VALIDATION_ERROR),
             *IDEMPOTENCY_RESPONSES,
         ),

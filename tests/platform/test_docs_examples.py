@@ -17,6 +17,8 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account, LedgerEntry
 from accounts.services import ledger_post
+from payments import exceptions as payments_err
+from withdrawals import exceptions as withdrawals_err
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +97,33 @@ def test_the_two_names_of_a_withdrawals_key_type_are_explained() -> None:
     schemas = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
     assert "pix_type" in schemas["WithdrawalCreated"]["properties"]["pix_key_type"]["description"]
     assert "pix_key_type" in schemas["Withdrawal"]["properties"]["pix_type"]["description"]
+
+
+@pytest.mark.parametrize(
+    ("path", "messages"),
+    [
+        (
+            "/api/transactions",
+            {
+                "Corpo da requisição inválido.",
+                payments_err.METHOD_NOT_ENABLED,
+                payments_err.AMOUNT_ABOVE_MAX,
+                payments_err.NET_BELOW_MIN,
+                payments_err.ALL_ACQUIRERS_FAILED,
+            },
+        ),
+        (
+            "/api/withdrawals",
+            {
+                "Corpo da requisição inválido.",
+                withdrawals_err.PER_REQUEST_LIMIT,
+                withdrawals_err.DAILY_LIMIT,
+                withdrawals_err.INSUFFICIENT_BALANCE,
+            },
+        ),
+    ],
+)
+def test_every_business_rule_message_is_shown_under_400(path: str, messages: set[str]) -> None:
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    examples = schema["paths"][path]["post"]["responses"]["400"]["content"]["application/json"]["examples"]
+    assert {example["value"]["message"] for example in examples.values()} == messages
