@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export PORT
 
-.PHONY: run test install install-dev lint format typecheck migrations-check ci bench fuzz soak stop status clean
+.PHONY: run test install install-dev lint format typecheck migrations-check ci bench fuzz soak stop status clean keys
 
 # requirements-local.txt: the runtime ones plus the embedded engines (not in the image).
 $(VENV)/.installed: requirements.txt requirements-local.txt
@@ -68,6 +68,10 @@ soak: install-dev
 	$(PY) -m tests.soak --minutes $(MINUTES) $(SOAK_ARGS)
 
 ## Stop the embedded PostgreSQL and Redis (data stays in ./var).
+## The demo account's keys again (make run printed them at start).
+keys: install
+	$(PY) -m dev.keys
+
 stop: install
 	$(PY) -m dev.embedded stop
 

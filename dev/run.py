@@ -101,6 +101,10 @@ def banner(keys: dict[str, str], admin: dict[str, str] | None, port: str) -> str
         f"    -H 'X-Public-Key: {keys['public_key']}' \\",
         f"    -H 'X-Secret-Key: {keys['secret_key']}'",
         "",
+        "The README's quickstart (a charge, its payment, a withdrawal, a webhook) starts with:",
+        f"  export PK={keys['public_key']} SK={keys['secret_key']}",
+        "`make keys` prints these again.",
+        "",
     ]
     return "\n".join(lines)
 
