@@ -10,14 +10,17 @@ export PORT
 
 # requirements-local.txt: the runtime ones plus the embedded engines (not in the image).
 $(VENV)/.installed: requirements.txt requirements-local.txt
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-local.txt
-	touch $@
+	@echo "== creating the virtualenv in $(VENV)/"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@echo "== installing the dependencies (requirements-local.txt: the service and the embedded engines; about a minute the first time)"
+	@$(PY) -m pip install --quiet -r requirements-local.txt
+	@touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
-	$(PY) -m pip install --quiet -r requirements-dev.txt
-	touch $@
+	@echo "== installing the test and lint tools (requirements-dev.txt)"
+	@$(PY) -m pip install --quiet -r requirements-dev.txt
+	@touch $@
 
 install: $(VENV)/.installed
 

@@ -1,7 +1,11 @@
 """gunicorn's logger with the URL secrets taken out of its lines: the access
 log's request line and the error log's "Error handling request <path>"
 would otherwise print the acquirer notification token (see
-:func:`core.logging.redact`). Set in ``config/gunicorn.conf.py``."""
+:func:`core.logging.redact`). Set in ``config/gunicorn.conf.py``.
+
+Static files served without error are not access-logged: a page of the
+admin or of Swagger UI fetches a dozen, which buried ``make run``'s banner
+(its keys) under lines nobody reads. Their errors are still logged."""
 
 from __future__ import annotations
 
@@ -11,8 +15,16 @@ from gunicorn.glogging import Logger
 
 from core.logging import RedactSecretsFilter
 
+#: settings.STATIC_URL as a path (the logger does not load Django's settings).
+STATIC_PREFIX = "/static/"
+
 
 class RedactingLogger(Logger):
+    def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
+        if str(environ.get("PATH_INFO", "")).startswith(STATIC_PREFIX) and int(resp.status_code) < 400:
+            return
+        super().access(resp, req, environ, request_time)
+
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
         # setup() runs again on every configuration reload: one filter each.

@@ -70,7 +70,9 @@ def prepare() -> dict[str, Any]:
     django.setup()
     from dev import embedded
 
+    print("== migrating the database", flush=True)
     call_command("migrate", interactive=False, verbosity=0)
+    print(f"== loading the demo account and its sandbox acquirers ({DEMO_FILE.relative_to(ROOT)})", flush=True)
     out = io.StringIO()
     call_command("pix_bootstrap", str(DEMO_FILE), stdout=out)
     var = embedded.var_dir()
@@ -122,6 +124,7 @@ def _metrics_env(var: Path, port: str) -> dict[str, str]:
 
 def main() -> int:
     port = os.environ.get("PORT", "8000")
+    print("== starting PostgreSQL and Redis (embedded, under ./var/, unless DATABASE_URL/REDIS_URL)", flush=True)
     demo = prepare()
     print(banner(demo["keys"], demo["admin"], port), flush=True)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -131,3 +132,19 @@ def test_metadata_nested_930_levels_is_a_422_before_any_acquirer(web: WebServer)
     assert list(response.json()["data"]["errors"]) == ["metadata"]
     assert not ChargeAttempt.objects.exists()
     assert not Charge.objects.exists()
+
+
+def test_static_files_served_are_not_access_logged_but_their_errors_are(web: WebServer) -> None:
+    # A page of the admin or of Swagger UI fetches a dozen: make run's banner
+    # (the demo's keys) was buried under them.
+    assert requests.get(f"{web.url}/static/admin/css/base.css", timeout=10).status_code == 200
+    assert requests.get(f"{web.url}/static/admin/css/nope-{uuid.uuid4().hex}.css", timeout=10).status_code == 404
+    assert requests.get(f"{web.url}/api/health?from=static-test", timeout=10).status_code == 200
+
+    def logged() -> list[str] | None:
+        lines = web.output().splitlines()
+        return lines if any("/api/health?from=static-test" in line for line in lines) else None
+
+    lines = wait_for(logged)
+    assert any("/static/admin/css/nope-" in line and " 404 " in line for line in lines), lines
+    assert not any("/static/admin/css/base.css" in line for line in lines)
