@@ -62,11 +62,16 @@ def token(adapter: AcquirerAdapter) -> str:
 
 
 def open_fds() -> int:
-    """Descriptors of this process, less its Redis connections: those pools
-    grow to the callers' concurrency and stay (bounded and shared by design)."""
+    """Descriptors of this process, less its Redis connections and its
+    Unix-domain sockets: those pools grow to the callers' concurrency and
+    stay (bounded and shared by design). The embedded engines are reached
+    over Unix sockets, which name no peer to tell Redis's from PostgreSQL's;
+    what a cut call could leak is a TCP socket to the acquirer, or a file."""
     redis_port = urlsplit(settings.REDIS_URL).port or 6379
-    pooled = sum(1 for c in psutil.Process().net_connections() if c.raddr and c.raddr[1] == redis_port)
-    return len(os.listdir("/proc/self/fd")) - pooled
+    process = psutil.Process()
+    pooled = sum(1 for c in process.net_connections(kind="inet") if c.raddr and c.raddr[1] == redis_port)
+    unix = len(process.net_connections(kind="unix"))
+    return len(os.listdir("/proc/self/fd")) - pooled - unix
 
 
 def collected_fds() -> int:
