@@ -11,6 +11,7 @@ import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
+    OpenApiCallback,
     OpenApiExample,
     OpenApiParameter,
     OpenApiResponse,
@@ -65,6 +66,38 @@ def ok(data: Any, message: str, status: int = 200) -> Response:
 
 
 # --------------------------------------------------------------------------- OpenAPI
+
+
+#: Where events go, for the docs: a literal, as OpenAPI's callback key wants
+#: an expression or a URL, and the endpoints are registered apart.
+WEBHOOK_ENDPOINT_URL = "https://your-webhook-endpoint.example/events"
+
+
+def event_callbacks(event_type: str, body: type[serializers.Serializer[Any]], *, postback: bool = False) -> list[Any]:
+    """The webhook a change of this record sends, as OpenAPI callbacks of the
+    operation that creates it: to every active endpoint of the account
+    (``POST /api/webhooks``) and, for a charge, to its ``postback_url``."""
+    operation = extend_schema(
+        summary=f"`{event_type}` event",
+        description=(
+            "Sent on every status change, to every active webhook endpoint of the account"
+            + (" and to the charge's `postback_url`" if postback else "")
+            + ". Signed as Standard Webhooks: `webhook-id` (the event id, the same on every attempt), "
+            "`webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of "
+            "`id.timestamp.body` with the endpoint's secret). Any 2xx acknowledges it; anything else, "
+            "or no answer in time, is retried (README: Webhooks, For receivers)."
+        ),
+        # By media type: the mocked view drf-spectacular builds for a callback
+        # parses with DRF's JSONParser, which PARSER_WHITELIST leaves out.
+        request={"application/json": body},
+        responses={200: OpenApiResponse(description="Any 2xx acknowledges the event.")},
+    )
+    callbacks = [OpenApiCallback(f"{event_type} event", WEBHOOK_ENDPOINT_URL, operation)]
+    if postback:
+        callbacks.append(
+            OpenApiCallback(f"{event_type} event (postback_url)", "{$request.body#/postback_url}", operation)
+        )
+    return callbacks
 
 
 def success_envelope(name: str, data: serializers.Field[Any, Any, Any, Any]) -> Any:

@@ -26,6 +26,7 @@ from api.base import (
     ListingMixin,
     business_errors,
     error_response,
+    event_callbacks,
     listing_schema,
     not_found,
     ok,
@@ -38,6 +39,7 @@ from core.exceptions import ValidationFailed
 from payments import exceptions as err
 from payments.events import charge_event_apply
 from payments.models import Charge, ChargeStatus
+from payments.payloads import TransactionEventSerializer
 from payments.selectors import ChargeFilterSet, charge_get, charges_of, sandbox_charge_get
 from payments.serializers import ChargeCreatedSerializer, ChargeCreateSerializer, ChargeSerializer
 from payments.services import Buyer, OverrideItem, charge_create
@@ -96,6 +98,7 @@ class ChargesApi(ListingMixin, AccountAPIView):
         parameters=[IDEMPOTENCY_HEADER],
         request=ChargeCreateSerializer,
         examples=examples.CHARGE,
+        callbacks=event_callbacks("transaction", TransactionEventSerializer, postback=True),
         responses=responses(
             {201: success_envelope("ChargeCreatedResponse", ChargeCreatedSerializer())},
             (

@@ -16,17 +16,29 @@ from payments.models import Charge, ChargeStatus
 
 
 class ChargePayloadSerializer(serializers.Serializer[Charge]):
-    id = serializers.UUIDField(read_only=True)
-    payment_method = serializers.ChoiceField(choices=PaymentMethod.choices, read_only=True)
-    e2e_id = serializers.CharField(allow_null=True, read_only=True)
-    amount = serializers.BigIntegerField(read_only=True)
-    platform_tax = serializers.BigIntegerField(read_only=True)
-    liquid_amount = serializers.BigIntegerField(read_only=True)
-    status = serializers.ChoiceField(choices=ChargeStatus.choices, read_only=True)
-    paid_at = serializers.DateTimeField(allow_null=True, read_only=True)
-    created_at = serializers.DateTimeField(read_only=True)
+    # Output only; not read_only all the same, so that the API docs can show
+    # it as the body of the webhook a receiver gets (an OpenAPI callback's
+    # request body leaves read-only fields out).
+    id = serializers.UUIDField()
+    payment_method = serializers.ChoiceField(choices=PaymentMethod.choices)
+    e2e_id = serializers.CharField(allow_null=True)
+    amount = serializers.BigIntegerField()
+    platform_tax = serializers.BigIntegerField()
+    liquid_amount = serializers.BigIntegerField()
+    status = serializers.ChoiceField(choices=ChargeStatus.choices)
+    paid_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
 
 
 def charge_payload(charge: Charge) -> dict[str, Any]:
     """The event's ``data`` for the charge as it is now."""
     return dict(ChargePayloadSerializer(charge).data)
+
+
+class TransactionEventSerializer(serializers.Serializer[Any]):
+    """The body of a ``transaction`` webhook, for the API docs (the envelope
+    itself is ``WebhookEvent.body``): what a receiver gets on every change."""
+
+    id = serializers.UUIDField(help_text="The event's id: the same on every attempt (`webhook-id`).")
+    event_type = serializers.ChoiceField(choices=["transaction"])
+    data = ChargePayloadSerializer(help_text="The charge as it is after the change.")  # type: ignore[assignment]

@@ -20,6 +20,7 @@ from api.base import (
     ListingMixin,
     business_errors,
     error_response,
+    event_callbacks,
     listing_schema,
     not_found,
     ok,
@@ -30,6 +31,7 @@ from api.idempotency import Claim, idempotent
 from api.schema import uuid_path
 from withdrawals import exceptions as err
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.payloads import WithdrawalEventSerializer
 from withdrawals.selectors import (
     WithdrawalFilterSet,
     balance_summary,
@@ -78,6 +80,7 @@ class WithdrawalsApi(ListingMixin, AccountAPIView):
         parameters=[IDEMPOTENCY_HEADER],
         request=WithdrawalCreateSerializer,
         examples=examples.WITHDRAWAL,
+        callbacks=event_callbacks("withdrawal", WithdrawalEventSerializer),
         responses=responses(
             {201: success_envelope("WithdrawalCreatedResponse", WithdrawalCreatedSerializer())},
             (

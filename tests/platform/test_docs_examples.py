@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account, LedgerEntry
 from accounts.services import ledger_post
+from api import examples
 from payments import exceptions as payments_err
 from withdrawals import exceptions as withdrawals_err
 
@@ -127,3 +128,38 @@ def test_every_business_rule_message_is_shown_under_400(path: str, messages: set
     schema = SchemaGenerator().get_schema(request=None, public=True)
     examples = schema["paths"][path]["post"]["responses"]["400"]["content"]["application/json"]["examples"]
     assert {example["value"]["message"] for example in examples.values()} == messages
+
+
+def _component(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node or "allOf" in node:
+        ref = node["$ref"] if "$ref" in node else node["allOf"][0]["$ref"]
+        node = schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    return node
+
+
+def _documented_event(path: str) -> tuple[set[str], set[str]]:
+    """The envelope's and the data's property names of the event callback of ``POST path``."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    callbacks = schema["paths"][path]["post"]["callbacks"]
+    [callback] = [c for name, c in callbacks.items() if "postback" not in name]
+    [operation] = [ops["post"] for ops in callback.values()]
+    body = _component(schema, operation["requestBody"]["content"]["application/json"]["schema"])
+    data = _component(schema, body["properties"]["data"])
+    return set(body["properties"]), set(data["properties"])
+
+
+def test_the_documented_events_are_what_receivers_get(demo: APIClient) -> None:
+    from webhooks.models import WebhookEvent
+    from withdrawals.tasks import process_withdrawal
+
+    assert demo.post("/api/webhooks", examples.WEBHOOK_ENDPOINT[0].value, format="json").status_code == 201
+    charge = demo.post("/api/transactions", examples.CHARGE[0].value, format="json").json()["data"]
+    assert demo.post(f"/api/sandbox/transactions/{charge['id']}/pay", format="json").status_code == 200
+    withdrawal = demo.post("/api/withdrawals", examples.WITHDRAWAL[0].value, format="json").json()["data"]
+    process_withdrawal(withdrawal["id"])  # the payout worker's task, here: its events are emitted
+    for event_type, path in (("transaction", "/api/transactions"), ("withdrawal", "/api/withdrawals")):
+        sent = WebhookEvent.objects.filter(event_type=event_type).latest("created_at").body()
+        envelope, data = _documented_event(path)
+        assert set(sent) == envelope
+        assert isinstance(sent["data"], dict)
+        assert set(sent["data"]) == data
