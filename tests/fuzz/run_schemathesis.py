@@ -161,8 +161,9 @@ def schemathesis_command(base: str, headers: dict[str, str], args: argparse.Name
         "--max-examples", str(args.max_examples),
         "--workers", str(args.workers),
     ]  # fmt: skip
-    for name, value in headers.items():
-        command += ["-H", f"{name}: {value}"]
+    # The credentials go in through [auth.openapi.*] (schemathesis.toml, from
+    # the environment: see main), not -H: as headers given on the command line
+    # they would be put back on a request that drops one to check the 401.
     return command + list(args.extra)
 
 
@@ -185,7 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with gunicorn(env) as base:
             event_id = seed_records(base, headers)
             command = schemathesis_command(base, headers, args)
-            code = subprocess.call(command, cwd=ROOT, env={**env, "PIX_FUZZ_EVENT_ID": event_id})
+            credentials = {
+                "PIX_FUZZ_PUBLIC_KEY": headers["X-Public-Key"],
+                "PIX_FUZZ_SECRET_KEY": headers["X-Secret-Key"],
+            }
+            code = subprocess.call(command, cwd=ROOT, env={**env, "PIX_FUZZ_EVENT_ID": event_id, **credentials})
     finally:
         drop_queue(QUEUE)
     print(f"schemathesis exited {code} after {time.monotonic() - started:.0f}s", file=sys.stderr)
