@@ -8,7 +8,7 @@ import django_filters
 from django.db.models import QuerySet
 
 from accounts.models import Account
-from api.listing import timestamp_filter
+from api.listing import ListingFilterSet, timestamp_filter
 from core.selectors import get_by_uuid
 from webhooks.exceptions import EndpointNotFound, EventNotFound
 from webhooks.models import EventType, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -32,7 +32,7 @@ def event_get(*, account: Account, event_id: Any) -> WebhookEvent:
     return get_by_uuid(WebhookEvent.objects.filter(account=account), event_id, EventNotFound)
 
 
-class DeliveryFilterSet(django_filters.FilterSet):
+class DeliveryFilterSet(ListingFilterSet):
     status = django_filters.ChoiceFilter(field_name="status", choices=WebhookDelivery.Status.choices)
     event_type = django_filters.ChoiceFilter(field_name="event__event_type", choices=EventType.choices)
     created_at_start = timestamp_filter("created_at", "gte")

@@ -500,3 +500,14 @@ def test_listing_runs_in_a_bounded_number_of_queries(
         data = listing(api, per_page=100)
 
     assert len(data["transactions"]) == rows
+
+
+def test_the_filter_form_class_is_built_once_and_each_request_gets_its_own_errors(api: APIClient) -> None:
+    from payments.selectors import ChargeFilterSet
+
+    first = ChargeFilterSet(data={}).get_form_class()
+    assert ChargeFilterSet(data={}).get_form_class() is first
+    bad_amount = listing_errors(api, URL, amount_min="x")
+    bad_status = listing_errors(api, URL, status="nope")
+    assert set(bad_amount) == {"amount_min"}
+    assert set(bad_status) == {"status"}
