@@ -111,3 +111,46 @@ WEBHOOK_ENDPOINT = [
         request_only=True,
     ),
 ]
+
+#: What the demo answers to the first charge example (a sandbox BR Code of
+#: R$ 49,90, the demo's 1.99 % fee), for the 201's documentation.
+CHARGE_CREATED = OpenApiExample(
+    "Cobrança criada",
+    value={
+        "success": True,
+        "message": "Transação criada com sucesso.",
+        "data": {
+            "id": "5f3b82f4-a5f5-4e64-9514-2701a32d7fba",
+            "amount": 4990,
+            "platform_tax": 99,
+            "liquid_amount": 4891,
+            "pix": {
+                "emv": "00020101021226780014br.gov.bcb.pix2556pix.sandbox.local/qr/v2/5f3b82f4a5f54e6495142701a32d7fba"
+                "520400005303986540549.905802BR5914LOJA DEMO LTDA6009SAO PAULO62070503***63042AF3"
+            },
+        },
+    },
+    response_only=True,
+    status_codes=["201"],
+)
+
+#: What the demo answers to the first withdrawal example (R$ 15,00, the demo's
+#: R$ 1,00 fee taken from it), for the 201's documentation.
+WITHDRAWAL_CREATED = OpenApiExample(
+    "Saque solicitado",
+    value={
+        "success": True,
+        "message": "Saque solicitado com sucesso.",
+        "data": {
+            "id": "9627b23b-ae9f-496a-8a9e-6821cc3b5572",
+            "amount": 1500,
+            "liquid_amount": 1400,
+            "pix_key_type": "cpf",
+            "pix_key": CPF,
+            "status": "pending",
+            "created_at": "2026-11-25 20:02:25",
+        },
+    },
+    response_only=True,
+    status_codes=["201"],
+)

@@ -100,7 +100,13 @@ class ChargesApi(ListingMixin, AccountAPIView):
         examples=examples.CHARGE,
         callbacks=event_callbacks("transaction", TransactionEventSerializer, postback=True),
         responses=responses(
-            {201: success_envelope("ChargeCreatedResponse", ChargeCreatedSerializer())},
+            {
+                201: OpenApiResponse(
+                    success_envelope("ChargeCreatedResponse", ChargeCreatedSerializer()),
+                    description="Created: `data.pix.emv` is the code the payer pastes (or scans as a QR code).",
+                    examples=[examples.CHARGE_CREATED],
+                )
+            },
             (
                 400,
                 business_errors(

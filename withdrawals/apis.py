@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -82,7 +82,13 @@ class WithdrawalsApi(ListingMixin, AccountAPIView):
         examples=examples.WITHDRAWAL,
         callbacks=event_callbacks("withdrawal", WithdrawalEventSerializer),
         responses=responses(
-            {201: success_envelope("WithdrawalCreatedResponse", WithdrawalCreatedSerializer())},
+            {
+                201: OpenApiResponse(
+                    success_envelope("WithdrawalCreatedResponse", WithdrawalCreatedSerializer()),
+                    description="Requested: the total is debited; the payout follows in the background.",
+                    examples=[examples.WITHDRAWAL_CREATED],
+                )
+            },
             (
                 400,
                 business_errors(

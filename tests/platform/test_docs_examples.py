@@ -163,3 +163,27 @@ def test_the_documented_events_are_what_receivers_get(demo: APIClient) -> None:
         assert set(sent) == envelope
         assert isinstance(sent["data"], dict)
         assert set(sent["data"]) == data
+
+
+def test_the_201_examples_are_what_the_demo_answers(demo: APIClient) -> None:
+    from acquirers import brcode
+
+    for path, request, documented in (
+        ("/api/transactions", examples.CHARGE[0], examples.CHARGE_CREATED),
+        ("/api/withdrawals", examples.WITHDRAWAL[0], examples.WITHDRAWAL_CREATED),
+    ):
+        answer = demo.post(path, request.value, format="json").json()
+        shown = documented.value
+        assert (shown["success"], shown["message"]) == (answer["success"], answer["message"])
+        assert set(shown["data"]) == set(answer["data"])
+        same = {k for k in answer["data"] if k not in ("id", "created_at", "pix")}
+        assert {k: shown["data"][k] for k in same} == {k: answer["data"][k] for k in same}
+    # A BR Code a payer's app would accept, for the example's amount.
+    assert brcode.check(examples.CHARGE_CREATED.value["data"]["pix"]["emv"], amount=4990)
+
+
+def test_the_201_examples_are_in_the_schema() -> None:
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    for path in ("/api/transactions", "/api/withdrawals"):
+        content = schema["paths"][path]["post"]["responses"]["201"]["content"]["application/json"]
+        assert len(content["examples"]) == 1
