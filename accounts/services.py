@@ -15,7 +15,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import Model
 from django.utils import timezone
 
 from accounts import approvals
@@ -187,7 +186,7 @@ def ledger_post(
     reference: str,
     locked: AccountBalance | None = None,
     new_reference: bool = False,
-    along: Model | Insert | None = None,
+    along: Insert | None = None,
 ) -> LedgerEntry | None:
     """Post one signed movement and move the balance with it.
 
@@ -200,10 +199,9 @@ def ledger_post(
     ``new_reference``: the caller created the record the reference names in
     this transaction, so nothing can have been posted for it yet (the unique
     constraint still stands behind that). ``along``: that record, not saved
-    yet: it is inserted by the same statement as the entry (one round trip
-    less under the balance lock), and is saved when this returns an entry;
-    given as a :class:`core.db.Insert`, its INSERT was compiled before the
-    lock was taken.
+    yet, as a :class:`core.db.Insert` (its INSERT compiled before the lock
+    was taken): it is inserted by the same statement as the entry (one round
+    trip less under the balance lock), and is saved when this returns an entry.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("ledger_post must run inside the transaction of the change that causes it")
@@ -236,17 +234,16 @@ def ledger_post(
     moved = f"moved AS (UPDATE {balances} SET available = %s, updated_at = %s WHERE account_id = %s)"  # noqa: S608 - names from the models, values bound
     ctes = [moved]
     params: list[Any] = [new_balance, balance.updated_at, balance.account_id]
-    prepared = along if isinstance(along, Insert) or along is None else Insert.of(along)
-    if prepared is not None:
-        ctes.insert(0, f"record AS ({prepared.sql})")
-        params[:0] = prepared.params
+    if along is not None:
+        ctes.insert(0, f"record AS ({along.sql})")
+        params[:0] = along.params
     insert, entry_params = insert_sql(entry)
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(f"WITH {', '.join(ctes)} {insert}", (*params, *entry_params))
         entry.pk = cursor.fetchone()[0]
     entry._state.adding = False
-    if prepared is not None:
-        prepared.instance._state.adding = False
+    if along is not None:
+        along.instance._state.adding = False
     return entry
 
 
