@@ -25,6 +25,7 @@ from api.base import (
     AccountAPIView,
     ListingMixin,
     business_errors,
+    created,
     error_response,
     event_callbacks,
     listing_schema,
@@ -101,10 +102,11 @@ class ChargesApi(ListingMixin, AccountAPIView):
         callbacks=event_callbacks("transaction", TransactionEventSerializer, postback=True),
         responses=responses(
             {
-                201: OpenApiResponse(
-                    success_envelope("ChargeCreatedResponse", ChargeCreatedSerializer()),
-                    description="Created: `data.pix.emv` is the code the payer pastes (or scans as a QR code).",
-                    examples=[examples.CHARGE_CREATED],
+                201: created(
+                    "ChargeCreatedResponse",
+                    ChargeCreatedSerializer(),
+                    "Created: `data.pix.emv` is the code the payer pastes (or scans as a QR code).",
+                    examples.CHARGE_CREATED,
                 )
             },
             (

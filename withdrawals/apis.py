@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -19,6 +19,7 @@ from api.base import (
     AccountAPIView,
     ListingMixin,
     business_errors,
+    created,
     error_response,
     event_callbacks,
     listing_schema,
@@ -83,10 +84,11 @@ class WithdrawalsApi(ListingMixin, AccountAPIView):
         callbacks=event_callbacks("withdrawal", WithdrawalEventSerializer),
         responses=responses(
             {
-                201: OpenApiResponse(
-                    success_envelope("WithdrawalCreatedResponse", WithdrawalCreatedSerializer()),
-                    description="Requested: the total is debited; the payout follows in the background.",
-                    examples=[examples.WITHDRAWAL_CREATED],
+                201: created(
+                    "WithdrawalCreatedResponse",
+                    WithdrawalCreatedSerializer(),
+                    "Requested: the total is debited; the payout follows in the background.",
+                    examples.WITHDRAWAL_CREATED,
                 )
             },
             (
