@@ -31,7 +31,14 @@ run: install
 	$(PY) -m dev.run
 
 ## Fresh machine → the whole suite on real PostgreSQL and Redis.
+## The back office's browser tests (tests/browser/) drive Debian's chromium with Playwright:
+## installed here when missing (browser builds cannot be downloaded from Playwright's servers).
 test: install-dev
+	@command -v chromium >/dev/null || apt-get install -y -q chromium >/dev/null 2>&1 \
+	  || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1) \
+	  || sudo -n apt-get install -y -q chromium >/dev/null 2>&1 \
+	  || echo "make test: chromium is missing and could not be installed (not root, no password-less sudo):" \
+	     "the browser tests will be skipped (and fail under CI=true). Debian/Ubuntu: sudo apt-get install chromium." >&2
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install-dev

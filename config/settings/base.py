@@ -174,6 +174,9 @@ USE_I18N = True
 # Stored in UTC; everything shown to clients is America/Sao_Paulo (decisions §1).
 TIME_ZONE = "America/Sao_Paulo"
 USE_TZ = True
+# The back office's dates to the second (config/formats/pt_BR). The API's own
+# format is REST_FRAMEWORK["DATETIME_FORMAT"], which this does not touch.
+FORMAT_MODULE_PATH = ["config.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / "var" / "static")))

@@ -1,0 +1,110 @@
+"""The back office in a real browser: Debian's headless Chromium driven by
+Playwright, against pytest-django's live server on the test database.
+
+Chromium comes from the machine's packages (``make test`` installs it when
+missing; browser builds cannot be downloaded here), never from Playwright's
+download. Without it the browser tests are skipped, except under ``CI=true``
+where a missing browser is a failure, so CI never passes by skipping them.
+
+Every test can write a screenshot with :func:`screenshot`: PNG files under
+``var/test-artifacts/screenshots/`` (``PIX_TEST_ARTIFACTS`` moves them)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.test import Client
+
+# Playwright's sync API runs an event loop in the test's thread, and Django
+# refuses ORM calls from a thread with a running loop. The tests' ORM calls
+# are ordinary synchronous ones between browser steps.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = os.environ.get("PIX_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(os.environ.get("PIX_TEST_ARTIFACTS", Path(settings.BASE_DIR) / "var" / "test-artifacts"))
+VIEWPORT = {"width": 1440, "height": 900}
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """A full-page PNG of what the staff member sees, kept as a test artefact."""
+    path = ARTIFACTS / "screenshots" / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None:
+        message = "Debian's chromium is not installed (make test installs it: apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def staff_page(browser: Any, live_server: Any, django_user_model: Any) -> Iterator[Callable[..., Any]]:
+    """``staff_page(group)`` (or ``staff_page(superuser=True)``): a new browser
+    page logged in to the back office as a new staff member, at 1440x900,
+    pt-BR, America/Sao_Paulo. Every action the page takes is a real request
+    to the live server; Playwright's default timeout bounds each wait."""
+    contexts: list[Any] = []
+
+    def open_page(group: str | None = None, *, superuser: bool = False, username: str | None = None) -> Any:
+        name = username or (group or "admin").replace(" ", "-").lower()
+        if superuser:
+            user = django_user_model.objects.create_superuser(username=name, password="x", email=f"{name}@example.com")
+        else:
+            user = django_user_model.objects.create_user(username=name, password="x", is_staff=True)
+            if group is not None:
+                user.groups.add(Group.objects.get(name=group))
+        client = Client()
+        client.force_login(user)
+        context = browser.new_context(
+            base_url=live_server.url, viewport=VIEWPORT, locale="pt-BR", timezone_id="America/Sao_Paulo"
+        )
+        context.set_default_timeout(15_000)
+        context.add_cookies(
+            [
+                {
+                    "name": settings.SESSION_COOKIE_NAME,
+                    "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
+                    "url": live_server.url,
+                }
+            ]
+        )
+        contexts.append(context)
+        page = context.new_page()
+        # A page error (an exception in the page's script) fails the test, as a user would notice it.
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.errors = errors
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def admin_url() -> Callable[[str], str]:
+    """``admin_url("accounts/account/")`` → the back office's path for it."""
+
+    def url(path: str = "") -> str:
+        return "/" + settings.ADMIN_URL + path
+
+    return url
