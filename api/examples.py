@@ -115,7 +115,7 @@ WEBHOOK_ENDPOINT = [
 #: What the demo answers to the first charge example (a sandbox BR Code of
 #: R$ 49,90, the demo's 1.99 % fee), for the 201's documentation.
 CHARGE_CREATED = OpenApiExample(
-    "Cobrança criada",
+    "Charge created",
     value={
         "success": True,
         "message": "Transação criada com sucesso.",
@@ -137,7 +137,7 @@ CHARGE_CREATED = OpenApiExample(
 #: What the demo answers to the first withdrawal example (R$ 15,00, the demo's
 #: R$ 1,00 fee taken from it), for the 201's documentation.
 WITHDRAWAL_CREATED = OpenApiExample(
-    "Saque solicitado",
+    "Withdrawal requested",
     value={
         "success": True,
         "message": "Saque solicitado com sucesso.",

@@ -10,8 +10,10 @@ import re
 
 import pytest
 from django import forms
+from hypothesis import given, settings
 
 from api.listing import TIMESTAMP_PATTERN, TimestampField
+from api.schema import TIMESTAMP_FORMAT
 
 pytestmark = pytest.mark.django_db
 
@@ -69,8 +71,26 @@ def test_path_ids_are_uuids(schema: dict) -> None:
 
 def test_returned_timestamps_are_documented_in_the_format_the_api_renders(schema: dict) -> None:
     created_at = schema["components"]["schemas"]["Charge"]["properties"]["created_at"]
-    assert created_at.get("format") != "date-time"
-    assert created_at["pattern"] == TIMESTAMP_PATTERN
+    assert created_at["format"] == TIMESTAMP_FORMAT != "date-time"
+    # Not the 304-character calendar regex: Swagger UI printed it under every field.
+    assert "pattern" not in created_at
+    filters = {p["name"]: p["schema"] for p in schema["paths"]["/api/transactions"]["get"]["parameters"]}
+    assert filters["created_at_start"]["format"] == TIMESTAMP_FORMAT
+    assert "pattern" not in filters["created_at_start"]
+
+
+def test_the_fuzz_run_generates_timestamps_of_that_format_that_the_filters_take() -> None:
+    from tests.fuzz import hooks
+
+    assert hooks.TIMESTAMP_FORMAT == TIMESTAMP_FORMAT
+
+    @given(hooks.TIMESTAMPS)
+    @settings(max_examples=300, deadline=None)
+    def accepted(value: str) -> None:
+        assert re.match(TIMESTAMP_PATTERN, value), value
+        assert _accepted(value), value
+
+    accepted()
 
 
 def _accepted(value: str) -> bool:
