@@ -187,3 +187,26 @@ def test_the_201_examples_are_in_the_schema() -> None:
     for path in ("/api/transactions", "/api/withdrawals"):
         content = schema["paths"][path]["post"]["responses"]["201"]["content"]["application/json"]
         assert len(content["examples"]) == 1
+
+
+def _texts(node: Any, path: str = "") -> list[tuple[str, str]]:
+    """Every description, summary and title of the schema, with where it is."""
+    found: list[tuple[str, str]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("description", "summary", "title") and isinstance(value, str):
+                found.append((f"{path}/{key}", value))
+            elif key not in ("example", "examples", "value", "enum", "default"):
+                found.extend(_texts(value, f"{path}/{key}"))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found.extend(_texts(value, f"{path}[{index}]"))
+    return found
+
+
+def test_the_documentation_speaks_one_language() -> None:
+    """English throughout; the contract's pt-BR messages appear only as the
+    values they are (examples), never as a field's or an enum's description."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    portuguese = [(where, text) for where, text in _texts(schema) if set(text) & set("ãõçáéíóúâêôàÃÕÇÁÉÍÓÚ")]
+    assert portuguese == []
