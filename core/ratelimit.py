@@ -5,7 +5,10 @@ every process of the service shares one exact count.
 A key-authenticated request already makes one Redis round trip, for the
 snapshot generation (:mod:`core.snapshots`). When the presented secret
 matches a credential this process remembers, authentication counts the
-request in that same round trip (:func:`count_with_generation`) and leaves
+request in that same round trip (:func:`count_with_generation`; a plain
+pipeline there: INCR then EXPIRE still run in order, and a key left without
+its TTL by a connection lost between them would be a past minute's key that
+nobody reads again) and leaves
 the count on the request; the throttle (``api.throttling``) then uses it
 instead of asking Redis again (:func:`counted`). Each round trip measured
 about a tenth of a key-authenticated read (``make bench``).

@@ -220,6 +220,7 @@ REST_FRAMEWORK = {
         "api.parsers.AnyContentJSONObjectParser",
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "api.negotiation.JSONFirstNegotiation",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.CredentialRateThrottle"],

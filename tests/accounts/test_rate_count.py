@@ -46,7 +46,7 @@ def test_a_remembered_credential_costs_one_redis_round_trip(api: APIClient, roun
     assert api.get(BALANCE).status_code == 200  # the snapshot is taken here
     round_trips.count = 0
     assert api.get(BALANCE).status_code == 200
-    # The generation and the rate count, in one MULTI.
+    # The generation and the rate count, in one pipelined write.
     assert round_trips.count == 1
 
 
