@@ -197,7 +197,9 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
     return {
         "volumes": [
             _panel("Cobranças", selectors.charge_volume(now=now), ChargeStatus, ChargeStatus.PAID, charges),
-            _panel("Saques", selectors.withdrawal_volume(now=now), WithdrawalStatus, WithdrawalStatus.PAID, withdrawals),
+            _panel(
+                "Saques", selectors.withdrawal_volume(now=now), WithdrawalStatus, WithdrawalStatus.PAID, withdrawals
+            ),
         ],
         "acquirers": acquirers,
         "acquirer_window_hours": int(selectors.ACQUIRER_WINDOW.total_seconds() // 3600),

@@ -150,8 +150,8 @@ def acquirer_health(*, now: dt.datetime | None = None) -> list[AcquirerHealth]:
     since = (now or timezone.now()) - ACQUIRER_WINDOW
     acquirers = list(Acquirer.objects.order_by("default_priority", "key"))
     called = ~Q(outcome__in=SKIPPED)
-    stats = {
-        row["acquirer_id"]: row
+    stats: dict[int, dict[str, Any]] = {
+        row["acquirer_id"]: dict(row)
         for row in ChargeAttempt.objects.filter(acquirer_id__in=[a.pk for a in acquirers], created_at__gte=since)
         .values("acquirer_id")
         .annotate(
@@ -207,9 +207,10 @@ def _figure(queryset: QuerySet[Any], amount: str) -> Figure:
 
 def attention() -> Attention:
     """Queues staff work through, each counted from a partial or small index."""
-    # The two partial indexes (delivery_due, delivery_failed): never the delivered ones.
+    # The two partial indexes (delivery_due, delivery_failed), never the
+    # delivered rows: an OR of the two predicates (an IN matches neither index).
     backlog = WebhookDelivery.objects.filter(
-        status__in=[WebhookDelivery.Status.PENDING, WebhookDelivery.Status.FAILED]
+        Q(status=WebhookDelivery.Status.PENDING) | Q(status=WebhookDelivery.Status.FAILED)
     )
     deliveries = backlog.aggregate(
         pending=Count("pk", filter=Q(status=WebhookDelivery.Status.PENDING)),
