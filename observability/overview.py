@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from django.db.models import TextChoices
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 
 from core.money import brl
 from observability import selectors
@@ -159,12 +160,14 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
 
     charges, withdrawals = link("payments_charge"), link("withdrawals_withdrawal")
     waiting = selectors.attention()
+    # The acquirer's charges of the same 24 h (created there: a fallback's charge is the one that accepted it).
+    since = str(timezone.localtime(now or timezone.now()) - selectors.ACQUIRER_WINDOW)
     acquirers = [
         {
             "name": health.acquirer.name,
             "key": health.acquirer.key,
             "url": reverse(f"{site}:acquirers_acquirer_change", args=[health.acquirer.pk]),
-            "charges_url": charges(acquirer__id__exact=health.acquirer.pk),
+            "charges_url": charges(acquirer__id__exact=health.acquirer.pk, created_at__gte=since),
             "calls": health.calls,
             "success_rate": _percent(health.success_rate),
             "failing": health.success_rate is not None and health.success_rate < 0.9,
