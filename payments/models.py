@@ -72,6 +72,11 @@ class Charge(models.Model):
             *record_listing_indexes("charge"),
             # The expiry sweep reads only pending charges.
             models.Index(fields=["expires_at"], name="charge_pending_expiry", condition=Q(status="pending")),
+            # The back office's overview (observability.selectors): the last
+            # 7 days by day and status as an index-only scan, and the open
+            # chargebacks from a small partial index.
+            models.Index(fields=["created_at"], include=["status", "amount"], name="charge_overview_day"),
+            models.Index(fields=["created_at"], name="charge_chargeback_open", condition=Q(status="chargeback")),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(amount__gt=0), name="charge_amount_positive"),

@@ -111,6 +111,8 @@ class WebhookDelivery(models.Model):
             # The relay's scan: only pending rows, by due time.
             models.Index(fields=["next_attempt_at"], name="delivery_due", condition=Q(status="pending")),
             models.Index(fields=["endpoint", "-created_at"], name="delivery_endpoint_recent"),
+            # The back office's overview counts failed deliveries (they are kept).
+            models.Index(fields=["created_at"], name="delivery_failed", condition=Q(status="failed")),
         ]
         constraints = [
             models.CheckConstraint(

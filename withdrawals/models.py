@@ -107,6 +107,10 @@ class Withdrawal(models.Model):
             *record_listing_indexes("withdrawal"),
             # Beat polls payouts stuck in approved.
             models.Index(fields=["updated_at"], name="withdrawal_approved", condition=Q(status="approved")),
+            # The back office's overview (observability.selectors): the last
+            # 7 days by day and status, and the pending ones (approval queue).
+            models.Index(fields=["created_at"], include=["status", "amount"], name="withdrawal_overview_day"),
+            models.Index(fields=["created_at"], name="withdrawal_pending", condition=Q(status="pending")),
             # Staff's queue of undetermined payouts.
             models.Index(
                 fields=["payout_unclear_since"],

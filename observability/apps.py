@@ -1,0 +1,10 @@
+"""The back office's admin site (``observability.admin_site``) in place of
+Django's default one: every app's ``@admin.register`` lands on it."""
+
+from __future__ import annotations
+
+from django.contrib.admin.apps import AdminConfig
+
+
+class PixAdminConfig(AdminConfig):
+    default_site = "observability.admin_site.PixAdminSite"

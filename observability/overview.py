@@ -1,0 +1,214 @@
+"""The overview on the back office's index: the selectors' figures as staff
+read them (R$, pt-BR percentages), each linked to the admin list that shows
+exactly those records, and the 7-day bar charts drawn as inline SVG here
+(no JavaScript, nothing fetched from elsewhere)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db.models import TextChoices
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+
+from core.money import brl
+from observability import selectors
+from observability.selectors import Figure, Volume
+from payments.models import ChargeStatus
+from withdrawals.models import WithdrawalStatus
+
+#: Who sees the overview: every back-office group can view charges.
+OVERVIEW_PERMISSION = "payments.view_charge"
+
+# Chart geometry (SVG user units; the SVG scales to its box).
+BAR_WIDTH, BAR_GAP, CHART_HEIGHT, LABEL_SPACE, TOP_SPACE = 36, 14, 120, 18, 16
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A figure shown as a link to the records it counts."""
+
+    count: int
+    amount: str  # R$
+    url: str
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    label: str
+    today: Cell
+    week: Cell
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: int
+    label: str  # dd/mm
+    title: str  # the tooltip: the day's figures
+    url: str
+    paid_y: int
+    paid_height: int
+    other_y: int
+    other_height: int
+
+
+@dataclass(frozen=True)
+class VolumePanel:
+    title: str
+    paid_label: str
+    today_total: Cell
+    today_paid: Cell
+    week_total: Cell
+    rows: list[StatusRow]
+    bars: list[Bar]
+    chart_width: int
+    chart_height: int
+    baseline: int
+
+
+def admin_list(site: str, model: str, **params: Any) -> str:
+    """The changelist of ``app_model`` filtered by its own list_filter parameters."""
+    url = reverse(f"{site}:{model}_changelist")
+    return f"{url}?{urlencode(params)}" if params else url
+
+
+def _window(start: dt.datetime, end: dt.datetime) -> dict[str, str]:
+    # The parameters of the lists' created_at DateFieldListFilter, with the offset.
+    return {"created_at__gte": str(start), "created_at__lt": str(end)}
+
+
+def _sum(figures: dict[str, Figure]) -> Figure:
+    return sum(figures.values(), Figure())
+
+
+def _cell(figure: Figure, url: str) -> Cell:
+    return Cell(figure.count, brl(figure.amount), url)
+
+
+def _bars(volume: Volume, url: Any, paid: str) -> tuple[list[Bar], int]:
+    totals = {day: _sum(volume.by_day[day]) for day in volume.days}
+    highest = max((figure.amount for figure in totals.values()), default=0) or 1
+    bars = []
+    baseline = TOP_SPACE + CHART_HEIGHT
+    for i, day in enumerate(volume.days):
+        paid_amount = volume.by_day[day].get(paid, Figure()).amount
+        total = totals[day]
+        paid_height = round(CHART_HEIGHT * paid_amount / highest)
+        other_height = round(CHART_HEIGHT * total.amount / highest) - paid_height
+        start = volume.day_start(day)
+        bars.append(
+            Bar(
+                x=BAR_GAP // 2 + i * (BAR_WIDTH + BAR_GAP),
+                label=day.strftime("%d/%m"),
+                title=f"{day:%d/%m}: {total.count} no total, {brl(total.amount)}; {brl(paid_amount)} pago",
+                url=url(**_window(start, volume.day_start(day + dt.timedelta(days=1)))),
+                paid_y=baseline - paid_height,
+                paid_height=paid_height,
+                other_y=baseline - paid_height - other_height,
+                other_height=other_height,
+            )
+        )
+    return bars, baseline
+
+
+def _panel(title: str, volume: Volume, statuses: type[TextChoices], paid: str, url: Any) -> VolumePanel:
+    today, week = volume.today, volume.week
+    today_window = _window(volume.day_start(volume.days[-1]), volume.window_end)
+    week_window = _window(volume.window_start, volume.window_end)
+    rows = [
+        StatusRow(
+            label=str(label),
+            today=_cell(today.get(value, Figure()), url(status__exact=value, **today_window)),
+            week=_cell(week.get(value, Figure()), url(status__exact=value, **week_window)),
+        )
+        for value, label in statuses.choices
+    ]
+    bars, baseline = _bars(volume, url, paid)
+    return VolumePanel(
+        title=title,
+        paid_label=str(statuses(paid).label),
+        today_total=_cell(_sum(today), url(**today_window)),
+        today_paid=_cell(today.get(paid, Figure()), url(status__exact=paid, **today_window)),
+        week_total=_cell(_sum(week), url(**week_window)),
+        rows=rows,
+        bars=bars,
+        chart_width=len(bars) * (BAR_WIDTH + BAR_GAP),
+        chart_height=baseline + LABEL_SPACE,
+        baseline=baseline,
+    )
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}".replace(".", ",")
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{round(value)} ms"
+
+
+def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None = None) -> dict[str, Any] | None:
+    """Everything the index's overview shows; None for staff without access."""
+    if not request.user.has_perm(OVERVIEW_PERMISSION):
+        return None
+
+    def link(model: str) -> Any:
+        return lambda **params: admin_list(site, model, **params)
+
+    charges, withdrawals = link("payments_charge"), link("withdrawals_withdrawal")
+    waiting = selectors.attention()
+    # The acquirer's charges of the same 24 h (created there: a fallback's charge is the one that accepted it).
+    since = str(timezone.localtime(now or timezone.now()) - selectors.ACQUIRER_WINDOW)
+    acquirers = [
+        {
+            "name": health.acquirer.name,
+            "key": health.acquirer.key,
+            "url": reverse(f"{site}:acquirers_acquirer_change", args=[health.acquirer.pk]),
+            "charges_url": charges(acquirer__id__exact=health.acquirer.pk, created_at__gte=since),
+            "calls": health.calls,
+            "success_rate": _percent(health.success_rate),
+            "failing": health.success_rate is not None and health.success_rate < 0.9,
+            "p50": _ms(health.p50_ms),
+            "p95": _ms(health.p95_ms),
+            "fallbacks": health.fallbacks,
+            "skipped": health.skipped,
+            "circuit": health.circuit,
+            "circuit_open": health.circuit not in ("fechado", "desligado"),
+        }
+        for health in selectors.acquirer_health(now=now)
+    ]
+    attention = [
+        ("Saques aguardando aprovação", waiting.withdrawals_awaiting_approval, withdrawals(queue="awaiting")),
+        (
+            "Pedidos de aprovação (maker-checker)",
+            waiting.money_actions_pending,
+            admin_list(site, "accounts_moneyactionrequest", state__exact="pending"),
+        ),
+        ("Pagamentos indeterminados", waiting.undetermined_payouts, admin_list(site, "withdrawals_undeterminedpayout")),
+        ("Contestações abertas (MED)", waiting.open_chargebacks, charges(status__exact=ChargeStatus.CHARGEBACK)),
+    ]
+    deliveries, endpoints = link("webhooks_webhookdelivery"), link("webhooks_webhookendpoint")
+    webhooks = [
+        ("Entregas pendentes", waiting.deliveries_pending, deliveries(status__exact="pending")),
+        ("Entregas que falharam", waiting.deliveries_failed, deliveries(status__exact="failed")),
+        ("Endpoints falhando", waiting.endpoints_failing, endpoints(health="failing")),
+        ("Endpoints desativados", waiting.endpoints_disabled, endpoints(health="disabled")),
+    ]
+    return {
+        "volumes": [
+            _panel("Cobranças", selectors.charge_volume(now=now), ChargeStatus, ChargeStatus.PAID, charges),
+            _panel(
+                "Saques", selectors.withdrawal_volume(now=now), WithdrawalStatus, WithdrawalStatus.PAID, withdrawals
+            ),
+        ],
+        "acquirers": acquirers,
+        "acquirer_window_hours": int(selectors.ACQUIRER_WINDOW.total_seconds() // 3600),
+        "attention": [
+            {"label": label, "count": figure.count, "amount": brl(figure.amount), "url": url}
+            for label, figure, url in attention
+        ],
+        "webhooks": [{"label": label, "count": count, "url": url} for label, count, url in webhooks],
+    }
