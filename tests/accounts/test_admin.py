@@ -52,6 +52,12 @@ def run_action(client: Client, url: str, action: str, *objects: Any) -> Any:
     return client.post(url, {"action": action, "_selected_action": [str(o.pk) for o in objects]}, follow=True)
 
 
+def confirm_action(client: Client, url: str, action: str, *objects: Any, reason: str = "Pedido do suporte") -> Any:
+    """An action of the list submitted from its confirmation page, with a reason."""
+    data = {"action": action, "_selected_action": [str(o.pk) for o in objects], "confirmed": "yes", "reason": reason}
+    return client.post(url, data, follow=True)
+
+
 def log_messages(obj: Any) -> list[str]:
     return list(
         LogEntry.objects.filter(
@@ -80,13 +86,14 @@ def account_form(**overrides: Any) -> dict[str, Any]:
         "document": "11222333000181",
         "status": "pending",
         "payment_methods": ["pix"],
-        "cashin_fee_fixed": "50",
+        # Money typed in reais, as staff do.
+        "cashin_fee_fixed": "0,50",
         "cashin_fee_bps": "150",
-        "withdrawal_fee_fixed": "100",
+        "withdrawal_fee_fixed": "1,00",
         "withdrawal_fee_bps": "0",
-        "withdrawal_minimum": "1000",
-        "withdrawal_per_request_limit": "500000",
-        "withdrawal_daily_limit": "2000000",
+        "withdrawal_minimum": "10,00",
+        "withdrawal_per_request_limit": "5.000,00",
+        "withdrawal_daily_limit": "20.000,00",
         "charge_expiry_seconds": "3600",
         **overrides,
     }
@@ -105,7 +112,7 @@ def test_account_list_shows_columns_and_balance(admin_client: Client) -> None:
     assert response.status_code == 200
     page = html(response)
     assert "Mercado Azul" in page
-    assert "12345678000199" in page
+    assert "12.345.678/0001-99" in page
     assert "Aprovada" in page
     assert "R$ 1.234,56" in page
 
@@ -133,14 +140,14 @@ def test_approve_changes_pending_accounts_logs_and_skips_approved(admin_client: 
     pending = AccountFactory(status=Account.Status.PENDING)
     approved = AccountFactory(status=Account.Status.APPROVED)
 
-    response = run_action(admin_client, ACCOUNTS, "approve", pending, approved)
+    response = confirm_action(admin_client, ACCOUNTS, "approve", pending, approved, reason="Documentos conferidos")
 
     assert response.status_code == 200
     pending.refresh_from_db()
     assert pending.status == Account.Status.APPROVED
-    assert log_messages(pending) == ["Aprovada"]
+    assert log_messages(pending) == ["Aprovada. Motivo: Documentos conferidos"]
     assert log_messages(approved) == []
-    assert shown_messages(response) == ["1 conta(s) aprovada(s).", "1 conta(s) já estava(m) assim; nada mudou."]
+    assert shown_messages(response) == ["1 conta aprovada.", "1 conta já estava assim; nada mudou."]
 
 
 @pytest.mark.parametrize(
@@ -158,20 +165,20 @@ def test_account_actions(
 ) -> None:
     account = AccountFactory(**initial)
 
-    response = run_action(admin_client, ACCOUNTS, action, account)
+    response = confirm_action(admin_client, ACCOUNTS, action, account, reason="Pedido do suporte")
 
     assert response.status_code == 200
     account.refresh_from_db()
     assert {field: getattr(account, field) for field in expected} == expected
-    assert log_messages(account) == [logged]
+    assert log_messages(account) == [f"{logged}. Motivo: Pedido do suporte"]
 
 
 def test_repeated_block_is_a_no_op(admin_client: Client) -> None:
     account = AccountFactory(is_blocked=True)
 
-    response = run_action(admin_client, ACCOUNTS, "block", account)
+    response = confirm_action(admin_client, ACCOUNTS, "block", account)
 
-    assert shown_messages(response) == ["1 conta(s) já estava(m) assim; nada mudou."]
+    assert shown_messages(response) == [f"A conta “{account.name}” já estava bloqueada; nada mudou."]
     assert log_messages(account) == []
 
 
@@ -183,10 +190,10 @@ def test_invalid_transition_is_reported_not_a_500(admin_client: Client, monkeypa
 
     monkeypatch.setattr("accounts.admin.account_approve", refuse)
 
-    response = run_action(admin_client, ACCOUNTS, "approve", account)
+    response = confirm_action(admin_client, ACCOUNTS, "approve", account)
 
     assert response.status_code == 200
-    assert shown_messages(response) == [f"{account.name}: Conta Pendente não pode passar a approved."]
+    assert shown_messages(response) == [f"{account.name}: uma conta pendente não pode ser aprovada; nada mudou."]
     account.refresh_from_db()
     assert account.status == Account.Status.PENDING
     assert log_messages(account) == []
@@ -202,6 +209,9 @@ def test_add_account_creates_it_with_its_balance_row(admin_client: Client) -> No
     account = Account.objects.get(name="Padaria Nova Ltda")
     assert account.status == Account.Status.PENDING
     assert account.cashin_fee_bps == 150
+    assert (account.cashin_fee_fixed, account.withdrawal_fee_fixed) == (50, 100)
+    assert (account.withdrawal_minimum, account.withdrawal_per_request_limit) == (1000, 500_000)
+    assert account.withdrawal_daily_limit == 2_000_000
     assert account.payment_methods == ["pix"]
     assert AccountBalance.objects.get(account=account).available == 0
     assert LogEntry.objects.filter(object_id=str(account.pk), action_flag=ADDITION).exists()
@@ -508,6 +518,7 @@ def test_support_sees_accounts_but_cannot_act(staff_client: Any) -> None:
     assert "Emitir credencial" not in html(client.get(change_url(account)))
 
     client.post(ACCOUNTS, {"action": "approve", "_selected_action": [str(account.pk)]})
+    confirm_action(client, ACCOUNTS, "approve", account)
     account.refresh_from_db()
     assert account.status == Account.Status.PENDING
     assert client.post(issue_url(account), {"permission": "all"}).status_code == 403
@@ -536,7 +547,7 @@ def test_operations_approves_and_issues_credentials(staff_client: Any) -> None:
 
     listing = client.get(ACCOUNTS)
     assert 'value="approve"' in html(listing)
-    run_action(client, ACCOUNTS, "approve", account)
+    confirm_action(client, ACCOUNTS, "approve", account)
     account.refresh_from_db()
     assert account.status == Account.Status.APPROVED
 
