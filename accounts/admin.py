@@ -147,10 +147,14 @@ class AccountAdminForm(forms.ModelForm[Account]):
         required=False,
     )
 
+    # Room for the punctuation staff type or paste; stored bare (14 characters at most).
+    document = forms.CharField(
+        label="CPF/CNPJ", max_length=20, required=False, help_text="Com ou sem pontuação: 11.222.333/0001-81."
+    )
+
     class Meta:
         model = Account
         fields = "__all__"  # noqa: DJ007 - the admin's fieldsets pick the fields shown
-        help_texts: ClassVar[dict[str, str]] = {"document": "Com ou sem pontuação: 11.222.333/0001-81."}
 
     def clean_document(self) -> str:
         document = bare_document(self.cleaned_data.get("document") or "")
