@@ -156,6 +156,12 @@ class AccountAdminForm(forms.ModelForm[Account]):
         model = Account
         fields = "__all__"  # noqa: DJ007 - the admin's fieldsets pick the fields shown
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.document:
+            # Shown as staff read it; an untouched value does not count as changed.
+            self.initial["document"] = format_document(self.instance.document)
+
     def clean_document(self) -> str:
         document = bare_document(self.cleaned_data.get("document") or "")
         # Accounts stored before the check keep their document when it is not touched.
@@ -359,8 +365,8 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
             count = f" ({related.count()})" if related is not None else ""
             items.append((f"{url}?account__id__exact={account.pk}", label, count))
         return format_html(
-            '<ul class="account-records">{}</ul>',
-            format_html_join("", '<li><a href="{}">{}</a>{}</li>', items),
+            '<ul class="account-records" style="margin: 0; padding: 0">{}</ul>',
+            format_html_join("", '<li style="list-style: none"><a href="{}">{}</a>{}</li>', items),
         )
 
     def get_fieldsets(self, request: HttpRequest, obj: Account | None = None) -> _FieldsetSpec:
