@@ -1081,3 +1081,12 @@ def test_the_approval_queue_puts_pending_requests_first_oldest_first(admin_clien
     assert 'value="reject_requests"' in page
     assert 'name="_save"' not in page
     assert 'value="approve_requests"' not in html(admin_client.get(change_url(decided_old)))
+    # The request page's button opens the same confirmation as the list's action; nothing is decided yet.
+    confirmation = admin_client.post(
+        reverse("admin:accounts_moneyactionrequest_changelist"),
+        {"action": "reject_requests", "_selected_action": [str(oldest.pk)]},
+    )
+    assert confirmation.status_code == 200
+    assert "Confirmar: Rejeitar os pedidos selecionados" in html(confirmation)
+    oldest.refresh_from_db()
+    assert oldest.state == MoneyActionRequest.State.PENDING

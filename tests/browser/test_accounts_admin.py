@@ -92,3 +92,14 @@ def test_block_with_a_reason_through_the_confirmation_page(staff_page: Any, admi
     )
     screenshot(page, "account-blocked")
     assert page.errors == []
+
+
+def test_ledger_entry_page_is_view_only(staff_page: Any, admin_url: Any, merchant: Account) -> None:
+    entry = LedgerEntry.objects.get(account=merchant)
+    page = staff_page("operations")
+    page.goto(admin_url(f"accounts/ledgerentry/{entry.pk}/change/"))
+
+    assert "R$ 1.234,56" in page.locator("#content-main").inner_text()
+    assert page.locator("input[name=_save]").count() == 0
+    assert page.get_by_role("link", name="Fechar").is_visible()
+    assert page.errors == []
