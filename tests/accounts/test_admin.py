@@ -415,7 +415,7 @@ def test_revoke_deactivates(admin_client: Client) -> None:
     assert credential.is_active is False
     assert credential.revoked_at is not None
     assert log_messages(credential) == ["Revogada"]
-    assert shown_messages(response) == ["1 credencial(is) revogada(s)."]
+    assert shown_messages(response) == ["1 credencial revogada."]
 
 
 def test_rotate_issues_new_pairs_and_keeps_the_old_ones_active(admin_client: Client) -> None:
@@ -451,7 +451,7 @@ def test_rotate_skips_revoked_credentials(admin_client: Client) -> None:
 
     response = run_action(admin_client, CREDENTIALS, "rotate", credential)
 
-    assert shown_messages(response) == ["1 credencial(is) revogada(s) ignorada(s)."]
+    assert shown_messages(response) == ["1 credencial revogada ignorada."]
     assert ApiCredential.objects.count() == 1
 
 
