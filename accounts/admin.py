@@ -78,12 +78,20 @@ def show_postback_secret_once(request: HttpRequest, account: Account, secret: st
     )
 
 
+class BlockedFilter(admin.BooleanFieldListFilter):
+    """Titled "Por bloqueio", not "Por bloqueada" (Django takes the field name)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.title = "bloqueio"
+
+
 @admin.register(Account)
 class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
     form = AccountAdminForm
     reais_fields = ACCOUNT_REAIS_FIELDS
     list_display = ("name", "document_display", "email", "status", "is_blocked", "balance_available", "created_at")
-    list_filter = ("status", "is_blocked")
+    list_filter = ("status", ("is_blocked", BlockedFilter))
     search_fields = ("name", "email", "document")
     search_help_text = "Nome, CPF/CNPJ (com ou sem pontuação), e-mail ou o começo do ID."
     list_select_related = ("balance",)
@@ -109,7 +117,9 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
 
     @admin.display(description="CPF/CNPJ", ordering="document")
     def document_display(self, account: Account) -> str:
-        return format_document(account.document) or "—"
+        if not account.document:
+            return "—"
+        return format_html('<span style="white-space: nowrap">{}</span>', format_document(account.document))
 
     @admin.display(description="saldo disponível", ordering="balance__available")
     def balance_available(self, account: Account) -> str:

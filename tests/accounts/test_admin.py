@@ -846,6 +846,7 @@ def test_documents_are_shown_formatted_and_found_formatted_or_bare(admin_client:
         return {account.name for account in response.context["cl"].result_list}
 
     page = html(admin_client.get(ACCOUNTS))
+    assert "Por bloqueio" in page
     assert "11.222.333/0001-81" in page
     assert "529.982.247-25" in page
     assert "financeiro@azul.com.br" in page

@@ -53,6 +53,7 @@ def test_find_by_formatted_cnpj_open_the_page_and_reach_its_charges(
     rows = page.locator("#result_list tbody tr")
     assert rows.count() == 1
     assert "11.222.333/0001-81" in rows.first.inner_text()
+    screenshot(page, "account-search")
     rows.first.get_by_role("link", name="Padaria Pão Quente").click()
 
     # The list's search travels along as ?_changelist_filters=...
