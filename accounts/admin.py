@@ -1,4 +1,6 @@
-"""Back office for accounts, balances and the ledger (API credentials:
+"""Back office for accounts, balances and the ledger (the account form:
+``accounts.admin_account_form``; its status changes with a reason:
+``accounts.admin_account_status``; API credentials:
 ``accounts.admin_credentials``; the maker-checker queue:
 ``accounts.approvals_admin``; both registered from here).
 
@@ -8,36 +10,60 @@ status change and every credential goes through ``accounts.services``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote
+from django.contrib.admin.utils import quote, unquote
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import NoReverseMatch, URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from accounts.admin_account_form import (
+    ACCOUNT_REAIS_FIELDS,
+    ADD_IDENTITY,
+    CONFIGURATION,
+    IDENTITY,
+    RELATED_LISTS,
+    SUMMARY,
+    AccountAdminForm,
+    bare_document,
+    format_document,
+)
+from accounts.admin_account_status import TRANSITIONS, list_action, transition_view
 
 # Also registers the credentials list.
 from accounts.admin_credentials import CredentialInline, can_manage_credentials, issue_credential_view
 
 # Registers the maker-checker queue (pedidos de aprovação).
 from accounts.approvals_admin import MoneyActionRequestAdmin  # noqa: F401
-from accounts.exceptions import InvalidTransition
-from accounts.models import Account, AccountBalance, LedgerEntry, PaymentMethod
+from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.services import (
-    account_approve,
     account_create,
-    account_reject,
     account_rotate_postback_secret,
-    account_set_blocked,
 )
-from core.admin import ReadOnlyAdminMixin, reveal_later, reveal_url
+from core.admin import ReadOnlyAdminMixin, ReaisFieldsMixin, reveal_later, reveal_url
 from core.money import brl
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import InlineModelAdmin, _FieldsetSpec
+    from django.utils.functional import _StrPromise
+
+_ID_PREFIX = re.compile(r"^[0-9a-f-]{4,36}$")
+#: Django's pt-BR admin messages say "O conta … foi alterado"; a conta is feminine.
+_FEMININE = (
+    ("O conta ", "A conta "),
+    (" foi adicionado ", " foi adicionada "),
+    (" foi alterado ", " foi alterada "),
+    ("alterá-lo", "alterá-la"),
+    ("adicionar outro ", "adicionar outra "),
+)
+
 
 POSTBACK_PAGE_TEMPLATE = "admin/accounts/postback_secret.html"
 
@@ -52,50 +78,22 @@ def show_postback_secret_once(request: HttpRequest, account: Account, secret: st
     )
 
 
-# --------------------------------------------------------------------------- accounts
+class BlockedFilter(admin.BooleanFieldListFilter):
+    """Titled "Por bloqueio", not "Por bloqueada" (Django takes the field name)."""
 
-
-class AccountAdminForm(forms.ModelForm[Account]):
-    # The model stores a list of codes; checkboxes beat a comma-separated text box.
-    payment_methods = forms.MultipleChoiceField(
-        label="métodos de pagamento",
-        choices=PaymentMethod.choices,
-        widget=forms.CheckboxSelectMultiple,
-        required=False,
-    )
-
-    class Meta:
-        model = Account
-        fields = "__all__"  # noqa: DJ007 - the admin's fieldsets pick the fields shown
-
-
-IDENTITY = ("Identificação", {"fields": ("name", "document", "status", "is_blocked")})
-ADD_IDENTITY = ("Identificação", {"fields": ("name", "document", "status")})
-CONFIGURATION: _FieldsetSpec = (
-    ("Métodos de pagamento e recursos", {"fields": ("payment_methods", "can_select_pix_cash_in_acquirer")}),
-    ("Taxa de cash-in", {"fields": ("cashin_fee_fixed", "cashin_fee_bps")}),
-    ("Taxa de saque", {"fields": ("withdrawal_fee_fixed", "withdrawal_fee_bps")}),
-    (
-        "Limites e aprovação de saques",
-        {
-            "fields": (
-                "withdrawal_minimum",
-                "withdrawal_per_request_limit",
-                "withdrawal_daily_limit",
-                "withdrawals_need_approval",
-            )
-        },
-    ),
-    ("Cobranças", {"fields": ("charge_expiry_seconds",)}),
-)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.title = "bloqueio"
 
 
 @admin.register(Account)
-class AccountAdmin(admin.ModelAdmin[Account]):
+class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
     form = AccountAdminForm
-    list_display = ("name", "document", "status", "is_blocked", "balance_available", "created_at")
-    list_filter = ("status", "is_blocked")
-    search_fields = ("name", "document")
+    reais_fields = ACCOUNT_REAIS_FIELDS
+    list_display = ("name", "document_display", "email", "status", "is_blocked", "balance_available", "created_at")
+    list_filter = ("status", ("is_blocked", BlockedFilter))
+    search_fields = ("name", "email", "document")
+    search_help_text = "Nome, CPF/CNPJ (com ou sem pontuação), e-mail ou o começo do ID."
     list_select_related = ("balance",)
     actions = ("approve", "reject", "block", "unblock", "rotate_postback_secret")
     # Never rendered, whatever the fieldsets become.
@@ -117,6 +115,12 @@ class AccountAdmin(admin.ModelAdmin[Account]):
 
     # ----------------------------------------------------------------- list
 
+    @admin.display(description="CPF/CNPJ", ordering="document")
+    def document_display(self, account: Account) -> str:
+        if not account.document:
+            return "—"
+        return format_html('<span style="white-space: nowrap">{}</span>', format_document(account.document))
+
     @admin.display(description="saldo disponível", ordering="balance__available")
     def balance_available(self, account: Account) -> str:
         try:
@@ -126,21 +130,54 @@ class AccountAdmin(admin.ModelAdmin[Account]):
             available = 0
         return brl(available)
 
-    # ----------------------------------------------------------------- form
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Account], search_term: str
+    ) -> tuple[QuerySet[Account], bool]:
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        document = bare_document(term)
+        if len(document) >= 3 and document.isalnum() and document != term.upper():
+            # A formatted CPF/CNPJ (11.222.333/0001-81) or a piece of one.
+            results |= queryset.filter(document__icontains=document)
+        if _ID_PREFIX.match(term.lower()):
+            ids = Account.objects.annotate(id_text=Cast("id", TextField())).filter(id_text__startswith=term.lower())
+            results |= queryset.filter(pk__in=ids.values("pk"))
+        return results, may_have_duplicates
+
+    # ----------------------------------------------------------------- the account's page
+
+    @admin.display(description="saldo disponível")
+    def balance_summary(self, account: Account) -> str:
+        return self.balance_available(account)
+
+    @admin.display(description="registros da conta")
+    def related_records(self, account: Account) -> str:
+        items = []
+        for url_name, label, related_name in RELATED_LISTS:
+            try:
+                url = reverse(url_name)
+            except NoReverseMatch:
+                continue
+            related = getattr(account, related_name, None)
+            count = f" ({related.count()})" if related is not None else ""
+            items.append((f"{url}?account__id__exact={account.pk}", label, count))
+        return format_html(
+            '<ul class="account-records" style="margin: 0; padding: 0">{}</ul>',
+            format_html_join("", '<li style="list-style: none"><a href="{}">{}</a>{}</li>', items),
+        )
 
     def get_fieldsets(self, request: HttpRequest, obj: Account | None = None) -> _FieldsetSpec:
         # The postback secret is never on this page: it is shown once, when
         # the account is created or the secret rotated (support never sees it).
         if obj is None:
             return (ADD_IDENTITY, *CONFIGURATION)
-        return (IDENTITY, *CONFIGURATION)
+        return (SUMMARY, IDENTITY, *CONFIGURATION)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Account | None = None) -> tuple[str, ...]:
-        readonly = ("is_blocked",)
-        if obj is not None or not self.has_approve_permission(request):
-            # After creation the status moves only through the approve/reject actions.
-            return (*readonly, "status")
-        return readonly
+        if obj is None:
+            return () if self.has_approve_permission(request) else ("status",)
+        # After creation the status moves only through the approve/reject actions.
+        return ("balance_summary", "related_records", "is_blocked", "status")
 
     def get_inlines(self, request: HttpRequest, obj: Account | None) -> tuple[type[InlineModelAdmin[Any, Any]], ...]:
         if obj is None:
@@ -168,80 +205,61 @@ class AccountAdmin(admin.ModelAdmin[Account]):
         self.message_user(request, f"Conta {obj} cadastrada.", messages.SUCCESS)
         return show_postback_secret_once(request, obj, obj.postback_secret, title="Segredo de postback da nova conta")
 
+    def message_user(
+        self,
+        request: HttpRequest,
+        message: str | _StrPromise,
+        level: int | str = messages.INFO,
+        extra_tags: str = "",
+        fail_silently: bool = False,
+    ) -> None:
+        # Django's pt-BR messages are masculine ("O conta … foi alterado"); a conta is feminine.
+        text = str(message)
+        if text.startswith("O conta "):
+            for masculine, feminine in _FEMININE:
+                text = text.replace(masculine, feminine)
+            # Django's own message, escaped by format_html; the swaps add no markup.
+            message = mark_safe(text) if isinstance(message, SafeString) else text  # noqa: S308
+        super().message_user(request, message, level, extra_tags, fail_silently)
+
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        extra_context = {**(extra_context or {}), "can_manage_credentials": can_manage_credentials(request)}
+        account = self.get_object(request, unquote(object_id))
+        offered = []
+        if account is not None and self.has_approve_permission(request):
+            offered = [
+                (transition.verb, reverse(f"admin:accounts_account_{transition.name}", args=[quote(account.pk)]))
+                for transition in TRANSITIONS.values()
+                if transition.offered(account)
+            ]
+        extra_context = {
+            **(extra_context or {}),
+            "can_manage_credentials": can_manage_credentials(request),
+            "account_transitions": offered,
+        }
         return super().change_view(request, object_id, form_url, extra_context)
 
-    # ----------------------------------------------------------------- actions
-
-    def _transition(
-        self,
-        request: HttpRequest,
-        queryset: QuerySet[Account],
-        apply: Callable[[Account], bool],
-        *,
-        log_message: str,
-        done: str,
-    ) -> None:
-        changed = unchanged = 0
-        for account in queryset.order_by("pk"):
-            try:
-                with transaction.atomic():
-                    # Decide on the current row, not the one the list showed.
-                    locked = Account.objects.select_for_update().get(pk=account.pk)
-                    if apply(locked):
-                        self.log_change(request, locked, log_message)
-                        changed += 1
-                    else:
-                        unchanged += 1
-            except InvalidTransition as exc:
-                self.message_user(request, f"{account.name}: {exc.message}", messages.ERROR)
-        if changed:
-            self.message_user(request, f"{changed} conta(s) {done}.", messages.SUCCESS)
-        if unchanged:
-            self.message_user(request, f"{unchanged} conta(s) já estava(m) assim; nada mudou.", messages.WARNING)
+    # ----------------------------------------------------------------- approve, reject, block, unblock
 
     @admin.action(description="Aprovar contas selecionadas", permissions=["approve"])
-    def approve(self, request: HttpRequest, queryset: QuerySet[Account]) -> None:
-        self._transition(
-            request,
-            queryset,
-            lambda account: account_approve(account=account),
-            log_message="Aprovada",
-            done="aprovada(s)",
-        )
+    def approve(self, request: HttpRequest, queryset: QuerySet[Account]) -> HttpResponse | None:
+        return list_action(self, request, queryset, TRANSITIONS["approve"])
 
     @admin.action(description="Rejeitar contas selecionadas", permissions=["approve"])
-    def reject(self, request: HttpRequest, queryset: QuerySet[Account]) -> None:
-        self._transition(
-            request,
-            queryset,
-            lambda account: account_reject(account=account),
-            log_message="Rejeitada",
-            done="rejeitada(s)",
-        )
+    def reject(self, request: HttpRequest, queryset: QuerySet[Account]) -> HttpResponse | None:
+        return list_action(self, request, queryset, TRANSITIONS["reject"])
 
     @admin.action(description="Bloquear contas selecionadas", permissions=["approve"])
-    def block(self, request: HttpRequest, queryset: QuerySet[Account]) -> None:
-        self._transition(
-            request,
-            queryset,
-            lambda account: account_set_blocked(account=account, blocked=True),
-            log_message="Bloqueada",
-            done="bloqueada(s)",
-        )
+    def block(self, request: HttpRequest, queryset: QuerySet[Account]) -> HttpResponse | None:
+        return list_action(self, request, queryset, TRANSITIONS["block"])
 
     @admin.action(description="Desbloquear contas selecionadas", permissions=["approve"])
-    def unblock(self, request: HttpRequest, queryset: QuerySet[Account]) -> None:
-        self._transition(
-            request,
-            queryset,
-            lambda account: account_set_blocked(account=account, blocked=False),
-            log_message="Desbloqueada",
-            done="desbloqueada(s)",
-        )
+    def unblock(self, request: HttpRequest, queryset: QuerySet[Account]) -> HttpResponse | None:
+        return list_action(self, request, queryset, TRANSITIONS["unblock"])
+
+    def transition_view(self, request: HttpRequest, object_id: str, name: str) -> HttpResponse:
+        return transition_view(self, request, object_id, name)
 
     @admin.action(description="Rotacionar segredo de postback (exibido uma vez)", permissions=["manage_credentials"])
     def rotate_postback_secret(self, request: HttpRequest, queryset: QuerySet[Account]) -> HttpResponse | None:
@@ -259,6 +277,14 @@ class AccountAdmin(admin.ModelAdmin[Account]):
 
     def get_urls(self) -> list[URLPattern]:
         custom = [
+            *(
+                path(
+                    f"<path:object_id>/{name}/",
+                    self.admin_site.admin_view(partial(self.transition_view, name=name)),
+                    name=f"{self.opts.app_label}_{self.opts.model_name}_{name}",
+                )
+                for name in TRANSITIONS
+            ),
             path(
                 "<path:object_id>/issue-credential/",
                 self.admin_site.admin_view(self.issue_credential_view),
@@ -293,9 +319,12 @@ def account_page_inline(inline: _Inline) -> _Inline:
 class LedgerEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[LedgerEntry]):
     list_display = ("id", "account", "kind", "amount_display", "balance_after_display", "reference", "created_at")
     list_filter = ("kind", "created_at")
-    search_fields = ("account__name", "reference")
+    search_fields = ("account__name", "=account__document", "reference")
     list_select_related = ("account",)
     date_hierarchy = "created_at"
+    # The detail page too shows money as R$ (the stored centavos never).
+    fields = ("account", "kind", "amount_display", "balance_after_display", "reference", "created_at")
+    readonly_fields = fields
 
     @admin.display(description="valor", ordering="amount")
     def amount_display(self, entry: LedgerEntry) -> str:
@@ -313,6 +342,8 @@ class AccountBalanceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[AccountBalance]):
     search_fields = ("account__name", "account__document")
     list_select_related = ("account",)
     ordering = ("account__name",)
+    fields = ("account", "available_display", "updated_at")
+    readonly_fields = fields
 
     @admin.display(description="disponível", ordering="available")
     def available_display(self, balance: AccountBalance) -> str:

@@ -54,6 +54,11 @@ def show_secrets_once(
     )
 
 
+def _credentials(count: int, singular: str, plural: str) -> str:
+    """``1 credencial revogada``, ``2 credenciais revogadas``."""
+    return f"{count} credencial {singular}" if count == 1 else f"{count} credenciais {plural}"
+
+
 def _secret_hint(credential: ApiCredential) -> str:
     return f"sk_…{credential.secret_hint}"
 
@@ -161,9 +166,11 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
                     self.log_change(request, credential, "Revogada")
                     revoked += 1
         if revoked:
-            self.message_user(request, f"{revoked} credencial(is) revogada(s).", messages.SUCCESS)
+            self.message_user(request, _credentials(revoked, "revogada", "revogadas") + ".", messages.SUCCESS)
         if skipped := queryset.count() - revoked:
-            self.message_user(request, f"{skipped} credencial(is) já estava(m) revogada(s).", messages.WARNING)
+            self.message_user(
+                request, _credentials(skipped, "já estava revogada", "já estavam revogadas") + ".", messages.WARNING
+            )
 
     @admin.action(description="Rotacionar credenciais selecionadas", permissions=["manage_credentials"])
     def rotate(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> HttpResponse | None:
@@ -177,7 +184,9 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
                 self.log_addition(request, new.credential, f"Emitida por rotação de {credential.public_key}")
             issued.append(new)
         if skipped := queryset.filter(is_active=False).count():
-            self.message_user(request, f"{skipped} credencial(is) revogada(s) ignorada(s).", messages.WARNING)
+            self.message_user(
+                request, _credentials(skipped, "revogada ignorada", "revogadas ignoradas") + ".", messages.WARNING
+            )
         if not issued:
             return None
         return show_secrets_once(

@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import unquote
 from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Case, QuerySet, Value, When
 from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
@@ -163,6 +165,8 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
         "decided_at",
     )
     list_filter = ("state", "action")
+    # A queue: what waits for a decision first, oldest first; then the decided ones.
+    ordering = (Case(When(state=State.PENDING, then=Value(0)), default=Value(1)).asc(), "requested_at", "id")
     list_select_related = ("account", "requested_by", "decided_by")
     search_fields = ("=target_id", "account__name")
     fields = (
@@ -184,7 +188,7 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
         confirm_first(
             _approve,
             name="approve_requests",
-            description="Aprovar e executar",
+            description="Aprovar e executar os pedidos selecionados",
             permission="decide",
             confirmation=Confirmation(
                 effect="Ao aprovar, o valor é creditado na conta agora, pelo serviço de transições",
@@ -198,7 +202,7 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
         confirm_first(
             _reject,
             name="reject_requests",
-            description="Rejeitar",
+            description="Rejeitar os pedidos selecionados",
             permission="decide",
             confirmation=Confirmation(
                 effect="Ao rejeitar, nada é creditado",
@@ -209,6 +213,23 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
             ),
         ),
     )
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Approve or reject from the request's own page: the buttons submit the
+        # list's action for this request, which asks for confirmation and a note.
+        pending = self.get_object(request, unquote(object_id))
+        extra_context = {
+            **(extra_context or {}),
+            "decide_actions": (
+                [("approve_requests", "Aprovar e executar"), ("reject_requests", "Rejeitar")]
+                if pending is not None and pending.state == State.PENDING and self.has_decide_permission(request)
+                else []
+            ),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
         return any(

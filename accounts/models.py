@@ -10,6 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
+from core.money import brl
 from core.snapshots import WatchedQuerySet
 from core.tokens import new_webhook_secret
 
@@ -32,11 +33,18 @@ class Account(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     ref = models.CharField(
-        max_length=64, unique=True, null=True, blank=True, help_text="Operator reference (pix_bootstrap)."
+        "referência",
+        max_length=64,
+        unique=True,
+        null=True,
+        blank=True,
+        help_text="Referência do operador (pix_bootstrap).",
     )
     name = models.CharField("nome", max_length=200)
     document = models.CharField("CPF/CNPJ", max_length=14, blank=True, db_index=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    # Contact for the back office only: never in the API.
+    email = models.EmailField("e-mail de contato", blank=True, help_text="Uso interno da equipe; não aparece na API.")
+    status = models.CharField("situação", max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     is_blocked = models.BooleanField("bloqueada", default=False, db_index=True)
     payment_methods = ArrayField(
         models.CharField(max_length=16, choices=PaymentMethod.choices),
@@ -44,19 +52,19 @@ class Account(models.Model):
         blank=True,
         verbose_name="métodos de pagamento",
     )
-    can_select_pix_cash_in_acquirer = models.BooleanField("seleciona adquirente (cash-in)", default=False)
+    can_select_pix_cash_in_acquirer = models.BooleanField("escolhe o adquirente do cash-in", default=False)
 
-    cashin_fee_fixed = models.BigIntegerField("taxa cash-in fixa (centavos)", default=0)
-    cashin_fee_bps = models.IntegerField("taxa cash-in (bps)", default=0)
-    withdrawal_fee_fixed = models.BigIntegerField("taxa de saque fixa (centavos)", default=0)
-    withdrawal_fee_bps = models.IntegerField("taxa de saque (bps)", default=0)
+    cashin_fee_fixed = models.BigIntegerField("taxa fixa de cash-in", default=0)
+    cashin_fee_bps = models.IntegerField("taxa percentual de cash-in (bps)", default=0)
+    withdrawal_fee_fixed = models.BigIntegerField("taxa fixa de saque", default=0)
+    withdrawal_fee_bps = models.IntegerField("taxa percentual de saque (bps)", default=0)
 
-    withdrawal_minimum = models.BigIntegerField("saque mínimo (centavos)", default=1000)
-    withdrawal_per_request_limit = models.BigIntegerField("limite por saque (centavos)", default=500_000)
-    withdrawal_daily_limit = models.BigIntegerField("limite diário de saques (centavos)", default=2_000_000)
+    withdrawal_minimum = models.BigIntegerField("saque mínimo", default=1000)
+    withdrawal_per_request_limit = models.BigIntegerField("limite por saque", default=500_000)
+    withdrawal_daily_limit = models.BigIntegerField("limite diário de saques", default=2_000_000)
     withdrawals_need_approval = models.BooleanField("saques exigem aprovação manual", default=False)
 
-    charge_expiry_seconds = models.PositiveIntegerField("expiração da cobrança (s)", default=3600)
+    charge_expiry_seconds = models.PositiveIntegerField("validade da cobrança (segundos)", default=3600)
     # Signs postback_url deliveries. Shown once, when the account is created
     # or the secret rotated; after a rotation the previous one keeps signing
     # beside it for WEBHOOK_SECRET_ROTATION_HOURS, as for endpoints.
@@ -64,8 +72,8 @@ class Account(models.Model):
     previous_postback_secret = models.CharField(max_length=64, blank=True, editable=False)
     previous_postback_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
 
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField("criada em", auto_now_add=True)
+    updated_at = models.DateTimeField("atualizada em", auto_now=True)
 
     # Every request reads its account from a snapshot (core.snapshots): writes drop it.
     objects = WatchedQuerySet["Account"].as_manager()
@@ -76,6 +84,7 @@ class Account(models.Model):
 
     class Meta:
         verbose_name = "conta"
+        verbose_name_plural = "contas"
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(
@@ -94,8 +103,8 @@ class Account(models.Model):
             models.CheckConstraint(condition=Q(charge_expiry_seconds__gte=60), name="account_expiry_min_60s"),
         ]
         permissions = [
-            ("approve_account", "Can approve, reject, block and unblock accounts"),
-            ("manage_credentials", "Can issue, rotate and revoke API credentials"),
+            ("approve_account", "Pode aprovar, rejeitar, bloquear e desbloquear contas"),
+            ("manage_credentials", "Pode emitir, rotacionar e revogar credenciais de API"),
         ]
 
     def __str__(self) -> str:
@@ -114,17 +123,19 @@ class ApiCredential(models.Model):
         CASHOUT = "cashout", "Cash-out"
         ALL = "all", "Todas"
 
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="credentials")
-    ref = models.CharField(max_length=64, blank=True, help_text="Operator reference (pix_bootstrap).")
-    label = models.CharField(max_length=100, blank=True)
-    public_key = models.CharField(max_length=64, unique=True)
-    secret_hash = models.CharField(max_length=64)
-    secret_hint = models.CharField(max_length=16, help_text="Last characters of the secret, for recognition.")
-    permission = models.CharField(max_length=8, choices=Permission.choices, default=Permission.ALL)
-    is_active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="credentials", verbose_name="conta")
+    ref = models.CharField("referência", max_length=64, blank=True, help_text="Referência do operador (pix_bootstrap).")
+    label = models.CharField("rótulo", max_length=100, blank=True)
+    public_key = models.CharField("chave pública", max_length=64, unique=True)
+    secret_hash = models.CharField("hash da chave secreta", max_length=64)
+    secret_hint = models.CharField(
+        "final da chave secreta", max_length=16, help_text="Últimos caracteres da chave secreta, para reconhecê-la."
+    )
+    permission = models.CharField("permissão", max_length=8, choices=Permission.choices, default=Permission.ALL)
+    is_active = models.BooleanField("ativa", default=True)
+    created_at = models.DateTimeField("criada em", auto_now_add=True)
+    last_used_at = models.DateTimeField("último uso em", null=True, blank=True)
+    revoked_at = models.DateTimeField("revogada em", null=True, blank=True)
 
     # Authentication reads credentials from a snapshot (core.snapshots): writes drop it.
     objects = WatchedQuerySet["ApiCredential"].as_manager()
@@ -154,15 +165,18 @@ class AccountBalance(models.Model):
     same transaction as the entry it adds.
     """
 
-    account = models.OneToOneField(Account, on_delete=models.PROTECT, primary_key=True, related_name="balance")
-    available = models.BigIntegerField(default=0)
-    updated_at = models.DateTimeField(auto_now=True)
+    account = models.OneToOneField(
+        Account, on_delete=models.PROTECT, primary_key=True, related_name="balance", verbose_name="conta"
+    )
+    available = models.BigIntegerField("disponível", default=0, help_text="Em centavos.")
+    updated_at = models.DateTimeField("atualizado em", auto_now=True)
 
     class Meta:
         verbose_name = "saldo"
+        verbose_name_plural = "saldos"
 
     def __str__(self) -> str:
-        return f"{self.account_id}: {self.available}"
+        return f"Saldo de {self.account}: {brl(self.available)}"
 
 
 class LedgerKind(models.TextChoices):
@@ -207,15 +221,16 @@ class LedgerEntry(models.Model):
     MAY_GO_NEGATIVE = MAY_GO_NEGATIVE
 
     id = models.BigAutoField(primary_key=True)
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="ledger_entries")
-    kind = models.CharField(max_length=32, choices=LedgerKind.choices)
-    amount = models.BigIntegerField(help_text="Signed centavos: positive credits, negative debits.")
-    balance_after = models.BigIntegerField()
-    reference = models.CharField(max_length=100)
-    created_at = models.DateTimeField(auto_now_add=True)
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="ledger_entries", verbose_name="conta")
+    kind = models.CharField("tipo", max_length=32, choices=LedgerKind.choices)
+    amount = models.BigIntegerField("valor", help_text="Em centavos, com sinal: positivo é crédito, negativo é débito.")
+    balance_after = models.BigIntegerField("saldo após", help_text="Em centavos.")
+    reference = models.CharField("referência", max_length=100)
+    created_at = models.DateTimeField("criado em", auto_now_add=True)
 
     class Meta:
         verbose_name = "lançamento"
+        verbose_name_plural = "lançamentos"
         ordering = ["-id"]
         indexes = [models.Index(fields=["account", "-id"], name="ledger_account_recent")]
         constraints = [
@@ -232,7 +247,8 @@ class LedgerEntry(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.amount:+d} ({self.reference})"
+        sign = "+" if self.amount > 0 else ""
+        return f"{self.get_kind_display()} {sign}{brl(self.amount)} ({self.reference})"
 
 
 class MoneyActionRequest(models.Model):
@@ -262,7 +278,7 @@ class MoneyActionRequest(models.Model):
     account = models.ForeignKey(
         Account, on_delete=models.PROTECT, related_name="money_action_requests", verbose_name="conta"
     )
-    amount = models.BigIntegerField("valor creditado (centavos)")
+    amount = models.BigIntegerField("valor a creditar", help_text="Em centavos.")
     reason = models.TextField("motivo")
     state = models.CharField("situação", max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
     requested_by = models.ForeignKey(
@@ -305,11 +321,11 @@ class MoneyActionRequest(models.Model):
             ),
         ]
         permissions = [
-            ("approve_chargeback_resolution", "Can approve resolving a chargeback in the account's favour"),
-            ("approve_withdrawal_return", "Can approve marking a withdrawal returned by its destination"),
+            ("approve_chargeback_resolution", "Pode aprovar a resolução de uma contestação a favor da conta"),
+            ("approve_withdrawal_return", "Pode aprovar marcar um saque como devolvido pelo destino"),
             (
                 "approve_undetermined_payout_failure",
-                "Can approve failing an undetermined payout (the debit is given back)",
+                "Pode aprovar falhar um pagamento indeterminado (o débito é devolvido)",
             ),
         ]
 

@@ -52,6 +52,12 @@ def run_action(client: Client, url: str, action: str, *objects: Any) -> Any:
     return client.post(url, {"action": action, "_selected_action": [str(o.pk) for o in objects]}, follow=True)
 
 
+def confirm_action(client: Client, url: str, action: str, *objects: Any, reason: str = "Pedido do suporte") -> Any:
+    """An action of the list submitted from its confirmation page, with a reason."""
+    data = {"action": action, "_selected_action": [str(o.pk) for o in objects], "confirmed": "yes", "reason": reason}
+    return client.post(url, data, follow=True)
+
+
 def log_messages(obj: Any) -> list[str]:
     return list(
         LogEntry.objects.filter(
@@ -80,13 +86,14 @@ def account_form(**overrides: Any) -> dict[str, Any]:
         "document": "11222333000181",
         "status": "pending",
         "payment_methods": ["pix"],
-        "cashin_fee_fixed": "50",
+        # Money typed in reais, as staff do.
+        "cashin_fee_fixed": "0,50",
         "cashin_fee_bps": "150",
-        "withdrawal_fee_fixed": "100",
+        "withdrawal_fee_fixed": "1,00",
         "withdrawal_fee_bps": "0",
-        "withdrawal_minimum": "1000",
-        "withdrawal_per_request_limit": "500000",
-        "withdrawal_daily_limit": "2000000",
+        "withdrawal_minimum": "10,00",
+        "withdrawal_per_request_limit": "5.000,00",
+        "withdrawal_daily_limit": "20.000,00",
         "charge_expiry_seconds": "3600",
         **overrides,
     }
@@ -105,7 +112,7 @@ def test_account_list_shows_columns_and_balance(admin_client: Client) -> None:
     assert response.status_code == 200
     page = html(response)
     assert "Mercado Azul" in page
-    assert "12345678000199" in page
+    assert "12.345.678/0001-99" in page
     assert "Aprovada" in page
     assert "R$ 1.234,56" in page
 
@@ -133,14 +140,14 @@ def test_approve_changes_pending_accounts_logs_and_skips_approved(admin_client: 
     pending = AccountFactory(status=Account.Status.PENDING)
     approved = AccountFactory(status=Account.Status.APPROVED)
 
-    response = run_action(admin_client, ACCOUNTS, "approve", pending, approved)
+    response = confirm_action(admin_client, ACCOUNTS, "approve", pending, approved, reason="Documentos conferidos")
 
     assert response.status_code == 200
     pending.refresh_from_db()
     assert pending.status == Account.Status.APPROVED
-    assert log_messages(pending) == ["Aprovada"]
+    assert log_messages(pending) == ["Aprovada. Motivo: Documentos conferidos"]
     assert log_messages(approved) == []
-    assert shown_messages(response) == ["1 conta(s) aprovada(s).", "1 conta(s) já estava(m) assim; nada mudou."]
+    assert shown_messages(response) == ["1 conta aprovada.", "1 conta já estava assim; nada mudou."]
 
 
 @pytest.mark.parametrize(
@@ -158,20 +165,20 @@ def test_account_actions(
 ) -> None:
     account = AccountFactory(**initial)
 
-    response = run_action(admin_client, ACCOUNTS, action, account)
+    response = confirm_action(admin_client, ACCOUNTS, action, account, reason="Pedido do suporte")
 
     assert response.status_code == 200
     account.refresh_from_db()
     assert {field: getattr(account, field) for field in expected} == expected
-    assert log_messages(account) == [logged]
+    assert log_messages(account) == [f"{logged}. Motivo: Pedido do suporte"]
 
 
 def test_repeated_block_is_a_no_op(admin_client: Client) -> None:
     account = AccountFactory(is_blocked=True)
 
-    response = run_action(admin_client, ACCOUNTS, "block", account)
+    response = confirm_action(admin_client, ACCOUNTS, "block", account)
 
-    assert shown_messages(response) == ["1 conta(s) já estava(m) assim; nada mudou."]
+    assert shown_messages(response) == [f"A conta “{account.name}” já estava bloqueada; nada mudou."]
     assert log_messages(account) == []
 
 
@@ -181,12 +188,12 @@ def test_invalid_transition_is_reported_not_a_500(admin_client: Client, monkeypa
     def refuse(*, account: Account) -> bool:
         raise InvalidTransition("Conta Pendente não pode passar a approved.")
 
-    monkeypatch.setattr("accounts.admin.account_approve", refuse)
+    monkeypatch.setattr("accounts.admin_account_status.account_approve", refuse)
 
-    response = run_action(admin_client, ACCOUNTS, "approve", account)
+    response = confirm_action(admin_client, ACCOUNTS, "approve", account)
 
     assert response.status_code == 200
-    assert shown_messages(response) == [f"{account.name}: Conta Pendente não pode passar a approved."]
+    assert shown_messages(response) == [f"{account.name}: uma conta pendente não pode ser aprovada; nada mudou."]
     account.refresh_from_db()
     assert account.status == Account.Status.PENDING
     assert log_messages(account) == []
@@ -202,6 +209,9 @@ def test_add_account_creates_it_with_its_balance_row(admin_client: Client) -> No
     account = Account.objects.get(name="Padaria Nova Ltda")
     assert account.status == Account.Status.PENDING
     assert account.cashin_fee_bps == 150
+    assert (account.cashin_fee_fixed, account.withdrawal_fee_fixed) == (50, 100)
+    assert (account.withdrawal_minimum, account.withdrawal_per_request_limit) == (1000, 500_000)
+    assert account.withdrawal_daily_limit == 2_000_000
     assert account.payment_methods == ["pix"]
     assert AccountBalance.objects.get(account=account).available == 0
     assert LogEntry.objects.filter(object_id=str(account.pk), action_flag=ADDITION).exists()
@@ -405,7 +415,7 @@ def test_revoke_deactivates(admin_client: Client) -> None:
     assert credential.is_active is False
     assert credential.revoked_at is not None
     assert log_messages(credential) == ["Revogada"]
-    assert shown_messages(response) == ["1 credencial(is) revogada(s)."]
+    assert shown_messages(response) == ["1 credencial revogada."]
 
 
 def test_rotate_issues_new_pairs_and_keeps_the_old_ones_active(admin_client: Client) -> None:
@@ -441,7 +451,7 @@ def test_rotate_skips_revoked_credentials(admin_client: Client) -> None:
 
     response = run_action(admin_client, CREDENTIALS, "rotate", credential)
 
-    assert shown_messages(response) == ["1 credencial(is) revogada(s) ignorada(s)."]
+    assert shown_messages(response) == ["1 credencial revogada ignorada."]
     assert ApiCredential.objects.count() == 1
 
 
@@ -508,6 +518,7 @@ def test_support_sees_accounts_but_cannot_act(staff_client: Any) -> None:
     assert "Emitir credencial" not in html(client.get(change_url(account)))
 
     client.post(ACCOUNTS, {"action": "approve", "_selected_action": [str(account.pk)]})
+    confirm_action(client, ACCOUNTS, "approve", account)
     account.refresh_from_db()
     assert account.status == Account.Status.PENDING
     assert client.post(issue_url(account), {"permission": "all"}).status_code == 403
@@ -536,7 +547,7 @@ def test_operations_approves_and_issues_credentials(staff_client: Any) -> None:
 
     listing = client.get(ACCOUNTS)
     assert 'value="approve"' in html(listing)
-    run_action(client, ACCOUNTS, "approve", account)
+    confirm_action(client, ACCOUNTS, "approve", account)
     account.refresh_from_db()
     assert account.status == Account.Status.APPROVED
 
@@ -674,3 +685,409 @@ def test_support_never_sees_a_secret(staff_client: Any, admin_client: Client) ->
     rotated = run_action(client, ACCOUNTS, "rotate_postback_secret", account)
     assert not [secret for secret in secrets if secret in html(rotated)]
     assert Account.objects.get(pk=account.pk).postback_secret == account.postback_secret
+
+
+# =========================================================================== issue 15: the accounts back office
+
+ACCOUNT_CONSTRAINT_FIELDS = {
+    "cashin_fee_fixed",
+    "withdrawal_fee_fixed",
+    "cashin_fee_bps",
+    "withdrawal_fee_bps",
+    "withdrawal_minimum",
+    "withdrawal_per_request_limit",
+    "withdrawal_daily_limit",
+    "charge_expiry_seconds",
+}
+
+
+def transition_url(account: Account, name: str) -> str:
+    return reverse(f"admin:accounts_account_{name}", args=[account.pk])
+
+
+def account_state(account: Account) -> tuple[str, bool, int]:
+    account.refresh_from_db()
+    return account.status, account.is_blocked, len(log_messages(account))
+
+
+def form_errors(response: Any) -> dict[str, list[str]]:
+    return {field: [str(e) for e in errors] for field, errors in response.context["adminform"].form.errors.items()}
+
+
+# --------------------------------------------------------------------------- one language
+
+
+def test_every_accounts_label_is_portuguese(admin_client: Client) -> None:
+    from django.apps import apps
+
+    for model in apps.get_app_config("accounts").get_models():
+        for field in model._meta.concrete_fields:
+            if field.name in {
+                "id",
+                "postback_secret",
+                "previous_postback_secret",
+                "previous_postback_secret_expires_at",
+            }:
+                continue
+            # Without a verbose name Django shows the attribute's English name.
+            assert field.verbose_name != field.name.replace("_", " "), f"{model.__name__}.{field.name}"
+            assert "centavos)" not in str(field.verbose_name), f"{model.__name__}.{field.name}"
+        for _, name in model._meta.permissions:
+            assert name.startswith("Pode "), name
+
+    page = html(admin_client.get(reverse("admin:app_list", args=["accounts"])))
+    for plural in ("Contas", "Credenciais de API", "Lançamentos", "Saldos", "Pedidos de aprovação"):
+        assert f">{plural}<" in page, plural
+    assert "Ledger" not in page
+    assert "entrys" not in page
+
+
+def test_saving_an_account_says_so_in_the_feminine(admin_client: Client) -> None:
+    account = AccountFactory(name="Padaria Nova Ltda")
+
+    response = admin_client.post(change_url(account), account_form() | inline_management(), follow=True)
+
+    [message] = shown_messages(response)
+    assert re.sub(r"<[^>]+>", "", message) == "A conta “Padaria Nova Ltda” foi alterada com sucesso."
+
+
+# --------------------------------------------------------------------------- money in reais
+
+
+def test_account_page_shows_and_takes_fees_and_limits_in_reais(admin_client: Client) -> None:
+    account = AccountFactory(cashin_fee_fixed=50, withdrawal_minimum=123456, withdrawal_daily_limit=2_000_000)
+
+    page = html(admin_client.get(change_url(account)))
+
+    assert 'name="cashin_fee_fixed" value="0,50"' in page
+    assert 'name="withdrawal_minimum" value="1.234,56"' in page
+    assert 'name="withdrawal_daily_limit" value="20.000,00"' in page
+    assert "Taxa fixa de cash-in" in page
+    assert "centavos)" not in page
+
+    data = account_form(name=account.name, withdrawal_minimum="R$ 25,90", withdrawal_daily_limit="1.000")
+    assert admin_client.post(change_url(account), data | inline_management()).status_code == 302
+    account.refresh_from_db()
+    assert (account.withdrawal_minimum, account.withdrawal_daily_limit) == (2590, 100_000)
+
+
+def test_an_amount_with_three_decimals_is_refused_not_rounded(admin_client: Client) -> None:
+    account = AccountFactory(withdrawal_minimum=1000)
+
+    response = admin_client.post(
+        change_url(account), account_form(name=account.name, withdrawal_minimum="10,005") | inline_management()
+    )
+
+    assert response.status_code == 200
+    assert "withdrawal_minimum" in form_errors(response)
+    account.refresh_from_db()
+    assert account.withdrawal_minimum == 1000
+
+
+def test_ledger_and_balance_titles_show_reais() -> None:
+    account = AccountFactory(name="Mercado Azul")
+    with transaction.atomic():
+        entry = ledger_post(account_id=account.pk, amount=1234, kind=LedgerEntry.Kind.CHARGE_PAID, reference="c:1")
+
+    assert str(entry) == "Cobrança paga +R$ 12,34 (c:1)"
+    assert str(AccountBalance.objects.get(account=account)) == "Saldo de Mercado Azul: R$ 12,34"
+
+
+# --------------------------------------------------------------------------- constraints on the field
+
+
+@pytest.mark.parametrize(
+    ("field", "typed", "message"),
+    [
+        ("cashin_fee_fixed", "-0,01", "Deve ser no mínimo R$ 0,00."),
+        ("withdrawal_fee_fixed", "-5,00", "Deve ser no mínimo R$ 0,00."),
+        ("cashin_fee_bps", "-1", "Deve ser no mínimo 0 bps."),
+        ("cashin_fee_bps", "10001", "Deve ser no máximo 10.000 bps."),
+        ("withdrawal_fee_bps", "10001", "Deve ser no máximo 10.000 bps."),
+        ("withdrawal_minimum", "-1,00", "Deve ser no mínimo R$ 0,00."),
+        ("withdrawal_per_request_limit", "-1,00", "Deve ser no mínimo R$ 0,00."),
+        ("withdrawal_daily_limit", "-1,00", "Deve ser no mínimo R$ 0,00."),
+        ("charge_expiry_seconds", "59", "Deve ser no mínimo 60 segundos."),
+    ],
+)
+def test_a_value_the_database_would_refuse_is_shown_on_its_field(
+    admin_client: Client, field: str, typed: str, message: str
+) -> None:
+    account = AccountFactory(name="Padaria Nova Ltda")
+    before = Account.objects.values().get(pk=account.pk)
+
+    response = admin_client.post(change_url(account), account_form(**{field: typed}) | inline_management())
+
+    assert response.status_code == 200
+    assert form_errors(response) == {field: [message]}
+    page = html(response)
+    assert "Restrição" not in page
+    assert Account.objects.values().get(pk=account.pk) == before
+    assert log_messages(account) == []
+
+
+def test_every_account_constraint_is_checked_on_the_form() -> None:
+    from accounts.admin_account_form import _constraint_rules
+
+    assert {field for field, _, _ in _constraint_rules()} == ACCOUNT_CONSTRAINT_FIELDS
+
+
+# --------------------------------------------------------------------------- documents, e-mail and search
+
+
+def test_documents_are_shown_formatted_and_found_formatted_or_bare(admin_client: Client) -> None:
+    company = AccountFactory(name="Mercado Azul", document="11222333000181", email="financeiro@azul.com.br")
+    person = AccountFactory(name="Ana Souza", document="52998224725")
+    AccountFactory(name="Loja Vermelha", document="98765432000100")
+
+    def listed(term: str) -> set[str]:
+        response = admin_client.get(ACCOUNTS, {"q": term})
+        assert response.status_code == 200
+        return {account.name for account in response.context["cl"].result_list}
+
+    page = html(admin_client.get(ACCOUNTS))
+    assert "Por bloqueio" in page
+    assert "11.222.333/0001-81" in page
+    assert "529.982.247-25" in page
+    assert "financeiro@azul.com.br" in page
+    assert listed("11.222.333/0001-81") == {company.name}
+    assert listed(" 11222333000181 ") == {company.name}
+    assert listed("11.222.333") == {company.name}
+    assert listed("529.982.247-25") == {person.name}
+    assert listed("azul.com.br") == {company.name}
+    assert listed("mercado") == {company.name}
+    assert listed(str(person.pk)[:8]) == {person.name}
+    assert listed(str(person.pk)) == {person.name}
+    assert listed("00.000.000/0000-00") == set()
+
+
+def test_the_document_is_typed_with_or_without_punctuation_and_checked(admin_client: Client) -> None:
+    account = AccountFactory(document="")
+
+    response = admin_client.post(
+        change_url(account), account_form(document="11.222.333/0001-81", email="c@x.com.br") | inline_management()
+    )
+    assert response.status_code == 302
+    account.refresh_from_db()
+    assert (account.document, account.email) == ("11222333000181", "c@x.com.br")
+    assert 'name="document" value="11.222.333/0001-81"' in html(admin_client.get(change_url(account)))
+
+    refused = admin_client.post(change_url(account), account_form(document="11.222.333/0001-82") | inline_management())
+    assert refused.status_code == 200
+    assert form_errors(refused) == {"document": ["CPF ou CNPJ inválido: confira os dígitos."]}
+    account.refresh_from_db()
+    assert account.document == "11222333000181"
+
+
+# --------------------------------------------------------------------------- the merchant's page
+
+
+def test_account_page_shows_the_balance_and_links_to_its_records(admin_client: Client) -> None:
+    from payments.models import Charge
+    from webhooks.models import WebhookEndpoint, WebhookEvent
+
+    account = AccountFactory(name="Mercado Azul")
+    other = AccountFactory(name="Loja Vermelha")
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=123456, kind=LedgerEntry.Kind.CHARGE_PAID, reference="c:1")
+    acquirer = AcquirerFactory()
+    for owner, txid in ((account, "a1"), (account, "a2"), (other, "b1")):
+        Charge.objects.create(
+            account=owner,
+            amount=100,
+            platform_tax=0,
+            liquid_amount=100,
+            txid=txid,
+            emv="0002",
+            acquirer=acquirer,
+            expires_at="2030-01-01T00:00:00Z",
+        )
+    WebhookEndpoint.objects.create(account=account, url="https://loja.example/hook")
+    WebhookEvent.objects.create(account=account, event_type="charge", record_id=account.pk, status="paid", data={})
+
+    page = html(admin_client.get(change_url(account)))
+
+    assert "R$ 1.234,56" in page
+    links = dict(re.findall(r'<li[^>]*><a href="([^"]+)">([^<]+)</a>', page.split('class="account-records"')[1]))
+    assert set(links.values()) >= {
+        "Cobranças",
+        "Saques",
+        "Lançamentos (extrato)",
+        "Endpoints de webhook",
+        "Eventos de webhook",
+    }
+    assert "Cobranças</a> (2)" in page
+    assert "Lançamentos (extrato)</a> (1)" in page
+    assert "Endpoints de webhook</a> (1)" in page
+    for url in links:
+        assert url.endswith(f"?account__id__exact={account.pk}")
+        response = admin_client.get(url)
+        # An unsupported filter would redirect to "?e=1".
+        assert response.status_code == 200, url
+        assert {str(record.account_id) for record in response.context["cl"].result_list} <= {str(account.pk)}, url
+    charges_url = next(url for url, label in links.items() if label == "Cobranças")
+    assert {c.txid for c in admin_client.get(charges_url).context["cl"].result_list} == {"a1", "a2"}
+
+
+# --------------------------------------------------------------------------- status changes with a reason
+
+
+@pytest.mark.parametrize(
+    ("name", "initial", "expected", "logged", "message"),
+    [
+        ("approve", {"status": "pending"}, ("approved", False), "Aprovada", "foi aprovada"),
+        ("reject", {"status": "approved"}, ("rejected", False), "Rejeitada", "foi rejeitada"),
+        ("block", {"is_blocked": False}, ("approved", True), "Bloqueada", "foi bloqueada"),
+        ("unblock", {"is_blocked": True}, ("approved", False), "Desbloqueada", "foi desbloqueada"),
+    ],
+)
+def test_account_page_action_asks_for_confirmation_and_a_reason(
+    admin_client: Client, name: str, initial: dict[str, Any], expected: tuple[str, bool], logged: str, message: str
+) -> None:
+    account = AccountFactory(name="Mercado Azul", **initial)
+    before = account_state(account)
+
+    assert transition_url(account, name) in html(admin_client.get(change_url(account)))
+    confirmation = admin_client.get(transition_url(account, name))
+    assert confirmation.status_code == 200
+    assert "Motivo" in html(confirmation)
+    assert "Mercado Azul" in html(confirmation)
+    assert account_state(account) == before
+
+    no_reason = admin_client.post(transition_url(account, name), {"reason": "  "})
+    assert no_reason.status_code == 200
+    assert "Este campo é obrigatório." in html(no_reason)
+    assert account_state(account) == before
+
+    done = admin_client.post(transition_url(account, name), {"reason": "Chamado 4512"})
+    assert done.status_code == 302
+    assert done["Location"] == change_url(account)
+    assert account_state(account) == (*expected, 1)
+    assert log_messages(account) == [f"{logged}. Motivo: Chamado 4512"]
+    assert shown_messages(admin_client.get(change_url(account))) == [f"A conta “Mercado Azul” {message}."]
+
+
+def test_account_page_offers_only_the_actions_that_apply(admin_client: Client) -> None:
+    blocked = AccountFactory(is_blocked=True, status=Account.Status.APPROVED)
+
+    page = html(admin_client.get(change_url(blocked)))
+
+    assert transition_url(blocked, "unblock") in page
+    assert transition_url(blocked, "reject") in page
+    assert transition_url(blocked, "block") not in page
+    assert transition_url(blocked, "approve") not in page
+
+
+def test_a_refused_transition_changes_nothing(admin_client: Client) -> None:
+    # pending → rejected is allowed; approved stays; rejected → pending does not exist, so
+    # force a refusal: approving an approved account is a no-op, blocking a blocked one too.
+    account = AccountFactory(is_blocked=True)
+    before = account_state(account)
+
+    response = admin_client.post(transition_url(account, "block"), {"reason": "de novo"}, follow=True)
+
+    assert shown_messages(response) == [f"A conta “{account.name}” já estava bloqueada; nada mudou."]
+    assert account_state(account) == before
+
+
+def test_staff_without_the_permission_cannot_change_an_account_from_its_page(staff_client: Any) -> None:
+    client = staff_client("support")
+    account = AccountFactory(status=Account.Status.PENDING)
+    before = account_state(account)
+
+    assert transition_url(account, "approve") not in html(client.get(change_url(account)))
+    assert client.get(transition_url(account, "approve")).status_code == 403
+    assert client.post(transition_url(account, "approve"), {"reason": "x"}).status_code == 403
+    assert account_state(account) == before
+
+
+def test_list_action_shows_a_confirmation_and_needs_a_reason(admin_client: Client) -> None:
+    account = AccountFactory(name="Mercado Azul", document="11222333000181")
+    before = account_state(account)
+
+    page = admin_client.post(ACCOUNTS, {"action": "block", "_selected_action": [str(account.pk)]})
+    assert page.status_code == 200
+    assert "Confirmar: bloquear" in html(page)
+    assert "11.222.333/0001-81" in html(page)
+    assert account_state(account) == before
+
+    empty = confirm_action(admin_client, ACCOUNTS, "block", account, reason="")
+    assert "Este campo é obrigatório." in html(empty)
+    assert account_state(account) == before
+
+
+# --------------------------------------------------------------------------- read-only pages
+
+
+def test_read_only_pages_have_no_save_button(admin_client: Client) -> None:
+    account = AccountFactory()
+    with transaction.atomic():
+        entry = ledger_post(account_id=account.pk, amount=123456, kind=LedgerEntry.Kind.CHARGE_PAID, reference="c:1")
+    credential = credential_issue(account=account).credential
+    balance = AccountBalance.objects.get(account=account)
+
+    for record in (entry, balance, credential):
+        response = admin_client.get(change_url(record))
+        assert response.status_code == 200
+        page = html(response)
+        assert 'name="_save"' not in page, record
+        assert 'name="_continue"' not in page, record
+        assert "Fechar" in page, record
+    for record in (entry, balance):
+        page = html(admin_client.get(change_url(record)))
+        assert "R$ 1.234,56" in page
+        assert "123456" not in page
+
+
+# --------------------------------------------------------------------------- the approval queue
+
+
+def test_the_approval_queue_puts_pending_requests_first_oldest_first(admin_client: Client) -> None:
+    from datetime import timedelta
+
+    from django.contrib.auth.models import User
+    from django.utils import timezone
+
+    from accounts.models import MoneyActionRequest
+
+    account = AccountFactory()
+    maker = User.objects.create_user(username="maker", is_staff=True)
+    checker = User.objects.create_user(username="checker", is_staff=True)
+    now = timezone.now()
+
+    def make(target: str, age_hours: int, *, decided: bool = False) -> MoneyActionRequest:
+        extra = {"state": "rejected", "decided_by": checker, "decided_at": now} if decided else {}
+        pending = MoneyActionRequest.objects.create(
+            action=MoneyActionRequest.Action.RESOLVE_CHARGEBACK,
+            target_type="payments.charge",
+            target_id=target,
+            account=account,
+            amount=1000,
+            reason="r",
+            requested_by=maker,
+            **extra,
+        )
+        MoneyActionRequest.objects.filter(pk=pending.pk).update(requested_at=now - timedelta(hours=age_hours))
+        return pending
+
+    decided_old = make("a", 10, decided=True)
+    newest = make("b", 1)
+    oldest = make("c", 5)
+
+    response = admin_client.get(reverse("admin:accounts_moneyactionrequest_changelist"))
+
+    assert [r.pk for r in response.context["cl"].result_list] == [oldest.pk, newest.pk, decided_old.pk]
+    page = html(admin_client.get(change_url(oldest)))
+    assert "Aprovar e executar" in page
+    assert 'value="reject_requests"' in page
+    assert 'name="_save"' not in page
+    assert 'value="approve_requests"' not in html(admin_client.get(change_url(decided_old)))
+    # The request page's button opens the same confirmation as the list's action; nothing is decided yet.
+    confirmation = admin_client.post(
+        reverse("admin:accounts_moneyactionrequest_changelist"),
+        {"action": "reject_requests", "_selected_action": [str(oldest.pk)]},
+    )
+    assert confirmation.status_code == 200
+    assert "Confirmar: Rejeitar os pedidos selecionados" in html(confirmation)
+    oldest.refresh_from_db()
+    assert oldest.state == MoneyActionRequest.State.PENDING
