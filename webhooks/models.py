@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from accounts.models import Account
 from core.tokens import new_webhook_code, new_webhook_secret
+from webhooks.readable import event_status_label
 
 
 class WebhookEndpoint(models.Model):
@@ -81,7 +82,7 @@ class WebhookEvent(models.Model):
         indexes = [models.Index(fields=["account", "-created_at"], name="event_account_recent")]
 
     def __str__(self) -> str:
-        return f"{self.event_type} {self.record_id} → {self.status}"
+        return f"{self.get_event_type_display()} {self.record_id} → {event_status_label(self.event_type, self.status)}"
 
     def body(self) -> dict[str, object]:
         """The spec's body envelope."""
@@ -136,7 +137,7 @@ class WebhookDelivery(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.event_id} → {self.url} ({self.status})"
+        return f"{self.event_id} → {self.url} ({self.get_status_display()})"
 
     @property
     def is_postback(self) -> bool:
@@ -162,4 +163,5 @@ class WebhookAttempt(models.Model):
         constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="attempt_unique_number")]
 
     def __str__(self) -> str:
-        return f"{self.delivery_id} #{self.number}: {self.status_code or self.error}"
+        # What failed reads on the attempt's row (webhooks.readable), not in its name.
+        return f"Tentativa {self.number}" + (f" (HTTP {self.status_code})" if self.status_code else "")

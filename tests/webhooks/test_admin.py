@@ -178,7 +178,7 @@ def test_back_office_names_are_pt_br(admin_client: Client, account: Account) -> 
     for url, headers in (
         (ENDPOINTS, ("Ativo", "Falhando desde", "Motivo da desativação", "Criado em")),
         (EVENTS, ("Tipo de evento", "ID do registro", "Conta", "Criado em")),
-        (DELIVERIES, ("Evento", "Tentativas nesta rodada", "Último código HTTP", "Última falha", "Próxima tentativa")),
+        (DELIVERIES, ("Evento", "Tentativas", "HTTP", "Última falha", "Próxima tentativa", "Transação · Paga")),
     ):
         page = admin_client.get(url).content.decode()
         for header in headers:
@@ -410,6 +410,8 @@ def test_delivery_pages_show_readable_failures_with_the_raw_text_collapsed(
     page = admin_client.get(reverse("admin:webhooks_webhookdelivery_change", args=[delivery.pk])).content.decode()
     assert "Tempo esgotado ao conectar" in page
     assert "Resposta HTTP 500" in page
+    assert "Tentativa 2" in page  # the attempt row is named, not titled with the exception
+    assert ": ConnectionError" not in page
     assert "Detalhes técnicos" in page  # the collapsed fieldset with the stored text
     assert 'class="module collapse' in page or "<details" in page
     assert "HTTPSConnectionPool(host=&#x27;a.example&#x27;" in page  # kept, escaped, for engineers

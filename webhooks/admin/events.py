@@ -133,11 +133,11 @@ class WebhookEventAdmin(UUIDSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin[We
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[WebhookDelivery]):
     list_display = (
-        "event",
+        "event_summary",
         "url",
         "status",
-        "attempt_count",
-        "last_status_code",
+        "attempts",
+        "http_status",
         "failure",
         "next_attempt_at",
         "created_at",
@@ -183,3 +183,18 @@ class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[WebhookDelivery]
     @admin.display(description="última falha")
     def failure(self, delivery: WebhookDelivery) -> str:
         return readable.delivery_error(delivery.last_error, delivery.last_status_code) or "-"
+
+    # Short list columns: the readable failure must fit the page without scrolling.
+
+    @admin.display(description="evento", ordering="event__created_at")
+    def event_summary(self, delivery: WebhookDelivery) -> str:
+        event = delivery.event
+        return f"{event.get_event_type_display()} · {readable.event_status_label(event.event_type, event.status)}"
+
+    @admin.display(description="tentativas", ordering="attempt_count")
+    def attempts(self, delivery: WebhookDelivery) -> int:
+        return delivery.attempt_count
+
+    @admin.display(description="HTTP", ordering="last_status_code")
+    def http_status(self, delivery: WebhookDelivery) -> str:
+        return str(delivery.last_status_code or "-")
