@@ -96,3 +96,19 @@ def delivery_error(error: str, status_code: int | None = None) -> str:
     if text.startswith("A URL") or text.startswith("URL "):
         return text  # webhooks.http's own refusals, already pt-BR
     return "Falha de rede (veja os detalhes técnicos)"
+
+
+_DISABLED_BY = re.compile(r"^disabled by (.+)$")
+_FAILED_FOR = re.compile(r"^every delivery failed for (\d+) days$")
+
+
+def disabled_reason(reason: str) -> str:
+    """Why an endpoint was disabled, as staff read it (the stored reason is
+    what the API returns, in its words)."""
+    if found := _DISABLED_BY.match(reason):
+        return f"Desativado pela equipe ({found.group(1)})"
+    if found := _FAILED_FOR.match(reason):
+        return f"Todas as entregas falharam por {found.group(1)} dias"
+    if reason == "410 Gone":
+        return "O destino respondeu 410: o endpoint não existe mais"
+    return reason or "-"

@@ -11,8 +11,9 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Account
+from acquirers.models import InboundNotification
 from tests.browser.conftest import screenshot
-from tests.factories import AccountFactory
+from tests.factories import AccountFactory, AcquirerFactory
 from webhooks import services
 from webhooks.models import EventType, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -125,4 +126,16 @@ def test_deliveries_read_in_pt_br(staff_page: Any, admin_url: Any) -> None:
 
     page.goto(admin_url(f"webhooks/webhookevent/{event.pk}/change/"))
     assert page.locator("input[name=_save], input[name=_continue]").count() == 0
+    assert page.errors == []
+
+
+def test_inbound_notifications_offer_nothing_to_save(staff_page: Any, admin_url: Any) -> None:
+    notification = InboundNotification.objects.create(
+        acquirer=AcquirerFactory(key="browser_notif"), headers={}, body="{}", status="rejected", error="bad signature"
+    )
+    page = staff_page(superuser=True)  # even a superuser: evidence is never edited
+    page.goto(admin_url(f"acquirers/inboundnotification/{notification.pk}/change/"))
+    assert page.get_by_role("heading", name="Visualizar notificação recebida").is_visible()
+    assert page.locator("input[name=_save], input[name=_continue], .deletelink").count() == 0
+    assert page.get_by_text("Rejeitada").is_visible()
     assert page.errors == []

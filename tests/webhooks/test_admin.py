@@ -443,3 +443,53 @@ def test_a_taken_ref_is_said_on_the_field_and_nothing_is_saved(admin_client: Cli
     assert "Restrição" not in page
     assert "violada" not in page
     assert WebhookEndpoint.objects.count() == before
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        ("disabled by maria", "Desativado pela equipe (maria)"),
+        ("every delivery failed for 5 days", "Todas as entregas falharam por 5 dias"),
+        ("410 Gone", "O destino respondeu 410: o endpoint não existe mais"),
+        ("", "-"),
+    ],
+)
+def test_disable_reasons_read_in_pt_br(stored: str, shown: str) -> None:
+    assert readable.disabled_reason(stored) == shown
+
+
+def test_the_endpoint_list_says_why_in_pt_br_and_the_api_keeps_its_words(
+    admin_client: Client, account: Account, api: Any
+) -> None:
+    endpoint = endpoint_create(account=account, url="https://a.example/hook").endpoint
+    admin_client.post(ENDPOINTS, {"action": "disable", "_selected_action": [str(endpoint.pk)]})
+    assert "Desativado pela equipe (admin)" in admin_client.get(ENDPOINTS).content.decode()
+    (listed,) = api.get("/api/webhooks").json()["data"]["webhooks"]
+    assert listed["disabled_reason"] == "disabled by admin"
+
+
+def test_deleting_from_the_account_page_inline_is_the_soft_delete(account: Account) -> None:
+    from django.forms import inlineformset_factory
+
+    from webhooks.admin.endpoints import WebhookEndpointInlineFormSet
+
+    endpoint = endpoint_create(account=account, url="https://a.example/hook").endpoint
+    make_event(account, endpoint, "pending")
+    formset_class = inlineformset_factory(
+        Account, WebhookEndpoint, formset=WebhookEndpointInlineFormSet, fields=("is_active",), extra=0
+    )
+    data = {
+        "webhook_endpoints-TOTAL_FORMS": "1",
+        "webhook_endpoints-INITIAL_FORMS": "1",
+        "webhook_endpoints-0-id": str(endpoint.pk),
+        "webhook_endpoints-0-account": str(account.pk),
+        "webhook_endpoints-0-is_active": "on",
+        "webhook_endpoints-0-DELETE": "on",
+    }
+    formset = formset_class(data, instance=account, queryset=WebhookEndpoint.objects.filter(account=account))
+    assert formset.is_valid(), formset.errors
+    formset.save()
+
+    endpoint.refresh_from_db()
+    assert (endpoint.is_active, endpoint.deleted_at is not None) == (False, True)
+    assert endpoint.deliveries.get().status == "failed"

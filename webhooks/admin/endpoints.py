@@ -18,7 +18,7 @@ from django.urls import URLPattern, reverse
 from accounts.admin import account_page_inline
 from accounts.models import Account
 from core.admin import reveal_later, reveal_url
-from webhooks import http, services
+from webhooks import http, readable, services
 from webhooks.exceptions import EndpointLimitReached
 from webhooks.models import WebhookEndpoint
 
@@ -147,7 +147,7 @@ class WebhookEndpointInline(admin.TabularInline[WebhookEndpoint, Account]):
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
     form = WebhookEndpointForm
-    list_display = ("url", "account", "is_active", "failing_since", "disabled_reason", "created_at")
+    list_display = ("url", "account", "is_active", "failing_since", "why_disabled", "created_at")
     list_filter = (HealthFilter, "is_active")
     search_fields = ("url", "account__name")
     list_select_related = ("account",)
@@ -164,11 +164,11 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
         "code",
         "failing_since",
         "disabled_at",
-        "disabled_reason",
+        "why_disabled",
         "created_at",
         "updated_at",
     )
-    readonly_fields = ("code", "failing_since", "disabled_at", "disabled_reason", "created_at", "updated_at")
+    readonly_fields = ("code", "failing_since", "disabled_at", "why_disabled", "created_at", "updated_at")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     actions = ["enable", "disable", "rotate_secret", "delete_selected"]
     # Deleting is the API's soft delete: the endpoint is deactivated and
@@ -187,6 +187,10 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
     ) -> HttpResponse:
         self.message_user(request, "Endpoint cadastrado.", messages.SUCCESS)
         return _secrets_page(self, request, [(obj, obj.secret)])
+
+    @admin.display(description="motivo da desativação", ordering="disabled_reason")
+    def why_disabled(self, endpoint: WebhookEndpoint) -> str:
+        return readable.disabled_reason(endpoint.disabled_reason)
 
     # ----------------------------------------------------------------- delete = deactivate
 
