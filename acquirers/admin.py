@@ -50,7 +50,7 @@ def _adapter_choices() -> list[tuple[str, str]]:
 class AcquirerForm(forms.ModelForm[Acquirer]):
     """Options are checked by the acquirer's own adapter before they are saved."""
 
-    adapter = forms.ChoiceField(choices=_adapter_choices)
+    adapter = forms.ChoiceField(label="Adaptador", choices=_adapter_choices)
 
     class Meta:
         model = Acquirer

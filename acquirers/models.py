@@ -28,7 +28,9 @@ class Acquirer(models.Model):
         help_text="Identificador usado pela API; letras minúsculas, números e _.",
     )
     name = models.CharField("nome", max_length=100)
-    nominal = models.CharField("nome nominal", max_length=200, blank=True)
+    nominal = models.CharField(
+        "razão social", max_length=200, blank=True, help_text="Nome nominal mostrado aos clientes na API."
+    )
     adapter = models.CharField("adaptador", max_length=64, default="sandbox")
     options = models.JSONField(
         "opções", default=dict, blank=True, help_text="Configuração do adaptador (inclui credenciais do provedor)."
@@ -39,12 +41,13 @@ class Acquirer(models.Model):
     )
     conversion_percent = models.DecimalField(
         "conversão (%)",
+        help_text="Taxa de conversão informada aos clientes na API, de 0 a 100.",
         max_digits=5,
         decimal_places=2,
         default=Decimal("0"),
         validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
     )
-    is_new = models.BooleanField("nova", default=False)
+    is_new = models.BooleanField("nova", default=False, help_text="Marcada como recém-oferecida na API.")
     default_priority = models.PositiveSmallIntegerField(
         "prioridade padrão",
         null=True,

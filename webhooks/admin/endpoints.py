@@ -66,7 +66,7 @@ class HealthFilter(admin.SimpleListFilter):
 
 
 class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
-    url = forms.URLField(max_length=2000, assume_scheme="https")
+    url = forms.URLField(label="URL", max_length=2000, assume_scheme="https")
 
     class Meta:
         model = WebhookEndpoint

@@ -69,16 +69,20 @@ class EventStatusFilter(admin.SimpleListFilter):
 
 @admin.register(WebhookEvent)
 class WebhookEventAdmin(UUIDSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin[WebhookEvent]):
-    list_display = ("id", "event_type", "status_label", "record_id", "account", "created_at")
+    list_display = ("event_id", "event_type", "status_label", "record_id", "account", "created_at")
     list_filter = ("event_type", EventStatusFilter)
     # The id by index through UUIDSearchMixin (a "=id" field would compare it as text).
     search_fields = ("=record_id",)
     list_select_related = ("account",)
     date_hierarchy = "created_at"
-    fields = ("id", "account", "event_type", "record_id", "status_label", "data", "created_at")
+    fields = ("event_id", "account", "event_type", "record_id", "status_label", "data", "created_at")
     readonly_fields = fields
     inlines = [WebhookDeliveryInline]
     actions = ["resend"]
+
+    @admin.display(description="ID", ordering="id")
+    def event_id(self, event: WebhookEvent) -> str:
+        return str(event.pk)
 
     @admin.display(description="status", ordering="status")
     def status_label(self, event: WebhookEvent) -> str:
