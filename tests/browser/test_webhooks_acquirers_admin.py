@@ -139,3 +139,32 @@ def test_inbound_notifications_offer_nothing_to_save(staff_page: Any, admin_url:
     assert page.locator("input[name=_save], input[name=_continue], .deletelink").count() == 0
     assert page.get_by_text("Rejeitada").is_visible()
     assert page.errors == []
+
+
+def test_reset_a_circuit_from_the_acquirer_page(
+    staff_page: Any, admin_url: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acquirers import breaker
+
+    settings.ACQUIRER_BREAKER_ENABLED = True
+    settings.ACQUIRER_BREAKER_FAILURES = 3
+    monkeypatch.setattr(breaker, "_suspended_until", 0.0)
+    acquirer = AcquirerFactory(key="browser_reset", name="Adquirente Teste", max_ticket=123_456)
+    for _ in range(3):
+        breaker.record(acquirer, outcome="unavailable", latency_ms=5)
+    page = staff_page("operations")
+
+    page.goto(admin_url("acquirers/acquirer/"))
+    assert "R$ 1.234,56" in page.locator("#result_list").inner_text()
+    screenshot(page, "acquirers")
+    page.get_by_role("link", name="browser_reset").click()
+    page.get_by_role("link", name="Resetar o circuit breaker").click()
+    assert "aberto (3 falha(s) seguidas)" in page.locator("#content").inner_text()
+    page.get_by_role("button", name="Confirmar: resetar o circuit breaker").click()
+
+    page.wait_for_url(re.compile(rf"/acquirers/acquirer/{acquirer.pk}/change/$"))
+    assert "1 circuito(s) fechado(s)." in page.locator(".messagelist").inner_text()
+    found = breaker.snapshot(acquirer)
+    assert found is not None
+    assert found.state is breaker.State.CLOSED
+    assert page.errors == []
