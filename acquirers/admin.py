@@ -11,16 +11,20 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.utils import timezone
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import formats, timezone
 
 from accounts.admin import account_page_inline
 from accounts.models import Account
 from acquirers import adapters, breaker
 from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot, InboundNotification
-from core.admin import ReadOnlyAdminMixin
+from core.admin import ReadOnlyAdminMixin, ReaisFieldsMixin, money
 
 #: Read-only fields of an existing acquirer's page (acquirers.breaker).
 CIRCUIT_FIELDS = (
@@ -33,6 +37,10 @@ CIRCUIT_FIELDS = (
 )
 _UNKNOWN = "indisponível (Redis fora do ar)"
 _OFF = "desligado (ACQUIRER_BREAKER_ENABLED)"
+RESET_TEMPLATE = "admin/acquirers/acquirer/confirm_reset_circuit.html"
+#: The models' CheckConstraints, said on their field (the database still enforces them).
+MAX_TICKET_NEGATIVE = "O ticket máximo não pode ser negativo."
+PRIORITY_RANGE = "A prioridade vai de 1 (primária) a 3 (terciária)."
 
 
 def _adapter_choices() -> list[tuple[str, str]]:
@@ -42,7 +50,7 @@ def _adapter_choices() -> list[tuple[str, str]]:
 class AcquirerForm(forms.ModelForm[Acquirer]):
     """Options are checked by the acquirer's own adapter before they are saved."""
 
-    adapter = forms.ChoiceField(choices=_adapter_choices)
+    adapter = forms.ChoiceField(label="Adaptador", choices=_adapter_choices)
 
     class Meta:
         model = Acquirer
@@ -55,6 +63,22 @@ class AcquirerForm(forms.ModelForm[Acquirer]):
                 data["options"] = adapters.validate_options(data["adapter"], data.get("options") or {})
             except InvalidOptions as exc:
                 self.add_error("options", str(exc))
+        # acquirer_max_ticket_non_negative (acquirer_key_pattern is the key field's own validator).
+        if data.get("max_ticket") is not None and data["max_ticket"] < 0:
+            self.add_error("max_ticket", MAX_TICKET_NEGATIVE)
+        return data
+
+
+class AcquirerSlotForm(forms.ModelForm[AcquirerSlot]):
+    class Meta:
+        model = AcquirerSlot
+        fields = "__all__"  # noqa: DJ007 - the inline decides what it shows
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        # slot_priority_1_to_3, on the field.
+        if data.get("priority") is not None and not 1 <= data["priority"] <= 3:
+            self.add_error("priority", PRIORITY_RANGE)
         return data
 
 
@@ -75,7 +99,7 @@ def _health_of(acquirer: Acquirer) -> breaker.Health | None:
 
 
 def _when(moment: Any) -> str:
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+    return formats.localize(timezone.localtime(moment)) if moment else "-"
 
 
 @account_page_inline
@@ -90,15 +114,27 @@ class AcquirerGrantInline(admin.TabularInline[AcquirerGrant, Account]):
 @account_page_inline
 class AcquirerSlotInline(admin.TabularInline[AcquirerSlot, Account]):
     model = AcquirerSlot
+    form = AcquirerSlotForm
     fields = ("purpose", "priority", "acquirer")
     autocomplete_fields = ("acquirer",)
     extra = 0
 
 
 @admin.register(Acquirer)
-class AcquirerAdmin(admin.ModelAdmin[Acquirer]):
+class AcquirerAdmin(ReaisFieldsMixin, admin.ModelAdmin[Acquirer]):
     form = AcquirerForm
-    list_display = ("key", "name", "adapter", "enabled", "max_ticket", "default_priority", "circuit", "recent_health")
+    reais_fields = ("max_ticket",)
+    max_ticket_brl = money("max_ticket", "ticket máximo")
+    list_display = (
+        "key",
+        "name",
+        "adapter",
+        "enabled",
+        "max_ticket_brl",
+        "default_priority",
+        "circuit",
+        "recent_health",
+    )
     list_filter = ("enabled", "adapter")
     search_fields = ("key", "name")
     actions = ("reset_circuit_breaker",)
@@ -164,7 +200,8 @@ class AcquirerAdmin(admin.ModelAdmin[Acquirer]):
         if found.success_rate is None:
             return "-"
         # Declines are answers: they count as successes here, as in the breaker.
-        return f"{found.success_rate:.1%} de {found.calls} chamada(s) desde {_when(found.since)}"
+        rate = f"{found.success_rate:.1%}".replace(".", ",")  # pt-BR decimal comma
+        return f"{rate} de {found.calls} chamada(s) desde {_when(found.since)}"
 
     @admin.display(description="latência recente (p50 / p95)")
     def recent_latency(self, acquirer: Acquirer) -> str:
@@ -191,6 +228,39 @@ class AcquirerAdmin(admin.ModelAdmin[Acquirer]):
             done += 1
         if done:
             self.message_user(request, f"{done} circuito(s) fechado(s).", messages.SUCCESS)
+
+    def get_urls(self) -> list[URLPattern]:
+        reset = path(
+            "<path:object_id>/reset-circuit/",
+            self.admin_site.admin_view(self.reset_circuit_view),
+            name="acquirers_acquirer_reset_circuit",
+        )
+        return [reset, *super().get_urls()]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = {**(extra_context or {}), "can_reset_circuit": self.has_reset_circuit_breaker_permission(request)}
+        return super().change_view(request, object_id, form_url, extra)
+
+    def reset_circuit_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The detail page's reset: a confirmation, then the list action."""
+        if not self.has_reset_circuit_breaker_permission(request):
+            raise PermissionDenied
+        acquirer = get_object_or_404(Acquirer, pk=object_id)
+        back = reverse("admin:acquirers_acquirer_change", args=[acquirer.pk])
+        if request.method == "POST":
+            self.reset_circuit_breaker(request, Acquirer.objects.filter(pk=acquirer.pk))
+            return HttpResponseRedirect(back)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Resetar o circuit breaker?",
+            "opts": self.opts,
+            "original": acquirer,
+            "state": self.circuit(acquirer),
+            "back_url": back,
+        }
+        return TemplateResponse(request, RESET_TEMPLATE, context)
 
     def get_exclude(self, request: HttpRequest, obj: Acquirer | None = None) -> tuple[str, ...]:
         # Options hold the provider's credentials (e.g. notification_secret);

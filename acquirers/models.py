@@ -20,35 +20,53 @@ acquirer_key_validator = RegexValidator(ACQUIRER_KEY_PATTERN, "Use apenas letras
 
 
 class Acquirer(models.Model):
-    key = models.CharField(max_length=64, unique=True, validators=[acquirer_key_validator])
-    name = models.CharField(max_length=100)
-    nominal = models.CharField(max_length=200, blank=True)
-    adapter = models.CharField(max_length=64, default="sandbox")
-    options = models.JSONField(default=dict, blank=True)
-    enabled = models.BooleanField(default=True)
-    max_ticket = models.BigIntegerField("ticket máximo (centavos)", default=300_000)
+    key = models.CharField(
+        "chave",
+        max_length=64,
+        unique=True,
+        validators=[acquirer_key_validator],
+        help_text="Identificador usado pela API; letras minúsculas, números e _.",
+    )
+    name = models.CharField("nome", max_length=100)
+    nominal = models.CharField(
+        "razão social", max_length=200, blank=True, help_text="Nome nominal mostrado aos clientes na API."
+    )
+    adapter = models.CharField("adaptador", max_length=64, default="sandbox")
+    options = models.JSONField(
+        "opções", default=dict, blank=True, help_text="Configuração do adaptador (inclui credenciais do provedor)."
+    )
+    enabled = models.BooleanField("ativa", default=True)
+    max_ticket = models.BigIntegerField(
+        "ticket máximo", default=300_000, help_text="Maior valor de uma cobrança por esta adquirente."
+    )
     conversion_percent = models.DecimalField(
+        "conversão (%)",
+        help_text="Taxa de conversão informada aos clientes na API, de 0 a 100.",
         max_digits=5,
         decimal_places=2,
         default=Decimal("0"),
         validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
     )
-    is_new = models.BooleanField(default=False)
+    is_new = models.BooleanField("nova", default=False, help_text="Marcada como recém-oferecida na API.")
     default_priority = models.PositiveSmallIntegerField(
-        null=True, blank=True, help_text="Position in the platform default chain; empty = not in it."
+        "prioridade padrão",
+        null=True,
+        blank=True,
+        help_text="Posição na cadeia padrão da plataforma; vazio = fora dela.",
     )
-    connect_timeout_ms = models.PositiveIntegerField(default=3000)
-    read_timeout_ms = models.PositiveIntegerField(default=10000)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    connect_timeout_ms = models.PositiveIntegerField("tempo limite de conexão (ms)", default=3000)
+    read_timeout_ms = models.PositiveIntegerField("tempo limite de leitura (ms)", default=10000)
+    created_at = models.DateTimeField("criada em", auto_now_add=True)
+    updated_at = models.DateTimeField("atualizada em", auto_now=True)
 
     # Chains are read from snapshots (core.snapshots): writes to these models drop them.
     objects = WatchedQuerySet["Acquirer"].as_manager()
 
     class Meta:
         verbose_name = "adquirente"
+        verbose_name_plural = "adquirentes"
         ordering = ["key"]
-        permissions = [("reset_circuit_breaker", "Can reset the acquirer's circuit breaker")]
+        permissions = [("reset_circuit_breaker", "Pode resetar o circuit breaker da adquirente")]
         constraints = [
             models.CheckConstraint(condition=Q(max_ticket__gte=0), name="acquirer_max_ticket_non_negative"),
             models.CheckConstraint(condition=Q(key__regex=ACQUIRER_KEY_PATTERN), name="acquirer_key_pattern"),
@@ -67,14 +85,15 @@ class Acquirer(models.Model):
 class AcquirerGrant(models.Model):
     """Staff made this acquirer available to this account."""
 
-    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="acquirer_grants")
-    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="grants")
-    created_at = models.DateTimeField(auto_now_add=True)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="acquirer_grants", verbose_name="conta")
+    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="grants", verbose_name="adquirente")
+    created_at = models.DateTimeField("liberada em", auto_now_add=True)
 
     objects = WatchedQuerySet["AcquirerGrant"].as_manager()
 
     class Meta:
-        verbose_name = "adquirente liberada"
+        verbose_name = "liberação de adquirente"
+        verbose_name_plural = "liberações de adquirente"
         constraints = [models.UniqueConstraint(fields=["account", "acquirer"], name="grant_unique")]
 
     def __str__(self) -> str:
@@ -89,18 +108,19 @@ class AcquirerSlot(models.Model):
     """
 
     class Purpose(models.TextChoices):
-        CASHIN = "cashin", "Cash-in"
-        CASHOUT = "cashout", "Cash-out"
+        CASHIN = "cashin", "Cobranças (cash-in)"
+        CASHOUT = "cashout", "Saques (cash-out)"
 
-    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="acquirer_slots")
-    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="slots")
-    purpose = models.CharField(max_length=8, choices=Purpose.choices)
-    priority = models.PositiveSmallIntegerField()
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="acquirer_slots", verbose_name="conta")
+    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="slots", verbose_name="adquirente")
+    purpose = models.CharField("finalidade", max_length=8, choices=Purpose.choices)
+    priority = models.PositiveSmallIntegerField("prioridade", help_text="1 primária, 2 secundária, 3 terciária.")
 
     objects = WatchedQuerySet["AcquirerSlot"].as_manager()
 
     class Meta:
         verbose_name = "posição de adquirente"
+        verbose_name_plural = "posições de adquirente"
         ordering = ["account", "purpose", "priority"]
         constraints = [
             models.CheckConstraint(condition=Q(priority__gte=1, priority__lte=3), name="slot_priority_1_to_3"),
@@ -122,17 +142,20 @@ class InboundNotification(models.Model):
         REJECTED = "rejected", "Rejeitada"
         FAILED = "failed", "Falhou"
 
-    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="notifications")
-    headers = models.JSONField(default=dict)
-    body = models.TextField()
-    remote_addr = models.GenericIPAddressField(null=True, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RECEIVED)
-    error = models.TextField(blank=True)
-    received_at = models.DateTimeField(auto_now_add=True)
-    processed_at = models.DateTimeField(null=True, blank=True)
+    acquirer = models.ForeignKey(
+        Acquirer, on_delete=models.PROTECT, related_name="notifications", verbose_name="adquirente"
+    )
+    headers = models.JSONField("cabeçalhos", default=dict)
+    body = models.TextField("corpo")
+    remote_addr = models.GenericIPAddressField("endereço de origem", null=True, blank=True)
+    status = models.CharField("status", max_length=16, choices=Status.choices, default=Status.RECEIVED)
+    error = models.TextField("erro", blank=True)
+    received_at = models.DateTimeField("recebida em", auto_now_add=True)
+    processed_at = models.DateTimeField("processada em", null=True, blank=True)
 
     class Meta:
         verbose_name = "notificação recebida"
+        verbose_name_plural = "notificações recebidas"
         ordering = ["-received_at"]
 
     def __str__(self) -> str:

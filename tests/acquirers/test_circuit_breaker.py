@@ -643,11 +643,11 @@ def test_admin_shows_the_breaker(admin_client: Client, clock: FakeClock) -> None
     for latency in (100, 200, 300, 400):
         breaker.record(acquirer, outcome="ok", latency_ms=latency)
     fail(acquirer)
-    opened = timezone.localtime(dt.datetime.fromtimestamp(clock.now, tz=dt.UTC)).strftime("%Y-%m-%d %H:%M:%S")
+    opened = timezone.localtime(dt.datetime.fromtimestamp(clock.now, tz=dt.UTC)).strftime("%d/%m/%Y %H:%M:%S")
 
     listing = admin_client.get(ACQUIRERS).content.decode()
     assert f"aberto ({FAILURES} falha(s) seguidas)" in listing
-    assert "57.1% de 7 chamada(s)" in listing
+    assert "57,1% de 7 chamada(s)" in listing
 
     page = admin_client.get(reverse("admin:acquirers_acquirer_change", args=[acquirer.pk])).content.decode()
     for shown in ("Estado do circuito", "aberto", "Falhas seguidas", opened, "p50 100 ms / p95 400 ms"):

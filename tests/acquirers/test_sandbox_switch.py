@@ -109,7 +109,7 @@ ADD_FORM = {
     "adapter": "sandbox",
     "options": '{"charge": "ok"}',
     "enabled": "on",
-    "max_ticket": "300000",
+    "max_ticket": "3.000,00",
     "conversion_percent": "90",
     "connect_timeout_ms": "3000",
     "read_timeout_ms": "10000",

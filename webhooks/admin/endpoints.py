@@ -1,6 +1,6 @@
-"""Back office for webhooks: endpoints (enable, disable, rotate the secret,
-shown once; listed on the account's page too), events with their
-deliveries and attempts, and resending."""
+"""Back office for webhook endpoints: enable, disable, rotate the secret
+(shown once), delete as the API does (deactivated, history kept); listed
+on the account's page too."""
 
 from __future__ import annotations
 
@@ -11,17 +11,21 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, reverse
 
 from accounts.admin import account_page_inline
 from accounts.models import Account
-from core.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin, reveal_later, reveal_url
-from webhooks import http, services
+from core.admin import reveal_later, reveal_url
+from webhooks import http, readable, services
 from webhooks.exceptions import EndpointLimitReached
-from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from webhooks.models import WebhookEndpoint
 
 SECRETS_TEMPLATE = "admin/webhooks/endpoint_secrets.html"
+DELETE_TEMPLATE = "admin/webhooks/webhookendpoint/delete_confirmation.html"
+DELETE_SELECTED_TEMPLATE = "admin/webhooks/webhookendpoint/delete_selected_confirmation.html"
+REF_TAKEN = "Esta conta já tem um endpoint com esta referência (os excluídos também contam)."
 
 
 def _secrets_page(
@@ -62,7 +66,7 @@ class HealthFilter(admin.SimpleListFilter):
 
 
 class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
-    url = forms.URLField(max_length=2000, assume_scheme="https")
+    url = forms.URLField(label="URL", max_length=2000, assume_scheme="https")
 
     class Meta:
         model = WebhookEndpoint
@@ -78,6 +82,12 @@ class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         account = cleaned.get("account")
+        ref = cleaned.get("ref")
+        # webhook_unique_ref_per_account, said on the field instead of at the top.
+        if account is not None and ref:
+            taken = WebhookEndpoint.objects.filter(account=account, ref=ref).exclude(pk=self.instance.pk)
+            if taken.exists():
+                self.add_error("ref", REF_TAKEN)
         # A new endpoint, or one moved to another account, takes a slot of it.
         if account is not None and (self.instance._state.adding or self.instance.account_id != account.pk):
             try:
@@ -113,6 +123,11 @@ class WebhookEndpointInlineFormSet(forms.BaseInlineFormSet):  # type: ignore[typ
         except EndpointLimitReached as exc:
             raise forms.ValidationError(exc.errors["webhooks"]) from exc
 
+    def delete_existing(self, obj: WebhookEndpoint, commit: bool = True) -> None:
+        # Deleting from the account's page is the API's soft delete too.
+        if commit:
+            services.endpoint_delete(endpoint=obj)
+
 
 @account_page_inline
 class WebhookEndpointInline(admin.TabularInline[WebhookEndpoint, Account]):
@@ -125,11 +140,14 @@ class WebhookEndpointInline(admin.TabularInline[WebhookEndpoint, Account]):
     extra = 0
     show_change_link = True
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookEndpoint]:
+        return super().get_queryset(request).filter(deleted_at__isnull=True)
+
 
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
     form = WebhookEndpointForm
-    list_display = ("url", "account", "is_active", "failing_since", "disabled_reason", "created_at")
+    list_display = ("url", "account", "is_active", "failing_since", "why_disabled", "created_at")
     list_filter = (HealthFilter, "is_active")
     search_fields = ("url", "account__name")
     list_select_related = ("account",)
@@ -146,13 +164,16 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
         "code",
         "failing_since",
         "disabled_at",
-        "disabled_reason",
+        "why_disabled",
         "created_at",
         "updated_at",
     )
-    readonly_fields = ("code", "failing_since", "disabled_at", "disabled_reason", "created_at", "updated_at")
+    readonly_fields = ("code", "failing_since", "disabled_at", "why_disabled", "created_at", "updated_at")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
-    actions = ["enable", "disable", "rotate_secret"]
+    actions = ["enable", "disable", "rotate_secret", "delete_selected"]
+    # Deleting is the API's soft delete: the endpoint is deactivated and
+    # hidden, its deliveries and attempts stay for support.
+    delete_confirmation_template = DELETE_TEMPLATE
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookEndpoint]:
         return super().get_queryset(request).filter(deleted_at__isnull=True)
@@ -166,6 +187,60 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
     ) -> HttpResponse:
         self.message_user(request, "Endpoint cadastrado.", messages.SUCCESS)
         return _secrets_page(self, request, [(obj, obj.secret)])
+
+    @admin.display(description="motivo da desativação", ordering="disabled_reason")
+    def why_disabled(self, endpoint: WebhookEndpoint) -> str:
+        return readable.disabled_reason(endpoint.disabled_reason)
+
+    # ----------------------------------------------------------------- delete = deactivate
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
+        # Nothing is destroyed, so nothing related is listed (nor needs a permission).
+        endpoints = [str(endpoint) for endpoint in objs]
+        return endpoints, {str(self.opts.verbose_name_plural): len(endpoints)}, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: WebhookEndpoint) -> None:
+        services.endpoint_delete(endpoint=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset:
+            services.endpoint_delete(endpoint=endpoint)
+
+    def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
+        self.message_user(
+            request,
+            f"Endpoint {obj_display} excluído: desativado, com o histórico de entregas mantido.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(reverse("admin:webhooks_webhookendpoint_changelist"))
+
+    @admin.action(description="Excluir (desativa e mantém o histórico)", permissions=["delete"])
+    def delete_selected(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> HttpResponse | None:
+        """Django's bulk delete, as the API's soft delete."""
+        endpoints = list(queryset)
+        if request.POST.get("post"):
+            for endpoint in endpoints:
+                services.endpoint_delete(endpoint=endpoint)
+                self.log_change(request, endpoint, "Excluído (desativado; histórico de entregas mantido)")
+            self.message_user(
+                request,
+                f"{len(endpoints)} endpoint(s) excluído(s): desativados, com o histórico de entregas mantido.",
+                messages.SUCCESS,
+            )
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Excluir endpoints de webhook",
+            "opts": self.opts,
+            "endpoints": endpoints,
+            "deleted_objects": [str(endpoint) for endpoint in endpoints],
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, DELETE_SELECTED_TEMPLATE, context)
+
+    # ----------------------------------------------------------------- state and secret
 
     @admin.action(description="Ativar", permissions=["change"])
     def enable(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
@@ -188,61 +263,3 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
             pairs.append((endpoint, services.endpoint_rotate_secret(endpoint=endpoint)))
             self.log_change(request, endpoint, "Segredo rotacionado")
         return _secrets_page(self, request, pairs)
-
-
-class WebhookAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[WebhookAttempt, WebhookDelivery]):
-    model = WebhookAttempt
-    fields = ("number", "attempted_at", "status_code", "latency_ms", "succeeded", "error", "response_body")
-    readonly_fields = fields
-
-
-class WebhookDeliveryInline(ReadOnlyInlineMixin, admin.TabularInline[WebhookDelivery, WebhookEvent]):
-    model = WebhookDelivery
-    show_change_link = True
-    fields = ("url", "status", "attempt_count", "last_status_code", "next_attempt_at", "last_error")
-    readonly_fields = fields
-
-
-@admin.register(WebhookEvent)
-class WebhookEventAdmin(UUIDSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin[WebhookEvent]):
-    list_display = ("id", "event_type", "status", "record_id", "account", "created_at")
-    list_filter = ("event_type", "status")
-    # The id by index through UUIDSearchMixin (a "=id" field would compare it as text).
-    search_fields = ("=record_id",)
-    list_select_related = ("account",)
-    date_hierarchy = "created_at"
-    readonly_fields = ("id", "account", "event_type", "record_id", "status", "data", "created_at")
-    inlines = [WebhookDeliveryInline]
-    actions = ["resend"]
-
-    def has_resend_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("webhooks.change_webhookdelivery")
-
-    @admin.action(description="Reenviar", permissions=["resend"])
-    def resend(self, request: HttpRequest, queryset: QuerySet[WebhookEvent]) -> None:
-        total = 0
-        for event in queryset:
-            total += services.event_resend(event=event)
-            self.log_change(request, event, "Reenviado")
-        self.message_user(request, f"{total} entrega(s) agendada(s).", messages.SUCCESS)
-
-
-@admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[WebhookDelivery]):
-    list_display = ("event", "url", "status", "attempt_count", "last_status_code", "next_attempt_at", "created_at")
-    list_filter = ("status", "event__event_type")
-    search_fields = ("=event__id", "url")
-    list_select_related = ("event",)
-    readonly_fields = (
-        "event",
-        "endpoint",
-        "url",
-        "status",
-        "attempt_count",
-        "next_attempt_at",
-        "last_attempt_at",
-        "last_status_code",
-        "last_error",
-        "created_at",
-    )
-    inlines = [WebhookAttemptInline]
