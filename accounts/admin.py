@@ -47,7 +47,8 @@ from accounts.services import (
     account_create,
     account_rotate_postback_secret,
 )
-from core.admin import ReadOnlyAdminMixin, ReaisFieldsMixin, reveal_later, reveal_url
+from core.admin import ReadOnlyAdminMixin, reveal_later, reveal_url
+from core.admin_money import ReaisFieldsMixin
 from core.money import brl
 
 if TYPE_CHECKING:

@@ -24,7 +24,8 @@ from accounts.models import Account
 from acquirers import adapters, breaker
 from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot, InboundNotification
-from core.admin import ReadOnlyAdminMixin, ReaisFieldsMixin, money
+from core.admin import ReadOnlyAdminMixin
+from core.admin_money import ReaisFieldsMixin, money
 
 #: Read-only fields of an existing acquirer's page (acquirers.breaker).
 CIRCUIT_FIELDS = (

@@ -7,7 +7,7 @@ import re
 import pytest
 from django import forms
 
-from core.admin import ReaisField, parse_reais
+from core.admin_money import ReaisField, parse_reais
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import core.tokens
 class Migration(migrations.Migration):
     dependencies = [
         ("accounts", "0005_undetermined_payout_failure_action"),
-        ("webhooks", "0002_webhookendpoint_deleted_at_and_more"),
+        ("webhooks", "0003_delivery_failed_index"),
     ]
 
     operations = [
