@@ -27,6 +27,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils import dateformat, timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.formats import get_format
+from django.utils.html import format_html
+from django.utils.text import capfirst
 
 from core.money import brl
 
@@ -48,6 +50,25 @@ def labelled(field: str, description: str) -> Callable[[Any, Any], Any]:
     return column
 
 
+@admin.display(description="ID", ordering="pk")
+def short_id(modeladmin: Any, record: Any) -> str:
+    """The first 8 characters of a UUID key (the whole one on hover, on the
+    record's page and in the CSV): lists stay one line per record."""
+    return format_html('<span title="{}">{}…</span>', record.pk, str(record.pk)[:8])
+
+
+def titled(list_filter: type[admin.FieldListFilter], title: str) -> type[admin.FieldListFilter]:
+    """``list_filter`` under a pt-BR title, for fields the API serializes
+    (their verbose name stays the model's default, see :func:`labelled`)."""
+
+    class Titled(list_filter):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.title = title
+
+    return Titled
+
+
 class ListTotalsMixin:
     """The changelist shows, above the results, how many records the current
     filters and search select and the sum of each ``list_totals`` field
@@ -56,7 +77,12 @@ class ListTotalsMixin:
 
     list_totals: tuple[tuple[str, str], ...] = ()
 
+    #: Set by ModelAdmin.
+    model: type[Any]
+
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        # "Cobranças", not Django's "Selecione cobrança para modificar": nothing here is modified by hand.
+        extra_context = {"title": capfirst(self.model._meta.verbose_name_plural), **(extra_context or {})}
         response = super().changelist_view(request, extra_context)  # type: ignore[misc]
         context: dict[str, Any] = getattr(response, "context_data", None) or {}
         changelist = context.get("cl")

@@ -31,6 +31,8 @@ from core.admin_lists import (
     csv_field,
     csv_money,
     labelled,
+    short_id,
+    titled,
 )
 from core.exceptions import PixServiceError
 from payments.exceptions import TransitionNotAllowed
@@ -159,6 +161,7 @@ class ChargeAdmin(
     """Nothing on a charge is edited by hand: its status moves only through the actions."""
 
     # The API serializes these fields: they are labelled here, not on the model.
+    short_id = short_id
     amount_brl = money("amount", "Valor")
     platform_tax_brl = money("platform_tax", "Taxa da plataforma")
     liquid_amount_brl = money("liquid_amount", "Valor líquido")
@@ -170,16 +173,21 @@ class ChargeAdmin(
     expires_at_label = labelled("expires_at", "Expira em")
 
     list_display = (
-        "id",
+        "short_id",
+        "created_at_label",
         "account",
         "amount_brl",
         "liquid_amount_brl",
         "status_label",
-        "acquirer",
-        "created_at_label",
         "paid_at_label",
+        "acquirer",
     )
-    list_filter = ("status", "acquirer", ("created_at", admin.DateFieldListFilter), "account")
+    list_filter = (
+        "status",
+        "acquirer",
+        ("created_at", titled(admin.DateFieldListFilter, "data de criação")),
+        "account",
+    )
     list_totals = (("amount", "Valor"), ("liquid_amount", "Valor líquido"))
     fieldsets = (
         (

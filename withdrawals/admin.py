@@ -27,6 +27,7 @@ from core.admin_lists import (
     csv_datetime,
     csv_field,
     csv_money,
+    titled,
 )
 from withdrawals.admin_parts import (
     QUEUE_ORDER,
@@ -79,15 +80,15 @@ class WithdrawalAdmin(
     admin.ModelAdmin[Withdrawal],
 ):
     list_display = (
-        "id",
+        "short_id",
+        "created_at_label",
         "account",
         "amount_brl",
         "liquid_amount_brl",
         "destination",
         "status_label",
-        "acquirer",
         "hold_reason",
-        "created_at_label",
+        "acquirer",
     )
     list_totals = (("amount", "Valor"), ("liquid_amount", "Valor enviado"))
     csv_filename = "saques"
@@ -119,9 +120,9 @@ class WithdrawalAdmin(
         ApprovalQueueFilter,
         PayoutStateFilter,
         "status",
-        "pix_key_type",
+        ("pix_key_type", titled(admin.ChoicesFieldListFilter, "tipo de chave")),
         "acquirer",
-        ("created_at", admin.DateFieldListFilter),
+        ("created_at", titled(admin.DateFieldListFilter, "data do pedido")),
     )
     list_select_related = ("account", "acquirer")
     search_fields = ("=e2e_id", "=pix_key", "=idempotency_id", "account__name")
@@ -218,15 +219,15 @@ class UndeterminedPayoutAdmin(
     ask it again here (its answer settles the payout the normal way)."""
 
     list_display = (
-        "id",
+        "short_id",
+        "payout_unclear_since",
+        "past_window",
         "account",
         "amount_brl",
         "liquid_amount_brl",
         "destination",
         "payout_owner",
         "payout_owner_since",
-        "payout_unclear_since",
-        "past_window",
         "attempt_count",
         "late_answers",
     )

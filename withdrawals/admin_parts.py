@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from core.admin import ReadOnlyInlineMixin, money
-from core.admin_lists import labelled
+from core.admin_lists import labelled, short_id
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import payout_settle_window
 
@@ -112,6 +112,7 @@ class WithdrawalColumns:
     created_at_label = labelled("created_at", "Pedido em")
     paid_at_label = labelled("paid_at", "Pago em")
     destination = destination
+    short_id = short_id
 
     fieldsets: ClassVar[Any] = (
         (
