@@ -162,6 +162,7 @@ class ChargeAdmin(
 
     # The API serializes these fields: they are labelled here, not on the model.
     short_id = short_id
+    id_label = labelled("id", "ID")
     amount_brl = money("amount", "Valor")
     platform_tax_brl = money("platform_tax", "Taxa da plataforma")
     liquid_amount_brl = money("liquid_amount", "Valor líquido")
@@ -194,7 +195,7 @@ class ChargeAdmin(
             None,
             {
                 "fields": (
-                    "id",
+                    "id_label",
                     "account",
                     "status_label",
                     "amount_brl",

@@ -39,7 +39,7 @@ from withdrawals.admin_parts import (
 )
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.payouts import withdrawal_payout_ask
+from withdrawals.payouts import ProcessOutcome, withdrawal_payout_ask
 from withdrawals.services import payout_settle_window, withdrawal_transition
 
 
@@ -204,6 +204,16 @@ class WithdrawalAdmin(
 
 # --------------------------------------------------------------------------- payouts waiting (README, "Money safety")
 
+#: What asking the acquirer again came to, for staff (the withdrawal's status otherwise).
+ASK_RESULTS: dict[str, str] = {
+    ProcessOutcome.UNDETERMINED: "ainda indeterminado",
+    ProcessOutcome.HELD: "outra execução está tratando o pagamento agora",
+    ProcessOutcome.ON_HOLD: "retido: a conta não pode sacar agora",
+    ProcessOutcome.DEFERRED: "adiado: adquirentes indisponíveis, nova tentativa em seguida",
+    ProcessOutcome.PROCESSING: "aceito pela adquirente, pagamento em processamento",
+    ProcessOutcome.AWAITING_APPROVAL: "aguardando aprovação",
+}
+
 
 @admin.register(UndeterminedPayout)
 class UndeterminedPayoutAdmin(
@@ -299,6 +309,7 @@ class UndeterminedPayoutAdmin(
         for withdrawal in queryset.select_related("payout_owner").order_by("payout_unclear_since"):
             result = withdrawal_payout_ask(withdrawal_id=withdrawal.pk)
             owner = withdrawal.payout_owner.key if withdrawal.payout_owner else "?"
-            self.log_change(request, withdrawal, f"Perguntado de novo à adquirente {owner}: {result}")
+            said = ASK_RESULTS.get(result) or WithdrawalStatus(result).label.lower()
+            self.log_change(request, withdrawal, f"Perguntado de novo à adquirente {owner}: {said}")
             level = messages.SUCCESS if result not in ("undetermined", "held") else messages.WARNING
-            self.message_user(request, f"Saque {withdrawal.pk} ({owner}): {result}.", level)
+            self.message_user(request, f"{withdrawal} {withdrawal.pk} ({owner}): {said}.", level)

@@ -101,6 +101,7 @@ class WithdrawalColumns:
     """Columns of fields the API serializes: labelled here, not on the model
     (their verbose names would become OpenAPI titles)."""
 
+    id_label = labelled("id", "ID")
     amount_brl = money("amount", "Valor")
     fee_brl = money("fee", "Taxa")
     total_debit_brl = money("total_debit", "Débito total")
@@ -119,7 +120,7 @@ class WithdrawalColumns:
             None,
             {
                 "fields": (
-                    "id",
+                    "id_label",
                     "account",
                     "status_label",
                     "amount_brl",

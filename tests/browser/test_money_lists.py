@@ -133,8 +133,11 @@ def test_approve_a_withdrawal_from_its_page_with_a_reason(
     assert page.locator("input[name=_save]").count() == 0
     assert "Saque R$ 150,00 (pendente)" in page.locator("#content").inner_text()
 
+    screenshot(page, "withdrawal-detail")
+
     page.locator("#detail-actions").get_by_role("button", name="Aprovar").click()
     page.get_by_label("Motivo").fill("Conferido com o titular por telefone")
+    screenshot(page, "withdrawal-approve-confirmation")
     page.get_by_role("button", name="Confirmar: Aprovar").click()
 
     page.wait_for_url(re.compile(rf"{withdrawal.pk}/change/$"))
