@@ -315,7 +315,7 @@ def test_detail_action_refused_changes_nothing(staff_client: Any, charges: dict[
 
 
 def csv_rows(response: Any) -> list[list[str]]:
-    body = b"".join(response.streaming_content).decode("utf-8")
+    body = response.getvalue().decode("utf-8")
     assert body.startswith("\ufeff")
     return list(csv.reader(body[1:].splitlines(), delimiter=";"))
 

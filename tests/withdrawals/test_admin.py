@@ -423,7 +423,7 @@ def totals(response: Any) -> str:
 
 def csv_rows(response: Any) -> list[dict[str, str]]:
     assert isinstance(response, StreamingHttpResponse)
-    body = b"".join(response.streaming_content).decode("utf-8")
+    body = response.getvalue().decode("utf-8")
     return list(csv.DictReader(body.removeprefix("\ufeff").splitlines(), delimiter=";"))
 
 
