@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -19,6 +20,19 @@ from core.admin import (
     TransitionActions,
     UUIDSearchMixin,
     confirm_first,
+    money,
+)
+from core.admin_lists import (
+    CsvExportMixin,
+    DetailActionsMixin,
+    ListTotalsMixin,
+    csv_choice,
+    csv_datetime,
+    csv_field,
+    csv_money,
+    labelled,
+    short_id,
+    titled,
 )
 from core.exceptions import PixServiceError
 from payments.exceptions import TransitionNotAllowed
@@ -136,18 +150,118 @@ def reconcile(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) ->
 
 
 @admin.register(Charge)
-class ChargeAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[Charge]):
+class ChargeAdmin(
+    DetailActionsMixin,
+    CsvExportMixin,
+    ListTotalsMixin,
+    ActionsOnlyAdminMixin,
+    UUIDSearchMixin,
+    admin.ModelAdmin[Charge],
+):
     """Nothing on a charge is edited by hand: its status moves only through the actions."""
 
-    list_display = ("id", "account", "amount", "liquid_amount", "status", "acquirer", "created_at", "paid_at")
-    list_filter = ("status", "acquirer", ("created_at", admin.DateFieldListFilter), "account")
+    # The API serializes these fields: they are labelled here, not on the model.
+    short_id = short_id
+    id_label = labelled("id", "ID")
+    amount_brl = money("amount", "Valor")
+    platform_tax_brl = money("platform_tax", "Taxa da plataforma")
+    liquid_amount_brl = money("liquid_amount", "Valor líquido")
+    status_label = labelled("status", "Status")
+    payment_method_label = labelled("payment_method", "Forma de pagamento")
+    e2e_id_label = labelled("e2e_id", "ID end-to-end (E2E)")
+    created_at_label = labelled("created_at", "Criada em")
+    paid_at_label = labelled("paid_at", "Paga em")
+    expires_at_label = labelled("expires_at", "Expira em")
+
+    list_display = (
+        "short_id",
+        "created_at_label",
+        "account",
+        "amount_brl",
+        "liquid_amount_brl",
+        "status_label",
+        "paid_at_label",
+        "acquirer",
+    )
+    list_filter = (
+        "status",
+        "acquirer",
+        ("created_at", titled(admin.DateFieldListFilter, "data de criação")),
+        "account",
+    )
+    list_totals = (("amount", "Valor"), ("liquid_amount", "Valor líquido"))
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "id_label",
+                    "account",
+                    "status_label",
+                    "amount_brl",
+                    "platform_tax_brl",
+                    "liquid_amount_brl",
+                    "payment_method_label",
+                    "version",
+                )
+            },
+        ),
+        (
+            "Pix",
+            {
+                "fields": (
+                    "acquirer",
+                    "txid",
+                    "provider_charge_id",
+                    "e2e_id_label",
+                    "emv",
+                    "created_at_label",
+                    "expires_at_label",
+                    "paid_at_label",
+                    "updated_at",
+                )
+            },
+        ),
+        (
+            "Pagador",
+            {"fields": ("buyer_name", "buyer_document", "buyer_phone", "buyer_address", "postback_url", "metadata")},
+        ),
+    )
+    csv_filename = "cobrancas"
+    csv_columns = (
+        csv_field("id", "ID"),
+        csv_datetime("created_at", "Criada em"),
+        csv_choice("status", "Status"),
+        *csv_money("amount", "Valor"),
+        *csv_money("platform_tax", "Taxa da plataforma"),
+        *csv_money("liquid_amount", "Valor líquido"),
+        csv_field("account", "Conta"),
+        csv_field("account_id", "ID da conta"),
+        csv_field("acquirer", "Adquirente"),
+        csv_field("txid", "txid"),
+        csv_field("e2e_id", "ID end-to-end (E2E)"),
+        csv_field("buyer_document", "CPF/CNPJ do pagador"),
+        csv_datetime("paid_at", "Paga em"),
+        csv_datetime("expires_at", "Expira em"),
+    )
     list_select_related = ("account", "acquirer")
     search_fields = ("=txid", "=e2e_id", "=buyer_document", "=provider_charge_id")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
     inlines = [ChargeAttemptInline, ChargeTransitionInline]
     actions = [
-        _transitions.action("cancel", "Cancelar", ChargeStatus.CANCELED, (ChargeStatus.PENDING,)),
+        _transitions.action(
+            "cancel",
+            "Cancelar",
+            ChargeStatus.CANCELED,
+            (ChargeStatus.PENDING,),
+            confirmation=Confirmation(
+                effect="Cancelar: o Pix copia e cola deixa de valer; nenhum valor entra ou sai do saldo",
+                column="Movimento no saldo",
+                amount=lambda charge: 0,
+                from_statuses=(ChargeStatus.PENDING,),
+            ),
+        ),
         refund,
         reconcile,
         _transitions.action(
@@ -179,6 +293,19 @@ class ChargeAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[Charg
             ),
         ),
     ]
+
+    # Buttons on a charge's page: the list's actions, in the statuses that allow them.
+    detail_actions = {
+        "cancel": (ChargeStatus.PENDING,),
+        "reconcile": (ChargeStatus.PENDING,),
+        "refund": (ChargeStatus.PAID, ChargeStatus.CHARGEBACK),
+        "mark_chargeback": (ChargeStatus.PAID,),
+        "resolve_chargeback": (ChargeStatus.CHARGEBACK,),
+    }
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        computed = [f for f in flatten_fieldsets(self.fieldsets or ()) if f.endswith(("_brl", "_label"))]
+        return [*super().get_readonly_fields(request, obj), *computed]
 
     # One permission per action that moves money (staff groups: accounts.staff_groups).
     def has_refund_charge_permission(self, request: HttpRequest) -> bool:

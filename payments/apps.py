@@ -4,6 +4,7 @@ from django.apps import AppConfig
 class PaymentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "payments"
+    verbose_name = "Cobranças"
 
     def ready(self) -> None:
         from acquirers import inbound

@@ -10,6 +10,7 @@ from django.db.models import F, Q
 from accounts.models import Account, PaymentMethod
 from acquirers.models import Acquirer
 from core.indexes import record_listing_indexes
+from core.money import brl
 
 
 class ChargeStatus(models.TextChoices):
@@ -23,12 +24,16 @@ class ChargeStatus(models.TextChoices):
 
 class Charge(models.Model):
     """A charge exists once an acquirer accepted it: a client that got a 201
-    has a row, one that got a 400 has only attempts."""
+    has a row, one that got a 400 has only attempts.
+
+    Fields the API serializes (payments.serializers.ChargeSerializer) keep
+    Django's default verbose name and no help text: both would become the
+    OpenAPI schema's title and description. payments.admin labels them."""
 
     Status = ChargeStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="charges")
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="charges", verbose_name="conta")
     payment_method = models.CharField(max_length=16, choices=PaymentMethod.choices, default=PaymentMethod.PIX)
     amount = models.BigIntegerField()
     platform_tax = models.BigIntegerField()
@@ -36,35 +41,40 @@ class Charge(models.Model):
     status = models.CharField(max_length=16, choices=ChargeStatus.choices, default=ChargeStatus.PENDING)
     # Bumped by every transition; names the ledger cause of each one so a
     # charge can go paid → chargeback → paid → chargeback without collisions.
-    version = models.PositiveIntegerField(default=0)
+    version = models.PositiveIntegerField(
+        "versão", default=0, help_text="Quantas mudanças de status a cobrança já teve."
+    )
 
-    txid = models.CharField(max_length=35, unique=True)
-    emv = models.CharField(max_length=512)
-    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="charges")
-    provider_charge_id = models.CharField(max_length=100, blank=True)
+    txid = models.CharField("txid", max_length=35, unique=True)
+    emv = models.CharField("Pix copia e cola (EMV)", max_length=512)
+    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="charges", verbose_name="adquirente")
+    provider_charge_id = models.CharField("id na adquirente", max_length=100, blank=True)
     # NULL, not "", until paid: the unique constraint must ignore unpaid charges.
     e2e_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
 
-    buyer_name = models.CharField(max_length=255)
-    buyer_document = models.CharField(max_length=14, db_index=True)
-    buyer_phone = models.CharField(max_length=20)
-    buyer_address = models.JSONField(default=dict, blank=True)
-    postback_url = models.URLField(max_length=2000, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    buyer_name = models.CharField("nome do pagador", max_length=255)
+    buyer_document = models.CharField("CPF/CNPJ do pagador", max_length=14, db_index=True)
+    buyer_phone = models.CharField("telefone do pagador", max_length=20)
+    buyer_address = models.JSONField("endereço do pagador", default=dict, blank=True)
+    postback_url = models.URLField(
+        "URL de notificação", max_length=2000, blank=True, help_text="Para onde vão os webhooks desta cobrança."
+    )
+    metadata = models.JSONField("metadados", default=dict, blank=True)
 
     expires_at = models.DateTimeField()
     paid_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField("atualizada em", auto_now=True)
 
     class Meta:
         verbose_name = "cobrança"
+        verbose_name_plural = "cobranças"
         ordering = ["-created_at", "-id"]
         # One per back-office action that moves money (payments.admin).
         permissions = [
-            ("refund_charge", "Can refund charges"),
-            ("mark_charge_chargeback", "Can mark charges as charged back (MED)"),
-            ("request_chargeback_resolution", "Can request resolving a chargeback in the account's favour"),
+            ("refund_charge", "Pode estornar cobranças"),
+            ("mark_charge_chargeback", "Pode marcar cobranças como contestadas (MED)"),
+            ("request_chargeback_resolution", "Pode pedir a resolução de uma contestação a favor da conta"),
         ]
         indexes = [
             # Listings (GET /transactions): one index per filter, each
@@ -88,7 +98,7 @@ class Charge(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.id} {self.amount} {self.status}"
+        return f"Cobrança {brl(self.amount)} ({ChargeStatus(self.status).label.lower()})"
 
 
 class ChargeAttempt(models.Model):
@@ -112,24 +122,32 @@ class ChargeAttempt(models.Model):
         BUSY = "busy", "Pulada (ocupada)"
 
     charge = models.ForeignKey(
-        Charge, on_delete=models.DO_NOTHING, db_constraint=False, related_name="attempts", db_index=True
+        Charge,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="attempts",
+        db_index=True,
+        verbose_name="cobrança",
     )
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
-    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="charge_attempts")
-    position = models.PositiveSmallIntegerField()
-    outcome = models.CharField(max_length=20, choices=Outcome.choices)
-    error_class = models.CharField(max_length=100, blank=True)
-    error_message = models.CharField(max_length=500, blank=True)
-    latency_ms = models.PositiveIntegerField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+", verbose_name="conta")
+    acquirer = models.ForeignKey(
+        Acquirer, on_delete=models.PROTECT, related_name="charge_attempts", verbose_name="adquirente"
+    )
+    position = models.PositiveSmallIntegerField("ordem", help_text="1 é a primeira adquirente tentada.")
+    outcome = models.CharField("resultado", max_length=20, choices=Outcome.choices)
+    error_class = models.CharField("tipo de erro", max_length=100, blank=True)
+    error_message = models.CharField("mensagem de erro", max_length=500, blank=True)
+    latency_ms = models.PositiveIntegerField("latência (ms)")
+    created_at = models.DateTimeField("quando", auto_now_add=True)
 
     class Meta:
         verbose_name = "tentativa na adquirente"
+        verbose_name_plural = "tentativas nas adquirentes"
         ordering = ["charge_id", "position"]
         indexes = [models.Index(fields=["acquirer", "-created_at"], name="attempt_acquirer_recent")]
 
     def __str__(self) -> str:
-        return f"{self.charge_id} #{self.position} {self.acquirer_id}: {self.outcome}"
+        return f"Tentativa {self.position} na adquirente {self.acquirer_id}: {self.get_outcome_display()}"
 
 
 class ChargeTransition(models.Model):
@@ -141,19 +159,20 @@ class ChargeTransition(models.Model):
         STAFF = "staff", "Equipe"
         EXPIRY = "expiry", "Expiração"
 
-    charge = models.ForeignKey(Charge, on_delete=models.CASCADE, related_name="transitions")
-    from_status = models.CharField(max_length=16, choices=ChargeStatus.choices)
-    to_status = models.CharField(max_length=16, choices=ChargeStatus.choices)
-    source = models.CharField(max_length=16, choices=Source.choices)
-    actor = models.CharField(max_length=150, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    charge = models.ForeignKey(Charge, on_delete=models.CASCADE, related_name="transitions", verbose_name="cobrança")
+    from_status = models.CharField("de", max_length=16, choices=ChargeStatus.choices)
+    to_status = models.CharField("para", max_length=16, choices=ChargeStatus.choices)
+    source = models.CharField("origem", max_length=16, choices=Source.choices)
+    actor = models.CharField("quem", max_length=150, blank=True)
+    created_at = models.DateTimeField("quando", auto_now_add=True)
 
     class Meta:
         verbose_name = "mudança de status"
+        verbose_name_plural = "mudanças de status"
         ordering = ["charge", "id"]
 
     def __str__(self) -> str:
-        return f"{self.charge_id}: {self.from_status} → {self.to_status}"
+        return f"{self.get_from_status_display()} → {self.get_to_status_display()}"
 
 
 class ChargeRefund(models.Model):
@@ -170,11 +189,11 @@ class ChargeRefund(models.Model):
         # The charge left "paid" another way (a chargeback took the money).
         RELEASED = "released", "Reserva liberada"
 
-    charge = models.ForeignKey(Charge, on_delete=models.PROTECT, related_name="refunds")
-    amount = models.BigIntegerField(help_text="Centavos reserved: the charge's liquid amount.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROCESSING)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    charge = models.ForeignKey(Charge, on_delete=models.PROTECT, related_name="refunds", verbose_name="cobrança")
+    amount = models.BigIntegerField("valor", help_text="Centavos reservados: o valor líquido da cobrança.")
+    status = models.CharField("status", max_length=16, choices=Status.choices, default=Status.PROCESSING)
+    created_at = models.DateTimeField("criado em", auto_now_add=True)
+    finished_at = models.DateTimeField("concluído em", null=True, blank=True)
 
     class Meta:
         verbose_name = "estorno em processamento"
@@ -188,4 +207,4 @@ class ChargeRefund(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.charge_id}: {self.amount} {self.status}"
+        return f"Estorno {brl(self.amount)} ({self.get_status_display().lower()})"

@@ -8,79 +8,39 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import Count, Prefetch, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 
 from accounts.approvals_admin import request_approval_action
 from accounts.models import MoneyActionRequest
-from core.admin import ActionsOnlyAdminMixin, Confirmation, ReadOnlyInlineMixin, TransitionActions, UUIDSearchMixin
+from core.admin import (
+    ActionsOnlyAdminMixin,
+    Confirmation,
+    TransitionActions,
+    UUIDSearchMixin,
+)
+from core.admin_lists import (
+    CsvExportMixin,
+    DetailActionsMixin,
+    ListTotalsMixin,
+    csv_choice,
+    csv_datetime,
+    csv_field,
+    csv_money,
+    titled,
+)
+from withdrawals.admin_parts import (
+    QUEUE_ORDER,
+    ApprovalQueueFilter,
+    PayoutAttemptInline,
+    PayoutStateFilter,
+    WithdrawalColumns,
+    WithdrawalTransitionInline,
+)
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.payouts import withdrawal_payout_ask
+from withdrawals.payouts import ProcessOutcome, withdrawal_payout_ask
 from withdrawals.services import payout_settle_window, withdrawal_transition
-
-
-class PayoutAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[PayoutAttempt, Withdrawal]):
-    model = PayoutAttempt
-    fields = (
-        "created_at",
-        "acquirer",
-        "action",
-        "outcome",
-        "error_class",
-        "error_message",
-        "latency_ms",
-        "released",
-        "late_outcome",
-        "late_detail",
-        "late_at",
-    )
-    readonly_fields = fields
-
-
-class WithdrawalTransitionInline(ReadOnlyInlineMixin, admin.TabularInline[WithdrawalTransition, Withdrawal]):
-    model = WithdrawalTransition
-    fields = ("created_at", "from_status", "to_status", "source", "actor")
-    readonly_fields = fields
-
-
-class ApprovalQueueFilter(admin.SimpleListFilter):
-    """Withdrawals waiting for a person: pending on accounts with manual approval."""
-
-    title = "fila de aprovação"
-    parameter_name = "queue"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("awaiting", "Aguardando aprovação")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value() == "awaiting":
-            return queryset.filter(status=WithdrawalStatus.PENDING, account__withdrawals_need_approval=True)
-        return queryset
-
-
-class PayoutStateFilter(admin.SimpleListFilter):
-    """Approved withdrawals whose payout waits: on an acquirer that has not
-    said where it stands, or held because of their account."""
-
-    title = "pagamento parado"
-    parameter_name = "payout"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [
-            ("undetermined", "Pagamento indeterminado"),
-            ("staff", "Indeterminado além da janela (equipe)"),
-            ("held", "Retido: conta bloqueada ou não aprovada"),
-        ]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        approved = queryset.filter(status=WithdrawalStatus.APPROVED)
-        if self.value() == "undetermined":
-            return approved.filter(payout_unclear_since__isnull=False)
-        if self.value() == "staff":
-            return approved.filter(payout_unclear_since__lt=timezone.now() - payout_settle_window())
-        if self.value() == "held":
-            return approved.exclude(hold_reason="")
-        return queryset
 
 
 def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bool:
@@ -89,7 +49,7 @@ def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bo
         to_status=to_status,
         source=WithdrawalTransition.Source.STAFF,
         actor=request.user.get_username(),
-        reason=f"{description} by staff",
+        reason=f"{description} (equipe)",
     )
 
 
@@ -110,25 +70,59 @@ def _total_debit(withdrawal: Withdrawal) -> int:
 
 
 @admin.register(Withdrawal)
-class WithdrawalAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[Withdrawal]):
+class WithdrawalAdmin(
+    WithdrawalColumns,
+    DetailActionsMixin,
+    CsvExportMixin,
+    ListTotalsMixin,
+    ActionsOnlyAdminMixin,
+    UUIDSearchMixin,
+    admin.ModelAdmin[Withdrawal],
+):
     list_display = (
-        "id",
+        "short_id",
+        "created_at_label",
         "account",
-        "amount",
-        "liquid_amount",
-        "pix_key_type",
-        "status",
-        "acquirer",
+        "amount_brl",
+        "liquid_amount_brl",
+        "destination",
+        "status_label",
         "hold_reason",
-        "created_at",
+        "acquirer",
     )
+    list_totals = (("amount", "Valor"), ("liquid_amount", "Valor enviado"))
+    csv_filename = "saques"
+    csv_columns = (
+        csv_field("id", "ID"),
+        csv_datetime("created_at", "Pedido em"),
+        csv_choice("status", "Status"),
+        *csv_money("amount", "Valor"),
+        *csv_money("fee", "Taxa"),
+        *csv_money("total_debit", "Débito total"),
+        *csv_money("liquid_amount", "Valor enviado"),
+        csv_field("account", "Conta"),
+        csv_field("account_id", "ID da conta"),
+        csv_choice("pix_key_type", "Tipo de chave"),
+        csv_field("pix_key", "Chave Pix"),
+        csv_field("acquirer", "Adquirente"),
+        csv_field("e2e_id", "ID end-to-end (E2E)"),
+        csv_datetime("approved_at", "Aprovado em"),
+        csv_datetime("paid_at", "Pago em"),
+        csv_field("failure_reason", "Motivo da falha"),
+    )
+    # Buttons on a withdrawal's page: the list's actions, in the statuses that allow them.
+    detail_actions = {
+        "approve": (WithdrawalStatus.PENDING,),
+        "cancel": (WithdrawalStatus.PENDING,),
+        "mark_returned": (WithdrawalStatus.PAID,),
+    }
     list_filter = (
         ApprovalQueueFilter,
         PayoutStateFilter,
         "status",
-        "pix_key_type",
+        ("pix_key_type", titled(admin.ChoicesFieldListFilter, "tipo de chave")),
         "acquirer",
-        ("created_at", admin.DateFieldListFilter),
+        ("created_at", titled(admin.DateFieldListFilter, "data do pedido")),
     )
     list_select_related = ("account", "acquirer")
     search_fields = ("=e2e_id", "=pix_key", "=idempotency_id", "account__name")
@@ -182,6 +176,21 @@ class WithdrawalAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[W
         ),
     ]
 
+    def get_ordering(self, request: HttpRequest) -> Any:
+        for (parameter, value), ordering in QUEUE_ORDER.items():
+            if request.GET.get(parameter) == value:
+                return ordering
+        return super().get_ordering(request)
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        awaiting = Withdrawal.objects.filter(status=WithdrawalStatus.PENDING, account__withdrawals_need_approval=True)
+        extra_context = {
+            **(extra_context or {}),
+            "awaiting_approval_url": reverse("admin:withdrawals_withdrawal_changelist") + "?queue=awaiting",
+            "awaiting_approval_count": awaiting.count(),
+        }
+        return super().changelist_view(request, extra_context)
+
     # One permission per action that moves money (staff groups: accounts.staff_groups).
     def has_approve_withdrawal_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("withdrawals.approve_withdrawal")
@@ -195,28 +204,53 @@ class WithdrawalAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[W
 
 # --------------------------------------------------------------------------- payouts waiting (README, "Money safety")
 
+#: What asking the acquirer again came to, for staff (the withdrawal's status otherwise).
+ASK_RESULTS: dict[str, str] = {
+    ProcessOutcome.UNDETERMINED: "ainda indeterminado",
+    ProcessOutcome.HELD: "outra execução está tratando o pagamento agora",
+    ProcessOutcome.ON_HOLD: "retido: a conta não pode sacar agora",
+    ProcessOutcome.DEFERRED: "adiado: adquirentes indisponíveis, nova tentativa em seguida",
+    ProcessOutcome.PROCESSING: "aceito pela adquirente, pagamento em processamento",
+    ProcessOutcome.AWAITING_APPROVAL: "aguardando aprovação",
+}
+
 
 @admin.register(UndeterminedPayout)
-class UndeterminedPayoutAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[UndeterminedPayout]):
+class UndeterminedPayoutAdmin(
+    WithdrawalColumns,
+    DetailActionsMixin,
+    ListTotalsMixin,
+    ActionsOnlyAdminMixin,
+    UUIDSearchMixin,
+    admin.ModelAdmin[UndeterminedPayout],
+):
     """Staff's queue: payouts sent to an acquirer that has not said whether
     it paid. The money stays debited; staff check with the acquirer, then
     ask it again here (its answer settles the payout the normal way)."""
 
     list_display = (
-        "id",
-        "account",
-        "liquid_amount",
-        "payout_owner",
-        "payout_owner_since",
+        "short_id",
         "payout_unclear_since",
         "past_window",
+        "account",
+        "amount_brl",
+        "liquid_amount_brl",
+        "destination",
+        "payout_owner",
+        "payout_owner_since",
         "attempt_count",
         "late_answers",
     )
     list_select_related = ("account", "payout_owner")
     search_fields = ("=idempotency_id", "=pix_key", "account__name")
-    ordering = ("payout_unclear_since",)
+    # Oldest first: a queue.
+    ordering = ("payout_unclear_since", "id")
+    list_totals = (("amount", "Valor"), ("liquid_amount", "Valor enviado"))
     inlines = [PayoutAttemptInline, WithdrawalTransitionInline]
+    detail_actions = {
+        "ask_owner_again": (WithdrawalStatus.APPROVED,),
+        "fail_undetermined": (WithdrawalStatus.APPROVED,),
+    }
     actions = [
         "ask_owner_again",
         # The acquirer said, outside the service, that it never paid: giving
@@ -239,7 +273,7 @@ class UndeterminedPayoutAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.Mode
         ),
     ]
 
-    @admin.display(description="além da janela", boolean=True)
+    @admin.display(description="Além da janela", boolean=True)
     def past_window(self, obj: UndeterminedPayout) -> bool:
         since = obj.payout_unclear_since
         return since is not None and timezone.now() - since > payout_settle_window()
@@ -254,11 +288,11 @@ class UndeterminedPayoutAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.Mode
             .prefetch_related(Prefetch("payout_attempts", queryset=late, to_attr="late_attempts"))
         )
 
-    @admin.display(description="chamadas", ordering="attempts_made")
+    @admin.display(description="Chamadas", ordering="attempts_made")
     def attempt_count(self, obj: Any) -> int:
         return int(obj.attempts_made)
 
-    @admin.display(description="respostas tardias")
+    @admin.display(description="Respostas tardias")
     def late_answers(self, obj: Any) -> str:
         return "; ".join(f"{a.late_outcome} {a.late_detail}".strip() for a in obj.late_attempts)[:300] or "-"
 
@@ -268,13 +302,14 @@ class UndeterminedPayoutAdmin(ActionsOnlyAdminMixin, UUIDSearchMixin, admin.Mode
     def has_request_undetermined_payout_failure_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("withdrawals.request_undetermined_payout_failure")
 
-    @admin.action(description="Perguntar de novo ao adquirente", permissions=["ask"])
+    @admin.action(description="Perguntar de novo à adquirente", permissions=["ask"])
     def ask_owner_again(self, request: HttpRequest, queryset: QuerySet[UndeterminedPayout]) -> None:
         """Asks the acquirer that may hold each payout; money moves only
         through its definitive answer, as in any payout run."""
         for withdrawal in queryset.select_related("payout_owner").order_by("payout_unclear_since"):
             result = withdrawal_payout_ask(withdrawal_id=withdrawal.pk)
             owner = withdrawal.payout_owner.key if withdrawal.payout_owner else "?"
-            self.log_change(request, withdrawal, f"Perguntado de novo ao adquirente {owner}: {result}")
+            said = ASK_RESULTS.get(result) or WithdrawalStatus(result).label.lower()
+            self.log_change(request, withdrawal, f"Perguntado de novo à adquirente {owner}: {said}")
             level = messages.SUCCESS if result not in ("undetermined", "held") else messages.WARNING
-            self.message_user(request, f"Saque {withdrawal.pk} ({owner}): {result}.", level)
+            self.message_user(request, f"{withdrawal} {withdrawal.pk} ({owner}): {said}.", level)

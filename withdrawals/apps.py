@@ -4,6 +4,7 @@ from django.apps import AppConfig
 class WithdrawalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "withdrawals"
+    verbose_name = "Saques"
 
     def ready(self) -> None:
         from accounts.services import account_on_reactivated

@@ -11,6 +11,7 @@ from django.db.models import F, Q
 from accounts.models import Account
 from acquirers.models import Acquirer
 from core.indexes import record_listing_indexes
+from core.money import brl
 
 
 class WithdrawalStatus(models.TextChoices):
@@ -40,63 +41,90 @@ class HoldReason(models.TextChoices):
 class Withdrawal(models.Model):
     """``total_debit`` left the balance when the withdrawal was accepted:
     ``amount`` with ``discount_fee`` (the fee comes out of the transfer),
-    ``amount + fee`` without it."""
+    ``amount + fee`` without it.
+
+    Fields the API serializes (withdrawals.serializers) keep Django's default
+    verbose name and no help text: both would become the OpenAPI schema's
+    title and description. withdrawals.admin labels them."""
 
     Status = WithdrawalStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="withdrawals")
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="withdrawals", verbose_name="conta")
     amount = models.BigIntegerField()
-    fee = models.BigIntegerField()
-    discount_fee = models.BooleanField()
-    total_debit = models.BigIntegerField()
+    fee = models.BigIntegerField("taxa")
+    discount_fee = models.BooleanField(
+        "taxa descontada do valor", help_text="Sim: a taxa sai do valor enviado; não: é debitada além do valor."
+    )
+    total_debit = models.BigIntegerField("débito total", help_text="O que saiu do saldo da conta com o pedido.")
     liquid_amount = models.BigIntegerField()
     pix_key_type = models.CharField(max_length=8, choices=PixKeyType.choices)
     pix_key = models.CharField(max_length=77)
     status = models.CharField(max_length=16, choices=WithdrawalStatus.choices, default=WithdrawalStatus.PENDING)
     # Bumped by every transition; names the ledger cause of each one.
-    version = models.PositiveIntegerField(default=0)
+    version = models.PositiveIntegerField("versão", default=0, help_text="Quantas mudanças de status o saque já teve.")
 
     # Sent with every payout so an acquirer never pays the same withdrawal twice.
-    idempotency_id = models.CharField(max_length=35, unique=True)
-    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, null=True, blank=True, related_name="payouts")
-    provider_payout_id = models.CharField(max_length=100, blank=True)
+    idempotency_id = models.CharField(
+        "id de idempotência", max_length=35, unique=True, help_text="Enviado em cada pagamento à adquirente."
+    )
+    acquirer = models.ForeignKey(
+        Acquirer,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="payouts",
+        verbose_name="adquirente que pagou",
+    )
+    provider_payout_id = models.CharField("id na adquirente", max_length=100, blank=True)
     e2e_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL until paid (unique)
-    failure_reason = models.CharField(max_length=500, blank=True)
+    failure_reason = models.CharField("motivo da falha", max_length=500, blank=True)
     # A worker holds the payout while it talks to acquirers; only the holder
     # (its token) lets go of it.
-    payout_leased_until = models.DateTimeField(null=True, blank=True)
-    payout_lease_token = models.CharField(max_length=32, blank=True)
+    payout_leased_until = models.DateTimeField("em processamento até", null=True, blank=True)
+    payout_lease_token = models.CharField("token do processamento", max_length=32, blank=True)
     # The acquirer that was sent the payout and has not refused it for good:
     # only its answer may settle the payout (README, "Money safety").
     payout_owner = models.ForeignKey(
-        Acquirer, on_delete=models.PROTECT, null=True, blank=True, related_name="owned_payouts"
+        Acquirer,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="owned_payouts",
+        verbose_name="adquirente responsável",
+        help_text="A que recebeu o pagamento e não o recusou: só a resposta dela liquida o saque.",
     )
-    payout_owner_since = models.DateTimeField(null=True, blank=True)
+    payout_owner_since = models.DateTimeField("responsável desde", null=True, blank=True)
     # Since when the owner has not said where the payout stands (an unclear
     # send, then "not found" or no answer). Past the settle window the payout
     # waits for staff ("pagamentos indeterminados").
-    payout_unclear_since = models.DateTimeField(null=True, blank=True)
+    payout_unclear_since = models.DateTimeField(
+        "indeterminado desde",
+        null=True,
+        blank=True,
+        help_text="Desde quando a adquirente não diz se pagou (envio sem resposta clara ou consulta sem resultado).",
+    )
     # Set while an approved withdrawal is not sent because of its account.
-    hold_reason = models.CharField(max_length=24, choices=HoldReason.choices, blank=True)
-    held_since = models.DateTimeField(null=True, blank=True)
+    hold_reason = models.CharField("retido por", max_length=24, choices=HoldReason.choices, blank=True)
+    held_since = models.DateTimeField("retido desde", null=True, blank=True)
 
-    approved_at = models.DateTimeField(null=True, blank=True)
+    approved_at = models.DateTimeField("aprovado em", null=True, blank=True)
     paid_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField("atualizado em", auto_now=True)
 
     class Meta:
         verbose_name = "saque"
+        verbose_name_plural = "saques"
         ordering = ["-created_at", "-id"]
         # One per back-office action that moves money (withdrawals.admin).
         permissions = [
-            ("approve_withdrawal", "Can approve withdrawals (the payout is sent)"),
-            ("cancel_withdrawal", "Can cancel pending withdrawals (the debit is given back)"),
-            ("request_withdrawal_return", "Can request marking a withdrawal returned by its destination"),
+            ("approve_withdrawal", "Pode aprovar saques (o Pix é enviado)"),
+            ("cancel_withdrawal", "Pode cancelar saques pendentes (o débito é devolvido)"),
+            ("request_withdrawal_return", "Pode pedir para marcar um saque como devolvido pelo destino"),
             (
                 "request_undetermined_payout_failure",
-                "Can request failing an undetermined payout (the debit is given back)",
+                "Pode pedir para falhar um pagamento indeterminado (o débito é devolvido)",
             ),
         ]
         indexes = [
@@ -131,7 +159,7 @@ class Withdrawal(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.id} {self.amount} {self.status}"
+        return f"Saque {brl(self.amount)} ({WithdrawalStatus(self.status).label.lower()})"
 
 
 class PayoutAttempt(models.Model):
@@ -144,31 +172,40 @@ class PayoutAttempt(models.Model):
         # the payout was unsettled); no call was made.
         NOTICE = "notice", "Aviso"
 
-    withdrawal = models.ForeignKey(Withdrawal, on_delete=models.CASCADE, related_name="payout_attempts")
-    acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="payout_attempts")
-    action = models.CharField(max_length=8, choices=Action.choices)
+    withdrawal = models.ForeignKey(
+        Withdrawal, on_delete=models.CASCADE, related_name="payout_attempts", verbose_name="saque"
+    )
+    acquirer = models.ForeignKey(
+        Acquirer, on_delete=models.PROTECT, related_name="payout_attempts", verbose_name="adquirente"
+    )
+    action = models.CharField("chamada", max_length=8, choices=Action.choices)
     # A failed call: acquirers.calls.Outcome (as a charge's attempt). An answered
     # one: the payout's status there (paid, processing, failed, not_found).
-    outcome = models.CharField(max_length=20)
-    error_class = models.CharField(max_length=100, blank=True)
-    error_message = models.CharField(max_length=500, blank=True)
-    latency_ms = models.PositiveIntegerField()
+    outcome = models.CharField(
+        "resultado", max_length=20, help_text="O status do pagamento na adquirente, ou o erro da chamada."
+    )
+    error_class = models.CharField("tipo de erro", max_length=100, blank=True)
+    error_message = models.CharField("mensagem de erro", max_length=500, blank=True)
+    latency_ms = models.PositiveIntegerField("latência (ms)")
     # This answer was definitive (refused, failed): the acquirer is done with
     # the payout and the chain may move on.
-    released = models.BooleanField(default=False)
+    released = models.BooleanField(
+        "liberado", default=False, help_text="Resposta definitiva: a adquirente não pagará; a próxima pode tentar."
+    )
     # What a call abandoned at its deadline finally returned or raised, on rows from
     # before calls were cut at the socket (core.deadline); nothing writes them now.
-    late_outcome = models.CharField(max_length=20, blank=True)
-    late_detail = models.CharField(max_length=500, blank=True)
-    late_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    late_outcome = models.CharField("resposta tardia", max_length=20, blank=True)
+    late_detail = models.CharField("detalhe da resposta tardia", max_length=500, blank=True)
+    late_at = models.DateTimeField("resposta tardia em", null=True, blank=True)
+    created_at = models.DateTimeField("quando", auto_now_add=True)
 
     class Meta:
         verbose_name = "tentativa de pagamento"
+        verbose_name_plural = "tentativas de pagamento"
         ordering = ["withdrawal", "id"]
 
     def __str__(self) -> str:
-        return f"{self.withdrawal_id} {self.action} @{self.acquirer_id}: {self.outcome}"
+        return f"{self.get_action_display()} na adquirente {self.acquirer_id}: {self.outcome}"
 
 
 class WithdrawalTransition(models.Model):
@@ -178,19 +215,22 @@ class WithdrawalTransition(models.Model):
         SANDBOX = "sandbox", "Sandbox"
         STAFF = "staff", "Equipe"
 
-    withdrawal = models.ForeignKey(Withdrawal, on_delete=models.CASCADE, related_name="transitions")
-    from_status = models.CharField(max_length=16, choices=WithdrawalStatus.choices)
-    to_status = models.CharField(max_length=16, choices=WithdrawalStatus.choices)
-    source = models.CharField(max_length=16, choices=Source.choices)
-    actor = models.CharField(max_length=150, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    withdrawal = models.ForeignKey(
+        Withdrawal, on_delete=models.CASCADE, related_name="transitions", verbose_name="saque"
+    )
+    from_status = models.CharField("de", max_length=16, choices=WithdrawalStatus.choices)
+    to_status = models.CharField("para", max_length=16, choices=WithdrawalStatus.choices)
+    source = models.CharField("origem", max_length=16, choices=Source.choices)
+    actor = models.CharField("quem", max_length=150, blank=True)
+    created_at = models.DateTimeField("quando", auto_now_add=True)
 
     class Meta:
         verbose_name = "mudança de status do saque"
+        verbose_name_plural = "mudanças de status do saque"
         ordering = ["withdrawal", "id"]
 
     def __str__(self) -> str:
-        return f"{self.withdrawal_id}: {self.from_status} → {self.to_status}"
+        return f"{self.get_from_status_display()} → {self.get_to_status_display()}"
 
 
 class UndeterminedPayoutManager(models.Manager["UndeterminedPayout"]):

@@ -3,12 +3,17 @@ through the transition service, and what each staff group may do."""
 
 from __future__ import annotations
 
+import csv
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from accounts.models import Account, LedgerEntry, MoneyActionRequest
 from accounts.selectors import available_balance
@@ -187,3 +192,201 @@ def test_inbound_notifications_are_read_only(admin_client: Client) -> None:
     assert admin_client.get(reverse("admin:acquirers_inboundnotification_add")).status_code == 403
     page = admin_client.post(reverse("admin:acquirers_inboundnotification_change", args=[notification.pk]), {})
     assert page.status_code == 403
+
+
+# --------------------------------------------------------------------------- lists staff can work with (issue 15)
+
+EXPORT = reverse("admin:payments_charge_export")
+
+
+@pytest.fixture
+def charges(api: Any, account: Account) -> dict[str, Charge]:
+    """A few charges in several statuses and amounts, newest last."""
+    AcquirerFactory(key="alpha", default_priority=1)
+    made: dict[str, Charge] = {}
+    for name, amount, status in (
+        ("pending", 1234, None),
+        ("paid", 4990, ChargeStatus.PAID),
+        ("big", 123456, ChargeStatus.PAID),
+        ("canceled", 2000, ChargeStatus.CANCELED),
+    ):
+        response = api.post("/api/transactions", {**BODY, "amount": amount}, format="json")
+        assert response.status_code == 201
+        charge = Charge.objects.get(pk=response.json()["data"]["id"])
+        if status is not None:
+            charge_transition(charge_id=charge.pk, to_status=status, source="sandbox")
+        charge.refresh_from_db()
+        made[name] = charge
+    return made
+
+
+def totals(response: Any) -> str:
+    assert response.status_code == 200
+    page = response.content.decode()
+    start = page.index('id="list-totals"')
+    return " ".join(page[start : page.index("</p>", start)].split())
+
+
+def test_list_shows_reais_and_pt_br_columns(admin_client: Client, charges: dict[str, Charge]) -> None:
+    page = admin_client.get(CHARGES).content.decode()
+    for shown in ("R$ 12,34", "R$ 49,90", "R$ 1.234,56", "R$ 20,00"):
+        assert shown in page
+    for header in ("Valor", "Valor líquido", "Status", "Criada em", "Paga em", "Exportar CSV"):
+        assert header in page, header
+    assert ">Paga<" in page  # status labels, not values
+    assert ">Pendente<" in page
+    assert ">123456<" not in page  # no raw centavos
+    assert ">4990<" not in page
+    index = admin_client.get(reverse("admin:index")).content.decode()
+    assert "Cobranças" in index
+
+
+def test_totals_count_and_sum_what_the_filters_select(admin_client: Client, charges: dict[str, Charge]) -> None:
+    assert totals(admin_client.get(CHARGES)) == (
+        'id="list-totals"> <strong>4 cobranças</strong> · Valor: <strong>R$ 1.316,80</strong>'
+        " · Valor líquido: <strong>R$ 1.316,80</strong>"
+    )
+    paid = totals(admin_client.get(CHARGES, {"status__exact": "paid"}))
+    assert "<strong>2 cobranças</strong> · Valor: <strong>R$ 1.284,46</strong>" in paid
+    assert "com os filtros e a busca aplicados" in paid
+    one = totals(admin_client.get(CHARGES, {"q": charges["canceled"].txid}))
+    assert "<strong>1 cobrança</strong> · Valor: <strong>R$ 20,00</strong>" in one
+    none = totals(admin_client.get(CHARGES, {"status__exact": "chargeback"}))
+    assert "<strong>0 cobranças</strong> · Valor: <strong>R$ 0,00</strong>" in none
+
+
+def test_detail_page_shows_reais_in_title_and_fields_and_no_save_button(
+    admin_client: Client, charges: dict[str, Charge]
+) -> None:
+    charge = charges["big"]
+    page = admin_client.get(reverse("admin:payments_charge_change", args=[charge.pk])).content.decode()
+    # The title and breadcrumb, no longer "<uuid> 123456 paid".
+    assert "Cobrança R$ 1.234,56 (paga)" in page
+    assert "R$ 1.234,56" in page
+    assert "Taxa da plataforma" in page
+    assert "Nome do pagador" in page
+    assert "Mudanças de status" in page  # plurals, not "statuss"
+    assert "Tentativas nas adquirentes" in page
+    assert 'name="_save"' not in page
+    assert 'name="_continue"' not in page
+    assert "Ver cobrança" in page
+    # Paid: refund and chargeback are offered on the page; cancelling is not.
+    assert 'value="refund"' in page
+    assert 'value="mark_chargeback"' in page
+    assert 'value="cancel"' not in page
+
+
+def test_cancel_from_the_detail_page_confirms_with_a_reason(admin_client: Client, charges: dict[str, Charge]) -> None:
+    charge = charges["pending"]
+    run = reverse("admin:payments_charge_run", args=[charge.pk])
+    change = reverse("admin:payments_charge_change", args=[charge.pk])
+    assert 'value="cancel"' in admin_client.get(change).content.decode()
+
+    confirm = admin_client.post(run, {"action": "cancel"})
+    assert confirm.status_code == 200
+    assert "Cancelar: confirmar" in confirm.content.decode()
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PENDING
+
+    done = admin_client.post(
+        run, {"action": "cancel", "confirmed": "yes", "reason": REASON, "_selected_action": [str(charge.pk)]}
+    )
+    assert done.status_code == 302
+    assert done["Location"] == change
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.CANCELED
+    [entry] = LogEntry.objects.filter(object_id=str(charge.pk))
+    assert entry.change_message == f"Cancelar (pending → canceled). Motivo: {REASON}"
+
+
+def test_detail_action_refused_changes_nothing(staff_client: Any, charges: dict[str, Charge]) -> None:
+    client = staff_client("support")
+    charge = charges["paid"]
+    before = ledger_kinds(charge.account)
+    page = client.get(reverse("admin:payments_charge_change", args=[charge.pk])).content.decode()
+    assert 'id="detail-actions"' not in page
+    run = reverse("admin:payments_charge_run", args=[charge.pk])
+    response = client.post(run, {"action": "refund", "confirmed": "yes", "reason": REASON})
+    assert response.status_code == 403
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID
+    assert ledger_kinds(charge.account) == before
+    assert not LogEntry.objects.filter(object_id=str(charge.pk)).exists()
+
+
+def csv_rows(response: Any) -> list[list[str]]:
+    body = response.getvalue().decode("utf-8")
+    assert body.startswith("\ufeff")
+    return list(csv.reader(body[1:].splitlines(), delimiter=";"))
+
+
+def test_csv_export_streams_the_filtered_list(admin_client: Client, charges: dict[str, Charge]) -> None:
+    listing = admin_client.get(CHARGES, {"status__exact": "paid"}).content.decode()
+    assert f'href="{EXPORT}?status__exact=paid"' in listing
+
+    response = admin_client.get(EXPORT, {"status__exact": "paid"})
+    assert isinstance(response, StreamingHttpResponse)
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"].startswith('attachment; filename="cobrancas-')
+    header, *rows = csv_rows(response)
+    assert header[:5] == ["ID", "Criada em", "Status", "Valor (centavos)", "Valor (R$)"]
+    assert [row[0] for row in rows] == [str(charges["big"].pk), str(charges["paid"].pk)]  # the list's order
+    big = dict(zip(header, rows[0], strict=True))
+    assert (big["Status"], big["Valor (centavos)"], big["Valor (R$)"]) == ("Paga", "123456", "1234,56")
+    assert big["Valor líquido (R$)"] == "1234,56"
+    assert big["txid"] == charges["big"].txid
+    created = timezone.localtime(charges["big"].created_at, ZoneInfo("America/Sao_Paulo"))
+    assert big["Criada em"] == created.strftime("%d/%m/%Y %H:%M:%S")
+    # The search too, as on the list.
+    _, *found = csv_rows(admin_client.get(EXPORT, {"q": charges["pending"].txid}))
+    assert [row[0] for row in found] == [str(charges["pending"].pk)]
+
+
+def test_csv_export_reads_through_a_chunked_iterator(
+    admin_client: Client,
+    charges: dict[str, Charge],
+    monkeypatch: pytest.MonkeyPatch,
+    django_assert_max_num_queries: Any,
+) -> None:
+    chunks: list[int] = []
+    original = QuerySet.iterator
+
+    def spy(self: Any, chunk_size: int | None = None) -> Any:
+        chunks.append(chunk_size or 0)
+        return original(self, chunk_size=chunk_size)
+
+    monkeypatch.setattr(QuerySet, "iterator", spy)
+    few = admin_client.get(EXPORT)
+    with django_assert_max_num_queries(2):  # one query for every row (the account comes joined)
+        assert len(csv_rows(few)) == 5
+    assert chunks == [2000]
+
+    charge = charges["paid"]
+    Charge.objects.bulk_create(
+        Charge(
+            account=charge.account,
+            acquirer=charge.acquirer,
+            amount=100,
+            platform_tax=0,
+            liquid_amount=100,
+            txid=f"bulk{i:031d}",
+            emv="x",
+            buyer_name="B",
+            buyer_document="52998224725",
+            buyer_phone="1",
+            expires_at=charge.expires_at,
+        )
+        for i in range(300)
+    )
+    many = admin_client.get(EXPORT)
+    with django_assert_max_num_queries(2):
+        assert len(csv_rows(many)) == 305
+
+
+def test_csv_export_needs_the_view_permission(
+    client: Client, django_user_model: Any, staff_client: Any, charges: dict[str, Charge]
+) -> None:
+    assert staff_client("support").get(EXPORT).status_code == 200  # who sees the list may export it
+    nobody = django_user_model.objects.create_user(username="nobody", password="x", is_staff=True)
+    client.force_login(nobody)
+    assert client.get(EXPORT).status_code == 403

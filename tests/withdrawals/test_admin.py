@@ -4,17 +4,23 @@ transition service (approve, cancel, mark returned), and who may do what."""
 
 from __future__ import annotations
 
+import csv
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from accounts.models import Account, LedgerEntry, MoneyActionRequest
 from accounts.selectors import available_balance, ledger_sum
@@ -394,3 +400,222 @@ def test_operations_can_act(staff_client: Callable[[str], Client], book: Book, e
     assert MoneyActionRequest.objects.get().requested_by.get_username() == "operations-user"
     assert WithdrawalTransition.objects.filter(withdrawal=book.queued).get().actor == "operations-user"
     assert change_log(book.queued) == [("operations-user", f"Aprovar (pending → approved). Motivo: {REASON}")]
+
+
+# --------------------------------------------------------------------------- lists staff can work with (issue 15)
+
+EXPORT = reverse("admin:withdrawals_withdrawal_export")
+UNDETERMINED = reverse("admin:withdrawals_undeterminedpayout_changelist")
+
+
+def order(response: Any, *withdrawals: Withdrawal) -> list[uuid.UUID]:
+    """The given withdrawals in the order the page lists them."""
+    page = response.content.decode()
+    return sorted((w.pk for w in withdrawals), key=lambda pk: page.index(f'value="{pk}"'))
+
+
+def totals(response: Any) -> str:
+    assert response.status_code == 200
+    page = response.content.decode()
+    start = page.index('id="list-totals"')
+    return " ".join(page[start : page.index("</p>", start)].split())
+
+
+def csv_rows(response: Any) -> list[dict[str, str]]:
+    assert isinstance(response, StreamingHttpResponse)
+    body = response.getvalue().decode("utf-8")
+    return list(csv.DictReader(body.removeprefix("\ufeff").splitlines(), delimiter=";"))
+
+
+def test_list_shows_reais_destination_and_pt_br_labels(admin_client: Client, book: Book) -> None:
+    page = admin_client.get(WITHDRAWALS).content.decode()
+    assert "R$ 50,00" in page
+    assert "R$ 48,50" in page  # sent, after the fee
+    assert "CPF: 12345678909" in page
+    assert "E-mail: fulano@example.com" in page
+    for header in ("Valor enviado", "Chave de destino", "Pedido em", "Exportar CSV", "Aguardando aprovação (1)"):
+        assert header in page, header
+    assert ">Pendente<" in page
+    assert ">5000<" not in page
+
+
+def test_totals_follow_the_filters(admin_client: Client, book: Book) -> None:
+    assert "<strong>4 saques</strong> · Valor: <strong>R$ 200,00</strong>" in totals(admin_client.get(WITHDRAWALS))
+    pending = totals(admin_client.get(WITHDRAWALS, {"status__exact": "pending"}))
+    assert (
+        "<strong>2 saques</strong> · Valor: <strong>R$ 100,00</strong> · Valor enviado: <strong>R$ 97,00</strong>"
+        in (pending)
+    )
+    queue = totals(admin_client.get(WITHDRAWALS, {"queue": "awaiting"}))
+    assert "<strong>1 saque</strong> · Valor: <strong>R$ 50,00</strong>" in queue
+
+
+def test_approval_queue_is_oldest_first_with_key_amount_and_account(admin_client: Client, book: Book) -> None:
+    newer = request(book.manual, key_type="email", key_value="novo@example.com")
+    listing = admin_client.get(WITHDRAWALS)
+    assert order(listing, book.queued, newer) == [newer.pk, book.queued.pk]  # the list: newest first
+
+    queue = admin_client.get(WITHDRAWALS, {"queue": "awaiting"})
+    assert order(queue, book.queued, newer) == [book.queued.pk, newer.pk]  # the queue: oldest first
+    page = queue.content.decode()
+    assert "Aguardando aprovação (2)" in page
+    assert "CPF: 12345678909" in page
+    assert "E-mail: novo@example.com" in page
+    assert "Loja Manual" in page
+    assert "<strong>2 saques</strong> · Valor: <strong>R$ 100,00</strong>" in totals(queue)
+
+
+def test_detail_page_in_reais_without_save_and_with_its_actions(admin_client: Client, book: Book) -> None:
+    page = admin_client.get(reverse("admin:withdrawals_withdrawal_change", args=[book.queued.pk])).content.decode()
+    assert "Saque R$ 50,00 (pendente)" in page
+    assert "R$ 48,50" in page
+    assert "Débito total" in page
+    assert "Tentativas de pagamento" in page
+    assert "Mudanças de status do saque" in page
+    assert 'name="_save"' not in page
+    assert 'name="_continue"' not in page
+    assert 'value="approve"' in page
+    assert 'value="cancel"' in page
+    assert 'value="mark_returned"' not in page
+    paid = admin_client.get(reverse("admin:withdrawals_withdrawal_change", args=[book.paid.pk])).content.decode()
+    assert 'value="mark_returned"' in paid
+    assert 'value="approve"' not in paid
+
+
+def test_approve_from_the_detail_page_confirms_logs_the_reason_and_comes_back(
+    admin_client: Client, book: Book, enqueued: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    run = reverse("admin:withdrawals_withdrawal_run", args=[book.queued.pk])
+    change = reverse("admin:withdrawals_withdrawal_change", args=[book.queued.pk])
+    before = state(book.queued)
+
+    confirm = admin_client.post(run, {"action": "approve"})
+
+    assert confirm.status_code == 200
+    assert "Aprovar envia o Pix à chave de destino" in confirm.content.decode()
+    assert state(book.queued) == before
+    with django_capture_on_commit_callbacks(execute=True):
+        done = admin_client.post(run, {"action": "approve", "confirmed": "yes", "reason": REASON})
+    assert done.status_code == 302
+    assert done["Location"] == change
+    book.queued.refresh_from_db()
+    assert book.queued.status == S.APPROVED
+    assert enqueued == [(book.queued.pk,)]
+    assert change_log(book.queued) == [("admin", f"Aprovar (pending → approved). Motivo: {REASON}")]
+
+
+def test_refused_detail_actions_change_nothing(
+    staff_client: Callable[[str], Client], book: Book, enqueued: list[Any]
+) -> None:
+    client = staff_client("support")
+    page = client.get(reverse("admin:withdrawals_withdrawal_change", args=[book.queued.pk])).content.decode()
+    assert 'id="detail-actions"' not in page
+    before = {w.pk: state(w) for w in book.all()}
+    run = reverse("admin:withdrawals_withdrawal_run", args=[book.queued.pk])
+    assert client.post(run, {"action": "approve", "confirmed": "yes", "reason": REASON}).status_code == 403
+    assert client.post(run, {"action": "cancel", "confirmed": "yes", "reason": REASON}).status_code == 403
+    assert {w.pk: state(w) for w in book.all()} == before
+    assert not LogEntry.objects.exists()
+    assert enqueued == []
+
+
+def test_detail_action_the_status_does_not_allow_changes_nothing(admin_client: Client, book: Book) -> None:
+    before = state(book.approved)
+    run = reverse("admin:withdrawals_withdrawal_run", args=[book.approved.pk])
+    response = admin_client.post(run, {"action": "cancel", "confirmed": "yes", "reason": REASON}, follow=True)
+    assert messages_of(response) == [
+        "Cancelar (devolve o saldo): nenhum registro selecionado está em um status que permita."
+    ]
+    assert state(book.approved) == before
+    assert change_log(book.approved) == []
+
+
+def test_csv_export_of_the_queue(admin_client: Client, book: Book) -> None:
+    newer = request(book.manual, key_value="11144477735")
+    queue = admin_client.get(WITHDRAWALS, {"queue": "awaiting"}).content.decode()
+    assert f'href="{EXPORT}?queue=awaiting"' in queue
+
+    rows = csv_rows(admin_client.get(EXPORT, {"queue": "awaiting"}))
+
+    assert [row["ID"] for row in rows] == [str(book.queued.pk), str(newer.pk)]  # oldest first, as listed
+    first = rows[0]
+    assert (first["Status"], first["Tipo de chave"], first["Chave Pix"]) == ("Pendente", "CPF", "12345678909")
+    assert (first["Valor (centavos)"], first["Valor (R$)"], first["Valor enviado (R$)"]) == ("5000", "50,00", "48,50")
+    assert first["Conta"] == "Loja Manual"
+    requested = timezone.localtime(book.queued.created_at, ZoneInfo("America/Sao_Paulo"))
+    assert first["Pedido em"] == requested.strftime("%d/%m/%Y %H:%M:%S")
+    assert first["Aprovado em"] == ""
+    assert [row["ID"] for row in csv_rows(admin_client.get(EXPORT, {"status__exact": "paid"}))] == [str(book.paid.pk)]
+
+
+def test_csv_export_is_streamed_in_chunks(
+    admin_client: Client, book: Book, django_assert_max_num_queries: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunks: list[int | None] = []
+    original = QuerySet.iterator
+
+    def spy(self: Any, chunk_size: int | None = None) -> Any:
+        chunks.append(chunk_size)
+        return original(self, chunk_size=chunk_size)
+
+    monkeypatch.setattr(QuerySet, "iterator", spy)
+    response = admin_client.get(EXPORT)
+    with django_assert_max_num_queries(2):  # every row from one query: account and acquirer come joined
+        assert len(csv_rows(response)) == 4
+    assert chunks == [2000]
+
+
+def undetermined(withdrawal: Withdrawal, hours_ago: int) -> Withdrawal:
+    """Test setup: the payout was sent and its acquirer has not said where it stands."""
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(
+        status=S.APPROVED, payout_unclear_since=timezone.now() - timedelta(hours=hours_ago)
+    )
+    withdrawal.refresh_from_db()
+    return withdrawal
+
+
+def test_undetermined_payouts_oldest_first_with_amount_key_and_since(admin_client: Client, book: Book) -> None:
+    recent = undetermined(book.approved, hours_ago=1)
+    old = undetermined(request(book.manual, key_value="11144477735"), hours_ago=30)
+
+    response = admin_client.get(UNDETERMINED)
+
+    assert order(response, recent, old) == [old.pk, recent.pk]
+    page = response.content.decode()
+    assert "Pagamentos indeterminados" in page
+    assert "CPF: 11144477735" in page
+    assert "R$ 50,00" in page
+    assert "Indeterminado desde" in page
+    since = timezone.localtime(old.payout_unclear_since, ZoneInfo("America/Sao_Paulo"))
+    assert since.strftime("%d/%m/%Y %H:%M:%S") in page
+    assert "<strong>2 pagamentos indeterminados</strong> · Valor: <strong>R$ 100,00</strong>" in totals(response)
+
+
+def test_fail_undetermined_from_its_page_asks_with_a_reason_and_moves_nothing(admin_client: Client, book: Book) -> None:
+    payout = undetermined(book.approved, hours_ago=30)
+    change = reverse("admin:withdrawals_undeterminedpayout_change", args=[payout.pk])
+    page = admin_client.get(change).content.decode()
+    assert 'value="fail_undetermined"' in page
+    assert 'value="ask_owner_again"' in page
+    assert 'name="_save"' not in page
+    run = reverse("admin:withdrawals_undeterminedpayout_run", args=[payout.pk])
+    before = state(payout)
+
+    confirm = admin_client.post(run, {"action": "fail_undetermined"})
+    assert confirm.status_code == 200
+    assert "resposta definitiva da adquirente" in confirm.content.decode()
+    assert not MoneyActionRequest.objects.exists()
+
+    done = admin_client.post(
+        run, {"action": "fail_undetermined", "confirmed": "yes", "reason": "Chamado 123: não pagou"}
+    )
+    assert done["Location"] == change
+    pending = MoneyActionRequest.objects.get()
+    assert (pending.action, pending.target_id, pending.reason) == (
+        "fail_undetermined_payout",
+        str(payout.pk),
+        "Chamado 123: não pagou",
+    )
+    assert state(payout) == before  # nothing credited until a second staff member approves
+    log = LogEntry.objects.get(object_id=str(payout.pk))
+    assert log.change_message.endswith("Motivo: Chamado 123: não pagou")

@@ -1,0 +1,162 @@
+"""Pieces of the withdrawals back office (withdrawals.admin): the history
+inlines, the queue filters and their order, and the columns that show a
+withdrawal in reais and pt-BR."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from core.admin import ReadOnlyInlineMixin, money
+from core.admin_lists import labelled, short_id
+from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.services import payout_settle_window
+
+
+class PayoutAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[PayoutAttempt, Withdrawal]):
+    model = PayoutAttempt
+    fields = (
+        "created_at",
+        "acquirer",
+        "action",
+        "outcome",
+        "error_class",
+        "error_message",
+        "latency_ms",
+        "released",
+        "late_outcome",
+        "late_detail",
+        "late_at",
+    )
+    readonly_fields = fields
+
+
+class WithdrawalTransitionInline(ReadOnlyInlineMixin, admin.TabularInline[WithdrawalTransition, Withdrawal]):
+    model = WithdrawalTransition
+    fields = ("created_at", "from_status", "to_status", "source", "actor")
+    readonly_fields = fields
+
+
+class ApprovalQueueFilter(admin.SimpleListFilter):
+    """Withdrawals waiting for a person: pending on accounts with manual
+    approval. Listed oldest first (WithdrawalAdmin.get_ordering)."""
+
+    title = "fila de aprovação"
+    parameter_name = "queue"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("awaiting", "Aguardando aprovação")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "awaiting":
+            return queryset.filter(status=WithdrawalStatus.PENDING, account__withdrawals_need_approval=True)
+        return queryset
+
+
+class PayoutStateFilter(admin.SimpleListFilter):
+    """Approved withdrawals whose payout waits: on an acquirer that has not
+    said where it stands, or held because of their account."""
+
+    title = "pagamento parado"
+    parameter_name = "payout"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("undetermined", "Pagamento indeterminado"),
+            ("staff", "Indeterminado além da janela (equipe)"),
+            ("held", "Retido: conta bloqueada ou não aprovada"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        approved = queryset.filter(status=WithdrawalStatus.APPROVED)
+        if self.value() == "undetermined":
+            return approved.filter(payout_unclear_since__isnull=False)
+        if self.value() == "staff":
+            return approved.filter(payout_unclear_since__lt=timezone.now() - payout_settle_window())
+        if self.value() == "held":
+            return approved.exclude(hold_reason="")
+        return queryset
+
+
+#: Queues are worked oldest first: the filter's value → the default order.
+QUEUE_ORDER = {
+    ("queue", "awaiting"): ("created_at", "id"),
+    ("payout", "undetermined"): ("payout_unclear_since", "id"),
+    ("payout", "staff"): ("payout_unclear_since", "id"),
+    ("payout", "held"): ("held_since", "id"),
+}
+
+
+@admin.display(description="Chave de destino")
+def destination(modeladmin: Any, withdrawal: Withdrawal) -> str:
+    return f"{withdrawal.get_pix_key_type_display()}: {withdrawal.pix_key}"
+
+
+class WithdrawalColumns:
+    """Columns of fields the API serializes: labelled here, not on the model
+    (their verbose names would become OpenAPI titles)."""
+
+    id_label = labelled("id", "ID")
+    amount_brl = money("amount", "Valor")
+    fee_brl = money("fee", "Taxa")
+    total_debit_brl = money("total_debit", "Débito total")
+    liquid_amount_brl = money("liquid_amount", "Valor enviado")
+    status_label = labelled("status", "Status")
+    pix_key_type_label = labelled("pix_key_type", "Tipo de chave")
+    pix_key_label = labelled("pix_key", "Chave Pix")
+    e2e_id_label = labelled("e2e_id", "ID end-to-end (E2E)")
+    created_at_label = labelled("created_at", "Pedido em")
+    paid_at_label = labelled("paid_at", "Pago em")
+    destination = destination
+    short_id = short_id
+
+    fieldsets: ClassVar[Any] = (
+        (
+            None,
+            {
+                "fields": (
+                    "id_label",
+                    "account",
+                    "status_label",
+                    "amount_brl",
+                    "fee_brl",
+                    "discount_fee",
+                    "total_debit_brl",
+                    "liquid_amount_brl",
+                    "version",
+                )
+            },
+        ),
+        ("Destino", {"fields": ("pix_key_type_label", "pix_key_label", "e2e_id_label")}),
+        (
+            "Pagamento",
+            {
+                "fields": (
+                    "created_at_label",
+                    "approved_at",
+                    "paid_at_label",
+                    "acquirer",
+                    "provider_payout_id",
+                    "idempotency_id",
+                    "failure_reason",
+                    "hold_reason",
+                    "held_since",
+                    "payout_owner",
+                    "payout_owner_since",
+                    "payout_unclear_since",
+                    "payout_leased_until",
+                    "payout_lease_token",
+                    "updated_at",
+                )
+            },
+        ),
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        computed = [f for f in flatten_fieldsets(self.fieldsets or ()) if f.endswith(("_brl", "_label"))]
+        return [*super().get_readonly_fields(request, obj), *computed]  # type: ignore[misc]
