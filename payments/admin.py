@@ -20,7 +20,6 @@ from core.admin import (
     TransitionActions,
     UUIDSearchMixin,
     confirm_first,
-    money,
 )
 from core.admin_lists import (
     CsvExportMixin,
@@ -34,6 +33,7 @@ from core.admin_lists import (
     short_id,
     titled,
 )
+from core.admin_money import money
 from core.exceptions import PixServiceError
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition

@@ -12,8 +12,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from core.admin import ReadOnlyInlineMixin, money
+from core.admin import ReadOnlyInlineMixin
 from core.admin_lists import labelled, short_id
+from core.admin_money import money
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import payout_settle_window
 

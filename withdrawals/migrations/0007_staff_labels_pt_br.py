@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('accounts', '0005_undetermined_payout_failure_action'),
         ('acquirers', '0003_acquirer_reset_circuit_breaker'),
-        ('withdrawals', '0005_undetermined_payout_failure_permission'),
+        ('withdrawals', '0006_overview_indexes'),
     ]
 
     operations = [
