@@ -51,6 +51,19 @@ ENUM_DESCRIPTIONS: dict[str, str] = {
 }
 
 
+def drop_field_titles(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: no ``title`` on a property.
+
+    drf-spectacular makes one of a model field's verbose name, which is the
+    back office's pt-BR label ("Próxima tentativa"); the API's documentation
+    is English and names each property by its key, with a description where
+    one is needed."""
+    for component in result.get("components", {}).get("schemas", {}).values():
+        for prop in component.get("properties", {}).values():
+            prop.pop("title", None)
+    return result
+
+
 def describe_enums(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: English descriptions of the enums."""
     schemas = result.get("components", {}).get("schemas", {})

@@ -37,6 +37,10 @@ class PixAdminSite(admin.AdminSite):
     index_title = "Visão geral"
     # No public site behind the back office: no "Ver o site" link.
     site_url = None
+    # Lists get the whole width: with Django's app sidebar beside the filters,
+    # a charge's last date column was cut at 1440 px. The index (overview and
+    # app list) and the breadcrumbs are the way between lists.
+    enable_nav_sidebar = False
 
     def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
         apps = super().get_app_list(request, app_label)

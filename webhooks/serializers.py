@@ -20,6 +20,8 @@ class EndpointSerializer(serializers.ModelSerializer[WebhookEndpoint]):
         model = WebhookEndpoint
         fields = ["id", "url", "description", "code", "is_active", "disabled_reason", "created_at"]
         read_only_fields = fields
+        # The model's help texts are the back office's pt-BR; the API documents itself in English.
+        extra_kwargs = {"code": {"help_text": "Sent in the `X-Webhook-Code` header of every delivery."}}
 
 
 class EndpointCreatedSerializer(EndpointSerializer):

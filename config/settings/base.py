@@ -271,7 +271,11 @@ SPECTACULAR_SETTINGS = {
     # The choices' labels are the back office's pt-BR; the API's documentation
     # is English: api.schema describes each enum instead.
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "api.schema.describe_enums"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.describe_enums",
+        "api.schema.drop_field_titles",
+    ],
     # The schema and Swagger UI are public; the API they describe is not.
     "SERVE_AUTHENTICATION": [],
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],

@@ -22,11 +22,6 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.test import Client
 
-# Playwright's sync API runs an event loop in the test's thread, and Django
-# refuses ORM calls from a thread with a running loop. The tests' ORM calls
-# are ordinary synchronous ones between browser steps.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM = os.environ.get("PIX_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(os.environ.get("PIX_TEST_ARTIFACTS", Path(settings.BASE_DIR) / "var" / "test-artifacts"))
 VIEWPORT = {"width": 1440, "height": 900}
@@ -40,8 +35,14 @@ def screenshot(page: Any, name: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium per test module. Module-scoped, not session-scoped:
+    Playwright's sync API keeps an event loop running in this thread while it
+    is started, and Django refuses ORM calls beside one. The tests' ORM calls
+    are ordinary synchronous ones between browser steps, so the refusal is
+    lifted (DJANGO_ALLOW_ASYNC_UNSAFE) for exactly as long as the loop runs,
+    never for the other tests or the processes they start."""
     if CHROMIUM is None:
         message = "Debian's chromium is not installed (make test installs it: apt-get install chromium)"
         if os.environ.get("CI"):
@@ -49,7 +50,8 @@ def browser() -> Iterator[Any]:
         pytest.skip(message)
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         yield chromium
