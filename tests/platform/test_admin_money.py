@@ -30,7 +30,7 @@ def test_reais_typed_the_brazilian_way_become_centavos(typed: str, centavos: int
 
 @pytest.mark.parametrize("typed", ["12,345", "abc", "1,2,3", "1,234.56", "", "R$"])
 def test_anything_else_is_refused_never_rounded(typed: str) -> None:
-    with pytest.raises(ValueError, match=re.escape(typed)):
+    with pytest.raises(ValueError, match=f"^{re.escape(typed)}$"):
         parse_reais(typed)
 
 

@@ -22,6 +22,6 @@ class Migration(migrations.Migration):
         ),
         AddIndexConcurrently(
             model_name='withdrawal',
-            index=models.Index(condition=models.Q(('status', 'pending')), fields=['created_at'], name='withdrawal_pending'),
+            index=models.Index(condition=models.Q(('status', 'pending')), fields=['account', 'created_at'], name='withdrawal_pending'),
         ),
     ]
