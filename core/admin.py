@@ -204,7 +204,10 @@ class TransitionActions:
                         changed = self.move(record.pk, to_status, description, request)
                 if changed:
                     done += 1
-                    logged = f"{description} ({record.status} → {to_status})"
+                    # The history is staff's: statuses by their pt-BR labels.
+                    labels = dict(type(record)._meta.get_field("status").choices or ())
+                    shown = f"{labels.get(record.status, record.status)} → {labels.get(to_status, to_status)}"
+                    logged = f"{description} ({shown})"
                     modeladmin.log_change(request, record, f"{logged}. Motivo: {reason}" if reason else logged)
                 else:
                     skipped += 1

@@ -8,3 +8,11 @@ from django.contrib.admin.apps import AdminConfig
 
 class PixAdminConfig(AdminConfig):
     default_site = "observability.admin_site.PixAdminSite"
+
+    def ready(self) -> None:
+        super().ready()  # autodiscover: every app's admin, django-axes' included
+        from django.contrib import admin
+
+        from observability.admin_axes import register
+
+        register(admin.site)

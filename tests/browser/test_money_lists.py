@@ -146,7 +146,7 @@ def test_approve_a_withdrawal_from_its_page_with_a_reason(
     withdrawal.refresh_from_db()
     assert withdrawal.status == WithdrawalStatus.APPROVED
     entry = LogEntry.objects.get(object_id=str(withdrawal.pk))
-    assert entry.change_message == "Aprovar (pending → approved). Motivo: Conferido com o titular por telefone"
+    assert entry.change_message == "Aprovar (Pendente → Aprovado). Motivo: Conferido com o titular por telefone"
     assert no_payouts == [(withdrawal.pk,)]
     assert Withdrawal.objects.get(pk=withdrawal.pk).version == 1
     assert page.errors == []

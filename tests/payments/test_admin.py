@@ -296,7 +296,7 @@ def test_cancel_from_the_detail_page_confirms_with_a_reason(admin_client: Client
     charge.refresh_from_db()
     assert charge.status == ChargeStatus.CANCELED
     [entry] = LogEntry.objects.filter(object_id=str(charge.pk))
-    assert entry.change_message == f"Cancelar (pending → canceled). Motivo: {REASON}"
+    assert entry.change_message == f"Cancelar (Pendente → Cancelada). Motivo: {REASON}"
 
 
 def test_detail_action_refused_changes_nothing(staff_client: Any, charges: dict[str, Charge]) -> None:

@@ -268,7 +268,7 @@ def test_approve_goes_through_the_service_and_enqueues_the_payout_after_commit(
         "staff",
         "admin",
     )
-    assert change_log(book.queued) == [("admin", f"Aprovar (pending → approved). Motivo: {REASON}")]
+    assert change_log(book.queued) == [("admin", f"Aprovar (Pendente → Aprovado). Motivo: {REASON}")]
     assert messages_of(response) == ["Aprovar: 1 saque(s).", SKIPPED]
     # The paid one was skipped and untouched.
     book.paid.refresh_from_db()
@@ -287,7 +287,7 @@ def test_cancel_gives_the_total_back(admin_client: Client, book: Book) -> None:
     assert available_balance(book.manual) == before + AMOUNT == ledger_sum(book.manual)
     entry = LedgerEntry.objects.filter(account=book.manual).latest("id")
     assert (entry.kind, entry.amount) == (K.WITHDRAWAL_REVERSAL, AMOUNT)
-    assert change_log(book.queued) == [("admin", f"Cancelar (devolve o saldo) (pending → canceled). Motivo: {REASON}")]
+    assert change_log(book.queued) == [("admin", f"Cancelar (devolve o saldo) (Pendente → Cancelado). Motivo: {REASON}")]
     # Approved is past cancelling (decisions §5): skipped with a warning.
     assert messages_of(response) == ["Cancelar (devolve o saldo): 1 saque(s).", SKIPPED]
     book.approved.refresh_from_db()
@@ -399,7 +399,7 @@ def test_operations_can_act(staff_client: Callable[[str], Client], book: Book, e
     assert (book.queued.status, book.paid.status) == (S.APPROVED, S.PAID)
     assert MoneyActionRequest.objects.get().requested_by.get_username() == "operations-user"
     assert WithdrawalTransition.objects.filter(withdrawal=book.queued).get().actor == "operations-user"
-    assert change_log(book.queued) == [("operations-user", f"Aprovar (pending → approved). Motivo: {REASON}")]
+    assert change_log(book.queued) == [("operations-user", f"Aprovar (Pendente → Aprovado). Motivo: {REASON}")]
 
 
 # --------------------------------------------------------------------------- lists staff can work with (issue 15)
@@ -501,7 +501,7 @@ def test_approve_from_the_detail_page_confirms_logs_the_reason_and_comes_back(
     book.queued.refresh_from_db()
     assert book.queued.status == S.APPROVED
     assert enqueued == [(book.queued.pk,)]
-    assert change_log(book.queued) == [("admin", f"Aprovar (pending → approved). Motivo: {REASON}")]
+    assert change_log(book.queued) == [("admin", f"Aprovar (Pendente → Aprovado). Motivo: {REASON}")]
 
 
 def test_refused_detail_actions_change_nothing(

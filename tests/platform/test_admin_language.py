@@ -1,0 +1,77 @@
+"""The back office speaks one language: every page staff can open (each
+model's list, its add page and a record's page, with records on them so the
+columns show) is crawled as a superuser, and no English word of an admin's
+vocabulary is left in what the page shows."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.test import Client
+from django.urls import reverse
+
+from accounts.models import Account
+from payments.models import ChargeStatus, ChargeTransition
+from payments.services import charge_transition
+from tests import factories
+from webhooks.services import endpoint_create
+
+pytestmark = pytest.mark.django_db
+
+#: Words of an admin's English vocabulary (the ones this back office's models
+#: and django-axes would show untranslated). Loanwords staff use as they are
+#: (Pix, webhook, endpoint, HTTP, CSV, status) are not in it.
+ENGLISH = re.compile(
+    r"\b(Created|Updated|Amount|Is active|Active|Account|Name|Description|Date|Select|Change|Delete|Add|Save"
+    r"|History|Filter|Search|Acquirer|Event|Delivery|Withdrawal|Charge|Ledger|Balance|Key|Type|Reason|Attempts?"
+    r"|Purpose|Priority|Received|Processed|Payload|Headers|Secret|Label|Permission|Last used|True|False|None"
+    r"|Unknown|Yes|No|Enabled|Adapter|Options|Paid|Pending|Failed|Succeeded|Approved|Canceled|Refunded|Next"
+    r"|Outcome|Latency|Number|Error|Kind|Reference|Action|State|Requested|Decided|Source|Actor|Slot|Circuit"
+    r"|Health|created at|is active|attempt time)\b"
+)
+
+
+def shown(page: str) -> str:
+    """The text a staff member reads: no scripts, styles or markup."""
+    page = re.sub(r"(?s)<(script|style)\b.*?</\1>", " ", page)
+    return html.unescape(re.sub(r"(?s)<[^>]+>", " ", page))
+
+
+@pytest.fixture
+def pages(client: Client, django_user_model: Any) -> list[str]:
+    factories.WithdrawalFactory()
+    factories.ChargeAttemptFactory()
+    account = Account.objects.first()
+    assert account is not None
+    endpoint_create(account=account, url="https://loja.example/webhooks", description="loja")
+    paid = factories.ChargeFactory(account=account)
+    charge_transition(charge_id=paid.pk, to_status=ChargeStatus.PAID, source=ChargeTransition.Source.SANDBOX)
+    client.force_login(django_user_model.objects.create_superuser("root", "root@example.com", "x"))
+    urls = [reverse("admin:index")]
+    for model in admin.site._registry:
+        opts = model._meta
+        urls += [
+            reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+            reverse(f"admin:{opts.app_label}_{opts.model_name}_add"),
+        ]
+        record = model._default_manager.first()
+        if record is not None:
+            urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[record.pk]))
+    return urls
+
+
+def test_every_back_office_page_reads_in_pt_br(client: Client, pages: list[str]) -> None:
+    english: dict[str, list[str]] = {}
+    for url in pages:
+        response = client.get(url)
+        if response.status_code == 403:  # no add page for records only services create
+            continue
+        assert response.status_code == 200, url
+        words = sorted({match.group(0) for match in ENGLISH.finditer(shown(response.content.decode()))})
+        if words:
+            english[url] = words
+    assert english == {}
