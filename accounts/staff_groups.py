@@ -74,3 +74,41 @@ def ensure_staff_groups(**kwargs: Any) -> None:
     operations.permissions.set(view_perms + _perms(list(OPERATIONS_EXTRA)))
     finance, _ = Group.objects.get_or_create(name="finance")
     finance.permissions.set(view_perms + _perms(list(FINANCE_EXTRA)))
+
+
+#: Django's default permissions, as staff read them in the group and user pages.
+DEFAULT_ACTIONS = {"add": "adicionar", "change": "modificar", "delete": "excluir", "view": "ver"}
+
+
+def sync_permission_names(**kwargs: Any) -> None:
+    """Every permission named in pt-BR, on new and existing databases alike.
+
+    Django names its default permissions in English ("Can add conta") and
+    never renames a permission that exists (a verbose name or a Meta
+    permission renamed later stays as first created). After every migrate,
+    each permission of an installed model gets its declared name (Meta
+    permissions) or "Pode <ação> <nome do modelo>"; only the rows whose name
+    differs are written."""
+    from django.apps import apps
+    from django.conf import settings
+    from django.contrib.auth import get_permission_codename
+    from django.utils import translation
+
+    expected: dict[tuple[str, str, str], str] = {}
+    with translation.override(settings.LANGUAGE_CODE):
+        for model in apps.get_models():
+            opts = model._meta
+            key = (opts.app_label, opts.model_name or "")
+            for action in opts.default_permissions:
+                verb = DEFAULT_ACTIONS.get(action, action)
+                expected[(*key, get_permission_codename(action, opts))] = f"Pode {verb} {opts.verbose_name}"[:255]
+            for codename, declared in opts.permissions:
+                expected[(*key, codename)] = str(declared)[:255]
+    stale = []
+    for permission in Permission.objects.select_related("content_type"):
+        ct = permission.content_type
+        wanted = expected.get((ct.app_label, ct.model, permission.codename))
+        if wanted is not None and permission.name != wanted:
+            permission.name = wanted
+            stale.append(permission)
+    Permission.objects.bulk_update(stale, ["name"])

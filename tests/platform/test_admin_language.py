@@ -31,7 +31,7 @@ ENGLISH = re.compile(
     r"|Purpose|Priority|Received|Processed|Payload|Headers|Secret|Label|Permission|Last used|True|False|None"
     r"|Unknown|Yes|No|Enabled|Adapter|Options|Paid|Pending|Failed|Succeeded|Approved|Canceled|Refunded|Next"
     r"|Outcome|Latency|Number|Error|Kind|Reference|Action|State|Requested|Decided|Source|Actor|Slot|Circuit"
-    r"|Health|created at|is active|attempt time)\b"
+    r"|Health|created at|is active|attempt time|Can (?:add|change|delete|view))\b"
 )
 
 
@@ -75,3 +75,20 @@ def test_every_back_office_page_reads_in_pt_br(client: Client, pages: list[str])
         if words:
             english[url] = words
     assert english == {}
+
+
+def test_permissions_are_named_in_pt_br_even_when_created_in_english() -> None:
+    """Django names default permissions "Can add …" and never renames a row
+    that exists: after a migrate every one reads in pt-BR."""
+    from django.contrib.auth.models import Permission
+    from django.core.management import call_command
+
+    stale = Permission.objects.get(content_type__app_label="accounts", codename="view_account")
+    stale.name = "Can view account"
+    stale.save(update_fields=["name"])
+    call_command("migrate", verbosity=0)
+    names = dict(Permission.objects.filter(content_type__app_label="accounts").values_list("codename", "name"))
+    assert names["view_account"] == "Pode ver conta"
+    assert names["add_account"] == "Pode adicionar conta"
+    english = list(Permission.objects.filter(name__startswith="Can ").values_list("name", flat=True))
+    assert english == []
