@@ -75,6 +75,9 @@ class ListTotalsMixin:
     (centavos, shown in reais): one aggregate query over the changelist's
     own filtered queryset, so the totals always follow what is listed."""
 
+    #: Shows the totals, and the export and queue links of the mixins beside it.
+    change_list_template = "admin/money_records/change_list.html"
+
     list_totals: tuple[tuple[str, str], ...] = ()
 
     #: Set by ModelAdmin.
@@ -214,6 +217,8 @@ class DetailActionsMixin:
     buttons on the record's page, with the same confirmation page and
     permissions. ``detail_actions`` maps an action name to the statuses in
     which its button shows (the action itself still checks)."""
+
+    change_form_template = "admin/money_records/change_form.html"
 
     detail_actions: dict[str, tuple[str, ...]] = {}
 
