@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
@@ -76,7 +76,7 @@ class ListTotalsMixin:
     own filtered queryset, so the totals always follow what is listed."""
 
     #: Shows the totals, and the export and queue links of the mixins beside it.
-    change_list_template = "admin/money_records/change_list.html"
+    change_list_template: ClassVar[Any] = "admin/money_records/change_list.html"
 
     list_totals: tuple[tuple[str, str], ...] = ()
 
@@ -218,7 +218,7 @@ class DetailActionsMixin:
     permissions. ``detail_actions`` maps an action name to the statuses in
     which its button shows (the action itself still checks)."""
 
-    change_form_template = "admin/money_records/change_form.html"
+    change_form_template: ClassVar[Any] = "admin/money_records/change_form.html"
 
     detail_actions: dict[str, tuple[str, ...]] = {}
 

@@ -287,7 +287,9 @@ def test_cancel_gives_the_total_back(admin_client: Client, book: Book) -> None:
     assert available_balance(book.manual) == before + AMOUNT == ledger_sum(book.manual)
     entry = LedgerEntry.objects.filter(account=book.manual).latest("id")
     assert (entry.kind, entry.amount) == (K.WITHDRAWAL_REVERSAL, AMOUNT)
-    assert change_log(book.queued) == [("admin", f"Cancelar (devolve o saldo) (Pendente → Cancelado). Motivo: {REASON}")]
+    assert change_log(book.queued) == [
+        ("admin", f"Cancelar (devolve o saldo) (Pendente → Cancelado). Motivo: {REASON}")
+    ]
     # Approved is past cancelling (decisions §5): skipped with a warning.
     assert messages_of(response) == ["Cancelar (devolve o saldo): 1 saque(s).", SKIPPED]
     book.approved.refresh_from_db()
