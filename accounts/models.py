@@ -232,7 +232,11 @@ class LedgerEntry(models.Model):
         verbose_name = "lançamento"
         verbose_name_plural = "lançamentos"
         ordering = ["-id"]
-        indexes = [models.Index(fields=["account", "-id"], name="ledger_account_recent")]
+        indexes = [
+            models.Index(fields=["account", "-id"], name="ledger_account_recent"),
+            # The statement's period filter (GET /api/statement): its keys from the index alone.
+            models.Index(fields=["account", "created_at", "id"], name="ledger_account_created"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["kind", "reference"], name="ledger_unique_cause"),
             models.CheckConstraint(

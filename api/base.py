@@ -291,15 +291,21 @@ L = TypeVar("L", bound=ListingMixin)
 
 
 def listing_schema(
-    *, extra_responses: Sequence[tuple[int, OpenApiResponse]] = (), **operation: Any
+    *,
+    extra_responses: Sequence[tuple[int, OpenApiResponse]] = (),
+    example: OpenApiExample | None = None,
+    **operation: Any,
 ) -> Callable[[type[L]], type[L]]:
     """Class decorator: the OpenAPI operation of a :class:`ListingMixin`
     view's GET. ``operation`` as for ``extend_schema`` (tags, summary,
-    parameters...); the responses are the listing envelope, the auth errors,
-    ``extra_responses`` and the 422 of an invalid parameter."""
+    parameters...); the responses are the listing envelope (with
+    ``example``, when given), the auth errors, ``extra_responses`` and the
+    422 of an invalid parameter."""
 
     def attach(view: type[L]) -> type[L]:
         envelope = listing_envelope(view.schema_name, view.collection, view.item_serializer(many=True))
+        if example is not None:
+            envelope = OpenApiResponse(envelope, description="The page.", examples=[example])
         answers = responses({200: envelope}, *extra_responses, (422, VALIDATION_ERROR))
         return extend_schema_view(get=extend_schema(responses=answers, **operation))(view)
 

@@ -154,3 +154,45 @@ WITHDRAWAL_CREATED = OpenApiExample(
     response_only=True,
     status_codes=["201"],
 )
+
+#: A statement page: a charge paid, a withdrawal requested, the withdrawal
+#: failed (its total back), newest first; each balance_after is the one
+#: before it plus its amount.
+STATEMENT = OpenApiExample(
+    "Statement page",
+    value={
+        "success": True,
+        "message": "Extrato consultado com sucesso.",
+        "data": {
+            "entries": [
+                {
+                    "id": 3,
+                    "kind": "withdrawal_reversal",
+                    "amount": 1500,
+                    "balance_after": 4891,
+                    "record": {"type": "withdrawal", "id": "9627b23b-ae9f-496a-8a9e-6821cc3b5572"},
+                    "created_at": "2026-11-25 20:05:41",
+                },
+                {
+                    "id": 2,
+                    "kind": "withdrawal",
+                    "amount": -1500,
+                    "balance_after": 3391,
+                    "record": {"type": "withdrawal", "id": "9627b23b-ae9f-496a-8a9e-6821cc3b5572"},
+                    "created_at": "2026-11-25 20:02:25",
+                },
+                {
+                    "id": 1,
+                    "kind": "charge_paid",
+                    "amount": 4891,
+                    "balance_after": 4891,
+                    "record": {"type": "transaction", "id": "5f3b82f4-a5f5-4e64-9514-2701a32d7fba"},
+                    "created_at": "2026-11-25 19:58:02",
+                },
+            ],
+            "pagination": {"current_page": 1, "last_page": 1, "per_page": 15, "total": 3},
+        },
+    },
+    response_only=True,
+    status_codes=["200"],
+)

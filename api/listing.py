@@ -7,7 +7,7 @@ import datetime as dt
 import math
 import re
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import django_filters
@@ -149,9 +149,14 @@ M = TypeVar("M", bound=Model)
 
 
 def filter_and_paginate(
-    filterset_class: type[django_filters.FilterSet], queryset: QuerySet[M], params: Mapping[str, Any]
+    filterset_class: type[django_filters.FilterSet],
+    queryset: QuerySet[M],
+    params: Mapping[str, Any],
+    *,
+    order: Sequence[str] = ORDER,
 ) -> tuple[list[M], dict[str, int]]:
-    """Apply the listing's filters and page, newest first. Raises
+    """Apply the listing's filters and page, newest first (``order``; the
+    statement pages by ledger id, the order its balances follow). Raises
     :class:`ValidationFailed` naming every bad parameter."""
     filterset = filterset_class(data=params, queryset=queryset)
     page_form = PageForm(data=params)
@@ -172,7 +177,7 @@ def filter_and_paginate(
 
     page = page_form.cleaned_data.get("page") or 1
     per_page = page_form.cleaned_data.get("per_page") or DEFAULT_PER_PAGE
-    rows = filterset.qs.order_by(*ORDER)
+    rows = filterset.qs.order_by(*order)
     total = rows.count()
     start = (page - 1) * per_page
     items: list[M] = []
@@ -195,7 +200,7 @@ def filter_and_paginate(
         paid_until = filterset.form.cleaned_data.get("paid_at_end")
         if paid_until is not None and paid_until < timezone.now() - WALK_HORIZON:
             keys = rows.order_by(*SORTED_ORDER)
-        items = list(queryset.filter(pk__in=keys.values("pk")[start : start + per_page]).order_by(*ORDER))
+        items = list(queryset.filter(pk__in=keys.values("pk")[start : start + per_page]).order_by(*order))
     pagination = {
         "current_page": page,
         "last_page": max(1, math.ceil(total / per_page)),
@@ -203,3 +208,19 @@ def filter_and_paginate(
         "total": total,
     }
     return items, pagination
+
+
+def valid_filterset(
+    filterset_class: type[django_filters.FilterSet], queryset: QuerySet[Any], params: Mapping[str, Any]
+) -> django_filters.FilterSet:
+    """The bound filterset of a listing's export (no pages): the listing's
+    rules for its filters, the same 422s. Raises :class:`ValidationFailed`."""
+    filterset = filterset_class(data=params, queryset=queryset)
+    errors: dict[str, list[str]] = {
+        name: [BLANK_MESSAGE] for name in filterset.filters if name in params and not str(params[name]).strip()
+    }
+    if not filterset.is_valid():
+        errors.update({field: [str(m) for m in messages] for field, messages in filterset.errors.items()})
+    if errors:
+        raise ValidationFailed(errors)
+    return filterset

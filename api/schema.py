@@ -44,6 +44,14 @@ ENUM_DESCRIPTIONS: dict[str, str] = {
     "PixKeyTypeEnum": (
         "`cpf` (11 digits), `cnpj` (14 digits), `email`, `phone` (+55 and the number), `random` (EVP, a UUID)."
     ),
+    "LedgerKindEnum": (
+        "Credits: `charge_paid` (a charge's liquid amount), `chargeback_reversal` (a contested charge resolved "
+        "for the account), `withdrawal_reversal` (a failed or canceled withdrawal's total back), "
+        "`withdrawal_return` (a paid withdrawal returned by the destination), `refund_release` (a refund "
+        "that was not made: its reservation back). Debits: `charge_refund` (a charge refunded to the payer), "
+        "`charge_chargeback` (a charge contested by the payer), `withdrawal` (a withdrawal's total), "
+        "`refund_hold` (a refund the acquirer is processing: its amount reserved)."
+    ),
     "DeliveryStatusEnum": (
         "`pending`: not yet delivered (retrying with backoff). `succeeded`: the receiver answered 2xx. "
         "`failed`: gave up after the last attempt (or the endpoint was disabled)."

@@ -5,7 +5,7 @@ of the same list, and the list's actions as buttons on a record's page."""
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -273,3 +273,13 @@ class DetailActionsMixin:
         queryset = self.get_queryset(request).filter(pk=record.pk)  # type: ignore[attr-defined]
         response: HttpResponse | None = actions[name][0](self, request, queryset)
         return response if response is not None else HttpResponseRedirect(change_url)
+
+
+# ---- csv_lines (streamed CSV of the API's exports)
+def csv_lines(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[str]:
+    """``;``-separated CSV, one line at a time (a StreamingHttpResponse's
+    content): the header, then each row as it is read; nothing is kept."""
+    writer = csv.writer(_Echo(), delimiter=";")
+    yield writer.writerow(header)
+    for row in rows:
+        yield writer.writerow(row)

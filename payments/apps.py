@@ -7,12 +7,17 @@ class PaymentsConfig(AppConfig):
     verbose_name = "Cobranças"
 
     def ready(self) -> None:
+        from accounts.selectors import statement_reference_register
         from acquirers import inbound
         from payments import approvals
         from payments.events import charge_event_apply
+        from payments.selectors import STATEMENT_REFUND
 
         # accounts carries out maker-checker actions through this registry.
         approvals.register()
 
         # acquirers hands the charge events it receives to this app.
         inbound.register("charge", charge_event_apply)
+
+        # The statement (GET /api/statement) shows a refund's entries as its charge's.
+        statement_reference_register(STATEMENT_REFUND)

@@ -6,14 +6,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import django_filters
-from django.db.models import QuerySet
+from django.db.models import BigIntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Cast, Substr
 
 from accounts.models import Account
+from accounts.selectors import StatementReference
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import RecordFilterSet
 from core.selectors import get_by_uuid, owned_by_uuid
 from payments.exceptions import ChargeNotFound
-from payments.models import Charge, ChargeStatus
+from payments.models import Charge, ChargeRefund, ChargeStatus
 
 
 class ChargeFilterSet(RecordFilterSet):
@@ -43,3 +45,17 @@ def sandbox_charge_get(*, account: Account, charge_id: Any) -> Charge:
     is :class:`ChargeNotFound`, like an unknown id: the drivers never create
     evidence of a payment a real acquirer did not make."""
     return get_by_uuid(charges_of(account).filter(acquirer__adapter=SandboxAdapter.name), charge_id, ChargeNotFound)
+
+
+def refund_charge_id() -> Subquery:
+    """The charge a ``refund:<ChargeRefund id>`` ledger reference is for
+    (payments.refunds), as the statement reads it (accounts.selectors)."""
+    refund_pk = Cast(Substr(OuterRef("reference"), len(REFUND_REFERENCE_PREFIX) + 1), BigIntegerField())
+    return Subquery(ChargeRefund.objects.filter(pk=refund_pk).values("charge_id")[:1])
+
+
+REFUND_REFERENCE_PREFIX = "refund:"
+#: What the cast above may read: digits a bigint holds.
+STATEMENT_REFUND = StatementReference(
+    pattern=r"^refund:[0-9]{1,18}$", record_type="transaction", record_id=refund_charge_id
+)

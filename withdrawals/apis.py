@@ -1,15 +1,20 @@
-"""Withdrawal endpoints: request, list, read, balance, and the sandbox return."""
+"""Withdrawal endpoints: request, list, read, balance, the statement, and the sandbox return."""
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.models import Account
+from accounts.models import Account, LedgerEntry, LedgerKind
+from accounts.selectors import statement_entries, statement_record
 from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
@@ -29,11 +34,16 @@ from api.base import (
     success_envelope,
 )
 from api.idempotency import Claim, idempotent
-from api.schema import uuid_path
+from api.listing import TIMESTAMP_FORMAT, filter_and_paginate, valid_filterset
+from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
+from core.admin_lists import csv_lines
+from core.exceptions import ValidationFailed
 from withdrawals import exceptions as err
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payloads import WithdrawalEventSerializer
 from withdrawals.selectors import (
+    SAO_PAULO,
+    StatementFilterSet,
     WithdrawalFilterSet,
     balance_summary,
     sandbox_withdrawal_get,
@@ -43,6 +53,7 @@ from withdrawals.selectors import (
 from withdrawals.serializers import (
     WITHDRAWAL_COLUMNS,
     BalanceSerializer,
+    StatementEntrySerializer,
     WithdrawalCreatedSerializer,
     WithdrawalCreateSerializer,
     WithdrawalSerializer,
@@ -160,6 +171,112 @@ class BalanceApi(AccountAPIView):
     )
     def get(self, request: Request) -> Response:
         return ok(balance_summary(request.user), "Saldo consultado com sucesso.")  # type: ignore[arg-type]
+
+
+STATEMENT_FILTERS = [
+    timestamp_parameter("created_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+    OpenApiParameter("kind", str, enum=list(LedgerKind.values), description="Only entries of this kind."),
+]
+#: The CSV's longest period (created_at_end - created_at_start).
+CSV_MAX_PERIOD = dt.timedelta(days=31)
+CSV_PERIOD_REQUIRED = "Informe o período (created_at_start e created_at_end) para exportar o extrato."
+CSV_PERIOD_TOO_LONG = "O período do extrato em CSV é de no máximo 31 dias."
+CSV_HEADER = ["id", "kind", "amount", "balance_after", "record_type", "record_id", "created_at"]
+CSV_CHUNK = 2000
+STATEMENT_DESCRIPTION = (
+    "Every movement of the account's available balance, one ledger entry each, newest first (by `id`, the "
+    "order they were posted): `amount` is signed centavos and `balance_after` the balance right after it, so "
+    "each entry's `balance_after` is the previous entry's plus its `amount`. `record` names the charge "
+    "(`transaction`) or withdrawal the entry is for (a refund's entries name its charge). "
+    "Credential `cashout` or `all`, as for the balance."
+)
+
+
+@listing_schema(
+    tags=["balance"],
+    summary="Statement: the ledger entries of the balance",
+    description=STATEMENT_DESCRIPTION,
+    operation_id="statement_list",
+    parameters=[*STATEMENT_FILTERS, *PAGE_PARAMETERS],
+    example=examples.STATEMENT,
+)
+class StatementApi(ListingMixin, AccountAPIView):
+    required_permission = "cashout"
+    filterset_class = StatementFilterSet
+    item_serializer = StatementEntrySerializer
+    collection = "entries"
+    listed_message = "Extrato consultado com sucesso."
+    schema_name = "StatementResponse"
+
+    def listing_queryset(self, request: Request, **kwargs: Any) -> QuerySet[LedgerEntry]:
+        return statement_entries(account=request.user)  # type: ignore[arg-type]
+
+    def get(self, request: Request, **kwargs: Any) -> Response:
+        items, pagination = filter_and_paginate(
+            self.filterset_class, self.listing_queryset(request), request.query_params, order=("-id",)
+        )
+        data = self.item_serializer(items, many=True).data
+        return ok({self.collection: data, "pagination": pagination}, self.listed_message)
+
+
+class StatementCsvApi(AccountAPIView):
+    required_permission = "cashout"
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # Any Accept (text/csv included): the CSV is not a renderer's, and
+        # errors are the API's JSON envelopes.
+        return super().perform_content_negotiation(request, force=True)
+
+    @extend_schema(
+        tags=["balance"],
+        summary="Statement as CSV",
+        description=(
+            "The statement's entries and filters as a streamed CSV file: `;`-separated, UTF-8, a header row "
+            "(`" + ";".join(CSV_HEADER) + "`), newest first, amounts in centavos, times `YYYY-MM-DD HH:mm:ss` "
+            "in America/Sao_Paulo. `created_at_start` and `created_at_end` are required and at most 31 days "
+            "apart (422 otherwise). Credential `cashout` or `all`."
+        ),
+        operation_id="statement_csv",
+        parameters=[
+            timestamp_parameter("created_at_start", "Required. `YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+            timestamp_parameter("created_at_end", "Required. `YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
+            STATEMENT_FILTERS[2],
+        ],
+        responses=responses(
+            {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="The CSV file, streamed.")},
+            (422, VALIDATION_ERROR),
+        ),
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        params = request.query_params
+        filterset = valid_filterset(StatementFilterSet, statement_entries(account=request.user), params)  # type: ignore[arg-type]
+        start = filterset.form.cleaned_data.get("created_at_start")
+        end = filterset.form.cleaned_data.get("created_at_end")
+        missing = {
+            name: [CSV_PERIOD_REQUIRED]
+            for name, value in (("created_at_start", start), ("created_at_end", end))
+            if value is None
+        }
+        if missing:
+            raise ValidationFailed(missing)
+        if end - start > CSV_MAX_PERIOD:
+            raise ValidationFailed({"created_at_end": [CSV_PERIOD_TOO_LONG]})
+        entries = filterset.qs.order_by("-id").iterator(chunk_size=CSV_CHUNK)
+        response = StreamingHttpResponse(
+            csv_lines(CSV_HEADER, statement_rows(entries)), content_type="text/csv; charset=utf-8"
+        )
+        period = f"{start.astimezone(SAO_PAULO):%Y%m%d}-{end.astimezone(SAO_PAULO):%Y%m%d}"
+        response["Content-Disposition"] = f'attachment; filename="extrato-{period}.csv"'
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+def statement_rows(entries: Iterator[LedgerEntry]) -> Iterator[list[Any]]:
+    for entry in entries:
+        record = statement_record(entry) or {"type": "", "id": ""}
+        created_at = entry.created_at.astimezone(SAO_PAULO).strftime(TIMESTAMP_FORMAT)
+        yield [entry.pk, entry.kind, entry.amount, entry.balance_after, record["type"], record["id"], created_at]
 
 
 class SandboxWithdrawalReturnApi(AccountAPIView):

@@ -14,10 +14,10 @@ from django.db import connection
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, LedgerEntry, LedgerKind
 from accounts.selectors import available_balance, effective_minimum_withdrawal
 from acquirers.adapters.sandbox import SandboxAdapter
-from api.listing import RecordFilterSet
+from api.listing import ListingFilterSet, RecordFilterSet, timestamp_filter
 from core.selectors import get_by_uuid, owned_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
 from withdrawals.models import HoldReason, Withdrawal, WithdrawalStatus
@@ -111,3 +111,15 @@ def payout_hold_reason(account: Account) -> str:
     if not account.is_approved:
         return HoldReason.ACCOUNT_NOT_APPROVED
     return ""
+
+
+class StatementFilterSet(ListingFilterSet):
+    """The statement's filters (GET /api/statement and its CSV)."""
+
+    created_at_start = timestamp_filter("created_at", "gte")
+    created_at_end = timestamp_filter("created_at", "lte")
+    kind = django_filters.ChoiceFilter(field_name="kind", choices=LedgerKind.choices)
+
+    class Meta:
+        model = LedgerEntry
+        fields: list[str] = []

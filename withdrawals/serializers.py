@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from accounts.selectors import PLATFORM_MINIMUM_WITHDRAWAL
+from accounts.models import LedgerEntry
+from accounts.selectors import PLATFORM_MINIMUM_WITHDRAWAL, statement_record
 from api.schema import SchemaExtras
 from core.fields import (
     OutputSerializer,
@@ -93,3 +95,40 @@ class BalanceSerializer(serializers.Serializer[Any]):
     daily_limit_remaining = serializers.IntegerField(help_text="max(0, per_day_total - today's withdrawals).")
     minimum_withdrawal = serializers.IntegerField(help_text="Effective minimum: max(1000, account minimum).")
     limits = BalanceLimitsSerializer()
+
+
+class StatementRecordSerializer(serializers.Serializer[Any]):
+    type = serializers.ChoiceField(
+        choices=["transaction", "withdrawal"], help_text="`transaction` (a charge) or `withdrawal`."
+    )
+    id = serializers.UUIDField(help_text="The charge's or the withdrawal's id.")
+
+
+@extend_schema_field(StatementRecordSerializer(allow_null=True))
+class StatementRecordField(serializers.Field[Any, Any, Any, Any]):
+    """The record an entry is for, read from its reference (accounts.selectors.statement_record)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value: LedgerEntry) -> dict[str, str] | None:
+        return statement_record(value)
+
+
+class StatementEntrySerializer(OutputSerializer):
+    """One ledger entry of the account's statement."""
+
+    record = StatementRecordField(
+        help_text="The charge (`transaction`) or withdrawal the entry is for; null for an entry that names "
+        "neither (an adjustment)."
+    )
+
+    class Meta:
+        model = LedgerEntry
+        fields = ["id", "kind", "amount", "balance_after", "record", "created_at"]
+        read_only_fields = fields
+        extra_kwargs = {
+            "id": {"help_text": "The entry's id: increasing in the order the entries were posted."},
+            "amount": {"help_text": "Centavos, signed: positive credits the balance, negative debits it."},
+            "balance_after": {"help_text": "The available balance right after this entry, centavos."},
+        }

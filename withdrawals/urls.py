@@ -1,13 +1,22 @@
 from django.conf import settings
 from django.urls import URLPattern, URLResolver, path
 
-from withdrawals.apis import BalanceApi, SandboxWithdrawalReturnApi, WithdrawalDetailApi, WithdrawalsApi
+from withdrawals.apis import (
+    BalanceApi,
+    SandboxWithdrawalReturnApi,
+    StatementApi,
+    StatementCsvApi,
+    WithdrawalDetailApi,
+    WithdrawalsApi,
+)
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals", WithdrawalsApi.as_view(), name="withdrawals"),
     # Before the detail route: "balance" is not an id.
     path("withdrawals/balance", BalanceApi.as_view(), name="withdrawals-balance"),
     path("withdrawals/<str:withdrawal_id>", WithdrawalDetailApi.as_view(), name="withdrawal-detail"),
+    path("statement", StatementApi.as_view(), name="statement"),
+    path("statement.csv", StatementCsvApi.as_view(), name="statement-csv"),
 ]
 
 if settings.PIX_SANDBOX:

@@ -267,6 +267,7 @@ SPECTACULAR_SETTINGS = {
         "WithdrawalStatusEnum": "withdrawals.models.WithdrawalStatus",
         "PixKeyTypeEnum": "withdrawals.models.PixKeyType",
         "DeliveryStatusEnum": "webhooks.models.WebhookDelivery.Status",
+        "LedgerKindEnum": "accounts.models.LedgerKind",
     },
     # The choices' labels are the back office's pt-BR; the API's documentation
     # is English: api.schema describes each enum instead.

@@ -103,6 +103,9 @@ def test_withdrawal_request(merchant: tuple[Account, APIClient], django_assert_m
         ("/api/transactions?status=pending&amount_min=100", 2),
         ("/api/withdrawals", 2),
         ("/api/withdrawals/balance", 2),
+        # The statement: the same two, a refund's charge read inside the page's.
+        ("/api/statement", 2),
+        ("/api/statement?created_at_start=2020-01-01 00:00:00&kind=withdrawal&per_page=5", 2),
     ],
 )
 def test_reads(merchant: tuple[Account, APIClient], django_assert_max_num_queries: Any, path: str, budget: int) -> None:
