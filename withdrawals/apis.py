@@ -35,7 +35,7 @@ from api.base import (
 )
 from api.idempotency import Claim, idempotent
 from api.listing import TIMESTAMP_FORMAT, filter_and_paginate, valid_filterset
-from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
+from api.schema import PAGE_PARAMETERS, TIMESTAMP_SCHEMA, timestamp_parameter, uuid_path
 from core.admin_lists import csv_lines
 from core.exceptions import ValidationFailed
 from withdrawals import exceptions as err
@@ -239,10 +239,15 @@ class StatementCsvApi(AccountAPIView):
         ),
         operation_id="statement_csv",
         parameters=[
-            timestamp_parameter("created_at_start", "Required. `YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-            timestamp_parameter("created_at_end", "Required. `YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-            STATEMENT_FILTERS[2],
-        ],
+            OpenApiParameter(
+                name,
+                dict(TIMESTAMP_SCHEMA),
+                required=True,
+                description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive; at most 31 days apart.",
+            )
+            for name in ("created_at_start", "created_at_end")
+        ]
+        + [STATEMENT_FILTERS[2]],
         responses=responses(
             {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="The CSV file, streamed.")},
             (422, VALIDATION_ERROR),
@@ -266,7 +271,7 @@ class StatementCsvApi(AccountAPIView):
         response = StreamingHttpResponse(
             csv_lines(CSV_HEADER, statement_rows(entries)), content_type="text/csv; charset=utf-8"
         )
-        period = f"{start.astimezone(SAO_PAULO):%Y%m%d}-{end.astimezone(SAO_PAULO):%Y%m%d}"
+        period = f"{start:%Y%m%d}-{end:%Y%m%d}"  # Sao Paulo times, as given
         response["Content-Disposition"] = f'attachment; filename="extrato-{period}.csv"'
         response["Cache-Control"] = "no-store"
         return response

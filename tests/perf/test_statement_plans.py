@@ -1,0 +1,75 @@
+"""Index guard for the statement (issue 16): a created_at-filtered page of
+``GET /api/statement`` — the COUNT and the page its request really sends —
+reads the ledger through the account's indexes, never by a sequential scan,
+on a few thousand entries per account (then VACUUM ANALYZE, as autovacuum
+leaves a table in production)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from accounts.models import ApiCredential
+from accounts.services import credential_issue
+from tests.conftest import client_for
+from tests.factories import AccountFactory
+
+# VACUUM cannot run inside the transaction a plain django_db test is wrapped in.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TABLE = "accounts_ledgerentry"
+ACCOUNTS, PER_ACCOUNT = 4, 5_000
+
+
+def nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [plan]
+    for child in plan.get("Plans", []):
+        found += nodes(child)
+    return found
+
+
+def explain(sql: str) -> list[dict[str, Any]]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+        (raw,) = cursor.fetchone()
+    document = raw if isinstance(raw, list) else json.loads(raw)
+    return nodes(document[0]["Plan"])
+
+
+def test_a_period_page_of_the_statement_reads_the_ledger_by_index() -> None:
+    accounts = [AccountFactory() for _ in range(ACCOUNTS)]
+    end = dt.datetime(2026, 1, 31, 12, 0, tzinfo=dt.UTC)
+    with transaction.atomic(), connection.cursor() as cursor:
+        for account in accounts:
+            cursor.execute(
+                """INSERT INTO accounts_ledgerentry (account_id, kind, amount, balance_after, reference, created_at)
+                SELECT %s, 'charge_paid', 100, 100 * n, 'plan:' || %s || ':' || n, %s - n * interval '10 minutes'
+                FROM generate_series(1, %s) AS n""",
+                [account.pk, str(account.pk), end, PER_ACCOUNT],
+            )
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM (ANALYZE) {TABLE}")
+
+    api = client_for(credential_issue(account=accounts[0], permission=ApiCredential.Permission.CASHOUT))
+    # One day, about 3 % of the account's entries, a month back.
+    params = {"created_at_start": "2026-01-01 00:00:00", "created_at_end": "2026-01-01 23:59:59", "per_page": 50}
+    with CaptureQueriesContext(connection) as captured:
+        response = api.get("/api/statement", params)
+    assert response.status_code == 200
+    assert response.json()["data"]["pagination"]["total"] == 144
+
+    ledger_sql = [q["sql"] for q in captured.captured_queries if TABLE in q["sql"]]
+    assert len(ledger_sql) == 2, ledger_sql  # the COUNT and the page
+    for sql in ledger_sql:
+        plan = explain(sql)
+        ledger_reads = [
+            n for n in plan if n.get("Relation Name") == TABLE or n.get("Index Name", "").startswith("ledger")
+        ]
+        assert ledger_reads, plan
+        assert not [n for n in ledger_reads if n["Node Type"] == "Seq Scan"], (sql, plan)
+        assert any(n.get("Index Name") == "ledger_account_created" for n in ledger_reads), (sql, plan)
