@@ -330,3 +330,29 @@ def test_balance_after_is_exact_under_concurrency(account: Account, no_enqueue: 
     assert entries[-1]["balance_after"] == 50_000
     balance = AccountBalance.objects.get(account=account).available
     assert entries[0]["balance_after"] == balance == 50_000 + sum(1000 + n for n in range(8)) - 4 * 1500
+
+
+# --------------------------------------------------------------------------- documentation
+
+
+def test_the_statement_is_documented_like_the_listings(schema: dict[str, Any]) -> None:
+    listing = schema["paths"]["/api/statement"]["get"]
+    assert listing["tags"] == ["balance"]
+    assert "`cashout` or `all`" in listing["description"]
+    assert {p["name"] for p in listing["parameters"]} >= {
+        "created_at_start", "created_at_end", "kind", "page", "per_page"
+    }  # fmt: skip
+    ok = listing["responses"]["200"]["content"]["application/json"]
+    [example] = ok["examples"].values()
+    assert_chain(example["value"]["data"]["entries"])
+    assert set(listing["responses"]) >= {"200", "401", "403", "422"}
+    entry = schema["components"]["schemas"]["StatementEntry"]
+    assert set(entry["properties"]) == ENTRY_FIELDS
+    assert set(schema["components"]["schemas"]["LedgerKindEnum"]["enum"]) == set(K.values)
+    assert "refund_hold" in schema["components"]["schemas"]["LedgerKindEnum"]["description"]
+
+    export = schema["paths"]["/api/statement.csv"]["get"]
+    assert export["tags"] == ["balance"]
+    assert "text/csv" in export["responses"]["200"]["content"]
+    required = {p["name"] for p in export["parameters"] if p.get("required")}
+    assert required == {"created_at_start", "created_at_end"}
