@@ -172,7 +172,7 @@ def test_the_kind_filter(account: Account, cashout: APIClient, no_enqueue: list[
     [
         ({"created_at_start": "2025-03-10T00:00:00"}, {"created_at_start": ["Use o formato AAAA-MM-DD HH:mm:ss."]}),
         ({"created_at_end": "2025-02-30 00:00:00"}, {"created_at_end": ["Use o formato AAAA-MM-DD HH:mm:ss."]}),
-        ({"created_at_start": " "}, {"created_at_start": ["Este campo não pode ser em branco."]}),
+        ({"created_at_start": ""}, {"created_at_start": ["Este campo não pode ser em branco."]}),
         (
             {"kind": "saque"},
             {"kind": ["Faça uma escolha válida. saque não é uma das escolhas disponíveis."]},
