@@ -47,15 +47,18 @@ def sandbox_charge_get(*, account: Account, charge_id: Any) -> Charge:
     return get_by_uuid(charges_of(account).filter(acquirer__adapter=SandboxAdapter.name), charge_id, ChargeNotFound)
 
 
+#: How payments.refunds names a refund's ledger entries: ``refund:<ChargeRefund id>``.
+REFUND_REFERENCE_PREFIX = "refund:"
+
+
 def refund_charge_id() -> Subquery:
-    """The charge a ``refund:<ChargeRefund id>`` ledger reference is for
-    (payments.refunds), as the statement reads it (accounts.selectors)."""
+    """The charge a refund's ledger reference is for, as the statement reads
+    it (accounts.selectors): only evaluated where STATEMENT_REFUND's pattern
+    matches, so the cast always reads digits a bigint holds."""
     refund_pk = Cast(Substr(OuterRef("reference"), len(REFUND_REFERENCE_PREFIX) + 1), BigIntegerField())
     return Subquery(ChargeRefund.objects.filter(pk=refund_pk).values("charge_id")[:1])
 
 
-REFUND_REFERENCE_PREFIX = "refund:"
-#: What the cast above may read: digits a bigint holds.
 STATEMENT_REFUND = StatementReference(
-    pattern=r"^refund:[0-9]{1,18}$", record_type="transaction", record_id=refund_charge_id
+    pattern=rf"^{REFUND_REFERENCE_PREFIX}[0-9]{{1,18}}$", record_type="transaction", record_id=refund_charge_id
 )
