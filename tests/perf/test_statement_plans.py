@@ -57,7 +57,7 @@ def test_a_period_page_of_the_statement_reads_the_ledger_by_index() -> None:
 
     api = client_for(credential_issue(account=accounts[0], permission=ApiCredential.Permission.CASHOUT))
     # One day, about 3 % of the account's entries, a month back.
-    params = {"created_at_start": "2026-01-01 00:00:00", "created_at_end": "2026-01-01 23:59:59", "per_page": 50}
+    params = {"created_at_start": "2026-01-01 00:00:00", "created_at_end": "2026-01-01 23:59:59", "per_page": "50"}
     with CaptureQueriesContext(connection) as captured:
         response = api.get("/api/statement", params)
     assert response.status_code == 200

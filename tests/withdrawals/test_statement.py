@@ -73,7 +73,7 @@ def csv_rows(response: Any) -> list[list[str]]:
     assert response.status_code == 200, response
     assert isinstance(response, StreamingHttpResponse)
     assert response["Content-Type"] == "text/csv; charset=utf-8"
-    text = b"".join(response.streaming_content).decode("utf-8")
+    text = b"".join(response.streaming_content).decode("utf-8")  # type: ignore[arg-type]
     return list(csv.reader(io.StringIO(text), delimiter=";"))
 
 
