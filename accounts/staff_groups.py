@@ -88,12 +88,19 @@ def sync_permission_names(**kwargs: Any) -> None:
     permission renamed later stays as first created). After every migrate,
     each permission of an installed model gets its declared name (Meta
     permissions) or "Pode <ação> <nome do modelo>"; only the rows whose name
-    differs are written."""
+    differs are written.
+
+    Django sends post_migrate once per installed app (on every test flush
+    too), after that app's permissions are created: the names are set once,
+    at the last such app's, when every permission exists."""
     from django.apps import apps
     from django.conf import settings
     from django.contrib.auth import get_permission_codename
     from django.utils import translation
 
+    # Django sends it only to apps with a models module.
+    if kwargs.get("app_config") is not [c for c in apps.get_app_configs() if c.models_module is not None][-1]:
+        return
     expected: dict[tuple[str, str, str], str] = {}
     with translation.override(settings.LANGUAGE_CODE):
         for model in apps.get_models():
