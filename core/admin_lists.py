@@ -197,15 +197,10 @@ class CsvExportMixin:
             return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist") + "?e=1")
         records = changelist.queryset.iterator(chunk_size=self.csv_chunk_size)
         columns = self.csv_columns
-        writer = csv.writer(_Echo(), delimiter=";")
-
-        def lines() -> Iterator[str]:
-            yield "\ufeff" + writer.writerow([column.header for column in columns])
-            for record in records:
-                yield writer.writerow([column.value(record) for column in columns])
-
+        rows = ([column.value(record) for column in columns] for record in records)
+        lines = csv_lines([column.header for column in columns], rows, bom=True)
         stamp = timezone.localtime().strftime("%Y%m%d-%H%M%S")
-        response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+        response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{self.csv_filename}-{stamp}.csv"'
         add_never_cache_headers(response)
         return response
@@ -276,10 +271,12 @@ class DetailActionsMixin:
 
 
 # ---- csv_lines (streamed CSV of the API's exports)
-def csv_lines(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[str]:
+def csv_lines(header: Sequence[str], rows: Iterable[Sequence[Any]], *, bom: bool = False) -> Iterator[str]:
     """``;``-separated CSV, one line at a time (a StreamingHttpResponse's
-    content): the header, then each row as it is read; nothing is kept."""
+    content): the header, then each row as it is read; nothing is kept.
+    ``bom``: a UTF-8 byte order mark first, which pt-BR spreadsheets need to
+    read accents (the back office's exports; the API's files are ASCII)."""
     writer = csv.writer(_Echo(), delimiter=";")
-    yield writer.writerow(header)
+    yield ("\ufeff" if bom else "") + writer.writerow(header)
     for row in rows:
         yield writer.writerow(row)

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core.money import brl
 from observability import selectors
-from observability.selectors import Figure, Volume
+from observability.selectors import Figure, Volume, local_midnight
 from payments.models import ChargeStatus
 from withdrawals.models import WithdrawalStatus
 
@@ -99,13 +99,13 @@ def _bars(volume: Volume, url: Any, paid: str) -> tuple[list[Bar], int]:
         total = totals[day]
         paid_height = round(CHART_HEIGHT * paid_amount / highest)
         other_height = round(CHART_HEIGHT * total.amount / highest) - paid_height
-        start = volume.day_start(day)
+        start = local_midnight(day)
         bars.append(
             Bar(
                 x=BAR_GAP // 2 + i * (BAR_WIDTH + BAR_GAP),
                 label=day.strftime("%d/%m"),
                 title=f"{day:%d/%m}: {total.count} no total, {brl(total.amount)}; {brl(paid_amount)} pago",
-                url=url(**_window(start, volume.day_start(day + dt.timedelta(days=1)))),
+                url=url(**_window(start, local_midnight(day + dt.timedelta(days=1)))),
                 paid_y=baseline - paid_height,
                 paid_height=paid_height,
                 other_y=baseline - paid_height - other_height,
@@ -117,7 +117,7 @@ def _bars(volume: Volume, url: Any, paid: str) -> tuple[list[Bar], int]:
 
 def _panel(title: str, volume: Volume, statuses: type[TextChoices], paid: str, url: Any) -> VolumePanel:
     today, week = volume.today, volume.week
-    today_window = _window(volume.day_start(volume.days[-1]), volume.window_end)
+    today_window = _window(local_midnight(volume.days[-1]), volume.window_end)
     week_window = _window(volume.window_start, volume.window_end)
     rows = [
         StatusRow(

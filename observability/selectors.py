@@ -80,9 +80,6 @@ class Volume:
                 total[status] += figure
         return dict(total)
 
-    def day_start(self, day: dt.date) -> dt.datetime:
-        return local_midnight(day)
-
 
 def local_midnight(day: dt.date) -> dt.datetime:
     return dt.datetime.combine(day, dt.time(), tzinfo=timezone.get_default_timezone())
