@@ -7,7 +7,7 @@ import datetime as dt
 import math
 import re
 import zoneinfo
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import django_filters
@@ -160,18 +160,7 @@ def filter_and_paginate(
     :class:`ValidationFailed` naming every bad parameter."""
     filterset = filterset_class(data=params, queryset=queryset)
     page_form = PageForm(data=params)
-    # Django's forms read an empty value as "not given"; a parameter sent
-    # with no value is an invalid value here (``?id=`` is not a UUID), so a
-    # typo never silently widens a listing.
-    errors: dict[str, list[str]] = {
-        name: [BLANK_MESSAGE]
-        for name in (*filterset.filters, *page_form.fields)
-        if name in params and not str(params[name]).strip()
-    }
-    if not filterset.is_valid():
-        errors.update({field: [str(m) for m in messages] for field, messages in filterset.errors.items()})
-    if not page_form.is_valid():
-        errors.update({field: [str(m) for m in messages] for field, messages in page_form.errors.items()})
+    errors = {**_refused(params, filterset.filters, filterset.form), **_refused(params, page_form.fields, page_form)}
     if errors:
         raise ValidationFailed(errors)
 
@@ -216,11 +205,17 @@ def valid_filterset(
     """The bound filterset of a listing's export (no pages): the listing's
     rules for its filters, the same 422s. Raises :class:`ValidationFailed`."""
     filterset = filterset_class(data=params, queryset=queryset)
-    errors: dict[str, list[str]] = {
-        name: [BLANK_MESSAGE] for name in filterset.filters if name in params and not str(params[name]).strip()
-    }
-    if not filterset.is_valid():
-        errors.update({field: [str(m) for m in messages] for field, messages in filterset.errors.items()})
-    if errors:
+    if errors := _refused(params, filterset.filters, filterset.form):
         raise ValidationFailed(errors)
     return filterset
+
+
+def _refused(params: Mapping[str, Any], names: Iterable[str], form: forms.Form) -> dict[str, list[str]]:
+    """Every bad parameter among ``names``, with its messages. Django's forms
+    read an empty value as "not given"; a parameter sent with no value is an
+    invalid value here (``?id=`` is not a UUID), so a typo never silently
+    widens a listing."""
+    errors = {name: [BLANK_MESSAGE] for name in names if name in params and not str(params[name]).strip()}
+    if not form.is_valid():
+        errors.update({field: [str(m) for m in messages] for field, messages in form.errors.items()})
+    return errors
