@@ -10,6 +10,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import transaction
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from accounts.models import Account, LedgerEntry
 from accounts.services import ledger_post
@@ -85,7 +86,7 @@ def test_block_with_a_reason_through_the_confirmation_page(staff_page: Any, admi
     page.wait_for_url(f"**/{merchant.pk}/change/")
 
     assert "A conta “Padaria Pão Quente” foi bloqueada." in page.locator(".messagelist").inner_text()
-    assert page.locator(".object-tools").get_by_role("link", name="Desbloquear").is_visible()
+    expect(page.locator(".object-tools").get_by_role("link", name="Desbloquear")).to_be_visible()
     merchant.refresh_from_db()
     assert merchant.is_blocked is True
     assert LogEntry.objects.filter(object_id=str(merchant.pk)).get().change_message == (
@@ -102,5 +103,5 @@ def test_ledger_entry_page_is_view_only(staff_page: Any, admin_url: Any, merchan
 
     assert "R$ 1.234,56" in page.locator("#content-main").inner_text()
     assert page.locator("input[name=_save]").count() == 0
-    assert page.get_by_role("link", name="Fechar").is_visible()
+    expect(page.get_by_role("link", name="Fechar")).to_be_visible()
     assert page.errors == []

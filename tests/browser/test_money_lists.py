@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import transaction
+from playwright.sync_api import expect
 
 from accounts.models import Account, LedgerEntry
 from accounts.services import ledger_post
@@ -82,7 +83,7 @@ def test_charges_list_in_reais_with_totals_that_follow_the_filters(
     assert rows.count() == 5
     assert "R$ 1.234,56" in rows.nth(3).inner_text()
     assert "Paga" in rows.nth(3).inner_text()
-    assert page.get_by_role("link", name="Exportar CSV").is_visible()
+    expect(page.get_by_role("link", name="Exportar CSV")).to_be_visible()
     screenshot(page, "charges-list")
 
     page.locator("#changelist-filter").get_by_role("link", name="Paga", exact=True).click()

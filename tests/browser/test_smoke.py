@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from playwright.sync_api import expect
+
 from tests.browser.conftest import screenshot
 
 
@@ -11,6 +13,6 @@ def test_staff_member_sees_the_back_office_index(staff_page: Any, admin_url: Any
     page = staff_page(superuser=True)
     response = page.goto(admin_url())
     assert response.status == 200
-    assert page.locator("#site-name").is_visible()
+    expect(page.locator("#site-name")).to_be_visible()
     assert screenshot(page, "admin-index").stat().st_size > 0
     assert page.errors == []

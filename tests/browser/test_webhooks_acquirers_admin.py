@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from accounts.models import Account
 from acquirers.models import InboundNotification
@@ -66,7 +67,8 @@ def test_deleting_an_endpoint_from_its_page_keeps_it_deactivated(staff_page: Any
 
     page.goto(admin_url(f"webhooks/webhookendpoint/{endpoint.pk}/change/"))
     page.get_by_role("link", name="Excluir (desativa e mantém o histórico)").click()
-    assert page.get_by_text("Nada é apagado").is_visible()
+    page.wait_for_url(re.compile(rf"/webhooks/webhookendpoint/{endpoint.pk}/delete/$"))
+    expect(page.get_by_text("Nada é apagado")).to_be_visible()
     assert "desativado" in page.locator("#content").inner_text()
     page.get_by_role("button", name="Sim, desativar e excluir").click()
 
@@ -89,7 +91,7 @@ def test_resend_an_event_from_its_page(staff_page: Any, admin_url: Any, enqueued
     # A read-only page: nothing to save.
     assert page.locator("input[name=_save], input[name=_continue]").count() == 0
     page.get_by_role("link", name="Reenviar").click()
-    assert page.get_by_role("button", name="Confirmar: reenviar").is_visible()
+    expect(page.get_by_role("button", name="Confirmar: reenviar")).to_be_visible()
     assert enqueued == []
     page.get_by_role("button", name="Confirmar: reenviar").click()
 
@@ -116,10 +118,10 @@ def test_deliveries_read_in_pt_br(staff_page: Any, admin_url: Any) -> None:
 
     page.goto(admin_url(f"webhooks/webhookdelivery/{delivery.pk}/change/"))
     assert page.locator("input[name=_save], input[name=_continue]").count() == 0
-    assert page.get_by_text("Resposta HTTP 500").is_visible()
+    expect(page.get_by_text("Resposta HTTP 500")).to_be_visible()
     # The stored text stays, folded under "Detalhes técnicos" until asked for.
     raw = page.locator(".field-last_error .readonly")
-    assert not raw.is_visible()
+    expect(raw).to_be_hidden()
     page.locator("summary", has_text="Detalhes técnicos").first.click()
     assert "HTTPSConnectionPool" in raw.inner_text()
     screenshot(page, "webhook-delivery")
@@ -135,9 +137,9 @@ def test_inbound_notifications_offer_nothing_to_save(staff_page: Any, admin_url:
     )
     page = staff_page(superuser=True)  # even a superuser: evidence is never edited
     page.goto(admin_url(f"acquirers/inboundnotification/{notification.pk}/change/"))
-    assert page.get_by_role("heading", name="Visualizar notificação recebida").is_visible()
+    expect(page.get_by_role("heading", name="Visualizar notificação recebida")).to_be_visible()
     assert page.locator("input[name=_save], input[name=_continue], .deletelink").count() == 0
-    assert page.get_by_text("Rejeitada").is_visible()
+    expect(page.get_by_text("Rejeitada")).to_be_visible()
     assert page.errors == []
 
 
