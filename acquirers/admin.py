@@ -26,6 +26,7 @@ from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot, InboundNotification
 from core.admin import ReadOnlyAdminMixin
 from core.admin_money import ReaisFieldsMixin, money
+from core.plural import plural
 
 #: Read-only fields of an existing acquirer's page (acquirers.breaker).
 CIRCUIT_FIELDS = (
@@ -160,7 +161,11 @@ class AcquirerAdmin(ReaisFieldsMixin, admin.ModelAdmin[Acquirer]):
         if found is None:
             return _UNKNOWN
         label = breaker.STATE_LABELS[found.state]
-        return f"{label} ({found.failures} falha(s) seguidas)" if found.failures else label
+        return (
+            f"{label} ({plural(found.failures, '{n} falha seguida', '{n} falhas seguidas')})"
+            if found.failures
+            else label
+        )
 
     @admin.display(description="saúde recente")
     def recent_health(self, acquirer: Acquirer) -> str:
@@ -202,7 +207,7 @@ class AcquirerAdmin(ReaisFieldsMixin, admin.ModelAdmin[Acquirer]):
             return "-"
         # Declines are answers: they count as successes here, as in the breaker.
         rate = f"{found.success_rate:.1%}".replace(".", ",")  # pt-BR decimal comma
-        return f"{rate} de {found.calls} chamada(s) desde {_when(found.since)}"
+        return f"{rate} de {plural(found.calls, '{n} chamada', '{n} chamadas')} desde {_when(found.since)}"
 
     @admin.display(description="latência recente (p50 / p95)")
     def recent_latency(self, acquirer: Acquirer) -> str:
@@ -228,7 +233,9 @@ class AcquirerAdmin(ReaisFieldsMixin, admin.ModelAdmin[Acquirer]):
             self.log_change(request, acquirer, "Circuit breaker resetado (circuito fechado)")
             done += 1
         if done:
-            self.message_user(request, f"{done} circuito(s) fechado(s).", messages.SUCCESS)
+            self.message_user(
+                request, plural(done, "{n} circuito fechado.", "{n} circuitos fechados."), messages.SUCCESS
+            )
 
     def get_urls(self) -> list[URLPattern]:
         reset = path(
