@@ -64,6 +64,8 @@ class AcquirerForm(forms.ModelForm[Acquirer]):
     class Meta:
         model = Acquirer
         fields = "__all__"  # noqa: DJ007 - the admin decides what it shows
+        # Staff type "92,5", as the page shows it.
+        localized_fields = ("conversion_percent_override",)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
