@@ -50,7 +50,7 @@ def charges(
     """``count`` charges created ``age`` before NOW, expiring ``expiry`` after creation."""
     created = NOW - age
     extra: dict[str, Any] = {"account": account} if account is not None else {}
-    made = []
+    made: list[Charge] = []
     for _ in range(count):
         charge = ChargeFactory(
             acquirer=acquirer,
