@@ -30,7 +30,7 @@ FORM = {
     "options": '{"charge": "ok"}',
     "enabled": "on",
     "max_ticket": "1.234,56",
-    "conversion_percent": "90",
+    "conversion_percent_override": "90",
     "default_priority": "",
     "connect_timeout_ms": "3000",
     "read_timeout_ms": "10000",
