@@ -8,10 +8,12 @@ from withdrawals.apis import (
     StatementCsvApi,
     WithdrawalDetailApi,
     WithdrawalsApi,
+    WithdrawalsCsvApi,
 )
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals", WithdrawalsApi.as_view(), name="withdrawals"),
+    path("withdrawals.csv", WithdrawalsCsvApi.as_view(), name="withdrawals-csv"),
     # Before the detail route: "balance" is not an id.
     path("withdrawals/balance", BalanceApi.as_view(), name="withdrawals-balance"),
     path("withdrawals/<str:withdrawal_id>", WithdrawalDetailApi.as_view(), name="withdrawal-detail"),
