@@ -39,6 +39,7 @@ from accounts.admin_account_status import TRANSITIONS, list_action, transition_v
 
 # Also registers the credentials list.
 from accounts.admin_credentials import CredentialInline, can_manage_credentials, issue_credential_view
+from accounts.admin_settlement import settlement_view
 
 # Registers the maker-checker queue (pedidos de aprovação).
 from accounts.approvals_admin import MoneyActionRequestAdmin  # noqa: F401
@@ -162,6 +163,8 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
             related = getattr(account, related_name, None)
             count = f" ({related.count()})" if related is not None else ""
             items.append((f"{url}?account__id__exact={account.pk}", label, count))
+        settlement = reverse("admin:accounts_account_settlement", args=[quote(account.pk)])
+        items.append((settlement, "Fechamento diário (créditos, débitos, tarifas e saldo por dia)", ""))
         return format_html(
             '<ul class="account-records" style="margin: 0; padding: 0">{}</ul>',
             format_html_join("", '<li style="list-style: none"><a href="{}">{}</a>{}</li>', items),
@@ -290,6 +293,11 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
                 "<path:object_id>/issue-credential/",
                 self.admin_site.admin_view(self.issue_credential_view),
                 name=f"{self.opts.app_label}_{self.opts.model_name}_issue_credential",
+            ),
+            path(
+                "<path:object_id>/settlement/",
+                self.admin_site.admin_view(partial(settlement_view, self)),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_settlement",
             ),
             reveal_url(self),
         ]

@@ -242,3 +242,35 @@ WITHDRAWALS_CSV = [
         "2026-11-25 20:02:25",
     ],
 ]
+
+#: GET /api/settlements?date_start=2026-11-24&date_end=2026-11-26: the charge
+#: and the failed withdrawal of STATEMENT (fees: 99 on the charge, 100 on the
+#: withdrawal, given back with it), on the demo account's fees.
+SETTLEMENT = OpenApiExample(
+    "Three days",
+    value={
+        "success": True,
+        "message": "Fechamento consultado com sucesso.",
+        "data": {
+            "date_start": "2026-11-24",
+            "date_end": "2026-11-26",
+            "opening_balance": 0,
+            "closing_balance": 4891,
+            "totals": {"credits": 6391, "debits": 1500, "fees": 99, "entries": 3},
+            "days": [
+                {"date": "2026-11-24", "credits": 0, "debits": 0, "fees": 0, "entries": 0, "closing_balance": 0},
+                {
+                    "date": "2026-11-25",
+                    "credits": 6391,
+                    "debits": 1500,
+                    "fees": 99,
+                    "entries": 3,
+                    "closing_balance": 4891,
+                },
+                {"date": "2026-11-26", "credits": 0, "debits": 0, "fees": 0, "entries": 0, "closing_balance": 4891},
+            ],
+        },
+    },
+    response_only=True,
+    status_codes=["200"],
+)

@@ -65,6 +65,47 @@ class TimestampField(forms.Field):
         return timezone.make_aware(naive, zoneinfo.ZoneInfo("America/Sao_Paulo"))
 
 
+_DATE_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+class DateOnlyField(forms.Field):
+    """Exactly ``YYYY-MM-DD``, a real calendar date (a day of America/Sao_Paulo)."""
+
+    default_error_messages = {"invalid": "Use o formato AAAA-MM-DD."}
+
+    def to_python(self, value: Any) -> dt.date | None:
+        if value in self.empty_values:
+            return None
+        try:
+            if not _DATE_SHAPE.fullmatch(str(value)):
+                raise ValueError(value)
+            return dt.datetime.strptime(str(value), "%Y-%m-%d").date()
+        except ValueError:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from None
+
+
+class DatePeriodForm(forms.Form):
+    date_start = DateOnlyField(required=False)
+    date_end = DateOnlyField(required=False)
+
+
+def date_period(params: Mapping[str, Any], *, max_days: int, required: str, too_long: str) -> tuple[dt.date, dt.date]:
+    """``date_start`` and ``date_end`` (both included, at most ``max_days``
+    days), or :class:`ValidationFailed` naming each bad one as the listings do."""
+    form = DatePeriodForm(data=params)
+    if errors := _refused(params, form.fields, form):
+        raise ValidationFailed(errors)
+    start, end = form.cleaned_data["date_start"], form.cleaned_data["date_end"]
+    if start is None or end is None:
+        missing = zip(("date_start", "date_end"), (start, end), strict=True)
+        raise ValidationFailed({name: [required] for name, value in missing if value is None})
+    if end < start:
+        raise ValidationFailed({"date_end": ["A data final não pode ser anterior à inicial."]})
+    if (end - start).days + 1 > max_days:
+        raise ValidationFailed({"date_end": [too_long]})
+    return start, end
+
+
 class TimestampFilter(django_filters.Filter):
     field_class = TimestampField
 

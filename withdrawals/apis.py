@@ -6,12 +6,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Account, LedgerEntry, LedgerKind
 from accounts.selectors import statement_entries, statement_record
+from accounts.settlement import MAX_DAYS, account_settlement
 from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
@@ -32,7 +34,7 @@ from api.base import (
 )
 from api.exports import PERIOD, CsvExportApi, csv_export_schema, without
 from api.idempotency import Claim, idempotent
-from api.listing import TIMESTAMP_FORMAT, filter_and_paginate
+from api.listing import TIMESTAMP_FORMAT, date_period, filter_and_paginate
 from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from withdrawals import exceptions as err
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -49,6 +51,7 @@ from withdrawals.selectors import (
 from withdrawals.serializers import (
     WITHDRAWAL_COLUMNS,
     BalanceSerializer,
+    SettlementSerializer,
     StatementEntrySerializer,
     WithdrawalCreatedSerializer,
     WithdrawalCreateSerializer,
@@ -266,6 +269,53 @@ class WithdrawalsCsvApi(CsvExportApi):
 
     def export_queryset(self, request: Request) -> QuerySet[Withdrawal]:
         return withdrawals_of(request.user).only(*WITHDRAWAL_COLUMNS)  # type: ignore[arg-type]
+
+
+SETTLEMENT_PERIOD_REQUIRED = "Informe o período (date_start e date_end) do fechamento."
+SETTLEMENT_PERIOD_TOO_LONG = "O período do fechamento é de no máximo 31 dias."
+
+
+class SettlementApi(AccountAPIView):
+    required_permission = "cashout"
+
+    @extend_schema(
+        tags=["balance"],
+        summary="Settlement: credits, debits, fees and closing balance per day",
+        description=(
+            "One row per America/Sao_Paulo day from `date_start` to `date_end` (both required, `YYYY-MM-DD`, "
+            "at most 31 days; days after today are not listed), oldest first, from the ledger (the "
+            "statement's entries): `credits` and `debits` are the day's entries as they moved the balance, so "
+            "each `closing_balance` is the previous one (the first day: `opening_balance`) plus `credits` minus "
+            "`debits`. `fees` are the platform's fees already inside them, shown apart. "
+            "Credential `cashout` or `all`, as for the balance."
+        ),
+        operation_id="settlements",
+        parameters=[
+            OpenApiParameter(
+                name, OpenApiTypes.DATE, required=True, description="`YYYY-MM-DD`, inclusive; at most 31 days."
+            )
+            for name in ("date_start", "date_end")
+        ],
+        responses=responses(
+            {
+                200: OpenApiResponse(
+                    success_envelope("SettlementResponse", SettlementSerializer()),
+                    description="The settlement.",
+                    examples=[examples.SETTLEMENT],
+                )
+            },
+            (422, VALIDATION_ERROR),
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        date_start, date_end = date_period(
+            request.query_params,
+            max_days=MAX_DAYS,
+            required=SETTLEMENT_PERIOD_REQUIRED,
+            too_long=SETTLEMENT_PERIOD_TOO_LONG,
+        )
+        settlement = account_settlement(account=request.user, date_start=date_start, date_end=date_end)  # type: ignore[arg-type]
+        return ok(SettlementSerializer(settlement).data, "Fechamento consultado com sucesso.")
 
 
 class SandboxWithdrawalReturnApi(AccountAPIView):

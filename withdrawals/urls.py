@@ -4,6 +4,7 @@ from django.urls import URLPattern, URLResolver, path
 from withdrawals.apis import (
     BalanceApi,
     SandboxWithdrawalReturnApi,
+    SettlementApi,
     StatementApi,
     StatementCsvApi,
     WithdrawalDetailApi,
@@ -19,6 +20,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals/<str:withdrawal_id>", WithdrawalDetailApi.as_view(), name="withdrawal-detail"),
     path("statement", StatementApi.as_view(), name="statement"),
     path("statement.csv", StatementCsvApi.as_view(), name="statement-csv"),
+    path("settlements", SettlementApi.as_view(), name="settlements"),
 ]
 
 if settings.PIX_SANDBOX:
