@@ -150,7 +150,14 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
 
     @admin.display(description="saldo disponível")
     def balance_summary(self, account: Account) -> str:
-        return self.balance_available(account)
+        # Beside the balance, how it got there: the day-by-day settlement.
+        settlement = reverse("admin:accounts_account_settlement", args=[quote(account.pk)])
+        return format_html(
+            '{} <a class="account-settlement" href="{}">Fechamento diário (créditos, débitos, tarifas e saldo '
+            "por dia)</a>",
+            self.balance_available(account),
+            settlement,
+        )
 
     @admin.display(description="registros da conta")
     def related_records(self, account: Account) -> str:
@@ -163,8 +170,6 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
             related = getattr(account, related_name, None)
             count = f" ({related.count()})" if related is not None else ""
             items.append((f"{url}?account__id__exact={account.pk}", label, count))
-        settlement = reverse("admin:accounts_account_settlement", args=[quote(account.pk)])
-        items.append((settlement, "Fechamento diário (créditos, débitos, tarifas e saldo por dia)", ""))
         return format_html(
             '<ul class="account-records" style="margin: 0; padding: 0">{}</ul>',
             format_html_join("", '<li style="list-style: none"><a href="{}">{}</a>{}</li>', items),

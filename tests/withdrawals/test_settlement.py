@@ -295,3 +295,21 @@ def test_a_bad_period_in_the_back_office_is_explained(settlement_page: Callable[
     page = settlement_page(inicio="2025-03-01", fim="2025-04-15")
     assert page.status_code == 200
     assert "no máximo 31 dias" in page.content.decode()
+
+
+def test_the_page_reads_in_pt_br(settlement_page: Callable[..., Any]) -> None:
+    from tests.platform.test_admin_language import ENGLISH, shown
+
+    for params in ({"inicio": "2025-03-10", "fim": "2025-03-14"}, {"inicio": "2025-03-10", "fim": "2025-03-01"}, {}):
+        page = settlement_page(**params)
+        assert page.status_code == 200
+        assert not ENGLISH.findall(shown(page.content.decode())), params
+
+
+def test_staff_without_the_ledger_do_not_see_it(history: Account, client: Any, django_user_model: Any) -> None:
+    user = django_user_model.objects.create_user(username="nobody", password="x", is_staff=True)
+    client.force_login(user)
+    assert client.get(f"/admin/accounts/account/{history.pk}/settlement/").status_code == 403
+    client.logout()
+    anonymous = client.get(f"/admin/accounts/account/{history.pk}/settlement/")
+    assert anonymous.status_code == 302
