@@ -6,7 +6,6 @@ table as a CSV file (``?formato=csv``)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -14,18 +13,17 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponseBase
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import Account
-from accounts.settlement import MAX_DAYS, SAO_PAULO, Settlement, account_settlement
-from core.admin_lists import csv_lines
+from accounts.settlement import SAO_PAULO, Settlement, account_settlement, settlement_period_error
+from core.admin_lists import CsvColumn, csv_download, csv_money
 from core.money import brl
 
 TEMPLATE = "admin/accounts/account/settlement.html"
-CSV_HEADER = ["data", "créditos", "débitos", "tarifas", "lançamentos", "saldo final"]
 DATE_INPUT = forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
 
 
@@ -36,11 +34,8 @@ class SettlementPeriodForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         start, end = data.get("inicio"), data.get("fim")
-        if start is not None and end is not None:
-            if end < start:
-                self.add_error("fim", "A data final não pode ser anterior à inicial.")
-            elif (end - start).days + 1 > MAX_DAYS:
-                self.add_error("fim", f"O período é de no máximo {MAX_DAYS} dias.")
+        if start is not None and end is not None and (problem := settlement_period_error(start, end)):
+            self.add_error("fim", problem)
         return data
 
 
@@ -48,20 +43,15 @@ def _date(day: dt.date) -> str:
     return day.strftime("%d/%m/%Y")
 
 
-def _reais(centavos: int) -> str:
-    """``1234,56``: the back office's CSV money (core.admin_lists.csv_money)."""
-    return brl(centavos).replace("R$ ", "").replace(".", "")
-
-
-def _csv(account: Account, settlement: Settlement) -> StreamingHttpResponse:
-    rows: Iterator[list[Any]] = (
-        [_date(d.date), _reais(d.credits), _reais(d.debits), _reais(d.fees), d.entries, _reais(d.closing_balance)]
-        for d in settlement.days
-    )
-    response = StreamingHttpResponse(csv_lines(CSV_HEADER, rows, bom=True), content_type="text/csv; charset=utf-8")
-    period = f"{settlement.date_start:%Y%m%d}-{settlement.date_end:%Y%m%d}"
-    response["Content-Disposition"] = f'attachment; filename="fechamento-{account.pk}-{period}.csv"'
-    return response
+#: The back office's CSV columns (each amount in centavos and in reais, as its other exports).
+CSV_COLUMNS = (
+    CsvColumn("data", lambda day: _date(day.date)),
+    *csv_money("credits", "créditos"),
+    *csv_money("debits", "débitos"),
+    *csv_money("fees", "tarifas"),
+    CsvColumn("lançamentos", lambda day: day.entries),
+    *csv_money("closing_balance", "saldo final"),
+)
 
 
 def _table(settlement: Settlement) -> dict[str, Any]:
@@ -103,6 +93,7 @@ def settlement_view(model_admin: admin.ModelAdmin[Account], request: HttpRequest
         start, end = form.cleaned_data["inicio"], form.cleaned_data["fim"]
         settlement = account_settlement(account=account, date_start=start, date_end=end)
         if request.GET.get("formato") == "csv":
-            return _csv(account, settlement)
+            period = f"{settlement.date_start:%Y%m%d}-{settlement.date_end:%Y%m%d}"
+            return csv_download(CSV_COLUMNS, settlement.days, filename=f"fechamento-{account.pk}-{period}.csv")
         context |= {"settlement": settlement, **_table(settlement)}
     return TemplateResponse(request, TEMPLATE, context)

@@ -42,6 +42,17 @@ from accounts.models import Account, LedgerEntry
 SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
 #: The longest period (days, both ends included).
 MAX_DAYS = 31
+PERIOD_REVERSED = "A data final não pode ser anterior à inicial."
+PERIOD_TOO_LONG = f"O período do fechamento é de no máximo {MAX_DAYS} dias."
+
+
+def settlement_period_error(date_start: dt.date, date_end: dt.date) -> str | None:
+    """Why the period may not be settled (a message about its end), or None."""
+    if date_end < date_start:
+        return PERIOD_REVERSED
+    if (date_end - date_start).days + 1 > MAX_DAYS:
+        return PERIOD_TOO_LONG
+    return None
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,7 @@ def _fee_of_entry() -> Case:
 
 def account_settlement(*, account: Account, date_start: dt.date, date_end: dt.date) -> Settlement:
     """The account's settlement from ``date_start`` to ``date_end`` (local
-    days, both included; at most :data:`MAX_DAYS`, checked by the caller).
+    days, both included; the caller checks :func:`settlement_period_error`).
     Days after today are not listed: they have no entries yet."""
     today = timezone.localdate(timezone.now(), SAO_PAULO)
     last = min(date_end, today)

@@ -25,7 +25,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from api.base import VALIDATION_ERROR, AccountAPIView, responses
-from api.listing import ORDER, valid_filterset
+from api.listing import ORDER, require_all, valid_filterset
 from api.schema import TIMESTAMP_SCHEMA
 from core.admin_lists import csv_lines
 from core.exceptions import ValidationFailed
@@ -43,10 +43,7 @@ def export_period(
 ) -> tuple[dt.datetime, dt.datetime]:
     """The bound filterset's period; :class:`ValidationFailed` naming each
     missing bound (``required``) or ``created_at_end`` (``too_long``)."""
-    start, end = (filterset.form.cleaned_data.get(name) for name in PERIOD)
-    if start is None or end is None:
-        missing = zip(PERIOD, (start, end), strict=True)
-        raise ValidationFailed({name: [required] for name, value in missing if value is None})
+    start, end = require_all(filterset.form.cleaned_data, PERIOD, required)
     if end - start > CSV_MAX_PERIOD:
         raise ValidationFailed({"created_at_end": [too_long]})
     return start, end

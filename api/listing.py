@@ -89,21 +89,23 @@ class DatePeriodForm(forms.Form):
     date_end = DateOnlyField(required=False)
 
 
-def date_period(params: Mapping[str, Any], *, max_days: int, required: str, too_long: str) -> tuple[dt.date, dt.date]:
-    """``date_start`` and ``date_end`` (both included, at most ``max_days``
-    days), or :class:`ValidationFailed` naming each bad one as the listings do."""
+def date_period(params: Mapping[str, Any], *, required: str) -> tuple[dt.date, dt.date]:
+    """``date_start`` and ``date_end``, both required (``required``: the
+    message), or :class:`ValidationFailed` naming each bad one as the listings do."""
     form = DatePeriodForm(data=params)
     if errors := _refused(params, form.fields, form):
         raise ValidationFailed(errors)
-    start, end = form.cleaned_data["date_start"], form.cleaned_data["date_end"]
-    if start is None or end is None:
-        missing = zip(("date_start", "date_end"), (start, end), strict=True)
-        raise ValidationFailed({name: [required] for name, value in missing if value is None})
-    if end < start:
-        raise ValidationFailed({"date_end": ["A data final não pode ser anterior à inicial."]})
-    if (end - start).days + 1 > max_days:
-        raise ValidationFailed({"date_end": [too_long]})
+    start, end = require_all(form.cleaned_data, ("date_start", "date_end"), required)
     return start, end
+
+
+def require_all(cleaned: Mapping[str, Any], names: Sequence[str], message: str) -> list[Any]:
+    """The values of ``names``, or :class:`ValidationFailed` with ``message``
+    under each one missing (a period's bounds)."""
+    values = [cleaned.get(name) for name in names]
+    if missing := [name for name, value in zip(names, values, strict=True) if value is None]:
+        raise ValidationFailed({name: [message] for name in missing})
+    return values
 
 
 class TimestampFilter(django_filters.Filter):

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from accounts.models import Account, LedgerEntry, LedgerKind
 from accounts.selectors import statement_entries, statement_record
-from accounts.settlement import MAX_DAYS, account_settlement
+from accounts.settlement import account_settlement, settlement_period_error
 from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
@@ -36,6 +36,7 @@ from api.exports import PERIOD, CsvExportApi, csv_export_schema, without
 from api.idempotency import Claim, idempotent
 from api.listing import TIMESTAMP_FORMAT, date_period, filter_and_paginate
 from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
+from core.exceptions import ValidationFailed
 from withdrawals import exceptions as err
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payloads import WithdrawalEventSerializer
@@ -272,7 +273,6 @@ class WithdrawalsCsvApi(CsvExportApi):
 
 
 SETTLEMENT_PERIOD_REQUIRED = "Informe o período (date_start e date_end) do fechamento."
-SETTLEMENT_PERIOD_TOO_LONG = "O período do fechamento é de no máximo 31 dias."
 
 
 class SettlementApi(AccountAPIView):
@@ -308,12 +308,9 @@ class SettlementApi(AccountAPIView):
         ),
     )
     def get(self, request: Request) -> Response:
-        date_start, date_end = date_period(
-            request.query_params,
-            max_days=MAX_DAYS,
-            required=SETTLEMENT_PERIOD_REQUIRED,
-            too_long=SETTLEMENT_PERIOD_TOO_LONG,
-        )
+        date_start, date_end = date_period(request.query_params, required=SETTLEMENT_PERIOD_REQUIRED)
+        if problem := settlement_period_error(date_start, date_end):
+            raise ValidationFailed({"date_end": [problem]})
         settlement = account_settlement(account=request.user, date_start=date_start, date_end=date_end)  # type: ignore[arg-type]
         return ok(SettlementSerializer(settlement).data, "Fechamento consultado com sucesso.")
 

@@ -5,9 +5,7 @@ tests/withdrawals/test_statement.py, shares the same view)."""
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +19,7 @@ from accounts.services import credential_issue
 from payments.models import Charge
 from tests.conftest import client_for
 from tests.factories import AccountFactory, ChargeFactory, WithdrawalFactory
-from tests.helpers import SAO_PAULO, VALIDATION, listing_data
+from tests.helpers import SAO_PAULO, VALIDATION, csv_rows, listing_data
 from withdrawals.models import Withdrawal
 
 P = ApiCredential.Permission
@@ -47,7 +45,7 @@ class Export:
 
     def make(self, account: Account, **fields: Any) -> Charge | Withdrawal:
         factory = ChargeFactory if self.listing == "/api/transactions" else WithdrawalFactory
-        return factory(account=account, **fields)  # type: ignore[no-any-return]
+        return factory(account=account, **fields)
 
 
 CHARGES = Export(
@@ -84,15 +82,6 @@ def sp(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: 
 
 def api_for(account: Account, permission: str) -> APIClient:
     return client_for(credential_issue(account=account, permission=permission))
-
-
-def csv_rows(response: Any) -> list[list[str]]:
-    """The file as Python's csv module reads it (``;``-separated)."""
-    assert response.status_code == 200, response
-    assert isinstance(response, StreamingHttpResponse)
-    assert response["Content-Type"] == "text/csv; charset=utf-8"
-    text = b"".join(response.streaming_content).decode("utf-8")  # type: ignore[arg-type]
-    return list(csv.reader(io.StringIO(text), delimiter=";"))
 
 
 def as_csv(records: list[dict[str, Any]]) -> list[list[str]]:

@@ -286,8 +286,12 @@ def test_the_back_office_exports_the_settlement(settlement_page: Callable[..., A
     assert response.status_code == 200
     text = b"".join(response.streaming_content).decode("utf-8")
     lines = text.lstrip("\ufeff").splitlines()
-    assert lines[0] == "data;créditos;débitos;tarifas;lançamentos;saldo final"
-    assert lines[1] == "10/03/2025;148,50;0,00;1,50;2;158,50"
+    assert lines[0] == (
+        "data;créditos (centavos);créditos (R$);débitos (centavos);débitos (R$);tarifas (centavos);tarifas (R$);"
+        "lançamentos;saldo final (centavos);saldo final (R$)"
+    )
+    assert lines[1] == "10/03/2025;14850;148,50;0;0,00;150;1,50;2;15850;158,50"
+    assert lines[4] == "13/03/2025;3150;31,50;4950;49,50;-150;-1,50;2;8900;89,00"
     assert len(lines) == 1 + 5
 
 
