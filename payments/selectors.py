@@ -79,5 +79,6 @@ def charge_of_reference() -> Cast:
 SETTLEMENT_CHARGE_FEE = SettlementFee(
     kind=LedgerKind.CHARGE_PAID,
     pattern=_CHARGE_REFERENCE,
-    fee=lambda: Subquery(Charge.objects.filter(pk=charge_of_reference()).values("platform_tax")[:1]),
+    # order_by(): by primary key, with no sort (Charge's default ordering).
+    fee=lambda: Subquery(Charge.objects.filter(pk=charge_of_reference()).order_by().values("platform_tax")[:1]),
 )

@@ -134,7 +134,7 @@ def _withdrawal_fee() -> Subquery:
     """The fee of the withdrawal a ``withdrawal:<uuid>[:<version>]`` ledger
     reference names (only evaluated where the patterns below match)."""
     withdrawal = Cast(Substr(OuterRef("reference"), len("withdrawal:") + 1, 36), UUIDField())
-    return Subquery(Withdrawal.objects.filter(pk=withdrawal).values("fee")[:1])
+    return Subquery(Withdrawal.objects.filter(pk=withdrawal).order_by().values("fee")[:1])
 
 
 #: A withdrawal's debit is its total_debit, fee included; a failed or canceled
