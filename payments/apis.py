@@ -34,6 +34,7 @@ from api.base import (
     responses,
     success_envelope,
 )
+from api.exports import PERIOD, CsvExportApi, csv_export_schema, without
 from api.idempotency import Claim, idempotent
 from api.schema import uuid_path
 from core.exceptions import ValidationFailed
@@ -69,11 +70,14 @@ def override_items(data: dict[str, Any]) -> list[OverrideItem] | None:
 CHARGE_ID = uuid_path("charge_id", "Transaction id.")
 
 
+CHARGE_FILTERS = [*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(ChargeStatus.values))]
+
+
 @listing_schema(
     tags=["transactions"],
     summary="List charges",
     operation_id="transactions_list",
-    parameters=[*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(ChargeStatus.values))],
+    parameters=CHARGE_FILTERS,
 )
 class ChargesApi(ListingMixin, AccountAPIView):
     required_permission = "cashin"
@@ -157,6 +161,29 @@ class ChargesApi(ListingMixin, AccountAPIView):
     @staticmethod
     def _created(charge: Charge) -> Response:
         return ok(ChargeCreatedSerializer(charge).data, "Transação criada com sucesso.", status=201)
+
+
+@csv_export_schema(
+    tags=["transactions"],
+    summary="Charges as CSV",
+    operation_id="transactions_csv",
+    what="The charges listing's records",
+    credentials="`cashin` or `all`, as for the listing",
+    header=ChargeSerializer.Meta.fields,
+    example=examples.TRANSACTIONS_CSV,
+    filters=without(CHARGE_FILTERS, *PERIOD, "page", "per_page"),
+)
+class ChargesCsvApi(CsvExportApi):
+    required_permission = "cashin"
+    filterset_class = ChargeFilterSet
+    item_serializer = ChargeSerializer
+    header = ChargeSerializer.Meta.fields
+    filename = "transacoes"
+    period_required = "Informe o período (created_at_start e created_at_end) para exportar as transações."
+    period_too_long = "O período das transações em CSV é de no máximo 31 dias."
+
+    def export_queryset(self, request: Request) -> QuerySet[Charge]:
+        return charges_of(request.user).only(*ChargeSerializer.Meta.fields)  # type: ignore[arg-type]
 
 
 class ChargeDetailApi(AccountAPIView):
