@@ -22,6 +22,8 @@ from acquirers.models import Acquirer
 
 Direction = Literal["received", "sent"]
 DIRECTIONS: tuple[Direction, ...] = ("received", "sent")
+#: What the acquirer "says" of one of our records its listing does not have.
+NOT_LISTED = "not_listed"
 
 
 class FindingKind(enum.StrEnum):

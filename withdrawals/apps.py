@@ -8,9 +8,10 @@ class WithdrawalsConfig(AppConfig):
 
     def ready(self) -> None:
         from accounts.services import account_on_reactivated
-        from acquirers import inbound
+        from acquirers import inbound, reconcile
         from withdrawals import approvals
         from withdrawals.events import payout_event_apply
+        from withdrawals.reconcile_payouts import payouts_match
         from withdrawals.services import withdrawals_resume_held
 
         # accounts carries out maker-checker actions through this registry.
@@ -21,3 +22,6 @@ class WithdrawalsConfig(AppConfig):
 
         # acquirers hands the payout events it receives to this app.
         inbound.register("payout", payout_event_apply)
+
+        # Reconciliation matches the acquirers' sent Pix against payouts here.
+        reconcile.register("sent", payouts_match)

@@ -2,10 +2,14 @@
 
 import django.db.models.deletion
 from django.conf import settings
+from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+    # The new index on a live table builds CONCURRENTLY (as payments 0002), outside a transaction.
+    atomic = False
+
 
     dependencies = [
         ('accounts', '0007_ledger_account_created'),
@@ -75,7 +79,7 @@ class Migration(migrations.Migration):
             name='source',
             field=models.CharField(choices=[('acquirer', 'Adquirente'), ('sandbox', 'Sandbox'), ('staff', 'Equipe'), ('expiry', 'Expiração'), ('reconciliation', 'Conciliação')], max_length=16, verbose_name='origem'),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='charge',
             index=models.Index(condition=models.Q(('paid_at__isnull', False)), fields=['acquirer', 'paid_at'], name='charge_acquirer_paid_at'),
         ),
