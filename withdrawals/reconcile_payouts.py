@@ -15,7 +15,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Sequence
+from typing import Any
 
+from django.db import transaction
+
+from accounts.exceptions import ActionNotExecutable
+from accounts.models import LedgerKind
+from accounts.services import ledger_post
 from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
 from acquirers.models import Acquirer
 from acquirers.reconcile import NOT_LISTED, Finding, FindingKind, Matching
@@ -161,3 +167,28 @@ def payouts_match(
         logger.error("reconciliation: payout %s is paid here but %s does not list it", withdrawal.pk, acquirer.key)
         matching.findings.append(_finding(K.PAID_HERE_UNKNOWN_THERE, None, withdrawal))
     return matching
+
+
+# --------------------------------------------------------------------------- staff's resolution
+
+
+def withdrawal_sent_payout_redebit(*, withdrawal_id: Any, actor: str, reason: str) -> bool:
+    """Debit again a withdrawal that failed here (its debit given back) but
+    that the acquirer paid (reconciliation's "sent there, failed here"),
+    once a second staff member approved it (``accounts.approvals``). The
+    withdrawal keeps its status (the contract has no failed → paid); the
+    ledger says why. Never overdraws (:class:`InsufficientBalance`); False
+    when already debited again."""
+    with transaction.atomic():
+        withdrawal = Withdrawal.objects.select_for_update().get(pk=withdrawal_id)
+        if withdrawal.status != S.FAILED:
+            raise ActionNotExecutable(f"O saque está {S(withdrawal.status).label}, não falho.")
+        entry = ledger_post(
+            account_id=withdrawal.account_id,
+            amount=-withdrawal.total_debit,
+            kind=LedgerKind.WITHDRAWAL,
+            reference=f"withdrawal:{withdrawal.pk}:redebit",
+        )
+        if entry is not None:
+            logger.warning("withdrawal %s debited again by %s: %s", withdrawal.pk, actor, reason)
+        return entry is not None
