@@ -23,7 +23,9 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
-from acquirers.adapters.base import Notification, NotificationEvent
+from acquirers import adapters
+from acquirers.adapters.base import Notification, NotificationEvent, PayoutRequest
+from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.models import Acquirer
 from payments.events import charge_event_apply
 from payments.models import Charge, ChargeStatus, ChargeTransition, ReconciliationItem, ReconciliationRun
@@ -33,7 +35,7 @@ from tests.acquirers.fake_efi import FakeEfi
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.factories import AcquirerFactory, WithdrawalFactory
 from webhooks.models import WebhookEvent
-from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
+from withdrawals.models import PayoutAttempt, Withdrawal
 
 pytestmark = pytest.mark.django_db
 K = ReconciliationItem.Kind
@@ -242,7 +244,30 @@ def test_payouts_sent_there_are_matched_healed_or_reported_never_debited_or_cred
 # --------------------------------------------------------------------------- runs
 
 
-def test_an_acquirer_that_lists_nothing_is_skipped_with_the_reason(db: Any) -> None:
+def test_the_sandbox_lists_the_transfers_it_recorded(account: Account) -> None:
+    sandbox = AcquirerFactory(key=f"sbx_{uuid.uuid4().hex[:8]}", adapter="sandbox", options={})
+    paid = _payout(account, sandbox, "paid", paid_at=timezone.now())
+    failed = _payout(account, sandbox, "failed")
+    for withdrawal in (paid, failed):
+        result = adapters.build(sandbox).create_payout(
+            PayoutRequest(
+                withdrawal_id=withdrawal.pk,
+                idempotency_id=withdrawal.idempotency_id,
+                amount=withdrawal.liquid_amount,
+                key_type="cpf",
+                key_value=withdrawal.pix_key,
+            )
+        )
+        Withdrawal.objects.filter(pk=withdrawal.pk, status="paid").update(e2e_id=result.e2e_id)
+
+    run = reconcile(sandbox)
+
+    assert (run.status, run.matched_count, run.unmatched_count) == ("done", 1, 1)
+    assert items() == [(K.PAYOUT_SENT_THERE_FAILED_HERE, failed.idempotency_id, "open")]
+
+
+def test_an_acquirer_that_lists_nothing_is_skipped_with_the_reason(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SandboxAdapter, "supports_list_sent", False)
     sandbox = AcquirerFactory(key="sbx_recon", adapter="sandbox", options={})
 
     run = reconcile(sandbox)
@@ -261,6 +286,7 @@ def test_beat_runs_yesterday_for_each_acquirer_that_lists(
     make_bacen_acquirer: Callable[..., Acquirer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     [entry] = [e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == reconcile_acquirers_yesterday.name]
+    monkeypatch.setattr(SandboxAdapter, "supports_list_sent", False)
     bacen = make_bacen_acquirer()
     AcquirerFactory(key="sbx_recon", adapter="sandbox", options={})
     AcquirerFactory(key="off_recon", adapter="bacen_pix", options=bacen.options, enabled=False)
