@@ -199,37 +199,41 @@ def acquirer_reconcile(*, acquirer_id: int, day: dt.date) -> ReconciliationRun:
         raise AlreadyRunning(f"{acquirer.key} {day}")
     try:
         run = _begin(acquirer, day)
-        directions = directions_of(acquirer)
-        if not directions:
-            reason = f"O adaptador {acquirer.adapter!r} não lista Pix recebidos nem enviados."
-            _finish(run, ReconciliationRun.Status.SKIPPED, error=reason, totals=_Totals())
-            return run
         try:
-            # Everything fetched before anything is matched (see the module docstring).
-            listings = {d: fetch(acquirer, d, run.window_start, run.window_end) for d in directions}
-        except ListingFailed as exc:
-            logger.warning("reconciliation of %s on %s failed: %s", acquirer.key, day, exc)
-            _finish(run, ReconciliationRun.Status.FAILED, error=str(exc))
-            return run
-        try:
-            totals = _match(run, listings)
-        except Exception as exc:
-            # A bug, or the database gone: what was healed stays healed (each in its own
-            # transaction); the run says it did not finish.
+            return _run(run, acquirer, day)
+        except BaseException as exc:
+            # A bug, the database gone, the task's time limit: what was healed stays
+            # healed (each in its own transaction); the run says it did not finish.
             _finish(run, ReconciliationRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
             raise
-        _finish(run, ReconciliationRun.Status.DONE, totals=totals)
-        logger.info(
-            "reconciliation of %s on %s: %d matched, %d unmatched, %d healed",
-            acquirer.key,
-            day,
-            totals.matched_count,
-            totals.unmatched_count,
-            totals.healed_count,
-        )
-        return run
     finally:
         cache.delete(lock)
+
+
+def _run(run: ReconciliationRun, acquirer: Acquirer, day: dt.date) -> ReconciliationRun:
+    directions = directions_of(acquirer)
+    if not directions:
+        reason = f"O adaptador {acquirer.adapter!r} não lista Pix recebidos nem enviados."
+        _finish(run, ReconciliationRun.Status.SKIPPED, error=reason, totals=_Totals())
+        return run
+    try:
+        # Everything fetched before anything is matched (see the module docstring).
+        listings = {d: fetch(acquirer, d, run.window_start, run.window_end) for d in directions}
+    except ListingFailed as exc:
+        logger.warning("reconciliation of %s on %s failed: %s", acquirer.key, day, exc)
+        _finish(run, ReconciliationRun.Status.FAILED, error=str(exc))
+        return run
+    totals = _match(run, listings)
+    _finish(run, ReconciliationRun.Status.DONE, totals=totals)
+    logger.info(
+        "reconciliation of %s on %s: %d matched, %d unmatched, %d healed",
+        acquirer.key,
+        day,
+        totals.matched_count,
+        totals.unmatched_count,
+        totals.healed_count,
+    )
+    return run
 
 
 def reconcilable_acquirers() -> list[Acquirer]:

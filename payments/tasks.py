@@ -24,7 +24,9 @@ def reconcile_charges() -> int:
     return charges_reconcile()
 
 
-@shared_task(acks_late=True)
+# Every page of a day's listings, each under the acquirer's deadline: longer
+# than the default limits allow (a run cut short is recorded as failed).
+@shared_task(acks_late=True, soft_time_limit=1500, time_limit=1620)
 def reconcile_acquirer_day(acquirer_id: int, day: str) -> str:
     """Reconcile one acquirer's day (``YYYY-MM-DD``, America/Sao_Paulo) with
     its listings. Idempotent: a rerun heals nothing twice, adds no item
