@@ -39,6 +39,7 @@ from core.admin_money import money
 from core.money import brl
 from payments.models import ReconciliationItem, ReconciliationRun
 from payments.reconcile_acquirer import directions_of, yesterday
+from payments.reconcile_items import reconciliation_items_follow_approvals
 from payments.tasks import reconcile_acquirer_day
 
 CONFIRM_TEMPLATE = "admin/payments/reconciliationitem/confirm_resolve.html"
@@ -328,6 +329,17 @@ class ReconciliationItemAdmin(DetailActionsMixin, CsvExportMixin, ActionsOnlyAdm
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [*super().get_readonly_fields(request, obj), "target_link", "ours_brl", "theirs_brl", "approval_link"]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        # Items waiting for an approval show what the approvals queue decided meanwhile.
+        reconciliation_items_follow_approvals()
+        return super().changelist_view(request, extra_context)
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> Any:
+        reconciliation_items_follow_approvals()
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def has_resolve_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.resolve_reconciliationitem")

@@ -7,6 +7,7 @@ import datetime as dt
 from celery import shared_task
 
 from payments.reconcile_acquirer import AlreadyRunning, acquirer_reconcile, reconcilable_acquirers, yesterday
+from payments.reconcile_items import reconciliation_items_follow_approvals
 from payments.reconciliation import charges_reconcile
 from payments.services import charges_expire
 
@@ -42,6 +43,7 @@ def reconcile_acquirer_day(acquirer_id: int, day: str) -> str:
 def reconcile_acquirers_yesterday() -> int:
     """Beat's daily entry: one task per enabled acquirer with listings, for
     yesterday (America/Sao_Paulo). Returns how many were enqueued."""
+    reconciliation_items_follow_approvals()
     day = yesterday().isoformat()
     acquirers = reconcilable_acquirers()
     for acquirer in acquirers:

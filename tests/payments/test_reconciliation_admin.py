@@ -176,6 +176,10 @@ def test_a_redebit_moves_money_only_once_a_second_staff_member_approves(
     )
     withdrawal.refresh_from_db()
     assert withdrawal.status == "failed"  # the contract has no failed → paid
+    # The item follows its approved request.
+    assert operator.get(ITEMS).status_code == 200
+    found.refresh_from_db()
+    assert (found.status, found.resolution) == ("resolved", "money_action")
 
 
 def test_a_redebit_never_overdraws(staff_member: Any, run: ReconciliationRun, account: Account) -> None:
@@ -190,6 +194,10 @@ def test_a_redebit_never_overdraws(staff_member: Any, run: ReconciliationRun, ac
     assert pending.state == "failed"
     assert "Saldo insuficiente" in pending.outcome
     assert available_balance(account) == ledger_sum(account) == 100
+    # Not carried out: the item is open again, for another resolution.
+    assert staff_member("support", "sofia").get(ITEMS).status_code == 200
+    found.refresh_from_db()
+    assert (found.status, found.resolution) == ("open", "")
 
 
 def test_the_acquirers_list_runs_yesterday_on_demand(
