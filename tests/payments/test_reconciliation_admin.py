@@ -94,7 +94,7 @@ def test_the_report_lists_each_day_and_acquirer_and_exports_csv(admin_client: Cl
     export = admin_client.get(reverse("admin:payments_reconciliationrun_export"))
 
     assert isinstance(export, StreamingHttpResponse)
-    lines = b"".join(export.streaming_content).decode("utf-8-sig").splitlines()  # type: ignore[arg-type]
+    lines = b"".join(export.streaming_content).decode("utf-8-sig").splitlines()
     assert lines[0].startswith("Dia;Adquirente;Situação;Conferidos;Valor conferido (centavos)")
     assert lines[1].split(";")[:6] == ["2026-11-26", str(run.acquirer), "Concluída", "3", "123456", "1234,56"]
 
