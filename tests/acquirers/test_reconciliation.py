@@ -177,6 +177,35 @@ def test_paid_there_but_failed_here_is_never_credited(
     assert available_balance(account) == 0
 
 
+def test_a_pix_returned_there_but_paid_here_is_an_item_and_debits_nothing(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    notification = Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id=e2e_id)
+    charge_event_apply(acquirer=bacen_acquirer, notification=notification, source="acquirer")  # paid here
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID
+    with fake_psp.lock:  # then returned to the payer at the PSP, out of band
+        fake_psp.pix[e2e_id]["devolucoes"] = [
+            {
+                "id": "D1",
+                "rtrId": "D12345678202611270000abcdefghijk",
+                "valor": "10.00",
+                "horario": {"solicitacao": fake_psp.pix[e2e_id]["horario"]},
+                "status": "DEVOLVIDO",
+            }
+        ]
+
+    run = reconcile(bacen_acquirer)
+
+    assert items() == [(K.REFUND_DIFFERS, e2e_id, "open")]
+    assert (run.matched_count, run.unmatched_count) == (0, 1)
+    assert available_balance(account) == ledger_sum(account) == LIQUID
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID
+
+
 def test_a_listing_failing_midway_fails_the_run_and_applies_nothing(
     api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
 ) -> None:
@@ -239,6 +268,22 @@ def test_payouts_sent_there_are_matched_healed_or_reported_never_debited_or_cred
 
     reconcile(efi_acquirer)
     assert ReconciliationItem.objects.count() == 3
+
+
+def test_a_payout_failed_there_but_paid_here_is_an_item_and_credits_nothing(
+    account: Account, efi_acquirer: Acquirer, fake_efi: FakeEfi
+) -> None:
+    paid = _payout(account, efi_acquirer, "paid", paid_at=timezone.now())
+    fake_efi.record(paid.idempotency_id, "50.00", "NAO_REALIZADO")
+    balance, entries = available_balance(account), LedgerEntry.objects.count()
+
+    run = reconcile(efi_acquirer)
+
+    assert items() == [(K.PAYOUT_FAILED_THERE_PAID_HERE, paid.idempotency_id, "open")]
+    assert (run.matched_count, run.unmatched_count, run.unmatched_amount) == (0, 1, 5000)
+    assert (available_balance(account), LedgerEntry.objects.count()) == (balance, entries)
+    paid.refresh_from_db()
+    assert paid.status == "paid"
 
 
 # --------------------------------------------------------------------------- runs
