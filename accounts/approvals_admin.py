@@ -162,6 +162,15 @@ def _requested_amount(pending: MoneyActionRequest) -> int:
     return pending.amount
 
 
+def _signed_amount(pending: MoneyActionRequest) -> int:
+    """The movement as the account sees it: the redébito of a payout is a debit."""
+    return -pending.amount if pending.action in DEBITING_ACTIONS else pending.amount
+
+
+#: Actions whose amount leaves the account (all the others credit it).
+DEBITING_ACTIONS = frozenset({MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT})
+
+
 PENDING_ONLY = (State.PENDING,)
 
 
@@ -209,9 +218,11 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
             description="Aprovar e executar os pedidos selecionados",
             permission="decide",
             confirmation=Confirmation(
-                effect="Ao aprovar, o valor é creditado na conta agora, pelo serviço de transições",
-                column="Crédito na conta",
-                amount=_requested_amount,
+                effect=(
+                    "Ao aprovar, o valor é creditado na conta agora (debitado, se negativo), pelo serviço de transições"
+                ),
+                column="Movimento na conta",
+                amount=_signed_amount,
                 from_statuses=PENDING_ONLY,
                 status_field="state",
                 note="Só outra pessoa, que não fez o pedido, pode aprová-lo.",
@@ -223,7 +234,7 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
             description="Rejeitar os pedidos selecionados",
             permission="decide",
             confirmation=Confirmation(
-                effect="Ao rejeitar, nada é creditado",
+                effect="Ao rejeitar, nada é creditado nem debitado",
                 column="Valor pedido",
                 amount=_requested_amount,
                 from_statuses=PENDING_ONLY,
@@ -256,12 +267,13 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
                 "accounts.approve_chargeback_resolution",
                 "accounts.approve_withdrawal_return",
                 "accounts.approve_undetermined_payout_failure",
+                "accounts.approve_sent_payout_redebit",
             )
         )
 
     @admin.display(description="valor", ordering="amount")
     def amount_display(self, pending: MoneyActionRequest) -> str:
-        return brl(pending.amount)
+        return brl(_signed_amount(pending))
 
     @admin.display(description="registro")
     def target_link(self, pending: MoneyActionRequest) -> str:

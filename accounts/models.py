@@ -268,6 +268,8 @@ class MoneyActionRequest(models.Model):
         RESOLVE_CHARGEBACK = "resolve_chargeback", "Resolver contestação a favor da conta"
         MARK_WITHDRAWAL_RETURNED = "mark_withdrawal_returned", "Marcar saque como devolvido pelo destino"
         FAIL_UNDETERMINED_PAYOUT = "fail_undetermined_payout", "Falhar pagamento indeterminado (devolver o saldo)"
+        # The one action that debits (reconciliation: a payout the acquirer made although it failed here).
+        REDEBIT_SENT_PAYOUT = "redebit_sent_payout", "Debitar de novo saque falho que a adquirente pagou"
 
     class State(models.TextChoices):
         PENDING = "pending", "Aguardando aprovação"
@@ -282,7 +284,9 @@ class MoneyActionRequest(models.Model):
     account = models.ForeignKey(
         Account, on_delete=models.PROTECT, related_name="money_action_requests", verbose_name="conta"
     )
-    amount = models.BigIntegerField("valor a creditar", help_text="Em centavos.")
+    amount = models.BigIntegerField(
+        "valor", help_text="Em centavos: o que a ação credita (ou debita, no redébito de um saque pago na adquirente)."
+    )
     reason = models.TextField("motivo")
     state = models.CharField("situação", max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
     requested_by = models.ForeignKey(
@@ -331,6 +335,7 @@ class MoneyActionRequest(models.Model):
                 "approve_undetermined_payout_failure",
                 "Pode aprovar falhar um pagamento indeterminado (o débito é devolvido)",
             ),
+            ("approve_sent_payout_redebit", "Pode aprovar debitar de novo um saque falho que a adquirente pagou"),
         ]
 
     def __str__(self) -> str:

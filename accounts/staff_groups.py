@@ -5,7 +5,9 @@
   block, configure, credentials), and runs the money actions: refund,
   chargeback, approve and cancel withdrawals, and *asks* for the crediting
   ones (resolve a chargeback for the account, mark a withdrawal returned, fail an
-  undetermined payout).
+  undetermined payout); runs and resolves reconciliation with acquirers, and
+  asks for the one debiting action (debit again a payout the acquirer made
+  although it failed here).
 - ``finance``: sees everything and approves or rejects those requests; the
   one who asked can never approve (``accounts.services.money_action_approve``).
 """
@@ -39,6 +41,8 @@ OPERATIONS_EXTRA = (
     "webhooks.change_webhookdelivery",
     # Acquirers: close a circuit breaker by hand.
     "acquirers.reset_circuit_breaker",
+    # Reconciliation with acquirers: run it on demand, resolve its items (asking where money moves).
+    "payments.resolve_reconciliationitem",
 )
 
 
@@ -47,6 +51,7 @@ FINANCE_EXTRA = (
     "accounts.approve_chargeback_resolution",
     "accounts.approve_withdrawal_return",
     "accounts.approve_undetermined_payout_failure",
+    "accounts.approve_sent_payout_redebit",
 )
 
 

@@ -4,7 +4,7 @@ through ``accounts.admin.account_page_inline``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -160,7 +160,8 @@ class AcquirerAdmin(ReaisFieldsMixin, admin.ModelAdmin[Acquirer]):
     )
     list_filter = ("enabled", "adapter")
     search_fields = ("key", "name")
-    actions = ("reset_circuit_breaker", "use_measured_conversion")
+    #: Apps above acquirers add theirs with :func:`acquirer_page_action`.
+    actions: Any = ("reset_circuit_breaker", "use_measured_conversion")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Acquirer | None = None) -> tuple[str, ...]:
         # A breaker and a measurement exist once the acquirer does.
@@ -351,3 +352,16 @@ class InboundNotificationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[InboundNotif
     search_fields = ("body", "error")
     date_hierarchy = "received_at"
     readonly_fields = ("acquirer", "headers", "body", "remote_addr", "status", "error", "received_at", "processed_at")
+
+
+def acquirer_page_action(
+    action: Callable[..., Any], *, permission: str, allowed: Callable[[HttpRequest], bool]
+) -> Callable[..., Any]:
+    """Add ``action`` to the acquirers' list, after the ones already there,
+    with its ``permission`` (the action's ``permissions=[permission]``)
+    decided by ``allowed(request)``. For the apps above acquirers
+    (reconciliation on demand, in payments), which acquirers may not import;
+    like :func:`accounts.admin.account_page_inline`."""
+    AcquirerAdmin.actions = (*AcquirerAdmin.actions, action)
+    setattr(AcquirerAdmin, f"has_{permission}_permission", lambda self, request: allowed(request))
+    return action

@@ -56,6 +56,9 @@ OPERATIONS: dict[str, Purpose] = {
     "refund": Purpose.RECONCILE,
     "charge_status": Purpose.RECONCILE,
     "cancel_charge": Purpose.RECONCILE,
+    # The daily listings of reconciliation (payments.reconcile_acquirer), one call per page.
+    "list_received": Purpose.RECONCILE,
+    "list_sent": Purpose.RECONCILE,
 }
 
 _POOLS: dict[Purpose, Bulkhead] = {

@@ -338,3 +338,7 @@ class ChargeAdmin(
 
     def has_request_chargeback_resolution_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.request_chargeback_resolution")
+
+
+# Reconciliation with acquirers: its report and mismatches (a module of its own: this one is full).
+from payments import admin_reconciliation  # noqa: E402, F401

@@ -8,10 +8,11 @@ from django.core.exceptions import ValidationError
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
-from core.exceptions import ValidationFailed
+from core.exceptions import InsufficientBalance, ValidationFailed
 from withdrawals import exceptions as err
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.reconcile_payouts import withdrawal_sent_payout_redebit
 from withdrawals.services import RESOLVE_REASON_MIN_LENGTH, withdrawal_payout_resolve, withdrawal_transition
 
 
@@ -71,6 +72,23 @@ def _fail_undetermined(target_id: str, actor: str, reason: str) -> None:
         raise ActionNotExecutable(err.RESOLVE_NOT_UNDETERMINED)
 
 
+def _quote_redebit(target_id: str) -> approvals.Quote:
+    withdrawal = _withdrawal(target_id, "total_debit")
+    if withdrawal.status != WithdrawalStatus.FAILED:
+        raise ActionNotExecutable(f"O saque está {WithdrawalStatus(withdrawal.status).label}, não falho.")
+    # What the account is debited again (the request's amount: see MoneyActionRequest.amount).
+    return approvals.Quote(account_id=withdrawal.account_id, amount=withdrawal.total_debit)
+
+
+def _redebit(target_id: str, actor: str, reason: str) -> None:
+    try:
+        changed = withdrawal_sent_payout_redebit(withdrawal_id=target_id, actor=actor, reason=reason)
+    except InsufficientBalance as exc:
+        raise ActionNotExecutable(f"Saldo insuficiente para debitar de novo: {exc.message}") from exc
+    if not changed:
+        raise ActionNotExecutable("O saque já foi debitado de novo.")
+
+
 def register() -> None:
     approvals.register(
         approvals.MoneyAction(
@@ -91,5 +109,16 @@ def register() -> None:
             quote=_quote_undetermined_failure,
             perform=_fail_undetermined,
             check_reason=_check_resolve_reason,
+        )
+    )
+    # Reconciliation found the payout made by the acquirer although it failed
+    # here: the debit given back is taken again only once a second staff member approves.
+    approvals.register(
+        approvals.MoneyAction(
+            action=MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT,
+            target_type="withdrawals.withdrawal",
+            approve_permission="accounts.approve_sent_payout_redebit",
+            quote=_quote_redebit,
+            perform=_redebit,
         )
     )

@@ -147,6 +147,10 @@ class Withdrawal(models.Model):
                 name="withdrawal_undetermined",
                 condition=Q(payout_unclear_since__isnull=False),
             ),
+            # Reconciliation reads the payouts an acquirer made in a day.
+            models.Index(
+                fields=["acquirer", "paid_at"], name="withdrawal_acquirer_paid_at", condition=Q(paid_at__isnull=False)
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(amount__gt=0), name="withdrawal_amount_positive"),

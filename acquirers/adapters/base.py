@@ -207,6 +207,46 @@ class RefundResult:
     reason: str = ""
 
 
+class ProviderRecordStatus(enum.StrEnum):
+    """Where one Pix (or charge) stands in an acquirer's listing."""
+
+    PAID = "paid"  # received (a charge paid) or sent and settled (a payout paid)
+    REFUNDED = "refunded"  # received, then all of it returned to the payer (devoluções)
+    PROCESSING = "processing"  # a send not settled yet
+    FAILED = "failed"  # a send the acquirer did not make
+    ACTIVE = "active"  # a charge that can still be paid (nothing received)
+    REMOVED = "removed"  # a charge withdrawn there (nothing received)
+
+
+@dataclass(frozen=True)
+class ProviderPixRecord:
+    """One record of an acquirer's listing for a window (reconciliation).
+
+    ``reference`` is our txid (received Pix, charges) or our idempotency id
+    (sent Pix); empty when the acquirer's record carries none (a Pix to the
+    key without a charge). ``amount`` is the Pix's value, or for a charge
+    with no Pix its original value. ``raw`` is the acquirer's record as it
+    came, kept as evidence."""
+
+    reference: str
+    status: ProviderRecordStatus
+    amount: int  # centavos
+    e2e_id: str | None = None
+    occurred_at: dt.datetime | None = None
+    returned: int = 0  # centavos returned to the payer (devoluções DEVOLVIDO)
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProviderListing:
+    """One page of a listing. ``next_page`` is the adapter's opaque cursor
+    for the next call (None: the listing is complete). One call per page, so
+    each page is one guarded call under the acquirer's deadline."""
+
+    records: tuple[ProviderPixRecord, ...]
+    next_page: str | None = None
+
+
 #: Header the notification view sets from the URL's secret segment (never
 #: taken from the request itself) so adapters can verify it; never stored.
 NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a header's name
@@ -215,13 +255,15 @@ NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a
 # --------------------------------------------------------------------------- adapter
 
 #: An operation an adapter may or may not offer (``supports_<capability>``).
-Capability = Literal["charge", "payout", "refund", "charge_status"]
+Capability = Literal["charge", "payout", "refund", "charge_status", "list_received", "list_sent"]
 #: What an adapter that claims a capability must implement.
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     "charge": ("create_charge",),
     "payout": ("create_payout", "get_payout_status"),
     "refund": ("refund_charge",),
     "charge_status": ("charge_status",),
+    "list_received": ("list_received",),
+    "list_sent": ("list_sent",),
 }
 
 
@@ -242,6 +284,11 @@ class AcquirerAdapter(abc.ABC):
     supports_payout: ClassVar[bool] = True
     supports_refund: ClassVar[bool] = False
     supports_charge_status: ClassVar[bool] = False
+    #: Listings for reconciliation (:mod:`payments.reconcile_acquirer`): what
+    #: the acquirer received (charges) and sent (payouts) in a window. An
+    #: adapter without them is skipped by reconciliation, which says why.
+    supports_list_received: ClassVar[bool] = False
+    supports_list_sent: ClassVar[bool] = False
 
     @classmethod
     def enabled(cls) -> bool:
@@ -284,6 +331,18 @@ class AcquirerAdapter(abc.ABC):
     def charge_status(self, txid: str) -> ChargeStatusResult:
         """Ask where a charge stands (reconciliation of charges left pending)."""
         raise CapabilityNotSupported(f"{self.name}: charge status polling is not supported")
+
+    def list_received(self, start: dt.datetime, end: dt.datetime, page: str | None = None) -> ProviderListing:
+        """One page of the Pix received (and charges) the acquirer records in
+        ``[start, end]``; ``page`` is the previous page's ``next_page`` (None:
+        the first). Raise an :class:`AdapterError` when a page cannot be read:
+        the caller then gives up the whole listing (a partial one would read
+        as "unknown there")."""
+        raise CapabilityNotSupported(f"{self.name}: listing received Pix is not supported")
+
+    def list_sent(self, start: dt.datetime, end: dt.datetime, page: str | None = None) -> ProviderListing:
+        """One page of the Pix the acquirer sent for us in ``[start, end]`` (see :meth:`list_received`)."""
+        raise CapabilityNotSupported(f"{self.name}: listing sent Pix is not supported")
 
     def refund_charge(self, request: RefundRequest) -> RefundResult:
         """Return a paid charge's money to the payer; idempotent on ``request.refund_id``."""

@@ -16,6 +16,9 @@ Options: ``{"charge": <behaviour>, "payout": "ok"|"fail"|"timeout",
   which the service's checker refuses.
 
 Payouts: ``timeout`` records the transfer, then waits past the deadline.
+``list_sent`` lists the transfers recorded (reconciliation); charges are
+paid by the sandbox drivers here, not at the sandbox, so it lists no
+received Pix.
 What the sandbox "created" or received (charges, cancellations, payouts and
 how many times each payout was requested) is kept in Redis so every process
 sees the same acquirer.
@@ -55,6 +58,9 @@ from acquirers.adapters.base import (
     PayoutRequest,
     PayoutResult,
     PayoutStatus,
+    ProviderListing,
+    ProviderPixRecord,
+    ProviderRecordStatus,
     UnreadableNotification,
 )
 from core import deadline
@@ -105,6 +111,7 @@ def signed_headers(secret: str, body: bytes, timestamp: int | None = None) -> di
 @register
 class SandboxAdapter(AcquirerAdapter):
     name = "sandbox"
+    supports_list_sent = True
 
     @classmethod
     def enabled(cls) -> bool:
@@ -202,7 +209,11 @@ class SandboxAdapter(AcquirerAdapter):
             e2e_id=new_e2e_id(),
             paid_at=timezone.now(),
         )
-        payload = {"e2e_id": result.e2e_id, "paid_at": result.paid_at.isoformat() if result.paid_at else None}
+        payload = {
+            "e2e_id": result.e2e_id,
+            "paid_at": result.paid_at.isoformat() if result.paid_at else None,
+            "amount": request.amount,
+        }
         # Recorded before the late answer: the transfer happened even if we time out.
         _state().set(self._key("payout", request.idempotency_id), json.dumps(payload), ex=_STATE_TTL)
         if behaviour == "timeout":
@@ -224,6 +235,32 @@ class SandboxAdapter(AcquirerAdapter):
             e2e_id=data["e2e_id"],
             paid_at=dt.datetime.fromisoformat(data["paid_at"]) if data.get("paid_at") else None,
         )
+
+    def list_sent(self, start: dt.datetime, end: dt.datetime, page: str | None = None) -> ProviderListing:
+        """The transfers this sandbox acquirer recorded with ``paid_at`` in
+        ``[start, end]``, in one page (its records live a week)."""
+        prefix = self._key("payout", "")
+        records = []
+        for key in _state().scan_iter(match=prefix + "*", count=500):
+            idempotency_id = str(key)[len(prefix) :]
+            raw = _state().get(key)
+            if raw is None:
+                continue
+            data = json.loads(raw)
+            paid_at = dt.datetime.fromisoformat(data["paid_at"]) if data.get("paid_at") else None
+            if paid_at is None or not start <= paid_at <= end:
+                continue
+            records.append(
+                ProviderPixRecord(
+                    reference=idempotency_id,
+                    status=ProviderRecordStatus.PAID,
+                    amount=int(data.get("amount", 0)),
+                    e2e_id=data.get("e2e_id"),
+                    occurred_at=paid_at,
+                    raw=data,
+                )
+            )
+        return ProviderListing(records=tuple(sorted(records, key=lambda r: r.reference)))
 
     # ------------------------------------------------------------------ notifications
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import django_stubs_ext
 import environ
+from celery.schedules import crontab
 
 from core.logging import logging_config
 from core.redis import celery_broker_url
@@ -320,6 +321,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
     "reconcile-charges": {"task": "payments.tasks.reconcile_charges", "schedule": 60.0},
+    # Each acquirer's listings of yesterday (America/Sao_Paulo) against our records, daily at
+    # 04:30 local (07:30 UTC): late enough for the acquirers to have closed the day.
+    "reconcile-acquirers": {
+        "task": "payments.tasks.reconcile_acquirers_yesterday",
+        "schedule": crontab(hour=env.int("RECONCILE_HOUR_UTC", default=7), minute=30),
+    },
     "purge-idempotency-keys": {"task": "api.tasks.purge_idempotency_keys", "schedule": 3600.0},
     "poll-stuck-payouts": {"task": "withdrawals.tasks.poll_stuck_payouts", "schedule": 60.0},
     "relay-webhooks": {

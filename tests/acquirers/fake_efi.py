@@ -15,6 +15,10 @@ test on any:
   a reused ``idEnvio`` is a 409 ``id_envio_duplicado`` (as documented);
 - ``GET /v2/gn/pix/enviados/id-envio/{idEnvio}``: no body; the send, or a 404
   problem ``PixEnviadoNaoEncontrado``;
+- ``GET /v2/gn/pix/enviados?inicio&fim`` (RFC 3339; optional
+  ``paginacao.paginaAtual`` and ``paginacao.itensPorPagina``): no body; the
+  sends requested in the window, ``{"parametros": {inicio, fim, paginacao},
+  "pix": [...]}`` (paging as the API Pix's listings);
 - every call with our client certificate, every API call with a token this
   fake issued.
 
@@ -23,9 +27,11 @@ Errors are Efí's own ``{"nome", "mensagem"}``, except the lookup's 404.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import json
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +43,8 @@ _ID_ENVIO = re.compile(r"^[a-zA-Z0-9]{1,35}$")
 _VALOR = re.compile(r"^\d{1,10}\.\d{2}$")
 SEND_PREFIX = "/v3/gn/pix/"
 STATUS_PREFIX = "/v2/gn/pix/enviados/id-envio/"
-OPERATIONS = ("token", "send", "status")
+LIST_PATH = "/v2/gn/pix/enviados"
+OPERATIONS = ("token", "send", "status", "list")
 
 
 class EfiFault(enum.StrEnum):
@@ -95,6 +102,9 @@ class FakeEfi(FakeServer[EfiFault]):
     #: injection elsewhere, e.g. dropping the caller's database connection).
     while_holding: Callable[[str], None] | None = None
 
+    #: Most records per page of the sent listing.
+    list_page_size: int = 100
+
     sends: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     operations = OPERATIONS
@@ -114,6 +124,24 @@ class FakeEfi(FakeServer[EfiFault]):
         with self.lock:
             _finish(self.sends[id_envio], status)
         return self.notify([id_envio]) if notify else None
+
+    def record(self, id_envio: str, valor: str, status: str = "REALIZADO", *, chave: str = "x@example.com") -> str:
+        """A send Efí holds however it got there (our send whose answer we
+        lost, say): only the lookups and the listing show it."""
+        send: dict[str, Any] = {
+            "endToEndId": new_e2e_id(EFI_ISPB),
+            "idEnvio": id_envio,
+            "valor": valor,
+            "chave": self.chave,
+            "status": "EM_PROCESSAMENTO",
+            "horario": {"solicitacao": now_iso()},
+            "favorecido": {"chave": chave},
+        }
+        if status != "EM_PROCESSAMENTO":
+            _finish(send, status)
+        with self.lock:
+            self.sends[id_envio] = send
+        return str(send["endToEndId"])
 
     def change_mind(self, id_envio: str, status: str) -> None:
         """A self-contradicting PSP: a final status replaced by another."""
@@ -169,9 +197,36 @@ def _operation(method: str, path: str) -> tuple[str | None, str]:
         return "token", ""
     if path.startswith(SEND_PREFIX) and method == "PUT":
         return "send", path[len(SEND_PREFIX) :]
+    if path == LIST_PATH and method == "GET":
+        return "list", ""
     if path.startswith(STATUS_PREFIX) and method == "GET":
         return "status", path[len(STATUS_PREFIX) :]
     return None, ""
+
+
+def _moment(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _list_errors(query: str, raw: bytes) -> list[str]:
+    """Departures of a listing request from Efí's documented parameters."""
+    args = dict(urllib.parse.parse_qsl(query))
+    errors = ["listing with a body"] if raw else []
+    allowed = {"inicio", "fim", "paginacao.paginaAtual", "paginacao.itensPorPagina"}
+    if not set(args) <= allowed:
+        errors.append(f"unknown parameters {sorted(set(args) - allowed)}")
+    for name in ("inicio", "fim"):
+        try:
+            moment = _moment(args[name])
+        except (KeyError, ValueError):
+            errors.append(f"{name} is missing or not RFC 3339")
+            continue
+        if moment.tzinfo is None:
+            errors.append(f"{name} has no offset")
+    for name in ("paginacao.paginaAtual", "paginacao.itensPorPagina"):
+        if name in args and not args[name].isdigit():
+            errors.append(f"{name} is not a number")
+    return errors
 
 
 def send_body_errors(body: Any) -> list[str]:
@@ -216,7 +271,9 @@ class Handler(FakeHandler):
             self._send(404, efi_error("rota_nao_encontrada", "Rota não encontrada"))
             return
         errors = []
-        if not _ID_ENVIO.match(id_envio):
+        if operation == "list":
+            errors += _list_errors(incoming.query, raw)
+        elif not _ID_ENVIO.match(id_envio):
             errors.append(f"idEnvio {id_envio!r} does not match ^[a-zA-Z0-9]{{1,35}}$")
         if operation == "send":
             if self._media_type() != "application/json":
@@ -247,6 +304,9 @@ class Handler(FakeHandler):
             return
         if fault is EfiFault.LATE_RECORD:
             self._linger(efi.delay)
+        if operation == "list":
+            self._send(*self._list(incoming.query))
+            return
         status, body = self._send_pix(id_envio, parsed) if operation == "send" else self._status(id_envio)
         if efi.while_holding is not None:
             efi.while_holding(operation)
@@ -307,6 +367,27 @@ class Handler(FakeHandler):
             if efi.outcome != "processing":
                 _finish(send, "REALIZADO" if efi.outcome == "paid" else "NAO_REALIZADO")
             return 201, answer
+
+    def _list(self, query: str) -> tuple[int, dict[str, Any]]:
+        args = dict(urllib.parse.parse_qsl(query))
+        start, end = _moment(args["inicio"]), _moment(args["fim"])
+        page = int(args.get("paginacao.paginaAtual", "0"))
+        size = min(int(args.get("paginacao.itensPorPagina", "100")), self.efi.list_page_size)
+        with self.efi.lock:
+            found = [
+                json.loads(json.dumps(s))
+                for s in self.efi.sends.values()
+                if start <= _moment(s["horario"]["solicitacao"]) <= end
+            ]
+        found.sort(key=lambda s: (s["horario"]["solicitacao"], s["idEnvio"]))
+        paginacao = {
+            "paginaAtual": page,
+            "itensPorPagina": size,
+            "quantidadeDePaginas": max(1, -(-len(found) // size)),
+            "quantidadeTotalDeItens": len(found),
+        }
+        parametros = {"inicio": args["inicio"], "fim": args["fim"], "paginacao": paginacao}
+        return 200, {"parametros": parametros, "pix": found[page * size : (page + 1) * size]}
 
     def _status(self, id_envio: str) -> tuple[int, dict[str, Any]]:
         with self.efi.lock:

@@ -14,7 +14,9 @@ every valid message fail, or the document itself fail validation):
   ``"/^\\d{11}$/"``, which no CPF can match: the slashes are dropped;
 - ``CobExpiracao.expiracao.default`` is the string ``"86400"`` for an integer;
 - ``RecNotification.required`` names ``atualizacao"`` (a stray quote) and
-  ``CobVGerada.required`` names ``location``, which it does not declare.
+  ``CobVGerada.required`` names ``location``, which it does not declare;
+- ``PixConsultados.required`` names ``cobs`` for its list ``pix``, and the
+  items of ``CobsConsultadas.cobs`` require ``idCob``, declared nowhere.
 
 Operations declare no 401 (a token rejected at the PSP's gateway) and the
 spec's error section says any endpoint may answer 500 or 504: those answers
@@ -84,6 +86,8 @@ def spec_document() -> dict[str, Any]:
     schemas["CobExpiracao"]["properties"]["expiracao"]["default"] = 86400
     schemas["RecNotification"]["required"] = ["idRec", "status", "atualizacao"]
     schemas["CobVGerada"]["required"].remove("location")
+    schemas["PixConsultados"]["required"] = ["parametros", "pix"]
+    schemas["CobsConsultadas"]["properties"]["cobs"]["items"]["allOf"][1]["required"] = ["status", "txid"]
     _drop_js_delimiters(document)
     return document
 
@@ -167,7 +171,17 @@ class Fault(enum.StrEnum):
 
 
 #: Operations faults can target.
-OPERATIONS = ("token", "cob.put", "cob.get", "cob.patch", "pix.get", "devolucao.put", "devolucao.get")
+OPERATIONS = (
+    "token",
+    "cob.put",
+    "cob.get",
+    "cob.patch",
+    "pix.get",
+    "devolucao.put",
+    "devolucao.get",
+    "pix.list",
+    "cob.list",
+)
 
 
 # --------------------------------------------------------------------------- the server
@@ -186,6 +200,9 @@ class FakePsp(FakeServer[Fault]):
     refund_mode: str = "immediate"
     #: False: a PUT /cob on a txid in use is refused (as some PSPs do); True: answers the charge again.
     idempotent_put: bool = False
+
+    #: Most records per page of GET /pix and GET /cob, whatever the client asks (a PSP may page smaller).
+    list_page_size: int = 100
 
     cobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     pix: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -230,6 +247,17 @@ class FakePsp(FakeServer[Fault]):
             cob["pix"] = [pix]
         if notify:
             self.notify([e2e_id])
+        return e2e_id
+
+    def receive(self, *, txid: str | None, amount: str, at: str | None = None) -> str:
+        """A Pix the PSP received that no charge of its own paid (a txid it
+        never issued, or none): only its listing shows it."""
+        e2e_id = new_e2e_id(PSP_ISPB)
+        pix: dict[str, Any] = {"endToEndId": e2e_id, "valor": amount, "chave": self.chave, "horario": at or now_iso()}
+        if txid:
+            pix["txid"] = txid
+        with self.lock:
+            self.pix[e2e_id] = pix
         return e2e_id
 
     def settle_refund(self, e2e_id: str, refund_id: str, *, status: str = "DEVOLVIDO", notify: bool = False) -> None:
@@ -440,6 +468,35 @@ class Handler(FakeHandler):
                 return 404, problem(404, "NaoEncontrado", "Pix não encontrado.")
             return 200, json.loads(json.dumps(pix))
 
+    def _page(self, request: MockRequest, key: str, records: list[dict[str, Any]]) -> tuple[int, Any]:
+        """One page of a listing, as ``PixConsultados`` / ``CobsConsultadas``."""
+        args = request.parameters.query
+        page = int(args.get("paginacao.paginaAtual", 0))
+        size = min(int(args.get("paginacao.itensPorPagina", 100)), self.psp.list_page_size)
+        pages = max(1, -(-len(records) // size))
+        paginacao = {
+            "paginaAtual": page,
+            "itensPorPagina": size,
+            "quantidadeDePaginas": pages,
+            "quantidadeTotalDeItens": len(records),
+        }
+        parametros = {"inicio": args["inicio"], "fim": args["fim"], "paginacao": paginacao}
+        return 200, {"parametros": parametros, key: records[page * size : (page + 1) * size]}
+
+    def _pix_list(self, request: MockRequest, body: Any, fault: Fault | None) -> tuple[int, Any]:
+        start, end = _window(request)
+        with self.psp.lock:
+            found = [p for p in self.psp.pix.values() if start <= _moment(p["horario"]) <= end]
+            found = json.loads(json.dumps(sorted(found, key=lambda p: (p["horario"], p["endToEndId"]))))
+        return self._page(request, "pix", found)
+
+    def _cob_list(self, request: MockRequest, body: Any, fault: Fault | None) -> tuple[int, Any]:
+        start, end = _window(request)
+        with self.psp.lock:
+            found = [c for c in self.psp.cobs.values() if start <= _moment(c["calendario"]["criacao"]) <= end]
+            found = json.loads(json.dumps(sorted(found, key=lambda c: (c["calendario"]["criacao"], c["txid"]))))
+        return self._page(request, "cobs", found)
+
     def _devolucao_put(self, request: MockRequest, body: dict[str, Any], fault: Fault | None) -> tuple[int, Any]:
         *_, e2e_id, _, refund_id = request.path.split("/")
         with self.psp.lock:
@@ -495,10 +552,20 @@ _FAULT_ANSWERS: dict[Fault, tuple[int, dict[str, Any]]] = {
 }
 
 
+def _moment(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _window(request: MockRequest) -> tuple[dt.datetime, dt.datetime]:
+    return _moment(request.parameters.query["inicio"]), _moment(request.parameters.query["fim"])
+
+
 def _operation(method: str, path: str) -> str | None:
     if not path.startswith(API_PREFIX + "/"):
         return None
     segments = path[len(API_PREFIX) + 1 :].split("/")
+    if len(segments) == 1 and segments[0] in ("pix", "cob") and method == "GET":
+        return f"{segments[0]}.list"
     if len(segments) == 2 and segments[0] == "cob":
         return {"PUT": "cob.put", "GET": "cob.get", "PATCH": "cob.patch"}.get(method)
     if len(segments) == 2 and segments[0] == "pix" and method == "GET":

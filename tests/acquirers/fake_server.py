@@ -51,6 +51,7 @@ class Call:
     path: str
     body: Any
     client_cert: dict[str, Any] | None
+    query: str = ""
 
 
 # --------------------------------------------------------------------------- certificates
@@ -273,7 +274,14 @@ class FakeHandler(BaseHTTPRequestHandler):
         fake = self.fake
         with fake.lock:
             fake.calls.append(
-                Call(operation or "unknown", incoming.method, incoming.path, incoming.body, incoming.peer)
+                Call(
+                    operation or "unknown",
+                    incoming.method,
+                    incoming.path,
+                    incoming.body,
+                    incoming.peer,
+                    incoming.query,
+                )
             )
         if not incoming.peer:
             fake.violations.append(f"{incoming.method} {incoming.path} without a client certificate")

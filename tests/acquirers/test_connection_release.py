@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import Account
@@ -27,6 +28,7 @@ from acquirers.models import Acquirer
 from acquirers.tasks import cancel_charge_at_acquirer
 from core.db import TransactionOpenAcrossCall
 from payments.models import Charge, ChargeAttempt, ChargeStatus
+from payments.reconcile_acquirer import acquirer_reconcile
 from tests.acquirers.conftest import CHAVE, CLIENT_SECRET, NOTIFY_TOKEN, PKI
 from tests.acquirers.fake_psp import FakePsp, Handler
 from tests.acquirers.fake_server import FakeHandler
@@ -133,6 +135,25 @@ def test_the_cancel_task_holds_no_connection_while_the_acquirer_answers(
     assert looks(watched, "cob.put", "cob.patch")
     assert set(watched.watch.seen) == {NOTHING_HELD}
     assert watched.cobs[charge.txid]["status"] == "REMOVIDA_PELO_USUARIO_RECEBEDOR"
+
+
+def test_reconciliation_holds_no_connection_while_the_listings_are_read(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, watched: WatchedPsp
+) -> None:
+    watched.list_page_size = 1
+    charges = [Charge.objects.get(pk=api.post("/api/transactions", BODY, format="json").json()["data"]["id"])]
+    charges.append(Charge.objects.get(pk=api.post("/api/transactions", BODY, format="json").json()["data"]["id"]))
+    for charge in charges:
+        watched.pay(charge.txid)
+    assert watched.watch is not None
+    watched.watch.seen.clear()
+
+    run = acquirer_reconcile(acquirer_id=bacen_acquirer.pk, day=timezone.localdate())
+
+    # Two pages of GET /pix, two of GET /cob: nothing held during any of them.
+    assert looks(watched, "cob.put", "cob.put", "pix.list", "pix.list", "cob.list", "cob.list")
+    assert set(watched.watch.seen) == {NOTHING_HELD}
+    assert (run.status, run.healed_count) == ("done", 2)
 
 
 def test_an_acquirer_call_inside_a_transaction_is_refused_before_anything_is_sent(

@@ -16,6 +16,9 @@ notification URL registered with the PSP.
 - ``charge_status``: ``GET /cob/{txid}``; ``CONCLUIDA`` with its ``pix[]``
   entries is paid with their ``endToEndId``.
 - ``refund_charge``: ``PUT /pix/{e2eid}/devolucao/{id}``; ``DEVOLVIDO`` is done.
+- ``list_received``: ``GET /pix?inicio&fim`` (the Pix received), then
+  ``GET /cob?inicio&fim`` (the charges created), page by page
+  (:mod:`acquirers.adapters.apipix.listing`), for reconciliation.
 - ``parse_notification``: the ``{webhookUrl}/pix`` callback. The URL's secret
   segment is compared in constant time (mTLS is checked at the edge), then
   every Pix it names is confirmed with ``GET /pix/{e2eid}``; the events come
@@ -39,6 +42,7 @@ from acquirers.adapters import register
 from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
 from acquirers.adapters.apipix.client import ApiClient, client_for
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
+from acquirers.adapters.apipix.listing import cob_records, listing_page, pix_records
 from acquirers.adapters.apipix.options import clean_connection_options, clean_notification_token_env, clean_pix_key
 from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
 from acquirers.adapters.base import (
@@ -53,6 +57,7 @@ from acquirers.adapters.base import (
     Notification,
     NotificationEvent,
     ProviderChargeState,
+    ProviderListing,
     RefundRequest,
     RefundResult,
     RefundStatus,
@@ -79,6 +84,7 @@ class BacenPixAdapter(AcquirerAdapter):
     supports_payout = False
     supports_charge_status = True
     supports_refund = True
+    supports_list_received = True
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -233,6 +239,17 @@ class BacenPixAdapter(AcquirerAdapter):
             status=mapped,
             provider_refund_id=str(devolucao.get("rtrId", ""))[:100],
             reason=str(devolucao.get("motivo", ""))[:500],
+        )
+
+    # ------------------------------------------------------------------ reconciliation
+
+    def list_received(self, start: dt.datetime, end: dt.datetime, page: str | None = None) -> ProviderListing:
+        return listing_page(
+            self._client(),
+            listings=(("pix", "/pix", "pix", pix_records), ("cob", "/cob", "cobs", cob_records)),
+            start=start,
+            end=end,
+            page=page,
         )
 
     # ------------------------------------------------------------------ notifications

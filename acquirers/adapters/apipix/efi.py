@@ -25,6 +25,8 @@ Efí's form), plus ``chave``, the paying account's Pix key at Efí,
   still waits and asks again: Efí may record a send after answering 404);
   any other 404, 4xx, 5xx, timeout or garbage is "unknown" (an
   :class:`AcquirerUnavailable`), so the payout waits rather than risk a second send.
+- ``list_sent``: ``GET /v2/gn/pix/enviados?inicio&fim``, page by page
+  (``paginacao.paginaAtual``, as the API Pix's listings), for reconciliation.
 - ``parse_notification``: the ``{webhookUrl}/pix`` callback of the paying
   key. The URL's secret segment is compared in constant time, then every sent
   Pix it names (``gnExtras.idEnvio``) is looked up; events come from Efí's
@@ -37,6 +39,7 @@ put an ``efi_pix`` acquirer in a charge's chain nor offer it for selection
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 from collections.abc import Mapping
@@ -47,6 +50,7 @@ from acquirers.adapters import register
 from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
 from acquirers.adapters.apipix.client import ApiClient, client_for
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
+from acquirers.adapters.apipix.listing import listing_page
 from acquirers.adapters.apipix.options import clean_connection_options, clean_notification_token_env, clean_pix_key
 from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
 from acquirers.adapters.base import (
@@ -61,6 +65,9 @@ from acquirers.adapters.base import (
     PayoutRequest,
     PayoutResult,
     PayoutStatus,
+    ProviderListing,
+    ProviderPixRecord,
+    ProviderRecordStatus,
     UnreadableNotification,
 )
 
@@ -68,6 +75,7 @@ logger = logging.getLogger(__name__)
 
 SEND_PATH = "/v3/gn/pix/{id_envio}"
 STATUS_PATH = "/v2/gn/pix/enviados/id-envio/{id_envio}"
+LIST_PATH = "/v2/gn/pix/enviados"
 #: The last segment of the ``type`` of Efí's 404 problem for an unknown send.
 NOT_FOUND_KIND = "PixEnviadoNaoEncontrado"
 STATES = {
@@ -86,6 +94,7 @@ MAX_INFO_PAGADOR = 140
 class EfiPixAdapter(AcquirerAdapter):
     name = "efi_pix"
     supports_charge = False
+    supports_list_sent = True
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,6 +170,13 @@ class EfiPixAdapter(AcquirerAdapter):
             return PayoutResult(status=PayoutStatus.NOT_FOUND)
         return _result(held, idempotency_id)
 
+    # ------------------------------------------------------------------ reconciliation
+
+    def list_sent(self, start: dt.datetime, end: dt.datetime, page: str | None = None) -> ProviderListing:
+        return listing_page(
+            self._client(), listings=(("enviados", LIST_PATH, "pix", _sent_records),), start=start, end=end, page=page
+        )
+
     # ------------------------------------------------------------------ notifications
 
     def authenticate_notification(self, headers: Mapping[str, str], body: bytes) -> None:
@@ -215,6 +231,36 @@ class EfiPixAdapter(AcquirerAdapter):
                 )
             )
         return events
+
+
+_RECORD_STATES = {
+    PayoutStatus.PAID: ProviderRecordStatus.PAID,
+    PayoutStatus.PROCESSING: ProviderRecordStatus.PROCESSING,
+    PayoutStatus.FAILED: ProviderRecordStatus.FAILED,
+}
+
+
+def _sent_records(sent: Mapping[str, Any]) -> list[ProviderPixRecord]:
+    """A sent Pix of the listing as a record; ``reference`` is its ``idEnvio``
+    (empty for a Pix sent outside the API, e.g. from Efí's app)."""
+    id_envio = sent.get("idEnvio")
+    status = sent.get("status")
+    mapped = STATES.get(status) if isinstance(status, str) else None
+    if mapped is None:
+        raise InvalidResponse(f"listed sent Pix {id_envio!r}: unknown status {status!r}")
+    e2e = sent.get("endToEndId")
+    horario = sent.get("horario")
+    when = horario.get("liquidacao") or horario.get("solicitacao") if isinstance(horario, dict) else None
+    return [
+        ProviderPixRecord(
+            reference=id_envio if isinstance(id_envio, str) else "",
+            status=_RECORD_STATES[mapped],
+            amount=centavos(sent.get("valor")),
+            e2e_id=e2e if isinstance(e2e, str) and E2E_ID.match(e2e) else None,
+            occurred_at=parse_moment(when),
+            raw=dict(sent),
+        )
+    ]
 
 
 def _lookup(client: ApiClient, id_envio: str) -> dict[str, Any] | None:

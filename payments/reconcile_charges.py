@@ -1,0 +1,159 @@
+"""Matching an acquirer's received Pix (and charges) against our charges
+(the ``received`` matcher of :mod:`acquirers.reconcile`).
+
+A Pix there whose charge is pending here is healed: the confirmed payment
+is applied through :func:`payments.events.charge_event_apply` (the one way a
+charge is paid, idempotent: a rerun credits nothing twice). Everything else
+is a finding for staff; nothing here debits or credits otherwise. The
+contract refuses failed or canceled → paid, so a Pix received for such a
+charge is a finding, never a credit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+
+from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
+from acquirers.models import Acquirer
+from acquirers.reconcile import NOT_LISTED, Finding, FindingKind, Matching
+from core.exceptions import PixServiceError
+from payments.events import PAID_ONCE, charge_event_apply
+from payments.models import Charge, ChargeStatus, ChargeTransition
+
+logger = logging.getLogger(__name__)
+
+R = ProviderRecordStatus
+K = FindingKind
+TARGET = "payments.charge"
+_RECEIVED = frozenset({R.PAID, R.REFUNDED})
+
+
+def _received(records: Sequence[ProviderPixRecord]) -> tuple[list[ProviderPixRecord], dict[str, ProviderPixRecord]]:
+    """The Pix received, once each (``GET /pix`` and a cob's ``pix[]`` name
+    the same Pix), and what the acquirer says of charges with no Pix."""
+    pix: list[ProviderPixRecord] = []
+    seen: set[str] = set()
+    for record in records:
+        if record.e2e_id and record.e2e_id not in seen and record.status in _RECEIVED:
+            seen.add(record.e2e_id)
+            pix.append(record)
+    with_pix = {r.reference for r in pix}
+    states: dict[str, ProviderPixRecord] = {}
+    for record in records:
+        if record.e2e_id or not record.reference:
+            continue
+        if record.status in _RECEIVED and record.reference not in with_pix:
+            pix.append(record)  # paid there, with no Pix listed: still a payment to match
+            with_pix.add(record.reference)
+        else:
+            states[record.reference] = record
+    return pix, states
+
+
+def _finding(
+    kind: K, record: ProviderPixRecord | None, charge: Charge | None, *, healed: bool = False, detail: str = ""
+) -> Finding:
+    key = (record.e2e_id or record.reference) if record is not None else ""
+    return Finding(
+        kind=kind,
+        key=key or (charge.txid if charge is not None else ""),
+        reference=record.reference if record is not None and record.reference else (charge.txid if charge else ""),
+        e2e_id=(record.e2e_id if record is not None else None) or (charge.e2e_id if charge is not None else None),
+        target_type=TARGET if charge is not None else "",
+        target_id=str(charge.pk) if charge is not None else "",
+        ours_status=charge.status if charge is not None else "",
+        ours_amount=charge.amount if charge is not None else None,
+        theirs_status=record.status.value if record is not None else NOT_LISTED,
+        theirs_amount=record.amount if record is not None else None,
+        raw=dict(record.raw) if record is not None else {},
+        healed=healed,
+        detail=detail,
+    )
+
+
+def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Finding:
+    """Apply the confirmed payment. Its own transaction (charge_transition's),
+    under the charge's lock: a notification arriving meanwhile makes this a no-op."""
+    notification = Notification(
+        event=NotificationEvent.CHARGE_PAID,
+        reference=charge.txid,
+        e2e_id=record.e2e_id,
+        occurred_at=record.occurred_at,
+        amount=record.amount,
+        raw=record.raw,
+    )
+    try:
+        result = charge_event_apply(
+            acquirer=acquirer, notification=notification, source=ChargeTransition.Source.RECONCILIATION
+        )
+    except PixServiceError as exc:
+        return _finding(K.PAID_THERE_NOT_HERE, record, charge, detail=f"Não aplicado: {exc.message}"[:500])
+    logger.warning(
+        "reconciliation: charge %s was paid at %s but pending here: %s",
+        charge.pk,
+        acquirer.key,
+        "payment applied" if result.changed else f"nothing applied ({result.detail or 'already paid'})",
+    )
+    return _finding(K.PAID_THERE_NOT_HERE, record, charge, healed=True, detail="Pagamento confirmado aplicado.")
+
+
+def _judge(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matching: Matching) -> None:
+    """One Pix received for one of our charges."""
+    if record.amount != charge.amount:
+        matching.findings.append(_finding(K.AMOUNT_DIFFERS, record, charge))
+        return
+    if charge.status == ChargeStatus.PENDING:
+        if record.status is R.REFUNDED:
+            # Returned there already: crediting it now would credit money no longer held.
+            detail = "Recebido e devolvido na adquirente; nada creditado."
+            matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+            return
+        finding = _heal(acquirer, record, charge)
+        matching.findings.append(finding)
+        if finding.healed:
+            matching.match(record.amount)
+        return
+    if charge.status not in PAID_ONCE:  # failed or canceled here: the contract refuses → paid
+        detail = "A cobrança não pode passar a paga a partir deste status; decida com a adquirente."
+        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+        return
+    refunded_here = charge.status == ChargeStatus.REFUNDED
+    if (record.status is R.REFUNDED) != refunded_here and charge.status != ChargeStatus.CHARGEBACK:
+        matching.findings.append(_finding(K.REFUND_DIFFERS, record, charge))
+        return
+    matching.match(record.amount)
+
+
+def charges_match(
+    acquirer: Acquirer, records: Sequence[ProviderPixRecord], start: dt.datetime, end: dt.datetime
+) -> Matching:
+    """The acquirer's received listing for ``[start, end)`` against its charges."""
+    matching = Matching()
+    pix, states = _received(records)
+    txids = {r.reference for r in pix if r.reference}
+    charges = {
+        c.txid: c
+        for c in Charge.objects.filter(acquirer=acquirer, txid__in=txids).only(
+            "pk", "txid", "status", "amount", "e2e_id", "acquirer_id"
+        )
+    }
+    seen: set[str] = set()
+    for record in pix:
+        charge = charges.get(record.reference)
+        if charge is None:
+            matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
+            continue
+        seen.add(charge.txid)
+        _judge(acquirer, record, charge, matching)
+    paid_here = (
+        Charge.objects.filter(acquirer=acquirer, paid_at__gte=start, paid_at__lt=end, status__in=PAID_ONCE)
+        .exclude(txid__in=seen)
+        .only("pk", "txid", "status", "amount", "e2e_id")
+    )
+    for charge in paid_here.iterator():
+        # Credited here, not received there: an alarm for staff, never debited automatically.
+        logger.error("reconciliation: charge %s is paid here but %s does not list it", charge.pk, acquirer.key)
+        matching.findings.append(_finding(K.PAID_HERE_UNKNOWN_THERE, states.get(charge.txid), charge))
+    return matching

@@ -1,0 +1,354 @@
+"""Reconciliation with each acquirer: its listings of a day against our
+records, against the fake PSPs on loopback (the API Pix fake serves
+``GET /pix`` and ``GET /cob`` with pagination, checked against the official
+spec; Efí's fake serves ``GET /v2/gn/pix/enviados``).
+
+Each mismatch kind gives exactly its item; "paid there, pending here" is
+healed once through the charge's transition service; nothing else moves money.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from accounts.models import Account, LedgerEntry
+from accounts.selectors import available_balance, ledger_sum
+from acquirers import adapters
+from acquirers.adapters.base import Notification, NotificationEvent, PayoutRequest
+from acquirers.adapters.sandbox import SandboxAdapter
+from acquirers.models import Acquirer
+from payments.events import charge_event_apply
+from payments.models import Charge, ChargeStatus, ChargeTransition, ReconciliationItem, ReconciliationRun
+from payments.reconcile_acquirer import acquirer_reconcile, local_day_window
+from payments.tasks import reconcile_acquirer_day, reconcile_acquirers_yesterday
+from tests.acquirers.fake_efi import FakeEfi
+from tests.acquirers.fake_psp import FakePsp, Fault
+from tests.factories import AcquirerFactory, WithdrawalFactory
+from webhooks.models import WebhookEvent
+from withdrawals.models import PayoutAttempt, Withdrawal
+
+pytestmark = pytest.mark.django_db
+K = ReconciliationItem.Kind
+AMOUNT = 1000
+LIQUID = 955  # 1000 - (30 + 1.5%)
+BODY = {
+    "payment_method": "pix",
+    "amount": AMOUNT,
+    "buyer": {"buyer_name": "Fulano", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
+}
+
+
+def today() -> dt.date:
+    return timezone.localdate()
+
+
+def new_charge(api: APIClient) -> Charge:
+    response = api.post("/api/transactions", BODY, format="json")
+    assert response.status_code == 201, response.content
+    return Charge.objects.get(pk=response.json()["data"]["id"])
+
+
+def reconcile(acquirer: Acquirer, day: dt.date | None = None) -> ReconciliationRun:
+    run = acquirer_reconcile(acquirer_id=acquirer.pk, day=day or today())
+    run.refresh_from_db()
+    return run
+
+
+def items() -> list[tuple[str, str, str]]:
+    return sorted(ReconciliationItem.objects.values_list("kind", "key", "status"))
+
+
+def pages(psp: FakePsp, operation: str) -> list[str]:
+    return [c.query for c in psp.calls_of(operation)]
+
+
+# --------------------------------------------------------------------------- received (API Pix)
+
+
+def test_paid_there_and_pending_here_is_healed_once_through_the_transition_service(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    fake_psp.list_page_size = 2  # three Pix: two pages of GET /pix
+    charges = [new_charge(api) for _ in range(3)]
+    e2e_ids = [fake_psp.pay(c.txid) for c in charges]  # the callbacks were lost
+
+    run = reconcile(bacen_acquirer)
+
+    assert (run.status, run.healed_count, run.unmatched_count) == ("done", 3, 0)
+    assert (run.matched_count, run.matched_amount) == (3, 3 * AMOUNT)
+    assert [q.count("paginacao.paginaAtual=") for q in pages(fake_psp, "pix.list")] == [1, 1]
+    assert ["paginacao.paginaAtual=1" in q for q in pages(fake_psp, "pix.list")] == [False, True]
+    for charge, e2e_id in zip(charges, e2e_ids, strict=True):
+        charge.refresh_from_db()
+        assert (charge.status, charge.e2e_id) == (ChargeStatus.PAID, e2e_id)
+        transition = ChargeTransition.objects.get(charge=charge, to_status="paid")
+        assert transition.source == ChargeTransition.Source.RECONCILIATION
+    assert available_balance(account) == ledger_sum(account) == 3 * LIQUID
+    assert WebhookEvent.objects.filter(account=account, status="paid").count() == 3
+    assert items() == sorted((K.PAID_THERE_NOT_HERE, e, "healed") for e in e2e_ids)
+
+    # A rerun over the same day: nothing credited twice, no item twice, no webhook twice.
+    again = reconcile(bacen_acquirer)
+
+    assert again.pk == run.pk
+    assert (again.executions, again.status, again.healed_count, again.matched_count) == (2, "done", 0, 3)
+    assert available_balance(account) == ledger_sum(account) == 3 * LIQUID
+    assert LedgerEntry.objects.filter(account=account).count() == 3
+    assert WebhookEvent.objects.filter(account=account, status="paid").count() == 3
+    assert ReconciliationItem.objects.count() == 3
+
+
+def test_paid_here_but_unknown_there_is_an_alarm_and_never_a_debit(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    charge = new_charge(api)
+    # Paid here on some evidence the PSP does not have: its cob is still ATIVA.
+    charge_event_apply(
+        acquirer=None,
+        notification=Notification(
+            event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id="E12345678202611270000abcdefghijk"
+        ),
+        source="staff",
+    )
+    balance = available_balance(account)
+    entries = LedgerEntry.objects.count()
+
+    run = reconcile(bacen_acquirer)
+
+    assert (run.status, run.matched_count, run.unmatched_count, run.unmatched_amount) == ("done", 0, 1, AMOUNT)
+    item = ReconciliationItem.objects.get()
+    assert (item.kind, item.status, item.target_id) == (K.PAID_HERE_UNKNOWN_THERE, "open", str(charge.pk))
+    assert (item.ours_status, item.ours_amount, item.theirs_status) == ("paid", AMOUNT, "active")
+    assert available_balance(account) == balance
+    assert LedgerEntry.objects.count() == entries
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID
+
+
+def test_an_amount_that_differs_is_an_item_and_credits_nothing(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid, amount="9.99")
+
+    run = reconcile(bacen_acquirer)
+
+    assert (run.unmatched_count, run.unmatched_amount, run.healed_count) == (1, 999, 0)
+    item = ReconciliationItem.objects.get()
+    assert (item.kind, item.key, item.ours_amount, item.theirs_amount) == (K.AMOUNT_DIFFERS, e2e_id, AMOUNT, 999)
+    assert item.theirs_raw["valor"] == "9.99"
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PENDING
+    assert available_balance(account) == 0
+    assert not LedgerEntry.objects.exists()
+
+
+def test_a_pix_for_no_charge_of_ours_is_unknown_here(bacen_acquirer: Acquirer, fake_psp: FakePsp) -> None:
+    e2e_id = fake_psp.receive(txid=None, amount="5.00")
+
+    run = reconcile(bacen_acquirer)
+
+    assert items() == [(K.UNKNOWN_HERE, e2e_id, "open")]
+    assert (run.unmatched_count, run.unmatched_amount) == (1, 500)
+
+
+def test_paid_there_but_failed_here_is_never_credited(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    Charge.objects.filter(pk=charge.pk).update(status=ChargeStatus.CANCELED)  # expired here meanwhile
+
+    run = reconcile(bacen_acquirer)
+
+    # The contract refuses canceled → paid: an item for staff, no credit.
+    assert items() == [(K.PAID_THERE_NOT_HERE, e2e_id, "open")]
+    assert (run.healed_count, run.unmatched_count) == (0, 1)
+    assert available_balance(account) == 0
+
+
+def test_a_pix_returned_there_but_paid_here_is_an_item_and_debits_nothing(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    notification = Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id=e2e_id)
+    charge_event_apply(acquirer=bacen_acquirer, notification=notification, source="acquirer")  # paid here
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID
+    with fake_psp.lock:  # then returned to the payer at the PSP, out of band
+        fake_psp.pix[e2e_id]["devolucoes"] = [
+            {
+                "id": "D1",
+                "rtrId": "D12345678202611270000abcdefghijk",
+                "valor": "10.00",
+                "horario": {"solicitacao": fake_psp.pix[e2e_id]["horario"]},
+                "status": "DEVOLVIDO",
+            }
+        ]
+
+    run = reconcile(bacen_acquirer)
+
+    assert items() == [(K.REFUND_DIFFERS, e2e_id, "open")]
+    assert (run.matched_count, run.unmatched_count) == (0, 1)
+    assert available_balance(account) == ledger_sum(account) == LIQUID
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID
+
+
+def test_a_listing_failing_midway_fails_the_run_and_applies_nothing(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    fake_psp.list_page_size = 1
+    charges = [new_charge(api) for _ in range(2)]
+    for charge in charges:
+        fake_psp.pay(charge.txid)
+    # The first page answers; the second fails, every retry of it too.
+    fake_psp.fail("pix.list", None, *[Fault.UNAVAILABLE] * 10)  # type: ignore[arg-type]
+
+    run = reconcile(bacen_acquirer)
+
+    assert run.status == ReconciliationRun.Status.FAILED
+    assert "list_received" in run.error
+    assert "página pix:1" in run.error
+    assert not ReconciliationItem.objects.exists()
+    assert set(Charge.objects.values_list("status", flat=True)) == {ChargeStatus.PENDING}
+    assert available_balance(account) == 0
+    assert not LedgerEntry.objects.exists()
+
+
+# --------------------------------------------------------------------------- sent (Efí)
+
+
+def _payout(account: Account, at: Acquirer, status: str, **fields: Any) -> Withdrawal:
+    withdrawal = WithdrawalFactory(
+        account=account, status=status, idempotency_id=uuid.uuid4().hex, acquirer=at, **fields
+    )
+    PayoutAttempt.objects.create(withdrawal=withdrawal, acquirer=at, action="send", outcome="processing", latency_ms=10)
+    return withdrawal
+
+
+def test_payouts_sent_there_are_matched_healed_or_reported_never_debited_or_credited(
+    account: Account, efi_acquirer: Acquirer, fake_efi: FakeEfi
+) -> None:
+    fake_efi.list_page_size = 2
+    paid = _payout(account, efi_acquirer, "paid", paid_at=timezone.now())
+    approved = _payout(account, efi_acquirer, "approved")
+    failed = _payout(account, efi_acquirer, "failed")
+    unknown_there = _payout(account, efi_acquirer, "paid", paid_at=timezone.now())
+    for withdrawal in (paid, approved, failed):
+        fake_efi.record(withdrawal.idempotency_id, "50.00", "REALIZADO")
+    balance, entries = available_balance(account), LedgerEntry.objects.count()
+
+    run = reconcile(efi_acquirer)
+
+    assert run.status == "done", run.error
+    assert [q.count("paginacao.paginaAtual=1") for q in [c.query for c in fake_efi.calls_of("list")]] == [0, 1]
+    assert items() == sorted(
+        [
+            (K.PAID_THERE_NOT_HERE, approved.idempotency_id, "healed"),
+            (K.PAYOUT_SENT_THERE_FAILED_HERE, failed.idempotency_id, "open"),
+            (K.PAID_HERE_UNKNOWN_THERE, unknown_there.idempotency_id, "open"),
+        ]
+    )
+    assert (run.matched_count, run.healed_count, run.unmatched_count) == (2, 1, 2)
+    statuses = dict(Withdrawal.objects.values_list("pk", "status"))
+    assert statuses == {paid.pk: "paid", approved.pk: "paid", failed.pk: "failed", unknown_there.pk: "paid"}
+    assert (available_balance(account), LedgerEntry.objects.count()) == (balance, entries)
+
+    reconcile(efi_acquirer)
+    assert ReconciliationItem.objects.count() == 3
+
+
+def test_a_payout_failed_there_but_paid_here_is_an_item_and_credits_nothing(
+    account: Account, efi_acquirer: Acquirer, fake_efi: FakeEfi
+) -> None:
+    paid = _payout(account, efi_acquirer, "paid", paid_at=timezone.now())
+    fake_efi.record(paid.idempotency_id, "50.00", "NAO_REALIZADO")
+    balance, entries = available_balance(account), LedgerEntry.objects.count()
+
+    run = reconcile(efi_acquirer)
+
+    assert items() == [(K.PAYOUT_FAILED_THERE_PAID_HERE, paid.idempotency_id, "open")]
+    assert (run.matched_count, run.unmatched_count, run.unmatched_amount) == (0, 1, 5000)
+    assert (available_balance(account), LedgerEntry.objects.count()) == (balance, entries)
+    paid.refresh_from_db()
+    assert paid.status == "paid"
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def test_the_sandbox_lists_the_transfers_it_recorded(account: Account) -> None:
+    sandbox = AcquirerFactory(key=f"sbx_{uuid.uuid4().hex[:8]}", adapter="sandbox", options={})
+    paid = _payout(account, sandbox, "paid", paid_at=timezone.now())
+    failed = _payout(account, sandbox, "failed")
+    for withdrawal in (paid, failed):
+        result = adapters.build(sandbox).create_payout(
+            PayoutRequest(
+                withdrawal_id=withdrawal.pk,
+                idempotency_id=withdrawal.idempotency_id,
+                amount=withdrawal.liquid_amount,
+                key_type="cpf",
+                key_value=withdrawal.pix_key,
+            )
+        )
+        Withdrawal.objects.filter(pk=withdrawal.pk, status="paid").update(e2e_id=result.e2e_id)
+
+    run = reconcile(sandbox)
+
+    assert (run.status, run.matched_count, run.unmatched_count) == ("done", 1, 1)
+    assert items() == [(K.PAYOUT_SENT_THERE_FAILED_HERE, failed.idempotency_id, "open")]
+
+
+def test_an_acquirer_that_lists_nothing_is_skipped_with_the_reason(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SandboxAdapter, "supports_list_sent", False)
+    sandbox = AcquirerFactory(key="sbx_recon", adapter="sandbox", options={})
+
+    run = reconcile(sandbox)
+
+    assert run.status == ReconciliationRun.Status.SKIPPED
+    assert "não lista" in run.error
+
+
+def test_the_window_is_the_brasilia_day() -> None:
+    start, end = local_day_window(dt.date(2026, 11, 26))
+    assert start.astimezone(dt.UTC) == dt.datetime(2026, 11, 26, 3, tzinfo=dt.UTC)
+    assert end - start == dt.timedelta(days=1)
+
+
+def test_beat_runs_yesterday_for_each_acquirer_that_lists(
+    make_bacen_acquirer: Callable[..., Acquirer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [entry] = [e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == reconcile_acquirers_yesterday.name]
+    monkeypatch.setattr(SandboxAdapter, "supports_list_sent", False)
+    bacen = make_bacen_acquirer()
+    AcquirerFactory(key="sbx_recon", adapter="sandbox", options={})
+    AcquirerFactory(key="off_recon", adapter="bacen_pix", options=bacen.options, enabled=False)
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(reconcile_acquirer_day, "delay", lambda *args: sent.append(args))
+
+    assert reconcile_acquirers_yesterday() == 1
+
+    assert sent == [(bacen.pk, (today() - dt.timedelta(days=1)).isoformat())]
+    assert "crontab" in type(entry["schedule"]).__name__
+
+
+def test_the_task_and_the_command_reconcile_on_demand(bacen_acquirer: Acquirer, fake_psp: FakePsp) -> None:
+    assert reconcile_acquirer_day(bacen_acquirer.pk, today().isoformat()) == "done"
+
+    out = io.StringIO()
+    call_command("reconcile", "--acquirer", bacen_acquirer.key, "--date", today().isoformat(), stdout=out)
+
+    assert f"{bacen_acquirer.key} {today()}: done; matched 0" in out.getvalue()
+    assert ReconciliationRun.objects.get().executions == 2

@@ -1,0 +1,194 @@
+"""Matching an acquirer's sent Pix against our withdrawals (the ``sent``
+matcher of :mod:`acquirers.reconcile`), by the payout's idempotency id.
+
+A payout sent and settled there whose withdrawal is still approved here is
+healed: the confirmed payment is applied through
+:func:`withdrawals.events.payout_event_apply` (no money moves: the debit
+was taken when the withdrawal was accepted). Everything else is a finding
+for staff and moves no money: a payout sent there for a withdrawal that
+failed here (its debit given back) is never debited again automatically,
+nor is a payout that failed there credited back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+
+from accounts.exceptions import ActionNotExecutable
+from accounts.models import LedgerKind
+from accounts.services import ledger_post
+from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
+from acquirers.models import Acquirer
+from acquirers.reconcile import NOT_LISTED, Finding, FindingKind, Matching
+from core.exceptions import PixServiceError
+from withdrawals.events import payout_event_apply
+from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
+
+logger = logging.getLogger(__name__)
+
+R = ProviderRecordStatus
+K = FindingKind
+S = WithdrawalStatus
+TARGET = "withdrawals.withdrawal"
+_SETTLED_HERE = frozenset({S.PAID, S.REFUNDED})
+_NOT_PAID_HERE = frozenset({S.FAILED, S.CANCELED, S.PENDING})
+
+
+def _finding(
+    kind: K,
+    record: ProviderPixRecord | None,
+    withdrawal: Withdrawal | None,
+    *,
+    healed: bool = False,
+    detail: str = "",
+) -> Finding:
+    reference = (record.reference if record is not None else "") or (
+        withdrawal.idempotency_id if withdrawal is not None else ""
+    )
+    e2e_id = (record.e2e_id if record is not None else None) or (withdrawal.e2e_id if withdrawal else None)
+    return Finding(
+        kind=kind,
+        key=reference or e2e_id or "",
+        reference=reference,
+        e2e_id=e2e_id,
+        target_type=TARGET if withdrawal is not None else "",
+        target_id=str(withdrawal.pk) if withdrawal is not None else "",
+        ours_status=withdrawal.status if withdrawal is not None else "",
+        ours_amount=withdrawal.liquid_amount if withdrawal is not None else None,
+        theirs_status=record.status.value if record is not None else NOT_LISTED,
+        theirs_amount=record.amount if record is not None else None,
+        raw=dict(record.raw) if record is not None else {},
+        healed=healed,
+        detail=detail,
+    )
+
+
+def _heal(acquirer: Acquirer, record: ProviderPixRecord, withdrawal: Withdrawal) -> Finding:
+    notification = Notification(
+        event=NotificationEvent.PAYOUT_PAID,
+        reference=withdrawal.idempotency_id,
+        e2e_id=record.e2e_id,
+        occurred_at=record.occurred_at,
+        amount=record.amount,
+        raw=record.raw,
+    )
+    try:
+        result = payout_event_apply(
+            acquirer=acquirer, notification=notification, source=WithdrawalTransition.Source.ACQUIRER
+        )
+    except PixServiceError as exc:
+        return _finding(K.PAID_THERE_NOT_HERE, record, withdrawal, detail=f"Não aplicado: {exc.message}"[:500])
+    logger.warning(
+        "reconciliation: payout %s was made by %s but approved here: %s",
+        withdrawal.pk,
+        acquirer.key,
+        "payment applied" if result.changed else f"nothing applied ({result.detail or 'already paid'})",
+    )
+    return _finding(K.PAID_THERE_NOT_HERE, record, withdrawal, healed=True, detail="Pagamento confirmado aplicado.")
+
+
+def _judge(acquirer: Acquirer, record: ProviderPixRecord, withdrawal: Withdrawal, matching: Matching) -> None:
+    status = withdrawal.status
+    if record.amount != withdrawal.liquid_amount:
+        matching.findings.append(_finding(K.AMOUNT_DIFFERS, record, withdrawal))
+        return
+    if record.status is R.PAID:
+        if status in _SETTLED_HERE:
+            matching.match(record.amount)
+        elif status == S.APPROVED:
+            finding = _heal(acquirer, record, withdrawal)
+            matching.findings.append(finding)
+            if finding.healed:
+                matching.match(record.amount)
+        else:
+            logger.error("reconciliation: payout %s was made by %s but is %s here", withdrawal.pk, acquirer.key, status)
+            matching.findings.append(_finding(K.PAYOUT_SENT_THERE_FAILED_HERE, record, withdrawal))
+        return
+    if record.status is R.PROCESSING:
+        if status in _NOT_PAID_HERE:
+            # Still in flight there although we gave the debit back: it may yet land.
+            matching.findings.append(_finding(K.PAYOUT_SENT_THERE_FAILED_HERE, record, withdrawal))
+        else:
+            matching.match(record.amount)
+        return
+    # Failed there.
+    if status in _SETTLED_HERE:
+        matching.findings.append(_finding(K.PAYOUT_FAILED_THERE_PAID_HERE, record, withdrawal))
+    else:
+        # Failed on both sides, or still approved here (the payout engine settles it with the acquirer).
+        matching.match(record.amount)
+
+
+def payouts_match(
+    acquirer: Acquirer, records: Sequence[ProviderPixRecord], start: dt.datetime, end: dt.datetime
+) -> Matching:
+    """The acquirer's sent listing for ``[start, end)`` against the payouts sent to it."""
+    matching = Matching()
+    latest: dict[str, ProviderPixRecord] = {}
+    unnamed: list[ProviderPixRecord] = []
+    for record in records:
+        if record.reference:
+            latest[record.reference] = record
+        else:
+            unnamed.append(record)
+    withdrawals = {
+        w.idempotency_id: w
+        for w in Withdrawal.objects.filter(idempotency_id__in=latest).only(
+            "pk", "idempotency_id", "status", "liquid_amount", "e2e_id", "acquirer_id", "payout_owner_id"
+        )
+    }
+    sent_here = set(
+        Withdrawal.objects.filter(idempotency_id__in=latest, payout_attempts__acquirer=acquirer).values_list(
+            "idempotency_id", flat=True
+        )
+    )
+    seen: set[str] = set()
+    for reference, record in latest.items():
+        withdrawal = withdrawals.get(reference)
+        if withdrawal is None or reference not in sent_here:
+            matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
+            continue
+        seen.add(reference)
+        _judge(acquirer, record, withdrawal, matching)
+    for record in unnamed:
+        # Sent without our idempotency id (from the acquirer's app, say): not a payout of ours.
+        matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
+    paid_here = (
+        Withdrawal.objects.filter(acquirer=acquirer, paid_at__gte=start, paid_at__lt=end, status__in=_SETTLED_HERE)
+        .exclude(idempotency_id__in=seen)
+        .only("pk", "idempotency_id", "status", "liquid_amount", "e2e_id")
+    )
+    for withdrawal in paid_here.iterator():
+        logger.error("reconciliation: payout %s is paid here but %s does not list it", withdrawal.pk, acquirer.key)
+        matching.findings.append(_finding(K.PAID_HERE_UNKNOWN_THERE, None, withdrawal))
+    return matching
+
+
+# --------------------------------------------------------------------------- staff's resolution
+
+
+def withdrawal_sent_payout_redebit(*, withdrawal_id: Any, actor: str, reason: str) -> bool:
+    """Debit again a withdrawal that failed here (its debit given back) but
+    that the acquirer paid (reconciliation's "sent there, failed here"),
+    once a second staff member approved it (``accounts.approvals``). The
+    withdrawal keeps its status (the contract has no failed → paid); the
+    ledger says why. Never overdraws (:class:`InsufficientBalance`); False
+    when already debited again."""
+    with transaction.atomic():
+        withdrawal = Withdrawal.objects.select_for_update().get(pk=withdrawal_id)
+        if withdrawal.status != S.FAILED:
+            raise ActionNotExecutable(f"O saque está {S(withdrawal.status).label}, não falho.")
+        entry = ledger_post(
+            account_id=withdrawal.account_id,
+            amount=-withdrawal.total_debit,
+            kind=LedgerKind.WITHDRAWAL,
+            reference=f"withdrawal:{withdrawal.pk}:redebit",
+        )
+        if entry is not None:
+            logger.warning("withdrawal %s debited again by %s: %s", withdrawal.pk, actor, reason)
+        return entry is not None
