@@ -37,6 +37,7 @@ from core.admin_lists import (
 )
 from core.admin_money import money
 from core.money import brl
+from core.plural import plural
 from payments.models import ReconciliationItem, ReconciliationRun
 from payments.reconcile_acquirer import directions_of, yesterday
 from payments.reconcile_items import reconciliation_items_follow_approvals
@@ -72,8 +73,9 @@ def reconcile_yesterday(modeladmin: Any, request: HttpRequest, queryset: QuerySe
     if queued:
         modeladmin.message_user(
             request,
-            f"Conciliação de {day} enfileirada para {queued} adquirente(s): veja o resultado em "
-            "Conciliações com adquirentes.",
+            f"Conciliação de {day} enfileirada para "
+            + plural(queued, "{n} adquirente", "{n} adquirentes")
+            + ": veja o resultado em Conciliações com adquirentes.",
             messages.SUCCESS,
         )
 
@@ -227,7 +229,9 @@ def _acknowledge(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any],
                 modeladmin.log_change(request, item, f"Resolvida (ciente, sem movimentação). Motivo: {reason}")
                 done += changed
     modeladmin.message_user(
-        request, f"{done} divergência(s) resolvida(s). Nenhum saldo foi movimentado.", messages.SUCCESS
+        request,
+        plural(done, "{n} divergência resolvida.", "{n} divergências resolvidas.") + " Nenhum saldo foi movimentado.",
+        messages.SUCCESS,
     )
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import django_stubs_ext
 import environ
-from celery.schedules import crontab
 
 from core.logging import logging_config
 from core.redis import celery_broker_url
@@ -318,26 +317,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
-    "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
-    "reconcile-charges": {"task": "payments.tasks.reconcile_charges", "schedule": 60.0},
-    # Each acquirer's listings of yesterday (America/Sao_Paulo) against our records, daily at
-    # 04:30 local (07:30 UTC): late enough for the acquirers to have closed the day.
-    "reconcile-acquirers": {
-        "task": "payments.tasks.reconcile_acquirers_yesterday",
-        "schedule": crontab(hour=env.int("RECONCILE_HOUR_UTC", default=7), minute=30),
-    },
-    "purge-idempotency-keys": {"task": "api.tasks.purge_idempotency_keys", "schedule": 3600.0},
-    "poll-stuck-payouts": {"task": "withdrawals.tasks.poll_stuck_payouts", "schedule": 60.0},
-    "relay-webhooks": {
-        "task": "webhooks.tasks.relay_webhooks",
-        "schedule": env.float("WEBHOOK_RELAY_INTERVAL", default=10.0),
-    },
-    "purge-inbound-notifications": {"task": "acquirers.tasks.purge_inbound_notifications", "schedule": 86400.0},
-    "purge-webhook-attempt-bodies": {"task": "webhooks.tasks.purge_webhook_attempt_bodies", "schedule": 86400.0},
-    # The acquirer listing's measured conversion (payments/conversion.py).
-    "measure-acquirer-conversion": {"task": "payments.tasks.measure_acquirer_conversion", "schedule": 600.0},
-}
 # Retention, in days (LGPD: payer data is not kept for ever). Inbound
 # notifications are deleted (not one still waiting to be processed); webhook
 # attempts keep their rows and lose their response bodies; idempotency keys
@@ -380,17 +359,12 @@ WORKER_HEARTBEAT_INTERVAL = env.float("WORKER_HEARTBEAT_INTERVAL", default=10.0)
 WORKER_HEARTBEAT_MAX_AGE = env.float("WORKER_HEARTBEAT_MAX_AGE", default=30.0)
 
 # --------------------------------------------------------------------------- outbound
-# Circuit breaker, bulkheads, payouts, webhooks: config/settings/outbound.py.
+# Circuit breaker, bulkheads, payouts, webhooks: config/settings/outbound.py;
+# beat's periodic work and the measured conversion: config/settings/schedule.py.
 from .outbound import *  # noqa: E402, F403
+from .schedule import *  # noqa: E402, F403
 
 WEBHOOK_USER_AGENT = f"PixService-Webhook/{SERVICE_VERSION}"
-
-# The acquirer listing's conversion_percent, measured every 10 minutes (beat)
-# as paid ÷ created charges of the last WINDOW_DAYS whose expiry has passed;
-# below MIN_SAMPLE such charges there is no measurement (staff's value, else
-# 0). Values below 1 count as 1.
-PIX_CONVERSION_WINDOW_DAYS = env.int("PIX_CONVERSION_WINDOW_DAYS", default=7)
-PIX_CONVERSION_MIN_SAMPLE = env.int("PIX_CONVERSION_MIN_SAMPLE", default=20)
 
 # Merchant city written in BR Codes by the sandbox acquirer (field 60).
 PIX_MERCHANT_CITY = env.str("PIX_MERCHANT_CITY", default="SAO PAULO")

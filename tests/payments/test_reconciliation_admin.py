@@ -118,7 +118,7 @@ def test_an_item_shows_both_sides_and_is_acknowledged_with_a_reason(
     assert "Confirmar: Resolver" in confirm.content.decode()
     done = admin_action(client, ITEMS, "acknowledge", [found.pk], reason=REASON)
 
-    assert "1 divergência(s) resolvida(s). Nenhum saldo foi movimentado." in admin_messages(done)
+    assert "1 divergência resolvida. Nenhum saldo foi movimentado." in admin_messages(done)
     found.refresh_from_db()
     assert (found.status, found.resolution, found.reason) == ("resolved", "acknowledged", REASON)
     assert found.resolved_by is not None
@@ -166,7 +166,7 @@ def test_a_redebit_moves_money_only_once_a_second_staff_member_approves(
 
     approved = admin_action(checker, REQUESTS, "approve_requests", [pending.pk], reason="extrato conferido")
 
-    assert "1 pedido(s) aprovado(s) e executado(s)." in admin_messages(approved)
+    assert "1 pedido aprovado e executado." in admin_messages(approved)
     assert available_balance(account) == ledger_sum(account) == 10_000 - withdrawal.total_debit
     entry = LedgerEntry.objects.latest("id")
     assert (entry.kind, entry.amount, entry.reference) == (
@@ -218,7 +218,7 @@ def test_the_acquirers_list_runs_yesterday_on_demand(
         )
 
     messages = admin_messages(done)
-    assert any("enfileirada para 1 adquirente(s)" in m for m in messages)
+    assert any("enfileirada para 1 adquirente" in m for m in messages)
     assert any("sbx_demand: o adaptador não lista" in m for m in messages)
     yesterday = (timezone.localdate() - dt.timedelta(days=1)).isoformat()
     assert sent == [(efi.pk, yesterday)]
