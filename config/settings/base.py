@@ -320,6 +320,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
     "reconcile-charges": {"task": "payments.tasks.reconcile_charges", "schedule": 60.0},
+    "sweep-refunds": {"task": "payments.tasks.sweep_refunds", "schedule": 60.0},
     "purge-idempotency-keys": {"task": "api.tasks.purge_idempotency_keys", "schedule": 3600.0},
     "poll-stuck-payouts": {"task": "withdrawals.tasks.poll_stuck_payouts", "schedule": 60.0},
     "relay-webhooks": {
