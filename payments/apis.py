@@ -48,7 +48,7 @@ from payments.serializers import (
     ChargeCreatedSerializer,
     ChargeCreateSerializer,
     ChargeSerializer,
-    RefundRequestSerializer,
+    RefundCreateSerializer,
     RefundSerializer,
 )
 from payments.services import Buyer, OverrideItem, charge_create
@@ -231,7 +231,7 @@ class ChargeRefundApi(AccountAPIView):
             "(per charge)."
         ),
         parameters=[CHARGE_ID, IDEMPOTENCY_HEADER],
-        request=RefundRequestSerializer,
+        request=RefundCreateSerializer,
         examples=examples.REFUND,
         responses=responses(
             {
@@ -278,7 +278,7 @@ class ChargeRefundApi(AccountAPIView):
 
     def _refund(self, request: Request, charge_id: Any, claim: Claim) -> Response:
         # No field is required: an empty body asks for the refund as well.
-        body = RefundRequestSerializer(data=self.json_body(request) if request.body.strip() else {})
+        body = RefundCreateSerializer(data=self.json_body(request) if request.body.strip() else {})
         body.is_valid(raise_exception=True)
         refund = charge_refund_request(
             account=request.user,  # type: ignore[arg-type]

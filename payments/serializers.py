@@ -183,12 +183,12 @@ REFUND_STATUSES = {
 REFUND_REASON_MAX_LENGTH = 140
 
 
-class RefundRequestSerializer(SharedFieldsSerializer):
+class RefundCreateSerializer(SharedFieldsSerializer):
     reason = StrictCharField(
         max_length=REFUND_REASON_MAX_LENGTH,
         required=False,
         allow_blank=True,
-        help_text="Why the payer gets the money back; sent to the acquirer with the devolução.",
+        help_text="Why the payer gets the money back; sent to the acquirer with the refund.",
     )
 
 
