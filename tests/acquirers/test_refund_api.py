@@ -35,7 +35,7 @@ from tests import realworld
 from tests.acquirers.conftest import NOTIFY_TOKEN, warm_up
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.conftest import client_for
-from tests.factories import AccountFactory
+from tests.factories import AccountFactory, AcquirerFactory
 from webhooks.models import WebhookDelivery, WebhookEvent
 from webhooks.services import endpoint_create
 from withdrawals.models import Withdrawal
@@ -481,3 +481,51 @@ def test_a_refund_racing_a_withdrawal_never_overdraws(
     expected = SEED + LIQUID - (LIQUID if refunded else 0) - debited
     assert available_balance(account) == expected
     assert ChargeRefund.objects.filter(charge=paid_charge).count() == int(refunded)
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [(b"[]", 400), (b'"x"', 400), (b"null", 400), (b"{", 400), (b'{"reason": 5}', 422), (b"", 202)],
+)
+def test_bodies_are_an_object_or_nothing(
+    api: APIClient, paid_charge: Charge, account: Account, handed: list[int], raw: bytes, status: int
+) -> None:
+    before = state(account, paid_charge)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        response = api.generic("POST", f"/api/transactions/{paid_charge.pk}/refund", raw, "application/json")
+    assert response.status_code == status, response.content
+    assert response.json()["success"] is (status == 202)
+    if status != 202:
+        assert state(account, paid_charge) == before
+        assert handed == []
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_returns_the_money_and_the_merchant_receives_the_refunded_event(
+    celery_worker_process: Any, api: APIClient, account: Account, receiver: Any
+) -> None:
+    """Nothing run by hand: the request's commit hands the refund to a real
+    Celery worker, which asks the (sandbox) acquirer, refunds the charge and
+    delivers the ``transaction`` event to the merchant's endpoint over HTTP."""
+    AcquirerFactory(key="alpha", default_priority=1)  # the sandbox acquirer
+    endpoint_create(account=account, url=receiver.url)
+    charge = new_charge(api)
+    assert api.post(f"/api/sandbox/transactions/{charge.pk}/pay").status_code == 200
+    receiver.wait_for_requests(1)  # the paid event
+
+    response = refund(api, charge)
+
+    assert response.status_code == 202, response.content
+    realworld.wait_for(lambda: Charge.objects.get(pk=charge.pk).status == S.REFUNDED)
+    bodies = [json.loads(r.body) for r in receiver.wait_for_requests(2)]
+    assert [(b["event_type"], b["data"]["status"]) for b in bodies] == [
+        ("transaction", "paid"),
+        ("transaction", "refunded"),
+    ]
+    assert bodies[1]["data"]["id"] == str(charge.pk)
+    assert available_balance(account) == SEED == ledger_sum(account)
+    shown = api.get(f"/api/transactions/{charge.pk}/refund").json()["data"]
+    assert shown["status"] == "refunded"
