@@ -207,8 +207,8 @@ class ChargeRefund(models.Model):
     finished_at = models.DateTimeField("concluído em", null=True, blank=True)
 
     class Meta:
-        verbose_name = "estorno em processamento"
-        verbose_name_plural = "estornos em processamento"
+        verbose_name = "estorno"
+        verbose_name_plural = "estornos"
         ordering = ["charge", "id"]
         constraints = [
             models.CheckConstraint(condition=Q(amount__gt=0), name="charge_refund_amount_positive"),

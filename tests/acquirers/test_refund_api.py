@@ -97,11 +97,11 @@ def paid_charge(api: APIClient, bacen_acquirer: Acquirer, fake_psp: FakePsp, acc
 
 
 def refund(api: APIClient, charge: Charge | str, body: Any = None, key: str | None = "k1") -> Any:
-    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    headers = {"Idempotency-Key": key} if key else {}
     charge_id = charge.pk if isinstance(charge, Charge) else charge
     # What runs after the commit runs here too (the test's own transaction never commits).
     with TestCase.captureOnCommitCallbacks(execute=True):
-        return api.post(f"/api/transactions/{charge_id}/refund", body, format="json", **headers)
+        return api.post(f"/api/transactions/{charge_id}/refund", body, format="json", headers=headers)
 
 
 def kinds(account: Account) -> list[tuple[str, int]]:
@@ -492,7 +492,7 @@ def test_bodies_are_an_object_or_nothing(
 ) -> None:
     before = state(account, paid_charge)
     with TestCase.captureOnCommitCallbacks(execute=True):
-        response = api.generic("POST", f"/api/transactions/{paid_charge.pk}/refund", raw, "application/json")
+        response = api.generic("POST", f"/api/transactions/{paid_charge.pk}/refund", raw.decode(), "application/json")
     assert response.status_code == status, response.content
     assert response.json()["success"] is (status == 202)
     if status != 202:
