@@ -302,8 +302,9 @@ def charge_refund_pursue(*, refund_id: int) -> RefundOutcome:
     refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
     if refund.status != R.PROCESSING:
         return RefundOutcome.ENDED
+    actor = "api" if refund.source == ChargeRefund.Source.API else ""
     answer = charge_refund_ask(
-        charge=refund.charge, actor="api", source=ChargeTransition.Source.ACQUIRER, reason=refund.reason
+        charge=refund.charge, actor=actor, source=ChargeTransition.Source.ACQUIRER, reason=refund.reason
     )
     if answer.outcome is RefundOutcome.UNDETERMINED:
         logger.warning("refund %s: no definitive answer from the acquirer (%s)", refund_id, answer.detail)
@@ -323,7 +324,17 @@ def refunds_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: 
     )
     handed = 0
     for refund_id in ids:
-        if cache.add(f"refund-sweep:{refund_id}", "1", int(SWEEP_EVERY.total_seconds())):
+        if cache.add(_sweep_key(refund_id), "1", int(SWEEP_EVERY.total_seconds())):
             refund_pursue_later(refund_id=refund_id)
             handed += 1
     return handed
+
+
+def refund_sweep_skip(*, refund_id: int, seconds: float) -> None:
+    """A retry of this refund's task is scheduled within ``seconds``: the
+    sweep leaves it alone until then (one chain of asks, not two)."""
+    cache.set(_sweep_key(refund_id), "1", int(seconds) + 60)
+
+
+def _sweep_key(refund_id: int) -> str:
+    return f"refund-sweep:{refund_id}"

@@ -8,7 +8,7 @@ from typing import Any
 from celery import Task, shared_task
 
 from payments.reconciliation import charges_reconcile
-from payments.refunds import RefundOutcome, charge_refund_pursue, refunds_sweep
+from payments.refunds import RefundOutcome, charge_refund_pursue, refund_sweep_skip, refunds_sweep
 from payments.services import charges_expire
 
 #: Seconds before the first retry of a refund without a definitive answer;
@@ -41,6 +41,7 @@ def pursue_refund(self: Task[Any, Any], refund_id: int) -> str:
     outcome = charge_refund_pursue(refund_id=refund_id)
     if outcome in (RefundOutcome.PROCESSING, RefundOutcome.UNDETERMINED) and self.request.retries < REFUND_MAX_RETRIES:
         countdown = min(REFUND_RETRY_MAX_SECONDS, REFUND_RETRY_FIRST_SECONDS * 2**self.request.retries)
+        refund_sweep_skip(refund_id=refund_id, seconds=countdown)
         raise self.retry(countdown=countdown)
     return outcome
 

@@ -265,7 +265,7 @@ def test_an_unknown_outcome_keeps_the_reservation_and_is_asked_again_until_done(
 
 
 def test_beat_hands_refunds_left_processing_to_a_worker_again(
-    api: APIClient, paid_charge: Charge, handed: list[int]
+    api: APIClient, paid_charge: Charge, fake_psp: FakePsp, handed: list[int]
 ) -> None:
     assert refund(api, paid_charge).status_code == 202
     (refund_id,) = handed
@@ -275,6 +275,13 @@ def test_beat_hands_refunds_left_processing_to_a_worker_again(
     assert refunds.refunds_sweep() == 1
     assert handed == [refund_id, refund_id]
     assert refunds.refunds_sweep() == 0  # not again within SWEEP_EVERY
+
+    # Nor while its own task has a retry scheduled.
+    cache.delete(f"refund-sweep:{refund_id}")
+    fake_psp.refund_mode = "async"
+    with pytest.raises(Retry):
+        pursue_refund(refund_id)  # EM_PROCESSAMENTO: asked again later
+    assert refunds.refunds_sweep() == 0
 
 
 # --------------------------------------------------------------------------- refusals
