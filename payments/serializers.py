@@ -184,6 +184,8 @@ REFUND_REASON_MAX_LENGTH = 140
 
 
 class RefundCreateSerializer(SharedFieldsSerializer):
+    """Body of a refund request: optional; the refund is always the charge's full amount."""
+
     reason = StrictCharField(
         max_length=REFUND_REASON_MAX_LENGTH,
         required=False,
