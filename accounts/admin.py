@@ -39,6 +39,7 @@ from accounts.admin_account_status import TRANSITIONS, list_action, transition_v
 
 # Also registers the credentials list.
 from accounts.admin_credentials import CredentialInline, can_manage_credentials, issue_credential_view
+from accounts.admin_settlement import settlement_view
 
 # Registers the maker-checker queue (pedidos de aprovação).
 from accounts.approvals_admin import MoneyActionRequestAdmin  # noqa: F401
@@ -149,7 +150,14 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
 
     @admin.display(description="saldo disponível")
     def balance_summary(self, account: Account) -> str:
-        return self.balance_available(account)
+        # Beside the balance, how it got there: the day-by-day settlement.
+        settlement = reverse("admin:accounts_account_settlement", args=[quote(account.pk)])
+        return format_html(
+            '{} <a class="account-settlement" href="{}">Fechamento diário (créditos, débitos, tarifas e saldo '
+            "por dia)</a>",
+            self.balance_available(account),
+            settlement,
+        )
 
     @admin.display(description="registros da conta")
     def related_records(self, account: Account) -> str:
@@ -290,6 +298,11 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
                 "<path:object_id>/issue-credential/",
                 self.admin_site.admin_view(self.issue_credential_view),
                 name=f"{self.opts.app_label}_{self.opts.model_name}_issue_credential",
+            ),
+            path(
+                "<path:object_id>/settlement/",
+                self.admin_site.admin_view(partial(settlement_view, self)),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_settlement",
             ),
             reveal_url(self),
         ]

@@ -25,6 +25,7 @@ from accounts.models import MoneyActionRequest
 from accounts.services import money_action_approve, money_action_reject, money_action_request
 from core.admin import Confirmation, ReadOnlyAdminMixin, confirm_first
 from core.money import brl
+from core.plural import plural
 
 State = MoneyActionRequest.State
 
@@ -62,13 +63,20 @@ def request_approval_action(
         if created:
             modeladmin.message_user(
                 request,
-                f"{description}: {created} pedido(s) de aprovação criado(s). Nada foi creditado: "
-                "outro membro da equipe precisa aprovar em Pedidos de aprovação (Contas).",
+                f"{description}: "
+                + plural(created, "{n} pedido de aprovação criado.", "{n} pedidos de aprovação criados.")
+                + " Nada foi creditado: outro membro da equipe precisa aprovar em Pedidos de aprovação (Contas).",
                 messages.SUCCESS,
             )
         if skipped := queryset.count() - eligible.count():
             modeladmin.message_user(
-                request, f"{skipped} registro(s) ignorado(s): o status atual não permite.", messages.WARNING
+                request,
+                plural(
+                    skipped,
+                    "{n} registro ignorado: o status atual não permite.",
+                    "{n} registros ignorados: o status atual não permite.",
+                ),
+                messages.WARNING,
             )
 
     return confirm_first(perform, name=name, description=description, permission=permission, confirmation=confirmation)
@@ -118,12 +126,22 @@ def _decide(
             modeladmin.message_user(request, f"Pedido #{decided.pk}: {decided.outcome}", messages.ERROR)
     if counts.get(State.APPROVED):
         modeladmin.message_user(
-            request, f"{counts[State.APPROVED]} pedido(s) aprovado(s) e executado(s).", messages.SUCCESS
+            request,
+            plural(counts[State.APPROVED], "{n} pedido aprovado e executado.", "{n} pedidos aprovados e executados."),
+            messages.SUCCESS,
         )
     if counts.get(State.REJECTED):
-        modeladmin.message_user(request, f"{counts[State.REJECTED]} pedido(s) rejeitado(s).", messages.SUCCESS)
+        modeladmin.message_user(
+            request,
+            plural(counts[State.REJECTED], "{n} pedido rejeitado.", "{n} pedidos rejeitados."),
+            messages.SUCCESS,
+        )
     if skipped:
-        modeladmin.message_user(request, f"{skipped} pedido(s) já decidido(s) ignorado(s).", messages.WARNING)
+        modeladmin.message_user(
+            request,
+            plural(skipped, "{n} pedido já decidido ignorado.", "{n} pedidos já decididos ignorados."),
+            messages.WARNING,
+        )
 
 
 def _approve(modeladmin: Any, request: HttpRequest, queryset: QuerySet[MoneyActionRequest], note: str) -> None:

@@ -5,6 +5,7 @@ through ``accounts.admin.account_page_inline``."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -26,6 +27,7 @@ from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot, InboundNotification
 from core.admin import ReadOnlyAdminMixin
 from core.admin_money import ReaisFieldsMixin, money
+from core.plural import plural
 
 #: Read-only fields of an existing acquirer's page (acquirers.breaker).
 CIRCUIT_FIELDS = (
@@ -39,6 +41,13 @@ CIRCUIT_FIELDS = (
 _UNKNOWN = "indisponível (Redis fora do ar)"
 _OFF = "desligado (ACQUIRER_BREAKER_ENABLED)"
 RESET_TEMPLATE = "admin/acquirers/acquirer/confirm_reset_circuit.html"
+#: Read-only fields of an existing acquirer's page, shown after the override.
+CONVERSION_FIELDS = ("conversion_measured", "conversion_shown")
+CONVERSION_SOURCES = {
+    "override": "definida pela equipe",
+    "measured": "medida",
+    "default": "padrão: sem valor definido pela equipe nem medição",
+}
 #: The models' CheckConstraints, said on their field (the database still enforces them).
 MAX_TICKET_NEGATIVE = "O ticket máximo não pode ser negativo."
 PRIORITY_RANGE = "A prioridade vai de 1 (primária) a 3 (terciária)."
@@ -56,6 +65,8 @@ class AcquirerForm(forms.ModelForm[Acquirer]):
     class Meta:
         model = Acquirer
         fields = "__all__"  # noqa: DJ007 - the admin decides what it shows
+        # Staff type "92,5", as the page shows it.
+        localized_fields = ("conversion_percent_override",)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -103,6 +114,14 @@ def _when(moment: Any) -> str:
     return formats.localize(timezone.localtime(moment)) if moment else "-"
 
 
+def _percent(value: Decimal) -> str:
+    return f"{value:.2f} %".replace(".", ",")  # pt-BR decimal comma
+
+
+def _charges(count: int) -> str:
+    return f"{count} cobrança" if count == 1 else f"{count} cobranças"
+
+
 @account_page_inline
 class AcquirerGrantInline(admin.TabularInline[AcquirerGrant, Account]):
     model = AcquirerGrant
@@ -133,16 +152,62 @@ class AcquirerAdmin(ReaisFieldsMixin, admin.ModelAdmin[Acquirer]):
         "enabled",
         "max_ticket_brl",
         "default_priority",
+        "conversion_shown",
+        "conversion_percent_override",
+        "conversion_measured",
         "circuit",
         "recent_health",
     )
     list_filter = ("enabled", "adapter")
     search_fields = ("key", "name")
-    actions = ("reset_circuit_breaker",)
+    actions = ("reset_circuit_breaker", "use_measured_conversion")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Acquirer | None = None) -> tuple[str, ...]:
-        # A breaker exists once the acquirer does.
-        return ("created_at", "updated_at", *(CIRCUIT_FIELDS if obj is not None else ()))
+        # A breaker and a measurement exist once the acquirer does.
+        return ("created_at", "updated_at", *((*CONVERSION_FIELDS, *CIRCUIT_FIELDS) if obj is not None else ()))
+
+    def get_fields(self, request: HttpRequest, obj: Acquirer | None = None) -> list[Any]:
+        # The measured and shown conversions next to staff's value, not at the page's end.
+        fields = [f for f in super().get_fields(request, obj) if f not in CONVERSION_FIELDS]
+        if obj is None or "conversion_percent_override" not in fields:
+            return fields
+        after = fields.index("conversion_percent_override") + 1
+        return [*fields[:after], *CONVERSION_FIELDS, *fields[after:]]
+
+    # ----------------------------------------------------------------- conversion
+
+    @admin.display(description="conversão na API")
+    def conversion_shown(self, acquirer: Acquirer) -> str:
+        """What the listing shows customers, and where it comes from."""
+        source = CONVERSION_SOURCES[acquirer.conversion_source]
+        return f"{_percent(acquirer.conversion_percent)} ({source})"
+
+    @admin.display(description="conversão medida")
+    def conversion_measured(self, acquirer: Acquirer) -> str:
+        if acquirer.conversion_measured_at is None:
+            return "ainda não medida"
+        when = _when(acquirer.conversion_measured_at)
+        counted = _charges(acquirer.conversion_sample)
+        if acquirer.conversion_measured_percent is None:
+            minimum = settings.PIX_CONVERSION_MIN_SAMPLE
+            return f"amostra insuficiente: {counted}, mínimo {minimum} (medida em {when})"
+        return f"{_percent(acquirer.conversion_measured_percent)} de {counted} (medida em {when})"
+
+    @admin.action(
+        description="Mostrar a conversão medida (apagar o valor definido pela equipe)", permissions=["change"]
+    )
+    def use_measured_conversion(self, request: HttpRequest, queryset: QuerySet[Acquirer]) -> None:
+        chosen = list(queryset.filter(conversion_percent_override__isnull=False).order_by("pk"))
+        Acquirer.objects.filter(pk__in=[a.pk for a in chosen]).update(conversion_percent_override=None)
+        for acquirer in chosen:
+            self.log_change(request, acquirer, "Conversão definida pela equipe apagada (a API mostra a medida)")
+        if not chosen:
+            self.message_user(request, "Nenhuma adquirente escolhida tinha valor definido pela equipe.", messages.INFO)
+        elif len(chosen) == 1:
+            self.message_user(request, "1 adquirente passa a mostrar a conversão medida.", messages.SUCCESS)
+        else:
+            done = f"{len(chosen)} adquirentes passam a mostrar a conversão medida."
+            self.message_user(request, done, messages.SUCCESS)
 
     def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
         changelist = super().get_changelist_instance(request)
@@ -160,7 +225,11 @@ class AcquirerAdmin(ReaisFieldsMixin, admin.ModelAdmin[Acquirer]):
         if found is None:
             return _UNKNOWN
         label = breaker.STATE_LABELS[found.state]
-        return f"{label} ({found.failures} falha(s) seguidas)" if found.failures else label
+        return (
+            f"{label} ({plural(found.failures, '{n} falha seguida', '{n} falhas seguidas')})"
+            if found.failures
+            else label
+        )
 
     @admin.display(description="saúde recente")
     def recent_health(self, acquirer: Acquirer) -> str:
@@ -202,7 +271,7 @@ class AcquirerAdmin(ReaisFieldsMixin, admin.ModelAdmin[Acquirer]):
             return "-"
         # Declines are answers: they count as successes here, as in the breaker.
         rate = f"{found.success_rate:.1%}".replace(".", ",")  # pt-BR decimal comma
-        return f"{rate} de {found.calls} chamada(s) desde {_when(found.since)}"
+        return f"{rate} de {plural(found.calls, '{n} chamada', '{n} chamadas')} desde {_when(found.since)}"
 
     @admin.display(description="latência recente (p50 / p95)")
     def recent_latency(self, acquirer: Acquirer) -> str:
@@ -228,7 +297,9 @@ class AcquirerAdmin(ReaisFieldsMixin, admin.ModelAdmin[Acquirer]):
             self.log_change(request, acquirer, "Circuit breaker resetado (circuito fechado)")
             done += 1
         if done:
-            self.message_user(request, f"{done} circuito(s) fechado(s).", messages.SUCCESS)
+            self.message_user(
+                request, plural(done, "{n} circuito fechado.", "{n} circuitos fechados."), messages.SUCCESS
+            )
 
     def get_urls(self) -> list[URLPattern]:
         reset = path(

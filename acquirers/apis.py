@@ -49,6 +49,7 @@ class AcquirerSelectionApi(AccountAPIView):
                 "acquirer_key": a.key,
                 "acquirer_name": a.name,
                 "max_ticket": a.max_ticket,
+                # Staff's value, else the measured one, else 0 (Acquirer.conversion_percent).
                 "conversion_percent": float(a.conversion_percent),
                 "is_new": a.is_new,
                 "active_priority": active.get(a.pk),

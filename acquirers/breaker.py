@@ -309,7 +309,7 @@ def record(acquirer: Acquirer, *, outcome: str, latency_ms: int, decisive: bool 
     if transition in ("opened", "reopened"):
         metrics.ACQUIRER_CIRCUIT_OPENS.labels(acquirer.key).inc()
         logger.warning(
-            "acquirer %s: circuit %s after %s failure(s) in a row (last: %s); skipped for %ss",
+            "acquirer %s: circuit %s with %s failures in a row (last: %s); skipped for %ss",
             acquirer.key,
             transition,
             failures,

@@ -17,6 +17,13 @@ from core.snapshots import WatchedQuerySet
 
 ACQUIRER_KEY_PATTERN = r"^[a-z0-9_]+$"
 acquirer_key_validator = RegexValidator(ACQUIRER_KEY_PATTERN, "Use apenas letras minúsculas, números e _.")
+#: The listing's conversion of an acquirer with neither a staff value nor a
+#: measurement on a large enough sample: what it showed before either existed.
+CONVERSION_DEFAULT = Decimal("0")
+
+
+def _percent_or_null(field: str) -> Q:
+    return Q(**{f"{field}__isnull": True}) | Q(**{f"{field}__gte": 0, f"{field}__lte": 100})
 
 
 class Acquirer(models.Model):
@@ -39,14 +46,39 @@ class Acquirer(models.Model):
     max_ticket = models.BigIntegerField(
         "ticket máximo", default=300_000, help_text="Maior valor de uma cobrança por esta adquirente."
     )
-    conversion_percent = models.DecimalField(
-        "conversão (%)",
-        help_text="Taxa de conversão informada aos clientes na API, de 0 a 100.",
+    # The listing's conversion (interface spec: ``conversion_percent``) is
+    # measured from the charges (payments.conversion, beat); staff may still
+    # set it. See :attr:`conversion_percent` for which one the API shows.
+    conversion_percent_override = models.DecimalField(
+        "conversão definida pela equipe (%)",
+        help_text=(
+            "De 0 a 100. Preenchida, é a conversão mostrada aos clientes na API no lugar da medida; "
+            "vazia, a API mostra a conversão medida (ou 0 enquanto não houver amostra suficiente)."
+        ),
         max_digits=5,
         decimal_places=2,
-        default=Decimal("0"),
+        null=True,
+        blank=True,
+        default=None,
         validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
     )
+    # Written only by the measurement (editable=False: not in any form).
+    conversion_measured_percent = models.DecimalField(
+        "conversão medida (%)",
+        help_text="Cobranças pagas ÷ cobranças criadas na janela; vazia abaixo da amostra mínima.",
+        max_digits=5,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        editable=False,
+    )
+    conversion_sample = models.PositiveIntegerField(
+        "amostra da conversão",
+        default=0,
+        editable=False,
+        help_text="Cobranças contadas na última medição.",
+    )
+    conversion_measured_at = models.DateTimeField("conversão medida em", null=True, blank=True, editable=False)
     is_new = models.BooleanField("nova", default=False, help_text="Marcada como recém-oferecida na API.")
     default_priority = models.PositiveSmallIntegerField(
         "prioridade padrão",
@@ -70,10 +102,36 @@ class Acquirer(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(max_ticket__gte=0), name="acquirer_max_ticket_non_negative"),
             models.CheckConstraint(condition=Q(key__regex=ACQUIRER_KEY_PATTERN), name="acquirer_key_pattern"),
+            models.CheckConstraint(
+                condition=_percent_or_null("conversion_percent_override"), name="acquirer_conversion_override_0_100"
+            ),
+            models.CheckConstraint(
+                condition=_percent_or_null("conversion_measured_percent"), name="acquirer_conversion_measured_0_100"
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key})"
+
+    @property
+    def conversion_source(self) -> str:
+        """Where :attr:`conversion_percent` comes from: "override" (staff),
+        "measured", or "default" (neither: :data:`CONVERSION_DEFAULT`)."""
+        if self.conversion_percent_override is not None:
+            return "override"
+        if self.conversion_measured_percent is not None:
+            return "measured"
+        return "default"
+
+    @property
+    def conversion_percent(self) -> Decimal:
+        """The conversion the API listing shows: staff's value if set, else
+        the measured one, else :data:`CONVERSION_DEFAULT`."""
+        if self.conversion_percent_override is not None:
+            return self.conversion_percent_override
+        if self.conversion_measured_percent is not None:
+            return self.conversion_measured_percent
+        return CONVERSION_DEFAULT
 
     @property
     def deadline_seconds(self) -> float:

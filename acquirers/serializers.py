@@ -50,7 +50,9 @@ class AcquirerEntrySerializer(serializers.Serializer[Any]):
     acquirer_key = serializers.CharField(source="key")
     acquirer_name = serializers.CharField(source="name")
     max_ticket = serializers.IntegerField(help_text="Centavos.")
-    conversion_percent = serializers.FloatField()
+    conversion_percent = serializers.FloatField(
+        help_text="0 to 100: paid ÷ created charges at this acquirer over the last days, or a value set by staff."
+    )
     is_new = serializers.BooleanField()
     active_priority = serializers.IntegerField(allow_null=True, help_text="1, 2 or 3; null when not in use.")
 

@@ -7,8 +7,9 @@ nothing and returns ``False`` (or ``created=False``).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TypedDict, Unpack
 
 from django.db import transaction
@@ -31,7 +32,7 @@ class AcquirerFields(TypedDict, total=False):
     options: dict[str, Any]
     enabled: bool
     max_ticket: int
-    conversion_percent: Decimal
+    conversion_percent_override: Decimal | None
     is_new: bool
     default_priority: int | None
     connect_timeout_ms: int
@@ -172,3 +173,50 @@ def account_active_acquirer_put(*, account: Account, priority: int, acquirer: Ac
     wanted = {p: a for p, a in current.items() if a != acquirer.pk}
     wanted[priority] = acquirer.pk
     return _write_slots(account=account, purpose=AcquirerSlot.Purpose.CASHIN, by_priority=wanted)
+
+
+# --------------------------------------------------------------------------- measured conversion
+
+_CENT = Decimal("0.01")
+
+
+def conversion_of(*, created: int, paid: int, min_sample: int) -> Decimal | None:
+    """``paid`` of ``created`` charges as a percentage with 2 decimals (half
+    up), or None below ``min_sample`` charges: too few to tell customers."""
+    if created < max(min_sample, 1):
+        return None
+    return (Decimal(paid * 100) / Decimal(created)).quantize(_CENT, rounding=ROUND_HALF_UP)
+
+
+@transaction.atomic
+def acquirer_conversions_record(
+    *, counts: Mapping[int, tuple[int, int]], min_sample: int, measured_at: dt.datetime
+) -> int:
+    """Store one measurement of every acquirer's conversion: ``counts`` maps
+    an acquirer id to its ``(created, paid)`` charges; an acquirer absent
+    from it had none. Returns how many acquirers' values changed.
+
+    Idempotent. Written with ``update_unwatched``: the measured fields are
+    read by the listing straight from the database, never from a snapshot
+    (core.snapshots), so this beat must not drop every process's snapshots
+    each time it runs. A row whose value and sample are unchanged gets only
+    its ``conversion_measured_at`` (when it was last measured), in one
+    statement for all of them; ``updated_at`` is left alone (it tells when
+    staff last changed the configuration).
+    """
+    changed = 0
+    unchanged: list[int] = []
+    current = Acquirer.objects.order_by("pk").values_list("pk", "conversion_measured_percent", "conversion_sample")
+    for pk, percent, sample in current:
+        created, paid = counts.get(pk, (0, 0))
+        measured = conversion_of(created=created, paid=paid, min_sample=min_sample)
+        if (measured, created) == (percent, sample):
+            unchanged.append(pk)
+            continue
+        Acquirer.objects.filter(pk=pk).update_unwatched(
+            conversion_measured_percent=measured, conversion_sample=created, conversion_measured_at=measured_at
+        )
+        changed += 1
+    if unchanged:
+        Acquirer.objects.filter(pk__in=unchanged).update_unwatched(conversion_measured_at=measured_at)
+    return changed

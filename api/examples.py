@@ -230,3 +230,82 @@ REFUND_REQUESTED = OpenApiExample(
     response_only=True,
     status_codes=["202"],
 )
+
+
+# Rows of the CSV exports' example files (their headers are the exports').
+STATEMENT_CSV = [
+    [3, "withdrawal_reversal", 1500, 4891, "withdrawal", "9627b23b-ae9f-496a-8a9e-6821cc3b5572", "2026-11-25 20:05:41"],
+    [2, "withdrawal", -1500, 3391, "withdrawal", "9627b23b-ae9f-496a-8a9e-6821cc3b5572", "2026-11-25 20:02:25"],
+    [1, "charge_paid", 4891, 4891, "transaction", "5f3b82f4-a5f5-4e64-9514-2701a32d7fba", "2026-11-25 19:58:02"],
+]
+TRANSACTIONS_CSV = [
+    [
+        "5f3b82f4-a5f5-4e64-9514-2701a32d7fba",
+        "pix",
+        "E18236120202611251958s0123456789",
+        4990,
+        99,
+        4891,
+        "paid",
+        "2026-11-25 19:58:02",
+        "2026-11-25 19:57:40",
+        "2026-11-25 20:57:40",
+    ],
+    [
+        "0b9c1a52-7d1e-4f43-9a57-3c2f5d8e6a10",
+        "pix",
+        "",
+        1500,
+        30,
+        1470,
+        "pending",
+        "",
+        "2026-11-25 19:50:12",
+        "2026-11-25 20:50:12",
+    ],
+]
+WITHDRAWALS_CSV = [
+    [
+        "9627b23b-ae9f-496a-8a9e-6821cc3b5572",
+        "E18236120202611252005s9876543210",
+        1500,
+        1400,
+        "cpf",
+        "52998224725",
+        "paid",
+        "2026-11-25 20:05:41",
+        "2026-11-25 20:02:25",
+    ],
+]
+
+#: GET /api/settlements?date_start=2026-11-24&date_end=2026-11-26: the charge
+#: and the failed withdrawal of STATEMENT (fees: 99 on the charge, 100 on the
+#: withdrawal, given back with it), on the demo account's fees.
+SETTLEMENT = OpenApiExample(
+    "Three days",
+    value={
+        "success": True,
+        "message": "Fechamento consultado com sucesso.",
+        "data": {
+            "date_start": "2026-11-24",
+            "date_end": "2026-11-26",
+            "opening_balance": 0,
+            "closing_balance": 4891,
+            "totals": {"credits": 6391, "debits": 1500, "fees": 99, "entries": 3},
+            "days": [
+                {"date": "2026-11-24", "credits": 0, "debits": 0, "fees": 0, "entries": 0, "closing_balance": 0},
+                {
+                    "date": "2026-11-25",
+                    "credits": 6391,
+                    "debits": 1500,
+                    "fees": 99,
+                    "entries": 3,
+                    "closing_balance": 4891,
+                },
+                {"date": "2026-11-26", "credits": 0, "debits": 0, "fees": 0, "entries": 0, "closing_balance": 4891},
+            ],
+        },
+    },
+    response_only=True,
+    status_codes=["200"],
+)

@@ -65,6 +65,49 @@ class TimestampField(forms.Field):
         return timezone.make_aware(naive, zoneinfo.ZoneInfo("America/Sao_Paulo"))
 
 
+_DATE_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+class DateOnlyField(forms.Field):
+    """Exactly ``YYYY-MM-DD``, a real calendar date (a day of America/Sao_Paulo)."""
+
+    default_error_messages = {"invalid": "Use o formato AAAA-MM-DD."}
+
+    def to_python(self, value: Any) -> dt.date | None:
+        if value in self.empty_values:
+            return None
+        try:
+            if not _DATE_SHAPE.fullmatch(str(value)):
+                raise ValueError(value)
+            return dt.datetime.strptime(str(value), "%Y-%m-%d").date()
+        except ValueError:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from None
+
+
+class DatePeriodForm(forms.Form):
+    date_start = DateOnlyField(required=False)
+    date_end = DateOnlyField(required=False)
+
+
+def date_period(params: Mapping[str, Any], *, required: str) -> tuple[dt.date, dt.date]:
+    """``date_start`` and ``date_end``, both required (``required``: the
+    message), or :class:`ValidationFailed` naming each bad one as the listings do."""
+    form = DatePeriodForm(data=params)
+    if errors := _refused(params, form.fields, form):
+        raise ValidationFailed(errors)
+    start, end = require_all(form.cleaned_data, ("date_start", "date_end"), required)
+    return start, end
+
+
+def require_all(cleaned: Mapping[str, Any], names: Sequence[str], message: str) -> list[Any]:
+    """The values of ``names``, or :class:`ValidationFailed` with ``message``
+    under each one missing (a period's bounds)."""
+    values = [cleaned.get(name) for name in names]
+    if missing := [name for name, value in zip(names, values, strict=True) if value is None]:
+        raise ValidationFailed({name: [message] for name in missing})
+    return values
+
+
 class TimestampFilter(django_filters.Filter):
     field_class = TimestampField
 

@@ -22,6 +22,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.cache import add_never_cache_headers
 
 from core.money import brl
+from core.plural import plural
 
 
 class ReadOnlyAdminMixin:
@@ -172,13 +173,13 @@ class TransitionActions:
     the model's transition service and says whether it changed; ``refused``
     is the service's error for a status that no longer allows it (the record
     moved on since the list was loaded): that record is skipped and counted.
-    ``done_message`` gets ``{description}`` and ``{count}``,
-    ``skipped_message`` ``{count}``."""
+    ``done_message`` (singular, plural) gets ``{description}`` and ``{n}``,
+    ``skipped_message`` (singular, plural) ``{n}``."""
 
     move: Callable[[Any, str, str, HttpRequest], bool]
     refused: type[Exception]
-    done_message: str
-    skipped_message: str
+    done_message: tuple[str, str]
+    skipped_message: tuple[str, str]
 
     def action(
         self,
@@ -213,10 +214,10 @@ class TransitionActions:
                     skipped += 1
             if done:
                 modeladmin.message_user(
-                    request, self.done_message.format(description=description, count=done), messages.SUCCESS
+                    request, plural(done, *self.done_message).replace("{description}", description), messages.SUCCESS
                 )
             if skipped:
-                modeladmin.message_user(request, self.skipped_message.format(count=skipped), messages.WARNING)
+                modeladmin.message_user(request, plural(skipped, *self.skipped_message), messages.WARNING)
 
         if confirmation is not None:
             return confirm_first(

@@ -35,6 +35,7 @@ from core.admin_lists import (
 )
 from core.admin_money import money
 from core.exceptions import PixServiceError
+from core.plural import plural
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.reconciliation import charge_reconcile
@@ -72,8 +73,11 @@ def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bo
 _transitions = TransitionActions(
     move=_move,
     refused=TransitionNotAllowed,
-    done_message="{description}: {count} cobrança(s).",
-    skipped_message="{count} cobrança(s) ignorada(s): o status atual não permite.",
+    done_message=("{description}: {n} cobrança.", "{description}: {n} cobranças."),
+    skipped_message=(
+        "{n} cobrança ignorada: o status atual não permite.",
+        "{n} cobranças ignoradas: o status atual não permite.",
+    ),
 )
 
 
@@ -111,19 +115,31 @@ def _refund(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reas
         modeladmin.log_change(request, record, f"Estornar ({record.status}): {outcome}. Motivo: {reason}")
     done = counts[RefundOutcome.REFUNDED] + counts[RefundOutcome.MARKED]
     if done:
-        modeladmin.message_user(request, f"Estornar: {done} cobrança(s).", messages.SUCCESS)
+        modeladmin.message_user(
+            request, plural(done, "Estornar: {n} cobrança.", "Estornar: {n} cobranças."), messages.SUCCESS
+        )
     if counts[RefundOutcome.PROCESSING]:
         modeladmin.message_user(
             request,
-            f"{counts[RefundOutcome.PROCESSING]} devolução(ões) em processamento na adquirente: a cobrança "
-            "passa a estornada quando a adquirente confirmar (ou ao estornar de novo).",
+            plural(
+                counts[RefundOutcome.PROCESSING],
+                "{n} devolução em processamento na adquirente",
+                "{n} devoluções em processamento na adquirente",
+            )
+            + ": a cobrança passa a estornada quando a adquirente confirmar (ou ao estornar de novo).",
             messages.INFO,
         )
     for failure in failures:
         modeladmin.message_user(request, failure, messages.ERROR)
     if skipped:
         modeladmin.message_user(
-            request, f"{skipped} cobrança(s) ignorada(s): o status atual não permite.", messages.WARNING
+            request,
+            plural(
+                skipped,
+                "{n} cobrança ignorada: o status atual não permite.",
+                "{n} cobranças ignoradas: o status atual não permite.",
+            ),
+            messages.WARNING,
         )
 
 
@@ -154,7 +170,13 @@ def reconcile(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) ->
             changed += sum(r.changed for r in charge_reconcile(charge_id=record.pk))
         except (AdapterError, PixServiceError) as exc:
             modeladmin.message_user(request, f"{record.pk}: {exc}", messages.ERROR)
-    modeladmin.message_user(request, f"Consultar na adquirente: {changed} cobrança(s) mudaram.", messages.INFO)
+    modeladmin.message_user(
+        request,
+        plural(
+            changed, "Consultar na adquirente: {n} cobrança mudou.", "Consultar na adquirente: {n} cobranças mudaram."
+        ),
+        messages.INFO,
+    )
 
 
 @admin.register(Charge)

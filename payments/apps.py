@@ -8,10 +8,11 @@ class PaymentsConfig(AppConfig):
 
     def ready(self) -> None:
         from accounts.selectors import statement_reference_register
+        from accounts.settlement import settlement_fee_register
         from acquirers import inbound
         from payments import approvals
         from payments.events import charge_event_apply
-        from payments.selectors import STATEMENT_REFUND
+        from payments.selectors import SETTLEMENT_CHARGE_FEE, STATEMENT_REFUND
 
         # accounts carries out maker-checker actions through this registry.
         approvals.register()
@@ -21,3 +22,6 @@ class PaymentsConfig(AppConfig):
 
         # The statement (GET /api/statement) shows a refund's entries as its charge's.
         statement_reference_register(STATEMENT_REFUND)
+
+        # The settlement (accounts.settlement) shows the fee netted out of a paid charge's credit.
+        settlement_fee_register(SETTLEMENT_CHARGE_FEE)

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import django_filters
-from django.db.models import BigIntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import BigIntegerField, OuterRef, QuerySet, Subquery, UUIDField
 from django.db.models.functions import Cast, Substr
 
-from accounts.models import Account
+from accounts.models import Account, LedgerKind
 from accounts.selectors import StatementReference
+from accounts.settlement import SettlementFee
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import RecordFilterSet
 from core.selectors import get_by_uuid, owned_by_uuid
@@ -72,4 +73,23 @@ def refund_charge_id() -> Subquery:
 
 STATEMENT_REFUND = StatementReference(
     pattern=rf"^{REFUND_REFERENCE_PREFIX}[0-9]{{1,18}}$", record_type="transaction", record_id=refund_charge_id
+)
+
+
+#: How payments.services names a charge's ledger entries: ``charge:<uuid>:<version>``.
+_CHARGE_REFERENCE = r"^charge:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[0-9]+$"
+
+
+def charge_of_reference() -> Cast:
+    """The charge a ``charge:<uuid>:<version>`` ledger reference names (only
+    evaluated where _CHARGE_REFERENCE matches: the cast reads a uuid)."""
+    return Cast(Substr(OuterRef("reference"), len("charge:") + 1, 36), UUIDField())
+
+
+#: A paid charge's credit is its liquid amount: its platform_tax was netted out.
+SETTLEMENT_CHARGE_FEE = SettlementFee(
+    kind=LedgerKind.CHARGE_PAID,
+    pattern=_CHARGE_REFERENCE,
+    # order_by(): by primary key, with no sort (Charge's default ordering).
+    fee=lambda: Subquery(Charge.objects.filter(pk=charge_of_reference()).order_by().values("platform_tax")[:1]),
 )

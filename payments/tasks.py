@@ -7,6 +7,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from payments.conversion import acquirers_conversion_measure
 from payments.reconciliation import charges_reconcile
 from payments.refunds import RefundOutcome, charge_refund_pursue, refund_sweep_skip, refunds_sweep
 from payments.services import charges_expire
@@ -50,3 +51,10 @@ def pursue_refund(self: Task[Any, Any], refund_id: int) -> str:
 def sweep_refunds() -> int:
     """Beat: hand refunds left processing to a worker again."""
     return refunds_sweep()
+
+
+@shared_task(ignore_result=True)
+def measure_acquirer_conversion() -> int:
+    """Beat, every 10 minutes: the acquirer listing's measured conversion
+    (payments.conversion). Idempotent: a run repeated measures the same."""
+    return acquirers_conversion_measure()

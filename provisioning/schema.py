@@ -118,7 +118,17 @@ class AcquirerSpecSerializer(serializers.Serializer[Any]):
     options = serializers.DictField(required=False)
     enabled = StrictBooleanField(required=False)
     max_ticket = money()
-    conversion_percent = StrictDecimalField(required=False, max_digits=5, decimal_places=2, min_value=0, max_value=100)
+    # The staff override of the measured conversion (acquirers.models); null
+    # clears it, so the listing shows the measured value.
+    conversion_percent = StrictDecimalField(
+        required=False,
+        allow_null=True,
+        source="conversion_percent_override",
+        max_digits=5,
+        decimal_places=2,
+        min_value=0,
+        max_value=100,
+    )
     is_new = StrictBooleanField(required=False)
     default_priority = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_SMALLINT)
     connect_timeout_ms = StrictIntegerField(required=False, min_value=1, max_value=MAX_INT)

@@ -56,8 +56,11 @@ def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bo
 _transitions = TransitionActions(
     move=_move,
     refused=WithdrawalTransitionNotAllowed,
-    done_message="{description}: {count} saque(s).",
-    skipped_message="{count} saque(s) ignorado(s): o status atual não permite.",
+    done_message=("{description}: {n} saque.", "{description}: {n} saques."),
+    skipped_message=(
+        "{n} saque ignorado: o status atual não permite.",
+        "{n} saques ignorados: o status atual não permite.",
+    ),
 )
 
 

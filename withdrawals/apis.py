@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -15,6 +13,7 @@ from rest_framework.response import Response
 
 from accounts.models import Account, LedgerEntry, LedgerKind
 from accounts.selectors import statement_entries, statement_record
+from accounts.settlement import account_settlement, settlement_period_error
 from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
@@ -33,10 +32,10 @@ from api.base import (
     responses,
     success_envelope,
 )
+from api.exports import PERIOD, CsvExportApi, csv_export_schema, without
 from api.idempotency import Claim, idempotent
-from api.listing import TIMESTAMP_FORMAT, filter_and_paginate, valid_filterset
-from api.schema import PAGE_PARAMETERS, TIMESTAMP_SCHEMA, timestamp_parameter, uuid_path
-from core.admin_lists import csv_lines
+from api.listing import TIMESTAMP_FORMAT, date_period, filter_and_paginate
+from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from core.exceptions import ValidationFailed
 from withdrawals import exceptions as err
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -53,6 +52,7 @@ from withdrawals.selectors import (
 from withdrawals.serializers import (
     WITHDRAWAL_COLUMNS,
     BalanceSerializer,
+    SettlementSerializer,
     StatementEntrySerializer,
     WithdrawalCreatedSerializer,
     WithdrawalCreateSerializer,
@@ -63,11 +63,14 @@ from withdrawals.services import withdrawal_request, withdrawal_transition
 WITHDRAWAL_ID = uuid_path("withdrawal_id", "Withdrawal id.")
 
 
+WITHDRAWAL_FILTERS = [*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(WithdrawalStatus.values))]
+
+
 @listing_schema(
     tags=["withdrawals"],
     summary="List withdrawals",
     operation_id="withdrawals_list",
-    parameters=[*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(WithdrawalStatus.values))],
+    parameters=WITHDRAWAL_FILTERS,
 )
 class WithdrawalsApi(ListingMixin, AccountAPIView):
     required_permission = "cashout"
@@ -178,12 +181,6 @@ STATEMENT_FILTERS = [
     timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
     OpenApiParameter("kind", str, enum=list(LedgerKind.values), description="Only entries of this kind."),
 ]
-#: The CSV's longest period (created_at_end - created_at_start).
-CSV_MAX_PERIOD = dt.timedelta(days=31)
-CSV_PERIOD_REQUIRED = "Informe o período (created_at_start e created_at_end) para exportar o extrato."
-CSV_PERIOD_TOO_LONG = "O período do extrato em CSV é de no máximo 31 dias."
-CSV_HEADER = ["id", "kind", "amount", "balance_after", "record_type", "record_id", "created_at"]
-CSV_CHUNK = 2000
 STATEMENT_DESCRIPTION = (
     "Every movement of the account's available balance, one ledger entry each, newest first (by `id`, the "
     "order they were posted): `amount` is signed centavos and `balance_after` the balance right after it, so "
@@ -220,68 +217,102 @@ class StatementApi(ListingMixin, AccountAPIView):
         return ok({self.collection: data, "pagination": pagination}, self.listed_message)
 
 
-class StatementCsvApi(AccountAPIView):
-    required_permission = "cashout"
+CSV_HEADER = ["id", "kind", "amount", "balance_after", "record_type", "record_id", "created_at"]
 
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
-        # Any Accept (text/csv included): the CSV is not a renderer's, and
-        # errors are the API's JSON envelopes.
-        return super().perform_content_negotiation(request, force=True)
+
+@csv_export_schema(
+    tags=["balance"],
+    summary="Statement as CSV",
+    operation_id="statement_csv",
+    what="The statement's entries",
+    credentials="`cashout` or `all`",
+    header=CSV_HEADER,
+    example=examples.STATEMENT_CSV,
+    filters=without(STATEMENT_FILTERS, *PERIOD),
+)
+class StatementCsvApi(CsvExportApi):
+    required_permission = "cashout"
+    filterset_class = StatementFilterSet
+    header = CSV_HEADER
+    filename = "extrato"
+    order = ("-id",)
+    period_required = "Informe o período (created_at_start e created_at_end) para exportar o extrato."
+    period_too_long = "O período do extrato em CSV é de no máximo 31 dias."
+
+    def export_queryset(self, request: Request) -> QuerySet[LedgerEntry]:
+        return statement_entries(account=request.user)  # type: ignore[arg-type]
+
+    def export_rows(self, records: Iterator[LedgerEntry]) -> Iterator[list[Any]]:
+        for entry in records:
+            record = statement_record(entry) or {"type": "", "id": ""}
+            created_at = entry.created_at.astimezone(SAO_PAULO).strftime(TIMESTAMP_FORMAT)
+            yield [entry.pk, entry.kind, entry.amount, entry.balance_after, record["type"], record["id"], created_at]
+
+
+@csv_export_schema(
+    tags=["withdrawals"],
+    summary="Withdrawals as CSV",
+    operation_id="withdrawals_csv",
+    what="The withdrawals listing's records",
+    credentials="`cashout` or `all`, as for the listing",
+    header=WithdrawalSerializer.Meta.fields,
+    example=examples.WITHDRAWALS_CSV,
+    filters=without(WITHDRAWAL_FILTERS, *PERIOD, "page", "per_page"),
+)
+class WithdrawalsCsvApi(CsvExportApi):
+    required_permission = "cashout"
+    filterset_class = WithdrawalFilterSet
+    item_serializer = WithdrawalSerializer
+    header = WithdrawalSerializer.Meta.fields
+    filename = "saques"
+    period_required = "Informe o período (created_at_start e created_at_end) para exportar os saques."
+    period_too_long = "O período dos saques em CSV é de no máximo 31 dias."
+
+    def export_queryset(self, request: Request) -> QuerySet[Withdrawal]:
+        return withdrawals_of(request.user).only(*WITHDRAWAL_COLUMNS)  # type: ignore[arg-type]
+
+
+SETTLEMENT_PERIOD_REQUIRED = "Informe o período (date_start e date_end) do fechamento."
+
+
+class SettlementApi(AccountAPIView):
+    required_permission = "cashout"
 
     @extend_schema(
         tags=["balance"],
-        summary="Statement as CSV",
+        summary="Settlement: credits, debits, fees and closing balance per day",
         description=(
-            "The statement's entries and filters as a streamed CSV file: `;`-separated, UTF-8, a header row "
-            "(`" + ";".join(CSV_HEADER) + "`), newest first, amounts in centavos, times `YYYY-MM-DD HH:mm:ss` "
-            "in America/Sao_Paulo. `created_at_start` and `created_at_end` are required and at most 31 days "
-            "apart (422 otherwise). Credential `cashout` or `all`."
+            "One row per America/Sao_Paulo day from `date_start` to `date_end` (both required, `YYYY-MM-DD`, "
+            "at most 31 days; days after today are not listed), oldest first, from the ledger (the "
+            "statement's entries): `credits` and `debits` are the day's entries as they moved the balance, so "
+            "each `closing_balance` is the previous one (the first day: `opening_balance`) plus `credits` minus "
+            "`debits`. `fees` are the platform's fees already inside them, shown apart. "
+            "Credential `cashout` or `all`, as for the balance."
         ),
-        operation_id="statement_csv",
+        operation_id="settlements",
         parameters=[
             OpenApiParameter(
-                name,
-                dict(TIMESTAMP_SCHEMA),
-                required=True,
-                description="`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive; at most 31 days apart.",
+                name, OpenApiTypes.DATE, required=True, description="`YYYY-MM-DD`, inclusive; at most 31 days."
             )
-            for name in ("created_at_start", "created_at_end")
-        ]
-        + [STATEMENT_FILTERS[2]],
+            for name in ("date_start", "date_end")
+        ],
         responses=responses(
-            {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="The CSV file, streamed.")},
+            {
+                200: OpenApiResponse(
+                    success_envelope("SettlementResponse", SettlementSerializer()),
+                    description="The settlement.",
+                    examples=[examples.SETTLEMENT],
+                )
+            },
             (422, VALIDATION_ERROR),
         ),
     )
-    def get(self, request: Request) -> StreamingHttpResponse:
-        params = request.query_params
-        filterset = valid_filterset(StatementFilterSet, statement_entries(account=request.user), params)  # type: ignore[arg-type]
-        start = filterset.form.cleaned_data.get("created_at_start")
-        end = filterset.form.cleaned_data.get("created_at_end")
-        missing = {
-            name: [CSV_PERIOD_REQUIRED]
-            for name, value in (("created_at_start", start), ("created_at_end", end))
-            if value is None
-        }
-        if missing:
-            raise ValidationFailed(missing)
-        if end - start > CSV_MAX_PERIOD:
-            raise ValidationFailed({"created_at_end": [CSV_PERIOD_TOO_LONG]})
-        entries = filterset.qs.order_by("-id").iterator(chunk_size=CSV_CHUNK)
-        response = StreamingHttpResponse(
-            csv_lines(CSV_HEADER, statement_rows(entries)), content_type="text/csv; charset=utf-8"
-        )
-        period = f"{start:%Y%m%d}-{end:%Y%m%d}"  # Sao Paulo times, as given
-        response["Content-Disposition"] = f'attachment; filename="extrato-{period}.csv"'
-        response["Cache-Control"] = "no-store"
-        return response
-
-
-def statement_rows(entries: Iterator[LedgerEntry]) -> Iterator[list[Any]]:
-    for entry in entries:
-        record = statement_record(entry) or {"type": "", "id": ""}
-        created_at = entry.created_at.astimezone(SAO_PAULO).strftime(TIMESTAMP_FORMAT)
-        yield [entry.pk, entry.kind, entry.amount, entry.balance_after, record["type"], record["id"], created_at]
+    def get(self, request: Request) -> Response:
+        date_start, date_end = date_period(request.query_params, required=SETTLEMENT_PERIOD_REQUIRED)
+        if problem := settlement_period_error(date_start, date_end):
+            raise ValidationFailed({"date_end": [problem]})
+        settlement = account_settlement(account=request.user, date_start=date_start, date_end=date_end)  # type: ignore[arg-type]
+        return ok(SettlementSerializer(settlement).data, "Fechamento consultado com sucesso.")
 
 
 class SandboxWithdrawalReturnApi(AccountAPIView):

@@ -8,9 +8,11 @@ class WithdrawalsConfig(AppConfig):
 
     def ready(self) -> None:
         from accounts.services import account_on_reactivated
+        from accounts.settlement import settlement_fee_register
         from acquirers import inbound
         from withdrawals import approvals
         from withdrawals.events import payout_event_apply
+        from withdrawals.selectors import SETTLEMENT_WITHDRAWAL_FEES
         from withdrawals.services import withdrawals_resume_held
 
         # accounts carries out maker-checker actions through this registry.
@@ -21,3 +23,7 @@ class WithdrawalsConfig(AppConfig):
 
         # acquirers hands the payout events it receives to this app.
         inbound.register("payout", payout_event_apply)
+
+        # The settlement (accounts.settlement) shows the fees inside withdrawals' debits and reversals.
+        for fee in SETTLEMENT_WITHDRAWAL_FEES:
+            settlement_fee_register(fee)

@@ -11,11 +11,13 @@ from typing import Any
 
 import django_filters
 from django.db import connection
-from django.db.models import QuerySet, Sum
+from django.db.models import OuterRef, QuerySet, Subquery, Sum, UUIDField
+from django.db.models.functions import Cast, Substr
 from django.utils import timezone
 
 from accounts.models import Account, LedgerEntry, LedgerKind
 from accounts.selectors import available_balance, effective_minimum_withdrawal
+from accounts.settlement import SettlementFee
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import ListingFilterSet, RecordFilterSet, timestamp_filter
 from core.selectors import get_by_uuid, owned_by_uuid
@@ -123,3 +125,24 @@ class StatementFilterSet(ListingFilterSet):
     class Meta:
         model = LedgerEntry
         fields: list[str] = []
+
+
+_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def _withdrawal_fee() -> Subquery:
+    """The fee of the withdrawal a ``withdrawal:<uuid>[:<version>]`` ledger
+    reference names (only evaluated where the patterns below match)."""
+    withdrawal = Cast(Substr(OuterRef("reference"), len("withdrawal:") + 1, 36), UUIDField())
+    return Subquery(Withdrawal.objects.filter(pk=withdrawal).order_by().values("fee")[:1])
+
+
+#: A withdrawal's debit is its total_debit, fee included; a failed or canceled
+#: one gives the total back, fee included. A return (paid → refunded) credits
+#: the liquid amount only: the fee stays charged.
+SETTLEMENT_WITHDRAWAL_FEES = (
+    SettlementFee(kind=LedgerKind.WITHDRAWAL, pattern=rf"^withdrawal:{_UUID}$", fee=_withdrawal_fee),
+    SettlementFee(
+        kind=LedgerKind.WITHDRAWAL_REVERSAL, pattern=rf"^withdrawal:{_UUID}:[0-9]+$", fee=lambda: -_withdrawal_fee()
+    ),
+)

@@ -132,3 +132,36 @@ class StatementEntrySerializer(OutputSerializer):
             "amount": {"help_text": "Centavos, signed: positive credits the balance, negative debits it."},
             "balance_after": {"help_text": "The available balance right after this entry, centavos."},
         }
+
+
+class SettlementDaySerializer(serializers.Serializer[Any]):
+    date = serializers.DateField(help_text="The day, America/Sao_Paulo.")
+    credits = serializers.IntegerField(help_text="Sum of the day's credits (positive ledger entries), centavos.")
+    debits = serializers.IntegerField(
+        help_text="Sum of the day's debits (negative ledger entries), as a positive number of centavos."
+    )
+    fees = serializers.IntegerField(
+        help_text="The platform's fees behind the day's entries, already inside `credits` and `debits` (for "
+        "reading only, never to subtract again): charges' `platform_tax` (netted out of their credit), "
+        "withdrawals' `fee` (inside their debit), minus the fees a failed or canceled withdrawal gave back."
+    )
+    entries = serializers.IntegerField(help_text="How many ledger entries the day has.")
+    closing_balance = serializers.IntegerField(
+        help_text="The balance after the day's entries: the previous day's closing_balance + credits - debits."
+    )
+
+
+class SettlementTotalsSerializer(serializers.Serializer[Any]):
+    credits = serializers.IntegerField()
+    debits = serializers.IntegerField()
+    fees = serializers.IntegerField()
+    entries = serializers.IntegerField()
+
+
+class SettlementSerializer(serializers.Serializer[Any]):
+    date_start = serializers.DateField()
+    date_end = serializers.DateField(help_text="The last day listed: the period's end, or today if it ends later.")
+    opening_balance = serializers.IntegerField(help_text="The balance before date_start, centavos.")
+    closing_balance = serializers.IntegerField(help_text="The last day's closing_balance (opening_balance if none).")
+    totals = SettlementTotalsSerializer(help_text="The days' sums.")
+    days = SettlementDaySerializer(many=True, help_text="Every day of the period up to today, oldest first.")

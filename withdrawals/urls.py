@@ -4,19 +4,23 @@ from django.urls import URLPattern, URLResolver, path
 from withdrawals.apis import (
     BalanceApi,
     SandboxWithdrawalReturnApi,
+    SettlementApi,
     StatementApi,
     StatementCsvApi,
     WithdrawalDetailApi,
     WithdrawalsApi,
+    WithdrawalsCsvApi,
 )
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals", WithdrawalsApi.as_view(), name="withdrawals"),
+    path("withdrawals.csv", WithdrawalsCsvApi.as_view(), name="withdrawals-csv"),
     # Before the detail route: "balance" is not an id.
     path("withdrawals/balance", BalanceApi.as_view(), name="withdrawals-balance"),
     path("withdrawals/<str:withdrawal_id>", WithdrawalDetailApi.as_view(), name="withdrawal-detail"),
     path("statement", StatementApi.as_view(), name="statement"),
     path("statement.csv", StatementCsvApi.as_view(), name="statement-csv"),
+    path("settlements", SettlementApi.as_view(), name="settlements"),
 ]
 
 if settings.PIX_SANDBOX:

@@ -329,6 +329,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     "purge-inbound-notifications": {"task": "acquirers.tasks.purge_inbound_notifications", "schedule": 86400.0},
     "purge-webhook-attempt-bodies": {"task": "webhooks.tasks.purge_webhook_attempt_bodies", "schedule": 86400.0},
+    # The acquirer listing's measured conversion (payments/conversion.py).
+    "measure-acquirer-conversion": {"task": "payments.tasks.measure_acquirer_conversion", "schedule": 600.0},
 }
 # Retention, in days (LGPD: payer data is not kept for ever). Inbound
 # notifications are deleted (not one still waiting to be processed); webhook
@@ -376,6 +378,13 @@ WORKER_HEARTBEAT_MAX_AGE = env.float("WORKER_HEARTBEAT_MAX_AGE", default=30.0)
 from .outbound import *  # noqa: E402, F403
 
 WEBHOOK_USER_AGENT = f"PixService-Webhook/{SERVICE_VERSION}"
+
+# The acquirer listing's conversion_percent, measured every 10 minutes (beat)
+# as paid ÷ created charges of the last WINDOW_DAYS whose expiry has passed;
+# below MIN_SAMPLE such charges there is no measurement (staff's value, else
+# 0). Values below 1 count as 1.
+PIX_CONVERSION_WINDOW_DAYS = env.int("PIX_CONVERSION_WINDOW_DAYS", default=7)
+PIX_CONVERSION_MIN_SAMPLE = env.int("PIX_CONVERSION_MIN_SAMPLE", default=20)
 
 # Merchant city written in BR Codes by the sandbox acquirer (field 60).
 PIX_MERCHANT_CITY = env.str("PIX_MERCHANT_CITY", default="SAO PAULO")

@@ -251,7 +251,7 @@ def test_in_admin_the_requester_is_refused_and_another_staff_member_approves(
     assert snapshot(charge) == before  # the confirmation page moved nothing
     done = admin_action(checker, REQUESTS, "approve_requests", [pending.pk], reason="comprovante conferido")
 
-    assert admin_messages(done) == ["1 pedido(s) aprovado(s) e executado(s)."]
+    assert admin_messages(done) == ["1 pedido aprovado e executado."]
     charge.refresh_from_db()
     assert charge.status == ChargeStatus.PAID
     assert available_balance(account) == 1 + LIQUID

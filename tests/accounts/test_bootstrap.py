@@ -587,3 +587,29 @@ def test_command_line_exit_code_and_stderr(
     assert captured.out == ""
     assert "accounts[0].withdrawal_limits.per_request: " in captured.err
     assert not Account.objects.exists()
+
+
+@pytest.mark.django_db
+def test_conversion_percent_sets_staff_override_and_null_clears_it(
+    bootstrap: Callable[[Any], dict[str, Any]],
+) -> None:
+    """The file's conversion_percent is staff's value, shown instead of the
+    measured conversion; null gives the listing back to the measurement; an
+    omitted one leaves it alone (and creates an acquirer without one)."""
+    data = copy.deepcopy(EXAMPLE)
+    data["acquirers"].append(acquirer("beta"))
+    bootstrap(data)
+    alpha, beta = Acquirer.objects.get(key="alpha"), Acquirer.objects.get(key="beta")
+    assert (alpha.conversion_percent_override, alpha.conversion_source) == (Decimal("92.50"), "override")
+    assert (beta.conversion_percent_override, beta.conversion_percent) == (None, Decimal("0"))
+    Acquirer.objects.filter(key="alpha").update_unwatched(conversion_measured_percent=Decimal("61.00"))
+
+    del data["acquirers"][0]["conversion_percent"]
+    bootstrap(data)
+    assert Acquirer.objects.get(key="alpha").conversion_percent_override == Decimal("92.50")
+
+    data["acquirers"][0]["conversion_percent"] = None
+    bootstrap(data)
+    alpha.refresh_from_db()
+    assert alpha.conversion_percent_override is None
+    assert (alpha.conversion_percent, alpha.conversion_source) == (Decimal("61.00"), "measured")

@@ -346,7 +346,7 @@ def test_staff_refund_returns_the_pix_and_debits_the_account(
 
     messages = refund(admin_client, charge)
 
-    assert messages == ["Estornar: 1 cobrança(s)."]
+    assert messages == ["Estornar: 1 cobrança."]
     assert refresh(charge).status == S.REFUNDED
     assert available_balance(account) == 0 == ledger_sum(account)
     assert LedgerEntry.objects.filter(account=account, kind=LedgerEntry.Kind.CHARGE_REFUND).count() == 1
@@ -366,7 +366,7 @@ def test_a_devolucao_in_processing_completes_through_the_callback(
 
     messages = refund(admin_client, charge)
 
-    assert "1 devolução(ões) em processamento na adquirente" in messages[0]
+    assert "1 devolução em processamento na adquirente" in messages[0]
     assert refresh(charge).status == S.PAID
     assert available_balance(account) == 0 == ledger_sum(account)  # reserved (test_refund_reservation.py)
 

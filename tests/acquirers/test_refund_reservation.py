@@ -93,7 +93,7 @@ def test_a_processing_refund_reserves_its_amount_at_once(
 ) -> None:
     messages = staff_refund(admin_client, paid_charge)
 
-    assert "1 devolução(ões) em processamento na adquirente" in messages[0]
+    assert "1 devolução em processamento na adquirente" in messages[0]
     paid_charge.refresh_from_db()
     assert paid_charge.status == S.PAID  # not refunded until the PSP says so
     assert available_balance(account) == SEED == ledger_sum(account)
@@ -148,7 +148,7 @@ def test_a_devolucao_the_psp_made_debits_once(
     if learned == "callback":
         assert callback(fake_psp, e2e_id).json()["data"] == {"processed": 1}
     else:
-        assert staff_refund(admin_client, paid_charge) == ["Estornar: 1 cobrança(s)."]
+        assert staff_refund(admin_client, paid_charge) == ["Estornar: 1 cobrança."]
 
     paid_charge.refresh_from_db()
     assert paid_charge.status == S.REFUNDED

@@ -110,7 +110,7 @@ ADD_FORM = {
     "options": '{"charge": "ok"}',
     "enabled": "on",
     "max_ticket": "3.000,00",
-    "conversion_percent": "90",
+    "conversion_percent_override": "90",
     "connect_timeout_ms": "3000",
     "read_timeout_ms": "10000",
 }

@@ -142,7 +142,7 @@ def test_approve_a_withdrawal_from_its_page_with_a_reason(
     page.get_by_role("button", name="Confirmar: Aprovar").click()
 
     page.wait_for_url(re.compile(rf"{withdrawal.pk}/change/$"))
-    assert "Aprovar: 1 saque(s)." in page.locator(".messagelist").inner_text()
+    assert "Aprovar: 1 saque." in page.locator(".messagelist").inner_text()
     assert "Saque R$ 150,00 (aprovado)" in page.locator("#content").inner_text()
     withdrawal.refresh_from_db()
     assert withdrawal.status == WithdrawalStatus.APPROVED

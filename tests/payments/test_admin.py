@@ -172,7 +172,7 @@ def test_acquirer_options_are_checked_by_the_adapter(admin_client: Client) -> No
         "options": '{"charge": "sometimes"}',
         "enabled": "on",
         "max_ticket": "300000",
-        "conversion_percent": "90",
+        "conversion_percent_override": "90",
         "connect_timeout_ms": "3000",
         "read_timeout_ms": "10000",
     }

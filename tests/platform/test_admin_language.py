@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.models import Account
+from core.plural import plural
 from payments.models import ChargeStatus, ChargeTransition
 from payments.services import charge_transition
 from tests import factories
@@ -92,3 +94,29 @@ def test_permissions_are_named_in_pt_br_even_when_created_in_english() -> None:
     assert names["add_account"] == "Pode adicionar conta"
     english = list(Permission.objects.filter(name__startswith="Can ").values_list("name", flat=True))
     assert english == []
+
+
+def test_counted_nouns_agree_with_their_count() -> None:
+    assert plural(1, "{n} saque ignorado", "{n} saques ignorados") == "1 saque ignorado"
+    assert plural(3, "{n} saque ignorado", "{n} saques ignorados") == "3 saques ignorados"
+    # Portuguese, as Django's own pt_BR catalogue: 0 takes the singular.
+    assert plural(0, "{n} saque ignorado", "{n} saques ignorados") == "0 saque ignorado"
+
+
+def test_no_message_hedges_its_plural() -> None:
+    """Staff read "2 saques ignorados", never "2 saque(s) ignorado(s)": every
+    counted message goes through core.plural."""
+    root = Path(__file__).resolve().parents[2]
+    hedged = re.compile(r"[a-zà-ú]\((?:s|es|ões)\)")
+    sources = [
+        path
+        for path in [*root.glob("*/**/*.py"), *root.glob("templates/**/*.html"), *root.glob("*/templates/**/*.html")]
+        if not {"tests", "bench", ".venv", "migrations"} & set(path.relative_to(root).parts)
+    ]
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for path in sources
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if hedged.search(line.replace("http(s)", "")) and not line.lstrip().startswith("#")
+    ]
+    assert found == []

@@ -39,7 +39,7 @@ WITHDRAWALS = reverse("admin:withdrawals_withdrawal_changelist")
 SEED = 50_000
 AMOUNT = 5000
 FEE = 150  # 100 + 1 % of 5000
-SKIPPED = "1 saque(s) ignorado(s): o status atual não permite."
+SKIPPED = "1 saque ignorado: o status atual não permite."
 REASON = "Conferido com o cliente"
 
 pytestmark = pytest.mark.django_db
@@ -231,7 +231,7 @@ def test_approve_shows_a_confirmation_page_with_the_amounts_first(
     assert html.count("R$ 50,00") == 2  # each requested amount...
     assert html.count("R$ 48,50") == 2  # ...and what is sent (after the fee)
     assert "R$ 97,00" in html  # the total sent
-    assert "1 registro(s) selecionado(s) não estão em um status que permita" in html  # the paid one
+    assert "1 registro selecionado não está em um status que permita" in html  # the paid one
     assert 'name="reason"' in html
     assert {w.pk: state(w) for w in (book.queued, second, book.paid)} == before
     assert enqueued == []
@@ -269,7 +269,7 @@ def test_approve_goes_through_the_service_and_enqueues_the_payout_after_commit(
         "admin",
     )
     assert change_log(book.queued) == [("admin", f"Aprovar (Pendente → Aprovado). Motivo: {REASON}")]
-    assert messages_of(response) == ["Aprovar: 1 saque(s).", SKIPPED]
+    assert messages_of(response) == ["Aprovar: 1 saque.", SKIPPED]
     # The paid one was skipped and untouched.
     book.paid.refresh_from_db()
     assert book.paid.status == S.PAID
@@ -291,7 +291,7 @@ def test_cancel_gives_the_total_back(admin_client: Client, book: Book) -> None:
         ("admin", f"Cancelar (devolve o saldo) (Pendente → Cancelado). Motivo: {REASON}")
     ]
     # Approved is past cancelling (decisions §5): skipped with a warning.
-    assert messages_of(response) == ["Cancelar (devolve o saldo): 1 saque(s).", SKIPPED]
+    assert messages_of(response) == ["Cancelar (devolve o saldo): 1 saque.", SKIPPED]
     book.approved.refresh_from_db()
     assert book.approved.status == S.APPROVED
     assert not PayoutAttempt.objects.filter(withdrawal=book.queued).exists()
@@ -319,14 +319,14 @@ def test_mark_returned_only_asks_and_credits_once_another_staff_member_approves(
     assert change_log(book.paid) == [
         ("admin", f"Marcar como devolvido pelo destino: pedido #{pending.pk} aguardando aprovação. Motivo: {REASON}")
     ]
-    assert messages_of(response)[1] == "1 registro(s) ignorado(s): o status atual não permite."
+    assert messages_of(response)[1] == "1 registro ignorado: o status atual não permite."
 
     finance = staff_member("finance", "fernanda")
     approve = admin_action(
         finance, reverse("admin:accounts_moneyactionrequest_changelist"), "approve_requests", [pending.pk], reason="ok"
     )
 
-    assert messages_of(approve) == ["1 pedido(s) aprovado(s) e executado(s)."]
+    assert messages_of(approve) == ["1 pedido aprovado e executado."]
     book.paid.refresh_from_db()
     assert book.paid.status == S.REFUNDED
     assert available_balance(book.auto) == before + AMOUNT - FEE == ledger_sum(book.auto)

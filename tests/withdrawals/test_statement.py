@@ -4,16 +4,13 @@ with the balance after it and the record it is for."""
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import itertools
 import uuid
 from typing import Any
 
 import pytest
 from django.db import transaction
-from django.http import StreamingHttpResponse
 from rest_framework.test import APIClient
 
 from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry
@@ -24,7 +21,7 @@ from payments.services import charge_transition
 from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory, ChargeFactory
-from tests.helpers import SAO_PAULO, VALIDATION, listing_data, listing_errors, local
+from tests.helpers import SAO_PAULO, VALIDATION, csv_rows, listing_data, listing_errors, local
 from withdrawals.models import WithdrawalStatus
 from withdrawals.services import withdrawal_request, withdrawal_transition
 
@@ -67,14 +64,6 @@ def assert_chain(entries: list[dict[str, Any]]) -> None:
     oldest_first = entries[::-1]
     for before, entry in itertools.pairwise(oldest_first):
         assert entry["balance_after"] == before["balance_after"] + entry["amount"], (before, entry)
-
-
-def csv_rows(response: Any) -> list[list[str]]:
-    assert response.status_code == 200, response
-    assert isinstance(response, StreamingHttpResponse)
-    assert response["Content-Type"] == "text/csv; charset=utf-8"
-    text = b"".join(response.streaming_content).decode("utf-8")  # type: ignore[arg-type]
-    return list(csv.reader(io.StringIO(text), delimiter=";"))
 
 
 # --------------------------------------------------------------------------- listing

@@ -159,7 +159,7 @@ def test_operations_asks_finance_approves_and_the_debit_comes_back_once(
     assert "outro membro da equipe precisa aprovar" in page
     asked = admin_action(maker, QUEUE, "fail_undetermined", [withdrawal.pk], reason=ANSWER)
 
-    assert admin_messages(asked)[0].startswith("Falhar pagamento indeterminado (devolver o saldo): 1 pedido(s)")
+    assert admin_messages(asked)[0].startswith("Falhar pagamento indeterminado (devolver o saldo): 1 pedido")
     pending = MoneyActionRequest.objects.get()
     assert (pending.action, pending.target_id, pending.amount, pending.reason, pending.state) == (
         FAIL,
@@ -177,7 +177,7 @@ def test_operations_asks_finance_approves_and_the_debit_comes_back_once(
     checker = staff_member("finance", "fernanda")
     done = admin_action(checker, REQUESTS, "approve_requests", [pending.pk], reason="chamado conferido")
 
-    assert admin_messages(done) == ["1 pedido(s) aprovado(s) e executado(s)."]
+    assert admin_messages(done) == ["1 pedido aprovado e executado."]
     pending.refresh_from_db()
     assert pending.state == "approved"
     assert pending.decided_by is not None

@@ -18,6 +18,7 @@ from django.urls import URLPattern, reverse
 from accounts.admin import account_page_inline
 from accounts.models import Account
 from core.admin import reveal_later, reveal_url
+from core.plural import plural
 from webhooks import http, readable, services
 from webhooks.exceptions import EndpointLimitReached
 from webhooks.models import WebhookEndpoint
@@ -226,7 +227,11 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
                 self.log_change(request, endpoint, "Excluído (desativado; histórico de entregas mantido)")
             self.message_user(
                 request,
-                f"{len(endpoints)} endpoint(s) excluído(s): desativados, com o histórico de entregas mantido.",
+                plural(
+                    len(endpoints),
+                    "{n} endpoint excluído: desativado, com o histórico de entregas mantido.",
+                    "{n} endpoints excluídos: desativados, com o histórico de entregas mantido.",
+                ),
                 messages.SUCCESS,
             )
             return None
@@ -247,14 +252,20 @@ class WebhookEndpointAdmin(admin.ModelAdmin[WebhookEndpoint]):
         for endpoint in queryset:
             services.endpoint_enable(endpoint=endpoint)
             self.log_change(request, endpoint, "Ativado")
-        self.message_user(request, f"{queryset.count()} endpoint(s) ativado(s).", messages.SUCCESS)
+        self.message_user(
+            request, plural(queryset.count(), "{n} endpoint ativado.", "{n} endpoints ativados."), messages.SUCCESS
+        )
 
     @admin.action(description="Desativar", permissions=["change"])
     def disable(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
         for endpoint in queryset:
             services.endpoint_disable(endpoint=endpoint, reason=f"disabled by {request.user.get_username()}")
             self.log_change(request, endpoint, "Desativado")
-        self.message_user(request, f"{queryset.count()} endpoint(s) desativado(s).", messages.SUCCESS)
+        self.message_user(
+            request,
+            plural(queryset.count(), "{n} endpoint desativado.", "{n} endpoints desativados."),
+            messages.SUCCESS,
+        )
 
     @admin.action(description="Rotacionar segredo (exibido uma vez)", permissions=["change"])
     def rotate_secret(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> HttpResponse:

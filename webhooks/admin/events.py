@@ -15,6 +15,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from core.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin
+from core.plural import plural
 from webhooks import readable, services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 
@@ -97,7 +98,7 @@ class WebhookEventAdmin(UUIDSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin[We
         for event in queryset:
             total += services.event_resend(event=event)
             self.log_change(request, event, "Reenviado")
-        self.message_user(request, f"{total} entrega(s) agendada(s).", messages.SUCCESS)
+        self.message_user(request, plural(total, "{n} entrega agendada.", "{n} entregas agendadas."), messages.SUCCESS)
 
     def get_urls(self) -> list[URLPattern]:
         resend = path(

@@ -21,9 +21,10 @@ FILE is a path, or - to read standard input. The file is an object with two
 lists, both optional:
 
   acquirers  matched by "key" (^[a-z0-9_]+$, at most 64 characters): name,
-             nominal, adapter, options, enabled, max_ticket, conversion_percent,
-             is_new, default_priority (null: not in the default chain),
-             connect_timeout_ms, read_timeout_ms.
+             nominal, adapter, options, enabled, max_ticket, conversion_percent
+             (staff's value, shown instead of the measured conversion; null:
+             show the measured one), is_new, default_priority (null: not in
+             the default chain), connect_timeout_ms, read_timeout_ms.
   accounts   matched by "ref": name, document, status (pending, approved,
              rejected), blocked, payment_methods (["pix"]), acquirer_selection,
              available_acquirers, active_acquirers, cashout_acquirers,

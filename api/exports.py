@@ -1,0 +1,153 @@
+"""The account API's CSV exports (issue 16): the statement, the charges and
+the withdrawals as streamed files. One view class and one schema helper
+for all three, so that they refuse the same way and stream the same way:
+
+- the listing's filterset and its 422s (:func:`api.listing.valid_filterset`);
+- a period of at most 31 days, both bounds required (``created_at_start``,
+  ``created_at_end``, America/Sao_Paulo, inclusive), or a 422 on the field;
+- rows read through a server-side cursor (``QuerySet.iterator``) and written
+  one line at a time (:func:`core.admin_lists.csv_lines`): a month of a
+  million records never sits in memory.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, TypeVar
+
+import django_filters
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import serializers
+from rest_framework.request import Request
+
+from api.base import VALIDATION_ERROR, AccountAPIView, responses
+from api.listing import ORDER, require_all, valid_filterset
+from api.schema import TIMESTAMP_SCHEMA
+from core.admin_lists import csv_lines
+from core.exceptions import ValidationFailed
+
+#: The longest period of an export (created_at_end - created_at_start).
+CSV_MAX_PERIOD = dt.timedelta(days=31)
+#: Rows per round trip of the server-side cursor.
+CSV_CHUNK = 2000
+PERIOD = ("created_at_start", "created_at_end")
+PERIOD_DESCRIPTION = "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive; at most 31 days apart."
+
+
+def export_period(
+    filterset: django_filters.FilterSet, *, required: str, too_long: str
+) -> tuple[dt.datetime, dt.datetime]:
+    """The bound filterset's period; :class:`ValidationFailed` naming each
+    missing bound (``required``) or ``created_at_end`` (``too_long``)."""
+    start, end = require_all(filterset.form.cleaned_data, PERIOD, required)
+    if end - start > CSV_MAX_PERIOD:
+        raise ValidationFailed({"created_at_end": [too_long]})
+    return start, end
+
+
+# The GET of an export. Subclasses set the filterset of the listing they
+# export, the file's ``header`` and name, the two period messages, and
+# ``export_queryset``; rows are the listing's records as ``item_serializer``
+# renders them in JSON (same names, centavos, America/Sao_Paulo times), or
+# ``export_rows`` when a record's JSON is not flat. Documented by
+# ``csv_export_schema``. (Comments, not docstrings: drf-spectacular shows a
+# view's inherited docstrings as its description.)
+class CsvExportApi(AccountAPIView):
+    filterset_class: ClassVar[type[django_filters.FilterSet]]
+    item_serializer: ClassVar[type[serializers.BaseSerializer[Any]] | None] = None
+    header: ClassVar[Sequence[str]]
+    #: The file's name before its period: ``<filename>-20250301-20250331.csv``.
+    filename: ClassVar[str]
+    order: ClassVar[Sequence[str]] = ORDER
+    period_required: ClassVar[str]
+    period_too_long: ClassVar[str]
+
+    def export_queryset(self, request: Request) -> QuerySet[Any]:
+        # The account's records; the filters narrow them.
+        raise NotImplementedError
+
+    def export_rows(self, records: Iterator[Any]) -> Iterator[Sequence[Any]]:
+        assert self.item_serializer is not None
+        render = self.item_serializer().to_representation
+        for record in records:
+            item = render(record)
+            yield ["" if item[name] is None else item[name] for name in self.header]
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # Any Accept (text/csv included): the CSV is not a renderer's, and
+        # errors are the API's JSON envelopes.
+        return super().perform_content_negotiation(request, force=True)
+
+    def get(self, request: Request) -> StreamingHttpResponse:
+        filterset = valid_filterset(self.filterset_class, self.export_queryset(request), request.query_params)
+        start, end = export_period(filterset, required=self.period_required, too_long=self.period_too_long)
+        records = filterset.qs.order_by(*self.order).iterator(chunk_size=CSV_CHUNK)
+        response = StreamingHttpResponse(
+            csv_lines(self.header, self.export_rows(records)), content_type="text/csv; charset=utf-8"
+        )
+        period = f"{start:%Y%m%d}-{end:%Y%m%d}"  # Sao Paulo times, as given
+        response["Content-Disposition"] = f'attachment; filename="{self.filename}-{period}.csv"'
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+E = TypeVar("E", bound=CsvExportApi)
+
+
+def period_parameters() -> list[OpenApiParameter]:
+    return [
+        OpenApiParameter(name, dict(TIMESTAMP_SCHEMA), required=True, description=PERIOD_DESCRIPTION) for name in PERIOD
+    ]
+
+
+def csv_export_schema(
+    *,
+    header: Sequence[str],
+    example: Sequence[Sequence[Any]],
+    filters: Sequence[OpenApiParameter],
+    what: str,
+    credentials: str,
+    **operation: Any,
+) -> Callable[[type[E]], type[E]]:
+    """Class decorator: the OpenAPI operation of a :class:`CsvExportApi`'s
+    GET. ``filters``: the listing's, but its period (required here) and
+    pages; ``example``: rows of the example file; ``what``: the rows, for
+    the description ("The statement's entries"); ``operation`` as for
+    ``extend_schema`` (tags, summary, operation_id)."""
+    file = "".join(csv_lines(header, example))
+    described = (
+        f"{what} and filters as a streamed CSV file: `;`-separated, UTF-8, a header row "
+        f"(`{';'.join(header)}`), newest first, amounts in centavos, times `YYYY-MM-DD HH:mm:ss` in "
+        "America/Sao_Paulo. `created_at_start` and `created_at_end` are required and at most 31 days apart "
+        f"(422 otherwise). Credential {credentials}."
+    )
+    answers = responses(
+        {
+            (200, "text/csv"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="The CSV file, streamed.",
+                examples=[OpenApiExample("CSV file", value=file, media_type="text/csv")],
+            )
+        },
+        (422, VALIDATION_ERROR),
+    )
+    names = {p.name for p in filters}
+    if names & {*PERIOD, "page", "per_page"}:
+        raise ValueError(f"an export's filters are given without its period and pages: {sorted(names)}")
+    get = extend_schema(
+        description=described, parameters=[*period_parameters(), *filters], responses=answers, **operation
+    )
+
+    def attach(view: type[E]) -> type[E]:
+        return extend_schema_view(get=get)(view)
+
+    return attach
+
+
+def without(parameters: Sequence[OpenApiParameter], *names: str) -> list[OpenApiParameter]:
+    """``parameters`` but those named (a listing's, for its export)."""
+    return [p for p in parameters if p.name not in names]
