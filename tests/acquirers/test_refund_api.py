@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from celery.exceptions import Retry
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.test import TestCase
@@ -30,7 +31,7 @@ from payments import refunds
 from payments.models import Charge, ChargeRefund, ChargeStatus
 from payments.refunds import RefundOutcome, refund_id_for
 from payments.services import charge_transition
-from payments.tasks import pursue_refund
+from payments.tasks import pursue_refund, sweep_refunds
 from tests import realworld
 from tests.acquirers.conftest import NOTIFY_TOKEN, warm_up
 from tests.acquirers.fake_psp import FakePsp, Fault
@@ -272,7 +273,9 @@ def test_beat_hands_refunds_left_processing_to_a_worker_again(
     asked_at = ChargeRefund.objects.get(pk=refund_id).created_at
     ChargeRefund.objects.filter(pk=refund_id).update(created_at=asked_at - dt.timedelta(minutes=3))
     cache.delete(f"refund-sweep:{refund_id}")
-    assert refunds.refunds_sweep() == 1
+    beat = {entry["task"]: entry["schedule"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert beat["payments.tasks.sweep_refunds"] == 60.0
+    assert sweep_refunds() == 1
     assert handed == [refund_id, refund_id]
     assert refunds.refunds_sweep() == 0  # not again within SWEEP_EVERY
 
