@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from celery.exceptions import Retry
 from django.conf import settings
+from django.contrib.messages import get_messages
 from django.core.cache import cache
 from django.db import transaction
 from django.test import TestCase
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiCredential, LedgerEntry
@@ -37,6 +39,7 @@ from tests.acquirers.conftest import NOTIFY_TOKEN, warm_up
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.helpers import admin_action
 from webhooks.models import WebhookDelivery, WebhookEvent
 from webhooks.services import endpoint_create
 from withdrawals.models import Withdrawal
@@ -53,6 +56,7 @@ BODY = {
     "buyer": {"buyer_name": "Fulano", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
 }
 CALLBACK = f"/api/acquirers/bacen/notifications/{NOTIFY_TOKEN}/pix"
+CHARGES = reverse("admin:payments_charge_changelist")
 
 
 @pytest.fixture
@@ -539,3 +543,27 @@ def test_a_real_worker_returns_the_money_and_the_merchant_receives_the_refunded_
     assert available_balance(account) == SEED == ledger_sum(account)
     shown = api.get(f"/api/transactions/{charge.pk}/refund").json()["data"]
     assert shown["status"] == "refunded"
+
+
+def test_staff_asking_again_finishes_a_refund_asked_by_api_with_one_debit(
+    admin_client: Any, api: APIClient, paid_charge: Charge, account: Account, fake_psp: FakePsp, handed: list[int]
+) -> None:
+    """One refund, whoever asks: staff's "Estornar" names the same devolução
+    and, once the PSP returned the money, ends the API's refund (its
+    reservation gives way to the refund's debit)."""
+    fake_psp.refund_mode = "async"
+    assert refund(api, paid_charge).status_code == 202
+    with pytest.raises(Retry):
+        pursue_refund(handed[0])  # EM_PROCESSAMENTO
+    fake_psp.settle_refund(paid_charge.e2e_id or "", refund_id_for(paid_charge.pk))
+
+    done = admin_action(admin_client, CHARGES, "refund", [paid_charge.pk], reason="pedido do pagador")
+
+    assert [str(m) for m in get_messages(done.wsgi_request)] == ["Estornar: 1 cobrança."]
+    paid_charge.refresh_from_db()
+    assert paid_charge.status == S.REFUNDED
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert ChargeRefund.objects.get(charge=paid_charge).status == R.DONE
+    assert len(fake_psp.pix[paid_charge.e2e_id or ""]["devolucoes"]) == 1
+    assert pursue_refund(handed[0]) == RefundOutcome.ENDED
