@@ -46,7 +46,7 @@ class ChargeRefundApi(AccountAPIView):
             "`liquid_amount`. On 202 the `liquid_amount` is reserved from the balance at once; the acquirer is "
             "asked in the background. The refund ends `refunded` (the charge becomes `refunded` and its "
             "`transaction` event is sent), or `failed` (the reservation is back, the charge stays `paid`); "
-            "read it with `GET /transactions/{id}` (`refund`). `Idempotency-Key` makes retries safe "
+            "read it with `GET /transactions/{id}/refund`. `Idempotency-Key` makes retries safe "
             "(per charge)."
         ),
         parameters=[CHARGE_ID, IDEMPOTENCY_HEADER],
