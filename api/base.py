@@ -207,6 +207,18 @@ def business_errors(description: str, messages: dict[str, str]) -> OpenApiRespon
     )
 
 
+def error_examples(description: str, messages: dict[str, str]) -> OpenApiResponse:
+    """An error-envelope response with one example per message it may carry."""
+    return OpenApiResponse(
+        _ErrorEnvelope,
+        description=description,
+        examples=[
+            OpenApiExample(name, value={"success": False, "message": message, "data": None})
+            for name, message in messages.items()
+        ],
+    )
+
+
 VALIDATION_ERROR = OpenApiResponse(_ValidationEnvelope, description="Invalid fields, one entry per field.")
 BAD_BODY = error_response(
     "The body is not a JSON object, or a business rule refused the request.", "Corpo da requisição inválido."

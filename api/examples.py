@@ -112,6 +112,16 @@ WEBHOOK_ENDPOINT = [
     ),
 ]
 
+REFUND = [
+    OpenApiExample(
+        "Estorno com motivo",
+        summary="Refund the whole charge, saying why",
+        value={"reason": "Pedido cancelado pelo cliente"},
+        request_only=True,
+    ),
+    OpenApiExample("Estorno sem motivo", summary="Refund the whole charge", value={}, request_only=True),
+]
+
 #: What the demo answers to the first charge example (a sandbox BR Code of
 #: R$ 49,90, the demo's 1.99 % fee), for the 201's documentation.
 CHARGE_CREATED = OpenApiExample(
@@ -196,6 +206,31 @@ STATEMENT = OpenApiExample(
     response_only=True,
     status_codes=["200"],
 )
+
+
+#: What the demo answers to the first refund example, on the demo's paid
+#: charge of the first charge example (R$ 49,90, the demo's 1.99 % fee).
+REFUND_REQUESTED = OpenApiExample(
+    "Refund requested",
+    value={
+        "success": True,
+        "message": "Estorno solicitado com sucesso.",
+        "data": {
+            "id": 17,
+            "transaction_id": "5f3b82f4-a5f5-4e64-9514-2701a32d7fba",
+            "amount": 4990,
+            "liquid_amount": 4891,
+            "status": "processing",
+            "reason": "Pedido cancelado pelo cliente",
+            "failure_reason": "",
+            "created_at": "2026-11-25 20:14:03",
+            "finished_at": None,
+        },
+    },
+    response_only=True,
+    status_codes=["202"],
+)
+
 
 # Rows of the CSV exports' example files (their headers are the exports').
 STATEMENT_CSV = [

@@ -37,7 +37,7 @@ from core.admin_money import money
 from core.exceptions import PixServiceError
 from core.plural import plural
 from payments.exceptions import TransitionNotAllowed
-from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
+from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.reconciliation import charge_reconcile
 from payments.refunds import RefundOutcome, charge_refund
 from payments.services import charge_transition
@@ -54,6 +54,14 @@ class ChargeTransitionInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeTran
     model = ChargeTransition
     fields = ("created_at", "from_status", "to_status", "source", "actor")
     readonly_fields = fields
+
+
+class ChargeRefundInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeRefund, Charge]):
+    # Reserved refunds, asked by staff or by the merchant through the API.
+    model = ChargeRefund
+    fields = ("created_at", "source", "status", "amount_brl", "reason", "failure_reason", "finished_at")
+    readonly_fields = fields
+    amount_brl = money("amount", "Valor reservado")
 
 
 def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bool:
@@ -270,7 +278,7 @@ class ChargeAdmin(
     search_fields = ("=txid", "=e2e_id", "=buyer_document", "=provider_charge_id")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
-    inlines = [ChargeAttemptInline, ChargeTransitionInline]
+    inlines = [ChargeAttemptInline, ChargeTransitionInline, ChargeRefundInline]
     actions = [
         _transitions.action(
             "cancel",

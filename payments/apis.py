@@ -43,7 +43,11 @@ from payments.events import charge_event_apply
 from payments.models import Charge, ChargeStatus
 from payments.payloads import TransactionEventSerializer
 from payments.selectors import ChargeFilterSet, charge_get, charges_of, sandbox_charge_get
-from payments.serializers import ChargeCreatedSerializer, ChargeCreateSerializer, ChargeSerializer
+from payments.serializers import (
+    ChargeCreatedSerializer,
+    ChargeCreateSerializer,
+    ChargeSerializer,
+)
 from payments.services import Buyer, OverrideItem, charge_create
 
 BUYER_ADDRESS_FIELDS = (

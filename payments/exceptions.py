@@ -12,6 +12,9 @@ __all__ = [
     "BusinessRuleError",
     "ChargeNotFound",
     "RefundFailed",
+    "RefundNotAllowed",
+    "RefundNotFound",
+    "RefundUndetermined",
     "TransitionNotAllowed",
     "reject_repeats",
 ]
@@ -37,6 +40,17 @@ ALL_ACQUIRERS_FAILED = "Erro ao processar o pagamento. Tente novamente mais tard
 CREATE_INTERNAL_ERROR = "Ocorreu um erro ao criar o pagamento."
 CHARGE_NOT_FOUND = "Transação não encontrada."
 
+# POST /transactions/{id}/refund (README: Refunds by API).
+REFUND_REQUESTED = "Estorno solicitado com sucesso."
+REFUND_NOT_FOUND = "Esta transação não tem estorno."
+REFUND_NOT_PAID = "Só transações pagas podem ser estornadas; esta está {status}."
+REFUND_IN_PROGRESS = "Já existe um estorno em processamento para esta transação."
+REFUND_ALREADY_FAILED = (
+    "A adquirente já recusou o estorno desta transação; um novo pedido teria a mesma resposta. Fale com o suporte."
+)
+REFUND_UNAVAILABLE = "O estorno desta transação não está disponível pela API. Fale com o suporte."
+REFUND_INSUFFICIENT_BALANCE = "Saldo insuficiente para realizar o estorno."
+
 
 class ChargeNotFound(NotFoundError):
     """Unknown id, malformed id, or another account's charge."""
@@ -58,7 +72,30 @@ class TransitionNotAllowed(ConflictError):
 
 
 class RefundFailed(PixServiceError):
-    """The acquirer could not, or did not, return the money."""
+    """The acquirer could not, or did not, return the money (staff read it
+    from the back office's refund action)."""
 
     default_message = "A devolução não foi realizada pela adquirente."
     default_code = "refund_failed"
+
+
+class RefundUndetermined(RefundFailed):
+    """No definitive answer from the acquirer (a timeout, a 5xx, an answer it
+    could not read, too busy to call): to staff, the refund was not made
+    now; to the money, it may have been. Nothing reserved is released on it:
+    the refund is asked about again."""
+
+    default_code = "refund_undetermined"
+
+
+class RefundNotAllowed(ConflictError):
+    """The charge's state refuses a refund by API (not paid, a refund already
+    in progress, or one the acquirer already refused): 409, nothing changed."""
+
+    default_code = "refund_not_allowed"
+
+
+class RefundNotFound(NotFoundError):
+    """The charge exists but was never refunded through a reservation."""
+
+    default_message = REFUND_NOT_FOUND

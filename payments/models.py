@@ -182,7 +182,9 @@ class ChargeTransition(models.Model):
 
 
 class ChargeRefund(models.Model):
-    """A refund the acquirer answered "processing". Its amount is reserved at
+    """A refund whose amount is reserved: asked by the merchant through the
+    API (reserved at the request, before the acquirer is called) or by staff
+    and answered "processing" by the acquirer. Its amount is reserved at
     once (a ``refund_hold`` ledger entry: the available balance drops, so a
     withdrawal cannot use it), released if the refund fails, and replaced by
     the refund itself when the charge becomes refunded; each in the
@@ -195,15 +197,24 @@ class ChargeRefund(models.Model):
         # The charge left "paid" another way (a chargeback took the money).
         RELEASED = "released", "Reserva liberada"
 
+    class Source(models.TextChoices):
+        STAFF = "staff", "Equipe"
+        API = "api", "API"
+
     charge = models.ForeignKey(Charge, on_delete=models.PROTECT, related_name="refunds", verbose_name="cobrança")
     amount = models.BigIntegerField("valor", help_text="Centavos reservados: o valor líquido da cobrança.")
     status = models.CharField("status", max_length=16, choices=Status.choices, default=Status.PROCESSING)
+    source = models.CharField("origem", max_length=8, choices=Source.choices, default=Source.STAFF)
+    reason = models.CharField("motivo", max_length=140, blank=True, help_text="O motivo informado pelo lojista.")
+    failure_reason = models.CharField(
+        "motivo da recusa", max_length=500, blank=True, help_text="O que a adquirente disse ao não devolver."
+    )
     created_at = models.DateTimeField("criado em", auto_now_add=True)
     finished_at = models.DateTimeField("concluído em", null=True, blank=True)
 
     class Meta:
-        verbose_name = "estorno em processamento"
-        verbose_name_plural = "estornos em processamento"
+        verbose_name = "estorno"
+        verbose_name_plural = "estornos"
         ordering = ["charge", "id"]
         constraints = [
             models.CheckConstraint(condition=Q(amount__gt=0), name="charge_refund_amount_positive"),

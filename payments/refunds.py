@@ -1,43 +1,81 @@
-"""Refunds of charges: asked of the acquirer, and the reservation of a
-refund the acquirer is still processing.
+"""Refunds of charges: the reservation of their amount, and asking the
+acquirer to return the Pix (a devolução).
 
-:func:`charge_refund` asks the charge's acquirer to return the Pix (a
-devolução) and applies ``refunded`` once it says the money went back.
+Staff (the back office's action) and merchants (``POST
+/api/transactions/{id}/refund``) share one refund: the same devolução id
+(:func:`refund_id_for`), the same guarded call and the same reading of its
+answer (:func:`charge_refund_ask`), the same reservation and release. They
+differ only in policy:
 
-The money of a refund answered "processing" is the payer's already: it is
-reserved at once (``refund_hold``, a debit), so the merchant cannot withdraw
-it meanwhile. A failed refund releases it (``refund_release``, the credit
+- staff (:func:`charge_refund`) ask the acquirer at once, in the request,
+  and reserve the amount when it answers "processing"; like a refund, the
+  reservation may take the balance below zero (decisions §4): staff refunds
+  are never refused for want of balance;
+- a merchant's request (:func:`charge_refund_request`) reserves the amount
+  first, refused when the available balance does not cover it, and the
+  acquirer is asked after the commit, by a task
+  (:func:`charge_refund_pursue`), asked again until it answers definitively.
+
+The money of a refund is the payer's as soon as it is asked for: reserved
+(``refund_hold``, a debit) so the merchant cannot withdraw it meanwhile. A
+refund the acquirer did not make releases it (``refund_release``, the credit
 back); a refund that is done turns it into the refund: the transition to
 ``refunded`` releases the reservation and posts the refund's own debit in one
-transaction, so the balance moves once. Like a refund, a reservation may
-take the balance below zero (decisions §4): refunds are never refused for
-want of balance.
+transaction, so the balance moves once. An unclear answer (timeout, 5xx, an
+answer that cannot be read) releases nothing.
 
 Every change here runs under the charge's row lock, then the balance's (the
 order of ``charge_transition``), in the transaction that changes the
-:class:`~payments.models.ChargeRefund` row.
+:class:`~payments.models.ChargeRefund` row. No transaction or lock is held
+while the acquirer is asked.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
+import functools
+import logging
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import LedgerEntry
-from accounts.services import ledger_post
+from accounts.models import Account, LedgerEntry
+from accounts.services import balance_lock, ledger_post
 from acquirers import adapters, calls
-from acquirers.adapters.base import AdapterError, RefundRequest, RefundStatus
-from payments.exceptions import RefundFailed, TransitionNotAllowed
+from acquirers.adapters.base import AdapterError, InvalidOptions, RefundRequest, RefundStatus
+from acquirers.calls import Outcome
+from core.exceptions import BusinessRuleError
+from payments import exceptions as err
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
+from payments.selectors import charge_get
+
+logger = logging.getLogger(__name__)
+
+R = ChargeRefund.Status
+#: How often beat's sweep hands one refund left processing to a worker again.
+SWEEP_EVERY = dt.timedelta(minutes=5)
 
 
 class RefundOutcome(enum.StrEnum):
     REFUNDED = "refunded"  # the acquirer returned the money; the charge is refunded
     PROCESSING = "processing"  # asked; the acquirer's callback (or asking again) finishes it
     MARKED = "marked"  # no money to move at the acquirer: marked refunded here only
+    FAILED = "failed"  # the acquirer says it did not make it; a reservation is released
+    UNDETERMINED = "undetermined"  # no definitive answer: nothing released, asked again
+    ENDED = "ended"  # the refund had ended already (done, failed, or released by a chargeback)
+
+
+@dataclass(frozen=True)
+class RefundAnswer:
+    """What asking the acquirer came to, and what it said (for staff's messages)."""
+
+    outcome: RefundOutcome
+    detail: str = ""
 
 
 def refund_id_for(charge_id: uuid.UUID | str) -> str:
@@ -46,41 +84,24 @@ def refund_id_for(charge_id: uuid.UUID | str) -> str:
     return "D" + uuid.UUID(str(charge_id)).hex
 
 
-def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -> RefundOutcome:
-    """Refund a paid charge: ask its acquirer to return the Pix (when the
-    adapter can) and apply ``refunded`` once the acquirer says it is done.
-    Asking again for the same charge is idempotent and reports the current
-    state. A charge in chargeback (MED already returned the money), or at an
-    acquirer without refunds, is only marked refunded. A refund the acquirer
-    is still processing reserves its amount at once
-    (:func:`charge_refund_reserve`); a failed one gives it back. Never refused
-    for want of balance: a refund may take it below zero (decisions §4)."""
+# --------------------------------------------------------------------------- the shared part
+
+
+def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = "") -> RefundAnswer:
+    """Ask the charge's acquirer for its full refund (the same devolução id
+    every time: idempotent there) and apply a definitive answer: done → the
+    charge becomes ``refunded`` (its reservation, if any, gives way to the
+    refund's debit); not made (its answer, or a refusal of the request) →
+    the reservation, if any, is released. "Processing" and every unclear
+    outcome change nothing here. Call it holding no transaction."""
     # services imports this module (a transition out of "paid" closes the
     # reservation): it is reached at call time, not at import.
     from payments import services
 
-    charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
-    if charge.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
-        raise TransitionNotAllowed("Só cobranças pagas ou contestadas podem ser estornadas.")
-    try:
-        adapter = adapters.build(charge.acquirer)
-    except AdapterError as exc:  # an adapter this process lacks (the sandbox, switched off)
-        raise RefundFailed(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
-
-    def mark() -> None:
-        services.charge_transition(
-            charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=ChargeTransition.Source.STAFF, actor=actor
-        )
-
-    if charge.status == ChargeStatus.CHARGEBACK or not adapter.supports_refund:
-        mark()
-        return RefundOutcome.MARKED
-    if not charge.e2e_id:
-        raise RefundFailed("Cobrança paga sem e2e id: a devolução não pode ser pedida à adquirente.")
     request = RefundRequest(
         charge_id=charge.pk,
         txid=charge.txid,
-        e2e_id=charge.e2e_id,
+        e2e_id=charge.e2e_id or "",
         refund_id=refund_id_for(charge.pk),
         amount=charge.amount,
         reason=reason,
@@ -88,31 +109,81 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
     # The one guarded call: deadline, outcome, latency metric and breaker as
     # for a charge or a payout.
     call = calls.call(charge.acquirer, "refund", lambda adapter: adapter.refund_charge(request))
-    if call.result is None:
-        raise RefundFailed(f"Adquirente indisponível para a devolução: {call.error}"[:500]) from call.error
     result = call.result
+    if result is None:
+        if call.outcome is Outcome.DECLINED:
+            # The acquirer refused the request itself: no devolução was made
+            # (the API Pix adapter reads an existing one's state before saying so).
+            detail = call.error_message or "recusada"
+            charge_refund_release(charge_id=charge.pk, failure_reason=detail)
+            return RefundAnswer(RefundOutcome.FAILED, detail)
+        return RefundAnswer(RefundOutcome.UNDETERMINED, call.error_message or call.outcome)
     if result.status is RefundStatus.FAILED:
-        charge_refund_release(charge_id=charge.pk)  # the reservation of an earlier "processing", if any
-        raise RefundFailed(f"Devolução não realizada pela adquirente: {result.reason or 'sem motivo'}"[:500])
+        detail = result.reason or "sem motivo"
+        charge_refund_release(charge_id=charge.pk, failure_reason=detail)
+        return RefundAnswer(RefundOutcome.FAILED, detail)
     if result.status is RefundStatus.PROCESSING:
+        return RefundAnswer(RefundOutcome.PROCESSING)
+    services.charge_transition(charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=source, actor=actor)
+    return RefundAnswer(RefundOutcome.REFUNDED)
+
+
+# --------------------------------------------------------------------------- staff
+
+
+def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -> RefundOutcome:
+    """Staff's refund of a paid charge: ask its acquirer to return the Pix
+    (when the adapter can) and apply ``refunded`` once the acquirer says it is
+    done. Asking again for the same charge is idempotent and reports the
+    current state. A charge in chargeback (MED already returned the money),
+    or at an acquirer without refunds, is only marked refunded. A refund the
+    acquirer is still processing reserves its amount at once
+    (:func:`charge_refund_reserve`); a failed one gives it back. Never refused
+    for want of balance: a refund may take it below zero (decisions §4).
+    Raises :class:`~payments.exceptions.RefundFailed` when the refund was not
+    made (:class:`~payments.exceptions.RefundUndetermined` when that is not
+    known yet)."""
+    from payments import services
+
+    charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
+    if charge.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
+        raise err.TransitionNotAllowed("Só cobranças pagas ou contestadas podem ser estornadas.")
+    try:
+        adapter = adapters.build(charge.acquirer)
+    except AdapterError as exc:  # an adapter this process lacks (the sandbox, switched off)
+        raise err.RefundFailed(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
+
+    if charge.status == ChargeStatus.CHARGEBACK or not adapter.supports_refund:
+        services.charge_transition(
+            charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=ChargeTransition.Source.STAFF, actor=actor
+        )
+        return RefundOutcome.MARKED
+    if adapter.refund_needs_e2e_id and not charge.e2e_id:
+        raise err.RefundFailed("Cobrança paga sem e2e id: a devolução não pode ser pedida à adquirente.")
+    answer = charge_refund_ask(charge=charge, actor=actor, source=ChargeTransition.Source.STAFF, reason=reason)
+    if answer.outcome is RefundOutcome.UNDETERMINED:
+        raise err.RefundUndetermined(f"Adquirente indisponível para a devolução: {answer.detail}"[:500])
+    if answer.outcome is RefundOutcome.FAILED:
+        raise err.RefundFailed(f"Devolução não realizada pela adquirente: {answer.detail}"[:500])
+    if answer.outcome is RefundOutcome.PROCESSING:
         # The money is the payer's already: reserved now, so it cannot be
         # withdrawn while the acquirer finishes (its callback, or asking again).
-        charge_refund_reserve(charge_id=charge.pk)
-        return RefundOutcome.PROCESSING
-    mark()
-    return RefundOutcome.REFUNDED
+        charge_refund_reserve(charge_id=charge.pk, reason=reason)
+    return answer.outcome
 
 
-def charge_refund_reserve(*, charge_id: uuid.UUID | str) -> bool:
-    """Reserve the refund of a paid charge that its acquirer is processing.
-    False, changing nothing, when the charge is no longer paid (the refund
-    finished first, or a chargeback took the money) or its refund is already
-    reserved (asked again)."""
+def charge_refund_reserve(*, charge_id: uuid.UUID | str, reason: str = "") -> bool:
+    """Staff's reservation of a refund its acquirer is processing (it may take
+    the balance below zero). False, changing nothing, when the charge is no
+    longer paid (the refund finished first, or a chargeback took the money)
+    or its refund is already reserved (asked again, or asked by API)."""
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
-        if charge.status != ChargeStatus.PAID or charge.refunds.filter(status=ChargeRefund.Status.PROCESSING).exists():
+        if charge.status != ChargeStatus.PAID or charge.refunds.filter(status=R.PROCESSING).exists():
             return False
-        refund = ChargeRefund.objects.create(charge=charge, amount=charge.liquid_amount)
+        refund = ChargeRefund.objects.create(
+            charge=charge, amount=charge.liquid_amount, source=ChargeRefund.Source.STAFF, reason=reason[:140]
+        )
         ledger_post(
             account_id=charge.account_id,
             amount=-refund.amount,
@@ -122,26 +193,27 @@ def charge_refund_reserve(*, charge_id: uuid.UUID | str) -> bool:
     return True
 
 
-def charge_refund_release(*, charge_id: uuid.UUID | str) -> bool:
+def charge_refund_release(*, charge_id: uuid.UUID | str, failure_reason: str = "") -> bool:
     """The acquirer says the refund was not made: give the reserved amount
     back. False when nothing was reserved."""
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
-        return charge_refund_close(charge=charge, status=ChargeRefund.Status.FAILED)
+        return charge_refund_close(charge=charge, status=R.FAILED, failure_reason=failure_reason)
 
 
-def charge_refund_close(*, charge: Charge, status: str) -> bool:
+def charge_refund_close(*, charge: Charge, status: str, failure_reason: str = "") -> bool:
     """End the charge's reserved refund, if any, with ``status``, giving its
     amount back. For callers already holding the charge's lock in their
     transaction: :func:`charge_refund_release`, and ``charge_transition`` when
     a charge leaves ``paid`` (refunded: the refund's own debit follows;
     charged back: the chargeback's does)."""
-    refund = charge.refunds.select_for_update().filter(status=ChargeRefund.Status.PROCESSING).first()
+    refund = charge.refunds.select_for_update().filter(status=R.PROCESSING).first()
     if refund is None:
         return False
     refund.status = status
     refund.finished_at = timezone.now()
-    refund.save(update_fields=["status", "finished_at"])
+    refund.failure_reason = failure_reason[:500]
+    refund.save(update_fields=["status", "finished_at", "failure_reason"])
     ledger_post(
         account_id=charge.account_id,
         amount=refund.amount,
@@ -149,3 +221,120 @@ def charge_refund_close(*, charge: Charge, status: str) -> bool:
         reference=f"refund:{refund.pk}",
     )
     return True
+
+
+# --------------------------------------------------------------------------- merchants (API)
+
+
+def charge_refund_request(
+    *,
+    account: Account,
+    charge_id: uuid.UUID | str,
+    reason: str = "",
+    in_transaction: Callable[[ChargeRefund], None] | None = None,
+) -> ChargeRefund:
+    """A merchant asks for the full refund of its paid charge. In one
+    transaction, under the charge's lock then the balance's: the refund
+    (processing) and the reservation of its amount, refused with nothing
+    changed when the charge is not paid, a refund is in progress or was
+    already refused by the acquirer (409), the acquirer cannot refund it, or
+    the available balance does not cover it (400). The acquirer is asked
+    after the commit (:func:`charge_refund_pursue`, a task).
+    ``in_transaction`` runs with the new refund before the commit (the
+    idempotency key's answer commits with it, or neither does)."""
+    charge = charge_get(account=account, charge_id=charge_id)  # 404 for unknown or another account's
+    try:
+        adapter = adapters.adapter_class(charge.acquirer.adapter)
+    except InvalidOptions:  # an adapter this version or process lacks
+        adapter = None
+    with transaction.atomic():
+        locked = Charge.objects.select_for_update().get(pk=charge.pk)
+        _refuse_unless_refundable(locked)
+        if adapter is None or not adapter.supports_refund or (adapter.refund_needs_e2e_id and not locked.e2e_id):
+            raise BusinessRuleError(err.REFUND_UNAVAILABLE)
+        balance = balance_lock(account_id=locked.account_id)
+        if balance.available < locked.liquid_amount:
+            raise BusinessRuleError(err.REFUND_INSUFFICIENT_BALANCE)
+        refund = ChargeRefund.objects.create(
+            charge=locked, amount=locked.liquid_amount, source=ChargeRefund.Source.API, reason=reason
+        )
+        ledger_post(
+            account_id=locked.account_id,
+            amount=-refund.amount,
+            kind=LedgerEntry.Kind.REFUND_HOLD,
+            reference=f"refund:{refund.pk}",
+            locked=balance,
+            new_reference=True,
+        )
+        if in_transaction is not None:
+            in_transaction(refund)
+        transaction.on_commit(functools.partial(refund_pursue_later, refund_id=refund.pk))
+    return refund
+
+
+def _refuse_unless_refundable(charge: Charge) -> None:
+    if charge.status != ChargeStatus.PAID:
+        raise err.RefundNotAllowed(err.REFUND_NOT_PAID.format(status=ChargeStatus(charge.status).label.lower()))
+    statuses = set(charge.refunds.values_list("status", flat=True))
+    if R.PROCESSING in statuses:
+        raise err.RefundNotAllowed(err.REFUND_IN_PROGRESS)
+    if R.FAILED in statuses:
+        # The devolução id is the charge's: asking again gets the same "not made".
+        raise err.RefundNotAllowed(err.REFUND_ALREADY_FAILED)
+
+
+def refund_pursue_later(*, refund_id: int, countdown: float = 0) -> None:
+    """Hand the refund to a worker (:func:`payments.tasks.pursue_refund`).
+    A lost hand-off is picked up by beat's sweep of refunds left processing."""
+    from payments.tasks import pursue_refund
+
+    try:
+        pursue_refund.apply_async((refund_id,), countdown=countdown, retry=False)
+    except Exception:
+        logger.warning("broker unavailable; refund %s left to the sweep", refund_id, exc_info=True)
+
+
+def charge_refund_pursue(*, refund_id: int) -> RefundOutcome:
+    """The acquirer's side of a refund asked by API: ask it (the same
+    devolução every time) and apply its definitive answer. Idempotent: a
+    refund that ended already (done, failed, released by a chargeback) is
+    left as it is. ``processing`` and ``undetermined`` mean: ask again later."""
+    refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
+    if refund.status != R.PROCESSING:
+        return RefundOutcome.ENDED
+    actor = "api" if refund.source == ChargeRefund.Source.API else ""
+    answer = charge_refund_ask(
+        charge=refund.charge, actor=actor, source=ChargeTransition.Source.ACQUIRER, reason=refund.reason
+    )
+    if answer.outcome is RefundOutcome.UNDETERMINED:
+        logger.warning("refund %s: no definitive answer from the acquirer (%s)", refund_id, answer.detail)
+    return answer.outcome
+
+
+def refunds_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: int = 200) -> int:
+    """Beat's net under the refund tasks (a hand-off lost with the broker, a
+    task that ran out of retries, a staff refund answered "processing" whose
+    callback never came): every refund still processing for longer than
+    ``older_than`` is handed to a worker again, each at most once per
+    :data:`SWEEP_EVERY` whichever process runs this. Returns how many."""
+    ids = list(
+        ChargeRefund.objects.filter(status=R.PROCESSING, created_at__lte=timezone.now() - older_than)
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    handed = 0
+    for refund_id in ids:
+        if cache.add(_sweep_key(refund_id), "1", int(SWEEP_EVERY.total_seconds())):
+            refund_pursue_later(refund_id=refund_id)
+            handed += 1
+    return handed
+
+
+def refund_sweep_skip(*, refund_id: int, seconds: float) -> None:
+    """A retry of this refund's task is scheduled within ``seconds``: the
+    sweep leaves it alone until then (one chain of asks, not two)."""
+    cache.set(_sweep_key(refund_id), "1", int(seconds) + 60)
+
+
+def _sweep_key(refund_id: int) -> str:
+    return f"refund-sweep:{refund_id}"

@@ -15,7 +15,7 @@ from accounts.settlement import SettlementFee
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import RecordFilterSet
 from core.selectors import get_by_uuid, owned_by_uuid
-from payments.exceptions import ChargeNotFound
+from payments.exceptions import ChargeNotFound, RefundNotFound
 from payments.models import Charge, ChargeRefund, ChargeStatus
 
 
@@ -46,6 +46,17 @@ def sandbox_charge_get(*, account: Account, charge_id: Any) -> Charge:
     is :class:`ChargeNotFound`, like an unknown id: the drivers never create
     evidence of a payment a real acquirer did not make."""
     return get_by_uuid(charges_of(account).filter(acquirer__adapter=SandboxAdapter.name), charge_id, ChargeNotFound)
+
+
+def charge_refund_get(*, account: Account, charge_id: Any) -> ChargeRefund:
+    """The latest refund of the account's charge: :class:`ChargeNotFound` for
+    the charge as :func:`charge_get`, :class:`RefundNotFound` when it has none."""
+    charge = charge_get(account=account, charge_id=charge_id, fields=["id", "amount"])
+    refund = ChargeRefund.objects.filter(charge_id=charge.pk).order_by("-id").first()
+    if refund is None:
+        raise RefundNotFound()
+    refund.charge = charge  # its amount is shown; loaded already
+    return refund
 
 
 #: How payments.refunds names a refund's ledger entries: ``refund:<ChargeRefund id>``.

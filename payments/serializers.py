@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import PaymentMethod
@@ -19,7 +20,7 @@ from core.fields import (
     StrictIntegerField,
     StrictRegexField,
 )
-from payments.models import Charge
+from payments.models import Charge, ChargeRefund
 from webhooks.http import url_refusal
 
 MIN_AMOUNT = 100
@@ -170,3 +171,50 @@ class ChargeSerializer(OutputSerializer):
             "expires_at",
         ]
         read_only_fields = fields
+
+
+#: The refund's ``status`` as merchants read it (README: Refunds by API).
+REFUND_STATUSES = {
+    ChargeRefund.Status.PROCESSING: "processing",
+    ChargeRefund.Status.DONE: "refunded",
+    ChargeRefund.Status.FAILED: "failed",
+    ChargeRefund.Status.RELEASED: "canceled",
+}
+REFUND_REASON_MAX_LENGTH = 140
+
+
+class RefundCreateSerializer(SharedFieldsSerializer):
+    """Body of a refund request: optional; the refund is always the charge's full amount."""
+
+    reason = StrictCharField(
+        max_length=REFUND_REASON_MAX_LENGTH,
+        required=False,
+        allow_blank=True,
+        help_text="Why the payer gets the money back; sent to the acquirer with the refund.",
+    )
+
+
+class RefundSerializer(serializers.Serializer[Any]):
+    """A refund of a charge: always its full amount."""
+
+    id = serializers.IntegerField()
+    transaction_id = serializers.UUIDField(source="charge_id")
+    amount = serializers.IntegerField(source="charge.amount", help_text="Centavos returned to the payer.")
+    liquid_amount = serializers.IntegerField(
+        source="amount", help_text="Centavos taken from the balance: the charge's `liquid_amount`."
+    )
+    status = serializers.SerializerMethodField(
+        help_text=(
+            "`processing`: asked, `liquid_amount` reserved; `refunded`: the money went back (the charge is "
+            "`refunded`); `failed`: the acquirer did not make it, the reservation is back in the balance; "
+            "`canceled`: a chargeback took the money first, the reservation is back."
+        )
+    )
+    reason = serializers.CharField()
+    failure_reason = serializers.CharField(help_text="What the acquirer said when it did not make it.")
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(serializers.ChoiceField(choices=sorted(set(REFUND_STATUSES.values()))))
+    def get_status(self, refund: ChargeRefund) -> str:
+        return REFUND_STATUSES[ChargeRefund.Status(refund.status)]

@@ -1,16 +1,26 @@
-"""Periodic work on charges (scheduled by beat)."""
+"""Background work on charges: periodic (scheduled by beat), and the
+acquirer's side of a refund asked by API."""
 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from payments.conversion import acquirers_conversion_measure
 from payments.reconcile_acquirer import AlreadyRunning, acquirer_reconcile, reconcilable_acquirers, yesterday
 from payments.reconcile_items import reconciliation_items_follow_approvals
 from payments.reconciliation import charges_reconcile
+from payments.refunds import RefundOutcome, charge_refund_pursue, refund_sweep_skip, refunds_sweep
 from payments.services import charges_expire
+
+#: Seconds before the first retry of a refund without a definitive answer;
+#: doubled each time up to REFUND_RETRY_MAX_SECONDS, for REFUND_MAX_RETRIES
+#: tries; past them beat's sweep (refunds_sweep) keeps asking.
+REFUND_RETRY_FIRST_SECONDS = 10
+REFUND_RETRY_MAX_SECONDS = 600
+REFUND_MAX_RETRIES = 20
 
 
 @shared_task(acks_late=True)
@@ -24,6 +34,26 @@ def reconcile_charges() -> int:
     """Ask acquirers that can answer (``GET /cob/{txid}``) about charges left
     pending, in case their notification was lost. Idempotent."""
     return charges_reconcile()
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=REFUND_MAX_RETRIES)
+def pursue_refund(self: Task[Any, Any], refund_id: int) -> str:
+    """Ask the acquirer for a refund asked by API and apply its definitive
+    answer. Idempotent (the devolução id is the charge's; a refund that ended
+    is left alone). "Processing" or no definitive answer (a timeout, a 5xx):
+    nothing is released, and the acquirer is asked again with growing backoff."""
+    outcome = charge_refund_pursue(refund_id=refund_id)
+    if outcome in (RefundOutcome.PROCESSING, RefundOutcome.UNDETERMINED) and self.request.retries < REFUND_MAX_RETRIES:
+        countdown = min(REFUND_RETRY_MAX_SECONDS, REFUND_RETRY_FIRST_SECONDS * 2**self.request.retries)
+        refund_sweep_skip(refund_id=refund_id, seconds=countdown)
+        raise self.retry(countdown=countdown)
+    return outcome
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_refunds() -> int:
+    """Beat: hand refunds left processing to a worker again."""
+    return refunds_sweep()
 
 
 @shared_task(ignore_result=True)

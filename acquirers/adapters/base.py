@@ -283,6 +283,9 @@ class AcquirerAdapter(abc.ABC):
     supports_charge: ClassVar[bool] = True
     supports_payout: ClassVar[bool] = True
     supports_refund: ClassVar[bool] = False
+    #: A refund names the Pix being returned by its end-to-end id (the API
+    #: Pix devolução): a paid charge without one cannot be refunded there.
+    refund_needs_e2e_id: ClassVar[bool] = True
     supports_charge_status: ClassVar[bool] = False
     #: Listings for reconciliation (:mod:`payments.reconcile_acquirer`): what
     #: the acquirer received (charges) and sent (payouts) in a window. An

@@ -19,6 +19,11 @@ Payouts: ``timeout`` records the transfer, then waits past the deadline.
 ``list_sent`` lists the transfers recorded (reconciliation); charges are
 paid by the sandbox drivers here, not at the sandbox, so it lists no
 received Pix.
+
+Refunds (``refund``): ``ok`` returns the money at once; ``processing`` answers
+"processing" and returns it on the next ask; ``fail`` answers that the refund
+was not made; ``timeout`` returns it, then answers past the deadline. Asking
+again for the same refund id answers its recorded state (idempotent).
 What the sandbox "created" or received (charges, cancellations, payouts and
 how many times each payout was requested) is kept in Redis so every process
 sees the same acquirer.
@@ -61,6 +66,9 @@ from acquirers.adapters.base import (
     ProviderListing,
     ProviderPixRecord,
     ProviderRecordStatus,
+    RefundRequest,
+    RefundResult,
+    RefundStatus,
     UnreadableNotification,
 )
 from core import deadline
@@ -68,6 +76,7 @@ from core.redis import client as redis_client
 
 CHARGE_BEHAVIOURS = ("ok", "fail", "timeout", "slow", "flaky", "garbage", "invalid_emv")
 PAYOUT_BEHAVIOURS = ("ok", "fail", "timeout")
+REFUND_BEHAVIOURS = ("ok", "processing", "fail", "timeout")
 SANDBOX_ISPB = "99999999"
 SIGNATURE_HEADER = "X-Sandbox-Signature"
 TIMESTAMP_HEADER = "X-Sandbox-Timestamp"
@@ -112,6 +121,9 @@ def signed_headers(secret: str, body: bytes, timestamp: int | None = None) -> di
 class SandboxAdapter(AcquirerAdapter):
     name = "sandbox"
     supports_list_sent = True
+    supports_refund = True
+    # Its charges are paid by the sandbox drivers, which may give no e2e id.
+    refund_needs_e2e_id = False
 
     @classmethod
     def enabled(cls) -> bool:
@@ -121,8 +133,11 @@ class SandboxAdapter(AcquirerAdapter):
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
         clean = {"charge": options.get("charge", "ok"), "payout": options.get("payout", "ok")}
-        for operation, allowed in (("charge", CHARGE_BEHAVIOURS), ("payout", PAYOUT_BEHAVIOURS)):
-            if clean[operation] not in allowed:
+        if "refund" in options:  # stored only when set: "ok" otherwise
+            clean["refund"] = options["refund"]
+        behaviours = (("charge", CHARGE_BEHAVIOURS), ("payout", PAYOUT_BEHAVIOURS), ("refund", REFUND_BEHAVIOURS))
+        for operation, allowed in behaviours:
+            if operation in clean and clean[operation] not in allowed:
                 raise InvalidOptions(f"{operation} must be one of {', '.join(allowed)}")
         secret = options.get("notification_secret")
         if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
@@ -261,6 +276,28 @@ class SandboxAdapter(AcquirerAdapter):
                 )
             )
         return ProviderListing(records=tuple(sorted(records, key=lambda r: r.reference)))
+
+    # ------------------------------------------------------------------ refunds
+
+    def refund_charge(self, request: RefundRequest) -> RefundResult:
+        key = self._key("refund", request.refund_id)
+        stored = _state().get(key)
+        recorded = str(stored) if stored is not None else None
+        behaviour = self.options.get("refund", "ok")
+        if recorded == RefundStatus.PROCESSING.value:
+            # The second ask finds it done, as a devolução settles at a real PSP.
+            _state().set(key, RefundStatus.DONE.value, ex=_STATE_TTL)
+            recorded = RefundStatus.DONE.value
+        if recorded is None:
+            recorded = {"fail": RefundStatus.FAILED, "processing": RefundStatus.PROCESSING}.get(
+                behaviour, RefundStatus.DONE
+            ).value
+            _state().set(key, recorded, ex=_STATE_TTL)
+            if behaviour == "timeout":
+                self._late()  # returned, but we hear nothing in time
+        status = RefundStatus(recorded)
+        reason = "sandbox: refund refused (options.refund = fail)" if status is RefundStatus.FAILED else ""
+        return RefundResult(status=status, provider_refund_id=f"sbx_{request.refund_id}", reason=reason)
 
     # ------------------------------------------------------------------ notifications
 

@@ -12,6 +12,7 @@ env = environ.Env()  # base has read .env into the environment by now
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
     "reconcile-charges": {"task": "payments.tasks.reconcile_charges", "schedule": 60.0},
+    "sweep-refunds": {"task": "payments.tasks.sweep_refunds", "schedule": 60.0},
     # Each acquirer's listings of yesterday (America/Sao_Paulo) against our records, daily at
     # 04:30 local (07:30 UTC): late enough for the acquirers to have closed the day.
     "reconcile-acquirers": {

@@ -67,9 +67,19 @@ def test_each_documented_example_succeeds_on_the_demo_account(
     demo: APIClient, method: str, path: str, name: str
 ) -> None:
     [body] = [value for m, p, n, value in request_examples() if (m, p, n) == (method, path, name)]
-    response = getattr(demo, method)(path, body, format="json")
-    assert response.status_code in (200, 201), response.content.decode()
+    response = getattr(demo, method)(concrete(demo, path), body, format="json")
+    assert response.status_code in (200, 201, 202), response.content.decode()
     assert response.json()["success"] is True
+
+
+def concrete(demo: APIClient, path: str) -> str:
+    """The path with its record: a charge of the demo account, paid (what a
+    refund needs), for ``{charge_id}``."""
+    if "{charge_id}" not in path:
+        return path
+    charge = demo.post("/api/transactions", examples.CHARGE[0].value, format="json").json()["data"]
+    assert demo.post(f"/api/sandbox/transactions/{charge['id']}/pay", format="json").status_code == 200
+    return path.replace("{charge_id}", charge["id"])
 
 
 def test_a_new_charges_pix_code_is_documented_by_name() -> None:
@@ -180,6 +190,19 @@ def test_the_201_examples_are_what_the_demo_answers(demo: APIClient) -> None:
         assert {k: shown["data"][k] for k in same} == {k: answer["data"][k] for k in same}
     # A BR Code a payer's app would accept, for the example's amount.
     assert brcode.check(examples.CHARGE_CREATED.value["data"]["pix"]["emv"], amount=4990)
+
+
+def test_the_202_refund_example_is_what_the_demo_answers(demo: APIClient) -> None:
+    path = concrete(demo, "/api/transactions/{charge_id}/refund")
+    answer = demo.post(path, examples.REFUND[0].value, format="json").json()
+    shown = examples.REFUND_REQUESTED.value
+    assert (shown["success"], shown["message"]) == (answer["success"], answer["message"])
+    assert set(shown["data"]) == set(answer["data"])
+    same = {k for k in answer["data"] if k not in ("id", "transaction_id", "created_at")}
+    assert {k: shown["data"][k] for k in same} == {k: answer["data"][k] for k in same}
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    content = schema["paths"]["/api/transactions/{charge_id}/refund"]["post"]["responses"]["202"]["content"]
+    assert len(content["application/json"]["examples"]) == 1
 
 
 def test_the_201_examples_are_in_the_schema() -> None:

@@ -22,7 +22,7 @@ from accounts.services import credential_issue, ledger_post
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_grants_set, acquirer_slots_set
 from payments.apis import SANDBOX_EVENTS
-from payments.models import Charge, ChargeAttempt, ChargeTransition
+from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeTransition
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -62,6 +62,9 @@ class Step:
 WALK = [
     Step("get", "/api/transactions/{id}", "charge", CHARGE_NOT_FOUND, 200),
     Step("get", "/api/transactions/{id}/qrcode", "charge", CHARGE_NOT_FOUND, 200),
+    # Its refund is in progress (populate asked for it): the owner's second request is a 409.
+    Step("post", "/api/transactions/{id}/refund", "paid_charge", CHARGE_NOT_FOUND, 409),
+    Step("get", "/api/transactions/{id}/refund", "paid_charge", CHARGE_NOT_FOUND, 200),
     # Each sandbox action targets a charge in a status that allows it, so a
     # missing ownership check would show as a changed charge and ledger.
     Step("post", "/api/sandbox/transactions/{id}/pay", "charge", CHARGE_NOT_FOUND, 200),
@@ -133,7 +136,7 @@ def seed_balance(account: Account, amount: int) -> None:
 
 
 def populate(account: Account) -> Tenant:
-    """An account with an endpoint, a pending and a paid charge, a pending and
+    """An account with an endpoint, a pending and a paid charge (its refund asked), a pending and
     a paid withdrawal, and a webhook event whose delivery failed for good."""
     client = client_for(credential_issue(account=account))
     endpoint = register_endpoint(client)  # first, so every status change writes a delivery to it
@@ -141,6 +144,8 @@ def populate(account: Account) -> Tenant:
     charge = create_charge(client)
     paid_charge = create_charge(client)
     pay(client, paid_charge)
+    asked = client.post(f"/api/transactions/{paid_charge}/refund")
+    assert asked.status_code == 202, asked.json()
     withdrawal = request_withdrawal(client)
     paid_withdrawal = request_withdrawal(client)
     # Sent through the sandbox acquirer that took the charges, as the payout chain would.
@@ -193,6 +198,7 @@ def snapshot(account: Account) -> dict[str, list[dict[str, Any]]]:
         "charges": Charge.objects.filter(account=account),
         "charge_attempts": ChargeAttempt.objects.filter(account=account),
         "charge_transitions": ChargeTransition.objects.filter(charge__account=account),
+        "charge_refunds": ChargeRefund.objects.filter(charge__account=account),
         "withdrawals": Withdrawal.objects.filter(account=account),
         "withdrawal_transitions": WithdrawalTransition.objects.filter(withdrawal__account=account),
         "endpoints": WebhookEndpoint.objects.filter(account=account),
