@@ -14,8 +14,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Account
+from acquirers import adapters
 from acquirers.adapters.base import Notification, NotificationEvent
-from acquirers.adapters.sandbox import new_e2e_id
+from acquirers.adapters.sandbox import SandboxAdapter, new_e2e_id
 from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
@@ -281,4 +282,12 @@ class SandboxChargeApi(AccountAPIView):
         )
         charge_event_apply(acquirer=None, notification=notification, source="sandbox", strict=True)
         charge.refresh_from_db()
+        # The sandbox keeps the Pix as a real PSP would: its evidence for
+        # reconciliation (GET /pix's counterpart, SandboxAdapter.list_received).
+        sandbox = adapters.build(charge.acquirer)
+        if isinstance(sandbox, SandboxAdapter):
+            if action == "pay" and charge.e2e_id and charge.paid_at is not None:
+                sandbox.receive(txid=charge.txid, amount=charge.amount, e2e_id=charge.e2e_id, at=charge.paid_at)
+            elif action == "refund":
+                sandbox.received_refunded(charge.txid)
         return ok(ChargeSerializer(charge).data, "Transação atualizada.")

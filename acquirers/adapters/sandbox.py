@@ -16,9 +16,10 @@ Options: ``{"charge": <behaviour>, "payout": "ok"|"fail"|"timeout",
   which the service's checker refuses.
 
 Payouts: ``timeout`` records the transfer, then waits past the deadline.
-``list_sent`` lists the transfers recorded (reconciliation); charges are
-paid by the sandbox drivers here, not at the sandbox, so it lists no
-received Pix.
+For reconciliation it lists what it recorded: ``list_sent`` the transfers,
+``list_received`` the Pix its charges received (the sandbox drivers record
+a payment here, :meth:`SandboxAdapter.receive`, as a real PSP holds the
+Pix it received; a refund it made marks it returned).
 
 Refunds (``refund``): ``ok`` returns the money at once; ``processing`` answers
 "processing" and returns it on the next ask; ``fail`` answers that the refund
@@ -120,6 +121,7 @@ def signed_headers(secret: str, body: bytes, timestamp: int | None = None) -> di
 @register
 class SandboxAdapter(AcquirerAdapter):
     name = "sandbox"
+    supports_list_received = True
     supports_list_sent = True
     supports_refund = True
     # Its charges are paid by the sandbox drivers, which may give no e2e id.
@@ -251,17 +253,54 @@ class SandboxAdapter(AcquirerAdapter):
             paid_at=dt.datetime.fromisoformat(data["paid_at"]) if data.get("paid_at") else None,
         )
 
+    # ------------------------------------------------------------------ received Pix
+
+    def receive(self, *, txid: str, amount: int, e2e_id: str, at: dt.datetime) -> None:
+        """Record the Pix a charge received, as the sandbox's own evidence
+        (the sandbox drivers call it once the payment is applied). The first
+        record stands: paying again names the same Pix."""
+        record = {"txid": txid, "amount": amount, "e2e_id": e2e_id, "paid_at": at.isoformat(), "refunded": False}
+        _state().set(self._key("received", txid), json.dumps(record), ex=_STATE_TTL, nx=True)
+
+    def received_refunded(self, txid: str) -> None:
+        """Mark a received Pix returned to the payer (a refund made here, or the drivers')."""
+        key = self._key("received", txid)
+        raw = _state().get(key)
+        if raw is not None:
+            _state().set(key, json.dumps({**json.loads(raw), "refunded": True}), ex=_STATE_TTL)
+
+    def list_received(self, start: dt.datetime, end: dt.datetime, page: str | None = None) -> ProviderListing:
+        """The Pix this sandbox acquirer recorded with ``paid_at`` in
+        ``[start, end]``, in one page (its records live a week)."""
+        records = [
+            ProviderPixRecord(
+                reference=data["txid"],
+                status=ProviderRecordStatus.REFUNDED if data.get("refunded") else ProviderRecordStatus.PAID,
+                amount=int(data["amount"]),
+                e2e_id=data["e2e_id"],
+                occurred_at=paid_at,
+                raw=data,
+            )
+            for _, data in self._recorded("received")
+            if start <= (paid_at := dt.datetime.fromisoformat(data["paid_at"])) <= end
+        ]
+        return ProviderListing(records=tuple(sorted(records, key=lambda r: r.reference)))
+
+    def _recorded(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every record of ``kind`` this acquirer keeps, with its id."""
+        prefix = self._key(kind, "")
+        found = []
+        for key in _state().scan_iter(match=prefix + "*", count=500):
+            raw = _state().get(key)
+            if raw is not None:
+                found.append((str(key)[len(prefix) :], json.loads(raw)))
+        return found
+
     def list_sent(self, start: dt.datetime, end: dt.datetime, page: str | None = None) -> ProviderListing:
         """The transfers this sandbox acquirer recorded with ``paid_at`` in
         ``[start, end]``, in one page (its records live a week)."""
-        prefix = self._key("payout", "")
         records = []
-        for key in _state().scan_iter(match=prefix + "*", count=500):
-            idempotency_id = str(key)[len(prefix) :]
-            raw = _state().get(key)
-            if raw is None:
-                continue
-            data = json.loads(raw)
+        for idempotency_id, data in self._recorded("payout"):
             paid_at = dt.datetime.fromisoformat(data["paid_at"]) if data.get("paid_at") else None
             if paid_at is None or not start <= paid_at <= end:
                 continue
@@ -296,6 +335,8 @@ class SandboxAdapter(AcquirerAdapter):
             if behaviour == "timeout":
                 self._late()  # returned, but we hear nothing in time
         status = RefundStatus(recorded)
+        if status is RefundStatus.DONE:
+            self.received_refunded(request.txid)
         reason = "sandbox: refund refused (options.refund = fail)" if status is RefundStatus.FAILED else ""
         return RefundResult(status=status, provider_refund_id=f"sbx_{request.refund_id}", reason=reason)
 

@@ -311,8 +311,31 @@ def test_the_sandbox_lists_the_transfers_it_recorded(account: Account) -> None:
     assert items() == [(K.PAYOUT_SENT_THERE_FAILED_HERE, failed.idempotency_id, "open")]
 
 
+def test_the_sandbox_lists_the_pix_its_charges_received(api: APIClient) -> None:
+    sandbox = AcquirerFactory(key=f"sbx_{uuid.uuid4().hex[:8]}", adapter="sandbox", options={}, default_priority=1)
+    paid, refunded, unproven, failed = (new_charge(api) for _ in range(4))
+    for charge, actions in ((paid, ["pay"]), (refunded, ["pay", "refund"]), (failed, ["fail", "pay"])):
+        for action in actions:
+            api.post(f"/api/sandbox/transactions/{charge.pk}/{action}")
+    # Paid here without the sandbox's Pix (as a notification nobody sent would).
+    charge_event_apply(
+        acquirer=sandbox,
+        notification=Notification(event=NotificationEvent.CHARGE_PAID, reference=unproven.txid, e2e_id="E" + "1" * 31),
+        source="acquirer",
+    )
+
+    listed = adapters.build(sandbox).list_received(*local_day_window(today()))
+    assert sorted((r.reference, r.status.value, r.amount) for r in listed.records) == sorted(
+        [(paid.txid, "paid", AMOUNT), (refunded.txid, "refunded", AMOUNT)]
+    )  # the failed charge's refused pay left nothing at the sandbox
+    run = reconcile(sandbox)
+    assert (run.status, run.matched_count) == ("done", 2)
+    assert items() == [(K.PAID_HERE_UNKNOWN_THERE, unproven.txid, "open")]
+
+
 def test_an_acquirer_that_lists_nothing_is_skipped_with_the_reason(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SandboxAdapter, "supports_list_sent", False)
+    monkeypatch.setattr(SandboxAdapter, "supports_list_received", False)
     sandbox = AcquirerFactory(key="sbx_recon", adapter="sandbox", options={})
 
     run = reconcile(sandbox)
@@ -332,6 +355,7 @@ def test_beat_runs_yesterday_for_each_acquirer_that_lists(
 ) -> None:
     [entry] = [e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == reconcile_acquirers_yesterday.name]
     monkeypatch.setattr(SandboxAdapter, "supports_list_sent", False)
+    monkeypatch.setattr(SandboxAdapter, "supports_list_received", False)
     bacen = make_bacen_acquirer()
     AcquirerFactory(key="sbx_recon", adapter="sandbox", options={})
     AcquirerFactory(key="off_recon", adapter="bacen_pix", options=bacen.options, enabled=False)

@@ -205,6 +205,7 @@ def test_the_acquirers_list_runs_yesterday_on_demand(
 ) -> None:
     efi = AcquirerFactory(key="efi_demand", adapter="efi_pix", options={})
     monkeypatch.setattr(SandboxAdapter, "supports_list_sent", False)  # as an adapter without listings
+    monkeypatch.setattr(SandboxAdapter, "supports_list_received", False)
     sandbox = AcquirerFactory(key="sbx_demand", adapter="sandbox", options={})
     sent: list[tuple[Any, ...]] = []
     monkeypatch.setattr(reconcile_acquirer_day, "delay", lambda *args: sent.append(args))
