@@ -99,6 +99,12 @@ def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Find
     return _finding(K.PAID_THERE_NOT_HERE, record, charge, healed=True, detail="Pagamento confirmado aplicado.")
 
 
+def _another_pix(record: ProviderPixRecord, charge: Charge) -> Finding:
+    """A Pix for a charge another Pix paid: received twice, credited once."""
+    detail = f"Outro Pix para a cobrança já paga (e2e aqui: {charge.e2e_id}); nada creditado."
+    return _finding(K.UNKNOWN_HERE, record, charge, detail=detail)
+
+
 def _judge(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matching: Matching) -> None:
     """One Pix received for one of our charges."""
     if record.amount != charge.amount:
@@ -110,7 +116,19 @@ def _judge(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matchi
             detail = "Recebido e devolvido na adquirente; nada creditado."
             matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
             return
+        if not record.e2e_id:
+            # A charge said concluded with no Pix listed: no received amount or
+            # end-to-end id to credit on (the status poll credits nothing then either).
+            detail = "Concluída na adquirente sem Pix listado; nada creditado."
+            matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+            return
         finding = _heal(acquirer, record, charge)
+        # As the charge now stands: a notification may have paid it meanwhile,
+        # and the next record of this txid is judged against what happened.
+        charge.refresh_from_db(fields=["status", "e2e_id"])
+        if charge.e2e_id and charge.e2e_id != record.e2e_id:
+            matching.findings.append(_another_pix(record, charge))
+            return
         matching.findings.append(finding)
         if finding.healed:
             matching.match(record.amount)
@@ -118,6 +136,9 @@ def _judge(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matchi
     if charge.status not in PAID_ONCE:  # failed or canceled here: the contract refuses → paid
         detail = "A cobrança não pode passar a paga a partir deste status; decida com a adquirente."
         matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+        return
+    if record.e2e_id and charge.e2e_id and record.e2e_id != charge.e2e_id:
+        matching.findings.append(_another_pix(record, charge))
         return
     refunded_here = charge.status == ChargeStatus.REFUNDED
     if (record.status is R.REFUNDED) != refunded_here and charge.status != ChargeStatus.CHARGEBACK:

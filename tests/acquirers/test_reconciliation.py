@@ -135,6 +135,46 @@ def test_paid_here_but_unknown_there_is_an_alarm_and_never_a_debit(
     assert charge.status == ChargeStatus.PAID
 
 
+def test_a_charge_concluded_there_with_no_pix_listed_credits_nothing(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    charge = new_charge(api)
+    with fake_psp.lock:
+        fake_psp.cobs[charge.txid]["status"] = "CONCLUIDA"  # no pix[]: no received amount, no e2e id
+
+    run = reconcile(bacen_acquirer)
+
+    assert (run.healed_count, run.unmatched_count) == (0, 1)
+    item = ReconciliationItem.objects.get()
+    assert (item.kind, item.status, item.target_id) == (K.PAID_THERE_NOT_HERE, "open", str(charge.pk))
+    assert "sem Pix listado" in item.detail
+    charge.refresh_from_db()
+    assert (charge.status, available_balance(account), LedgerEntry.objects.count()) == (ChargeStatus.PENDING, 0, 0)
+
+
+@pytest.mark.parametrize("callback_first", [False, True])
+def test_a_second_pix_for_a_charge_is_reported_and_credited_once(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp, callback_first: bool
+) -> None:
+    charge = new_charge(api)
+    first = fake_psp.pay(charge.txid)
+    if callback_first:  # paid here before the run; otherwise the run heals it and then meets the second Pix
+        charge_event_apply(
+            acquirer=bacen_acquirer,
+            notification=Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id=first),
+            source="acquirer",
+        )
+    second = fake_psp.receive(txid=charge.txid, amount="10.00")
+
+    reconcile(bacen_acquirer)
+
+    found = {(i.kind, i.key, i.status) for i in ReconciliationItem.objects.all()}
+    assert (K.UNKNOWN_HERE, second, "open") in found
+    assert available_balance(account) == ledger_sum(account) == LIQUID
+    charge.refresh_from_db()
+    assert (charge.status, charge.e2e_id) == (ChargeStatus.PAID, first)
+
+
 def test_an_amount_that_differs_is_an_item_and_credits_nothing(
     api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
 ) -> None:
