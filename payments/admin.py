@@ -104,7 +104,7 @@ def _refund(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reas
             skipped += 1
             continue
         try:
-            outcome = charge_refund(charge_id=record.pk, actor=request.user.get_username())
+            outcome = charge_refund(charge_id=record.pk, actor=request.user.get_username(), reason=reason)
         except TransitionNotAllowed:
             skipped += 1  # moved on since the list was loaded
             continue

@@ -317,13 +317,18 @@ def refunds_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: 
     callback never came): every refund still processing for longer than
     ``older_than`` is handed to a worker again, each at most once per
     :data:`SWEEP_EVERY` whichever process runs this. Returns how many."""
-    ids = list(
+    ids = (
         ChargeRefund.objects.filter(status=R.PROCESSING, created_at__lte=timezone.now() - older_than)
         .order_by("created_at")
-        .values_list("pk", flat=True)[:limit]
+        .values_list("pk", flat=True)
+        .iterator(chunk_size=500)
     )
     handed = 0
     for refund_id in ids:
+        # ``limit`` counts the refunds handed out, not the ones looked at: old
+        # refunds already in hand (their task retrying) never starve newer ones.
+        if handed >= limit:
+            break
         if cache.add(_sweep_key(refund_id), "1", int(SWEEP_EVERY.total_seconds())):
             refund_pursue_later(refund_id=refund_id)
             handed += 1

@@ -21,6 +21,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.test import TestCase
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiCredential, LedgerEntry
@@ -289,6 +290,22 @@ def test_beat_hands_refunds_left_processing_to_a_worker_again(
     with pytest.raises(Retry):
         pursue_refund(refund_id)  # EM_PROCESSAMENTO: asked again later
     assert refunds.refunds_sweep() == 0
+
+
+def test_the_sweep_counts_refunds_handed_out_not_looked_at(
+    api: APIClient, paid_charge: Charge, fake_psp: FakePsp, handed: list[int]
+) -> None:
+    second = pay(new_charge(api), fake_psp)
+    assert refund(api, paid_charge).status_code == 202
+    assert refund(api, second, key="k2").status_code == 202
+    older, newer = handed
+    ChargeRefund.objects.update(created_at=timezone.now() - dt.timedelta(minutes=3))
+    cache.delete(f"refund-sweep:{newer}")
+    cache.set(f"refund-sweep:{older}", "1", 600)  # the older one's task is retrying
+
+    # One hand-out allowed: it goes to the newer refund, not to the one already in hand.
+    assert refunds.refunds_sweep(limit=1) == 1
+    assert handed == [older, newer, newer]
 
 
 # --------------------------------------------------------------------------- refusals

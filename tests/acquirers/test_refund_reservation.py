@@ -94,6 +94,7 @@ def test_a_processing_refund_reserves_its_amount_at_once(
     messages = staff_refund(admin_client, paid_charge)
 
     assert "1 devolução em processamento na adquirente" in messages[0]
+    assert paid_charge.refunds.get().reason == "pedido do pagador"  # staff's reason kept with the refund
     paid_charge.refresh_from_db()
     assert paid_charge.status == S.PAID  # not refunded until the PSP says so
     assert available_balance(account) == SEED == ledger_sum(account)
