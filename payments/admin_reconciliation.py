@@ -25,6 +25,7 @@ from accounts.approvals_admin import staff_user
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
 from accounts.services import money_action_request
+from acquirers.adapters.base import ProviderRecordStatus
 from acquirers.admin import acquirer_page_action
 from core.admin import CONFIRMED, ActionsOnlyAdminMixin, ReasonForm
 from core.admin_lists import (
@@ -237,6 +238,15 @@ def _acknowledge(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any],
 
 def _request_redebit(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:
     for item in queryset.order_by("pk"):
+        if item.theirs_status != ProviderRecordStatus.PAID:
+            # Still in flight there: it may yet fail, and a re-debit would then take money for nothing.
+            modeladmin.message_user(
+                request,
+                f"{item.key}: a adquirente ainda não confirmou o envio (diz: {item.theirs_status}); "
+                "aguarde a próxima conciliação.",
+                messages.ERROR,
+            )
+            continue
         try:
             with transaction.atomic():
                 pending = money_action_request(
@@ -245,7 +255,7 @@ def _request_redebit(modeladmin: Any, request: HttpRequest, queryset: QuerySet[A
                     requested_by=staff_user(request),
                     reason=reason,
                 )
-                Item.objects.filter(pk=item.pk).update(
+                claimed = Item.objects.filter(pk=item.pk, status__in=OPEN).update(
                     status=Item.Status.AWAITING_APPROVAL,
                     resolution=Item.Resolution.MONEY_ACTION,
                     reason=reason,
@@ -253,6 +263,8 @@ def _request_redebit(modeladmin: Any, request: HttpRequest, queryset: QuerySet[A
                     resolved_at=timezone.now(),
                     approval_request=pending,
                 )
+                if not claimed:  # resolved by someone else meanwhile: no request either
+                    raise ActionNotExecutable("A divergência já não está aberta.")
                 modeladmin.log_change(request, item, f"Redébito pedido (#{pending.pk}). Motivo: {reason}")
                 modeladmin.log_addition(request, pending, f"Pedido: redébito do saque. Motivo: {reason}")
         except (ApprovalRefused, ActionNotExecutable) as exc:

@@ -133,8 +133,22 @@ def _store(run: ReconciliationRun, direction: Direction, findings: Sequence[Find
                 },
             )
             if not created:
+                # What each side says now (a payout "processing" there may have
+                # settled or failed since): staff decide on the latest word.
                 item.last_seen_at = now
-                item.save(update_fields=["last_seen_at"])
+                item.ours_status, item.ours_amount = finding.ours_status, finding.ours_amount
+                item.theirs_status, item.theirs_amount = finding.theirs_status, finding.theirs_amount
+                item.theirs_raw = dict(finding.raw)
+                item.save(
+                    update_fields=[
+                        "last_seen_at",
+                        "ours_status",
+                        "ours_amount",
+                        "theirs_status",
+                        "theirs_amount",
+                        "theirs_raw",
+                    ]
+                )
 
 
 def _match(run: ReconciliationRun, listings: dict[Direction, list[ProviderPixRecord]]) -> _Totals:

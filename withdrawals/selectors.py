@@ -145,4 +145,6 @@ SETTLEMENT_WITHDRAWAL_FEES = (
     SettlementFee(
         kind=LedgerKind.WITHDRAWAL_REVERSAL, pattern=rf"^withdrawal:{_UUID}:[0-9]+$", fee=lambda: -_withdrawal_fee()
     ),
+    # Reconciliation's re-debit of a payout the acquirer made after all: the total again, fee included.
+    SettlementFee(kind=LedgerKind.WITHDRAWAL, pattern=rf"^withdrawal:{_UUID}:redebit$", fee=_withdrawal_fee),
 )

@@ -182,6 +182,27 @@ def test_a_redebit_moves_money_only_once_a_second_staff_member_approves(
     assert (found.status, found.resolution) == ("resolved", "money_action")
 
 
+def test_no_redebit_while_the_acquirer_has_not_confirmed_the_send(
+    staff_member: Any, run: ReconciliationRun, account: Account
+) -> None:
+    withdrawal = failed_payout(account, 10_000)
+    found = item(
+        run,
+        K.PAYOUT_SENT_THERE_FAILED_HERE,
+        target_type="withdrawals.withdrawal",
+        target_id=withdrawal.pk,
+        theirs_status="processing",  # in flight there: it may yet fail
+    )
+
+    asked = admin_action(staff_member("operations", "olivia"), ITEMS, "request_redebit", [found.pk], reason=REASON)
+
+    assert any("ainda não confirmou o envio" in m for m in admin_messages(asked))
+    assert MoneyActionRequest.objects.count() == 0
+    found.refresh_from_db()
+    assert found.status == "open"
+    assert available_balance(account) == 10_000
+
+
 def test_a_redebit_never_overdraws(staff_member: Any, run: ReconciliationRun, account: Account) -> None:
     withdrawal = failed_payout(account, 100)  # less than the withdrawal's debit
     found = item(run, K.PAYOUT_SENT_THERE_FAILED_HERE, target_type="withdrawals.withdrawal", target_id=withdrawal.pk)

@@ -166,6 +166,20 @@ def test_fees_are_the_records_fees(history: Account, cashout: APIClient) -> None
     assert data["totals"]["fees"] == kept == 100 + 50 + 200 + 300 + 150
 
 
+def test_a_re_debit_charges_the_fee_again(history: Account, cashout: APIClient) -> None:
+    """Reconciliation's re-debit of a failed withdrawal the acquirer paid after
+    all: its total is debited again, fee included, and the fees say so."""
+    from withdrawals.models import Withdrawal
+    from withdrawals.reconcile_payouts import withdrawal_sent_payout_redebit
+
+    failed = Withdrawal.objects.get(account=history, status=WithdrawalStatus.FAILED)
+    with on(history, 15, 9):
+        assert withdrawal_sent_payout_redebit(withdrawal_id=failed.pk, actor="ops", reason="pago na adquirente")
+
+    day = settlement(cashout, "2025-03-15", "2025-03-15")["days"][0]
+    assert (day["debits"], day["fees"]) == (failed.total_debit, 300 + failed.fee)
+
+
 def test_the_selector_runs_two_statements(history: Account, django_assert_num_queries: Any) -> None:
     with django_assert_num_queries(2):  # the opening balance, the days grouped
         result = account_settlement(account=history, date_start=dt.date(2025, 3, 1), date_end=dt.date(2025, 3, 31))
