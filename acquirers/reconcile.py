@@ -46,6 +46,18 @@ class FindingKind(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class Ours:
+    """Our side of a finding: the charge's or withdrawal's, as its app reads it."""
+
+    target_type: str  # "payments.charge", "withdrawals.withdrawal"
+    target_id: str
+    status: str
+    amount: int
+    reference: str  # the txid, or the payout's idempotency id
+    e2e_id: str | None
+
+
+@dataclass(frozen=True)
 class Finding:
     """One mismatch, with what each side says. ``key`` identifies it across
     runs (the e2e id, else our reference): a rerun finds the same key."""
@@ -64,6 +76,44 @@ class Finding:
     #: The confirmed event was applied: the mismatch is already fixed.
     healed: bool = False
     detail: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        kind: FindingKind,
+        record: ProviderPixRecord | None,
+        ours: Ours | None,
+        *,
+        key_by_e2e: bool,
+        healed: bool = False,
+        detail: str = "",
+    ) -> Finding:
+        """The finding of ``record`` (None: not listed there) against our
+        record (None: none of ours). Keyed by the e2e id first
+        (``key_by_e2e``: received Pix, one charge may see several) or by our
+        reference first (payouts: one send per idempotency id)."""
+        reference = (record.reference if record is not None else "") or (ours.reference if ours else "")
+        e2e_id = (record.e2e_id if record is not None else None) or (ours.e2e_id if ours else None)
+        if key_by_e2e:
+            # The acquirer's record names it (its Pix), else our reference.
+            key = ((record.e2e_id or record.reference) if record is not None else "") or reference
+        else:
+            key = reference or e2e_id or ""
+        return cls(
+            kind=kind,
+            key=key,
+            reference=reference,
+            e2e_id=e2e_id,
+            target_type=ours.target_type if ours else "",
+            target_id=ours.target_id if ours else "",
+            ours_status=ours.status if ours else "",
+            ours_amount=ours.amount if ours else None,
+            theirs_status=record.status.value if record is not None else NOT_LISTED,
+            theirs_amount=record.amount if record is not None else None,
+            raw=dict(record.raw) if record is not None else {},
+            healed=healed,
+            detail=detail,
+        )
 
     @property
     def amount(self) -> int:

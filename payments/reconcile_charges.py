@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
 from acquirers.models import Acquirer
-from acquirers.reconcile import NOT_LISTED, Finding, FindingKind, Matching
+from acquirers.reconcile import Finding, FindingKind, Matching, Ours
 from core.exceptions import PixServiceError
 from payments.events import PAID_ONCE, charge_event_apply
 from payments.models import Charge, ChargeStatus, ChargeTransition
@@ -55,22 +55,10 @@ def _received(records: Sequence[ProviderPixRecord]) -> tuple[list[ProviderPixRec
 def _finding(
     kind: K, record: ProviderPixRecord | None, charge: Charge | None, *, healed: bool = False, detail: str = ""
 ) -> Finding:
-    key = (record.e2e_id or record.reference) if record is not None else ""
-    return Finding(
-        kind=kind,
-        key=key or (charge.txid if charge is not None else ""),
-        reference=record.reference if record is not None and record.reference else (charge.txid if charge else ""),
-        e2e_id=(record.e2e_id if record is not None else None) or (charge.e2e_id if charge is not None else None),
-        target_type=TARGET if charge is not None else "",
-        target_id=str(charge.pk) if charge is not None else "",
-        ours_status=charge.status if charge is not None else "",
-        ours_amount=charge.amount if charge is not None else None,
-        theirs_status=record.status.value if record is not None else NOT_LISTED,
-        theirs_amount=record.amount if record is not None else None,
-        raw=dict(record.raw) if record is not None else {},
-        healed=healed,
-        detail=detail,
-    )
+    ours = None
+    if charge is not None:
+        ours = Ours(TARGET, str(charge.pk), charge.status, charge.amount, charge.txid, charge.e2e_id)
+    return Finding.of(kind, record, ours, key_by_e2e=True, healed=healed, detail=detail)
 
 
 def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Finding:

@@ -24,7 +24,7 @@ from accounts.models import LedgerKind
 from accounts.services import ledger_post
 from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
 from acquirers.models import Acquirer
-from acquirers.reconcile import NOT_LISTED, Finding, FindingKind, Matching
+from acquirers.reconcile import Finding, FindingKind, Matching, Ours
 from core.exceptions import PixServiceError
 from withdrawals.events import payout_event_apply
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -47,25 +47,17 @@ def _finding(
     healed: bool = False,
     detail: str = "",
 ) -> Finding:
-    reference = (record.reference if record is not None else "") or (
-        withdrawal.idempotency_id if withdrawal is not None else ""
-    )
-    e2e_id = (record.e2e_id if record is not None else None) or (withdrawal.e2e_id if withdrawal else None)
-    return Finding(
-        kind=kind,
-        key=reference or e2e_id or "",
-        reference=reference,
-        e2e_id=e2e_id,
-        target_type=TARGET if withdrawal is not None else "",
-        target_id=str(withdrawal.pk) if withdrawal is not None else "",
-        ours_status=withdrawal.status if withdrawal is not None else "",
-        ours_amount=withdrawal.liquid_amount if withdrawal is not None else None,
-        theirs_status=record.status.value if record is not None else NOT_LISTED,
-        theirs_amount=record.amount if record is not None else None,
-        raw=dict(record.raw) if record is not None else {},
-        healed=healed,
-        detail=detail,
-    )
+    ours = None
+    if withdrawal is not None:
+        ours = Ours(
+            TARGET,
+            str(withdrawal.pk),
+            withdrawal.status,
+            withdrawal.liquid_amount,
+            withdrawal.idempotency_id,
+            withdrawal.e2e_id,
+        )
+    return Finding.of(kind, record, ours, key_by_e2e=False, healed=healed, detail=detail)
 
 
 def _heal(acquirer: Acquirer, record: ProviderPixRecord, withdrawal: Withdrawal) -> Finding:
