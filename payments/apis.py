@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 from typing import Any
 
 import segno
@@ -39,6 +40,7 @@ from api.exports import PERIOD, CsvExportApi, csv_export_schema, without
 from api.idempotency import Claim, idempotent
 from api.schema import uuid_path
 from core.exceptions import ValidationFailed
+from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
 from payments import exceptions as err
 from payments.events import charge_event_apply
 from payments.models import Charge, ChargeStatus
@@ -50,6 +52,8 @@ from payments.serializers import (
     ChargeSerializer,
 )
 from payments.services import Buyer, OverrideItem, charge_create
+
+logger = logging.getLogger(__name__)
 
 BUYER_ADDRESS_FIELDS = (
     "buyer_city",
@@ -284,10 +288,16 @@ class SandboxChargeApi(AccountAPIView):
         charge.refresh_from_db()
         # The sandbox keeps the Pix as a real PSP would: its evidence for
         # reconciliation (GET /pix's counterpart, SandboxAdapter.list_received).
+        # The change is committed already: a sandbox that cannot keep its
+        # record (Redis down) fails nothing; reconciliation then reports the
+        # charge as paid here, unknown there, as it would for a real PSP.
         sandbox = adapters.build(charge.acquirer)
         if isinstance(sandbox, SandboxAdapter):
-            if action == "pay" and charge.e2e_id and charge.paid_at is not None:
-                sandbox.receive(txid=charge.txid, amount=charge.amount, e2e_id=charge.e2e_id, at=charge.paid_at)
-            elif action == "refund":
-                sandbox.received_refunded(charge.txid)
+            try:
+                if action == "pay" and charge.e2e_id and charge.paid_at is not None:
+                    sandbox.receive(txid=charge.txid, amount=charge.amount, e2e_id=charge.e2e_id, at=charge.paid_at)
+                elif action == "refund":
+                    sandbox.received_refunded(charge.txid)
+            except REDIS_UNAVAILABLE:
+                logger.warning("sandbox: the Pix of charge %s was not recorded at the sandbox", charge.pk)
         return ok(ChargeSerializer(charge).data, "Transação atualizada.")
