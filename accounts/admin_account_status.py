@@ -25,7 +25,7 @@ from accounts.admin_account_form import format_document
 from accounts.exceptions import InvalidTransition
 from accounts.models import Account
 from accounts.services import account_approve, account_reject, account_set_blocked
-from core.admin import CONFIRMED, ReasonForm
+from core.admin import CONFIRMED, ReasonForm, reason_form
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def confirmation_page(
 def list_action(
     modeladmin: Any, request: HttpRequest, queryset: QuerySet[Account], transition: AccountTransition
 ) -> HttpResponse | None:
-    form = ReasonForm(request.POST if request.POST.get(CONFIRMED) else None)
+    form = reason_form(request)
     if form.is_valid():
         perform(
             modeladmin, request, list(queryset.values_list("pk", flat=True)), transition, form.cleaned_data["reason"]

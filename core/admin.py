@@ -111,6 +111,46 @@ class Confirmation:
     note: str = ""
 
 
+def reason_form(request: HttpRequest) -> ReasonForm:
+    """The reason of a confirmation page, bound only on that page's own
+    submit (the list's action POST carries no reason)."""
+    return ReasonForm(request.POST if request.POST.get(CONFIRMED) else None)
+
+
+def confirmation_page(
+    modeladmin: Any,
+    request: HttpRequest,
+    queryset: QuerySet[Any],
+    *,
+    name: str,
+    description: str,
+    template: str,
+    form: ReasonForm,
+    **context: Any,
+) -> TemplateResponse:
+    """The page a list action shows before acting: the selection and the
+    action carried over, the reason asked, never cached; ``context`` is
+    what the template shows of the records."""
+    response = TemplateResponse(
+        request,
+        template,
+        {
+            **modeladmin.admin_site.each_context(request),
+            "opts": modeladmin.model._meta,
+            "title": f"{description}: confirmar",
+            "description": description,
+            "selected": [str(pk) for pk in queryset.values_list("pk", flat=True)],
+            "action_name": name,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "confirmed_field": CONFIRMED,
+            "form": form,
+            **context,
+        },
+    )
+    add_never_cache_headers(response)
+    return response
+
+
 def confirm_first(
     perform: Callable[[Any, HttpRequest, QuerySet[Any], str], None],
     *,
@@ -134,32 +174,27 @@ def confirm_first(
                 request, f"{description}: nenhum registro selecionado está em um status que permita.", messages.WARNING
             )
             return None
-        form = ReasonForm(request.POST if request.POST.get(CONFIRMED) else None)
+        form = reason_form(request)
         if form.is_valid():
             perform(modeladmin, request, queryset, form.cleaned_data["reason"])
             return None
         amounts = [confirmation.amount(record) for record in records]
-        context = {
-            **modeladmin.admin_site.each_context(request),
-            "opts": modeladmin.model._meta,
-            "title": f"{description}: confirmar",
-            "description": description,
-            "confirmation": confirmation,
-            "rows": [
+        return confirmation_page(
+            modeladmin,
+            request,
+            queryset,
+            name=name,
+            description=description,
+            template=CONFIRM_TEMPLATE,
+            form=form,
+            confirmation=confirmation,
+            rows=[
                 (record, getattr(record, f"get_{field}_display")(), brl(record.amount), brl(amount))
                 for record, amount in zip(records, amounts, strict=True)
             ],
-            "total": brl(sum(amounts)),
-            "skipped": queryset.count() - len(records),
-            "selected": [str(pk) for pk in queryset.values_list("pk", flat=True)],
-            "action_name": name,
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "confirmed_field": CONFIRMED,
-            "form": form,
-        }
-        response = TemplateResponse(request, CONFIRM_TEMPLATE, context)
-        add_never_cache_headers(response)
-        return response
+            total=brl(sum(amounts)),
+            skipped=queryset.count() - len(records),
+        )
 
     action.__name__ = name
     return admin.action(description=description, permissions=[permission])(action)

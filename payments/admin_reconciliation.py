@@ -11,14 +11,11 @@ from functools import partial
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
-from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 
 from accounts.approvals_admin import staff_user
@@ -27,7 +24,7 @@ from accounts.models import MoneyActionRequest
 from accounts.services import money_action_request
 from acquirers.adapters.base import ProviderRecordStatus
 from acquirers.admin import acquirer_page_action
-from core.admin import CONFIRMED, ActionsOnlyAdminMixin, ReasonForm
+from core.admin import ActionsOnlyAdminMixin, confirmation_page, reason_form
 from core.admin_lists import (
     CsvExportMixin,
     DetailActionsMixin,
@@ -183,28 +180,23 @@ def _confirm_items(
                 request, f"{description}: nenhuma divergência selecionada permite esta ação.", messages.WARNING
             )
             return None
-        form = ReasonForm(request.POST if request.POST.get(CONFIRMED) else None)
+        form = reason_form(request)
         if form.is_valid():
             perform(modeladmin, request, eligible(queryset), form.cleaned_data["reason"])
             return None
-        context = {
-            **modeladmin.admin_site.each_context(request),
-            "opts": modeladmin.model._meta,
-            "title": f"{description}: confirmar",
-            "description": description,
-            "effect": effect,
-            "note": note,
-            "rows": [(r, _amount(r.ours_amount), _amount(r.theirs_amount)) for r in records],
-            "skipped": queryset.count() - len(records),
-            "selected": [str(pk) for pk in queryset.values_list("pk", flat=True)],
-            "action_name": name,
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "confirmed_field": CONFIRMED,
-            "form": form,
-        }
-        response = TemplateResponse(request, CONFIRM_TEMPLATE, context)
-        add_never_cache_headers(response)
-        return response
+        return confirmation_page(
+            modeladmin,
+            request,
+            queryset,
+            name=name,
+            description=description,
+            template=CONFIRM_TEMPLATE,
+            form=form,
+            effect=effect,
+            note=note,
+            rows=[(r, _amount(r.ours_amount), _amount(r.theirs_amount)) for r in records],
+            skipped=queryset.count() - len(records),
+        )
 
     action.__name__ = name
     return admin.action(description=description, permissions=[permission])(action)
