@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.db import connection, transaction
@@ -752,3 +753,111 @@ def test_without_redis_the_breaker_fails_open(
     # Redis back: the state it kept is still there (nothing was recorded meanwhile).
     settings.REDIS_URL = settings.CACHES["default"]["LOCATION"]
     assert (state(primary).state, state(primary).calls) == (State.OPEN, FAILURES)
+
+
+# --------------------------------------------------------------------------- admitting from this process's sight
+
+
+class LocalClock:
+    """The breaker's process clock (freshness of a closed sight), moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def local_clock(monkeypatch: pytest.MonkeyPatch) -> LocalClock:
+    fake = LocalClock()
+    monkeypatch.setattr(breaker, "local_clock", fake)
+    return fake
+
+
+@pytest.fixture
+def admissions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Breaker keys of the admissions that went to Redis."""
+    asked: list[str] = []
+    real = breaker._connect(django_settings.REDIS_URL)
+
+    def admit(*, keys: list[str], args: list[str]) -> Any:
+        asked.append(keys[0])
+        return real.admit(keys=keys, args=args)
+
+    spied = breaker._Redis(real.client, admit, real.record)
+    monkeypatch.setattr(breaker, "_connect", lambda url: spied)
+    return asked
+
+
+def opened_by_another_process(acquirer: Acquirer) -> None:
+    """What another process's record of a failure that trips the circuit leaves in Redis."""
+    breaker._connect(django_settings.REDIS_URL).client.hset(
+        breaker._key(acquirer),
+        mapping={
+            "state": "open",
+            "opened_at": f"{breaker.clock():.3f}",
+            "open_until": f"{breaker.clock() + COOLDOWN:.3f}",
+        },
+    )
+
+
+def test_a_circuit_seen_closed_admits_the_next_calls_without_asking_redis(
+    api: APIClient, admissions: list[str], local_clock: LocalClock, calls: dict[str, int]
+) -> None:
+    AcquirerFactory(key="cb_local", default_priority=1)
+    for _ in range(5):
+        assert created(post(api))[1] == [("cb_local", "ok")]
+    # The first charge asked; each record since said "still closed".
+    assert len(admissions) == 1
+    # Idle past the freshness window: the next call asks again.
+    local_clock.now += 1.5
+    assert created(post(api))[1] == [("cb_local", "ok")]
+    assert len(admissions) == 2
+    assert calls == {"cb_local": 6}
+
+
+def test_a_circuit_another_process_opened_is_obeyed_from_this_process_next_record(
+    api: APIClient, admissions: list[str], local_clock: LocalClock, calls: dict[str, int]
+) -> None:
+    first = AcquirerFactory(key="cb_elsewhere", default_priority=1)
+    AcquirerFactory(key="cb_spare", default_priority=2)
+    assert created(post(api))[1] == [("cb_elsewhere", "ok")]
+    opened_by_another_process(first)
+
+    # Within the window this process still admits from its last sight (the
+    # call was as good as in flight when the circuit opened elsewhere); the
+    # record of that call answers "open" ...
+    assert created(post(api))[1] == [("cb_elsewhere", "ok")]
+    # ... and from then on the circuit is obeyed: passed over, no call made.
+    assert created(post(api))[1] == [("cb_elsewhere", "circuit_open"), ("cb_spare", "ok")]
+    assert created(post(api))[1] == [("cb_elsewhere", "circuit_open"), ("cb_spare", "ok")]
+    assert calls == {"cb_elsewhere": 2, "cb_spare": 2}
+    assert state(first).state is State.OPEN
+
+
+def test_a_circuit_another_process_opened_is_obeyed_once_the_window_passes(
+    api: APIClient, admissions: list[str], local_clock: LocalClock, calls: dict[str, int]
+) -> None:
+    first = AcquirerFactory(key="cb_elsewhere_idle", default_priority=1)
+    AcquirerFactory(key="cb_spare_idle", default_priority=2)
+    assert created(post(api))[1] == [("cb_elsewhere_idle", "ok")]
+    opened_by_another_process(first)
+    local_clock.now += 1.01
+    assert created(post(api))[1] == [("cb_elsewhere_idle", "circuit_open"), ("cb_spare_idle", "ok")]
+    assert calls == {"cb_elsewhere_idle": 1, "cb_spare_idle": 1}
+
+
+def test_half_open_is_never_admitted_locally_one_probe_whatever_this_process_saw(
+    api: APIClient, clock: FakeClock, local_clock: LocalClock, calls: dict[str, int]
+) -> None:
+    recovering = AcquirerFactory(key="cb_local_probe", default_priority=1, options={"charge": "fail"})
+    AcquirerFactory(key="cb_local_spare", default_priority=2)
+    for _ in range(FAILURES):
+        created(post(api))
+    assert state(recovering).state is State.OPEN
+    clock.advance(COOLDOWN + 1)
+    # The cool-down is over: one probe is let through, and it fails again.
+    assert created(post(api))[1] == [("cb_local_probe", "unavailable"), ("cb_local_spare", "ok")]
+    assert created(post(api))[1] == [("cb_local_probe", "circuit_open"), ("cb_local_spare", "ok")]
+    assert calls["cb_local_probe"] == FAILURES + 1
