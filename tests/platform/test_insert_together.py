@@ -100,4 +100,6 @@ def test_a_statement_compiled_once_sends_what_the_compiler_would_for_every_new_r
         {"city": "São Paulo"},
         1500,
     )
-    assert LedgerEntry.objects.get(pk=rows[2].pk).created_at == rows[2].created_at
+    entry = rows[2]
+    assert isinstance(entry, LedgerEntry)
+    assert LedgerEntry.objects.get(pk=entry.pk).created_at == entry.created_at
