@@ -38,6 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import functools
+import hashlib
 import logging
 import math
 import threading
@@ -52,7 +53,9 @@ from django.conf import settings
 from acquirers import breaker_scripts as scripts
 from core import metrics
 from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
+from core.redis import Direct
 from core.redis import client as redis_client
+from core.redis import direct as redis_direct
 
 if TYPE_CHECKING:
     from acquirers.models import Acquirer
@@ -131,15 +134,26 @@ class Health:
 @dataclass(frozen=True)
 class _Redis:
     client: redis.Redis
-    admit: Any  # redis.commands.core.Script
-    record: Any
+    admit: Callable[..., Any]  # (keys=, args=) → the script's reply
+    record: Callable[..., Any]
+
+
+def _script(direct: Direct, text: str) -> Callable[..., Any]:
+    sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+    return lambda *, keys, args: direct.run_script(text, sha, keys, args)
 
 
 @functools.cache
 def _connect(url: str) -> _Redis:
     # Short timeouts: a slow Redis must not hold a charge for long (see _suspend).
-    client = redis_client(url, timeout=0.5, decode_responses=True)
-    return _Redis(client, client.register_script(scripts.ADMIT), client.register_script(scripts.RECORD))
+    # The scripts on each thread's own connection (core.redis.Direct): they run
+    # around every acquirer call.
+    direct = redis_direct(url, timeout=0.5, decode_responses=True)
+    return _Redis(
+        redis_client(url, timeout=0.5, decode_responses=True),
+        _script(direct, scripts.ADMIT),
+        _script(direct, scripts.RECORD),
+    )
 
 
 _suspended_until = 0.0

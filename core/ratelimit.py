@@ -83,7 +83,7 @@ def count_with_generation(request: Any, public_key: str) -> None:
         return  # no limit: nothing to count
     now = clock()
     key = _key(public_key, now)
-    results = snapshots.read_generation_with(lambda pipe: _add(pipe, key))
+    results = snapshots.read_generation_with(("INCR", key), ("EXPIRE", key, 2 * WINDOW_SECONDS))
     if results is None:
         logger.warning("rate limit unavailable; request allowed")
     value = int(results[0]) if results is not None else None

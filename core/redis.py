@@ -10,6 +10,9 @@ a little longer.
 from __future__ import annotations
 
 import functools
+import os
+import threading
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -31,6 +34,69 @@ def client(url: str, *, timeout: float, decode_responses: bool = False) -> redis
         decode_responses=decode_responses,
         retry=Retry(NoBackoff(), 0),
     )
+
+
+class Direct:
+    """Commands pipelined on this thread's own connection to one Redis: for the
+    round trips on every request (the snapshot generation with the rate
+    count, the breaker's record, the sandbox's state). It skips what redis-py's
+    client does around each command (the pool's lock, a poll of the socket
+    for stray data, the command and retry wrappers): a SET measured 68 µs of
+    client CPU through the client, 33 µs here. Same connection settings and
+    errors as :func:`client`; replies are redis-py's parsed replies, without
+    its per-command callbacks (EXPIRE answers 1, not True).
+
+    A connection is never shared: one per thread, and a process forked after
+    using it (gunicorn's workers) opens its own. A connection that failed
+    mid-round-trip is dropped, so the next call starts clean.
+    """
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self._pool = pool
+        self._local = threading.local()
+
+    def _connection(self) -> Any:
+        held = getattr(self._local, "held", None)
+        if held is not None and held[0] == os.getpid():
+            return held[1]
+        connection = self._pool.make_connection()
+        self._local.held = (os.getpid(), connection)
+        return connection
+
+    def execute(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """Send ``commands`` in one round trip; their replies, in order. An
+        error reply is raised once every reply is read (the connection stays
+        in step); a connection error drops the connection and is raised."""
+        connection = self._connection()
+        replies: list[Any] = []
+        try:
+            connection.send_packed_command(connection.pack_commands(commands), check_health=False)
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            self._local.held = None
+            connection.disconnect()
+            raise
+        for reply in replies:
+            if isinstance(reply, redis.ResponseError):
+                raise reply
+        return replies
+
+    def run_script(self, script: str, sha: str, keys: list[str], args: list[Any]) -> Any:
+        """EVALSHA, loading ``script`` first if Redis does not know it yet."""
+        try:
+            return self.execute(("EVALSHA", sha, len(keys), *keys, *args))[0]
+        except redis.exceptions.NoScriptError:
+            self.execute(("SCRIPT", "LOAD", script))
+            return self.execute(("EVALSHA", sha, len(keys), *keys, *args))[0]
+
+
+@functools.cache
+def direct(url: str, *, timeout: float, decode_responses: bool = False) -> Direct:
+    return Direct(client(url, timeout=timeout, decode_responses=decode_responses).connection_pool)
 
 
 def celery_broker_url(url: str) -> str:

@@ -41,6 +41,7 @@ from django.db.models.signals import post_delete, post_save
 
 from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
 from core.redis import client as redis_client
+from core.redis import direct as redis_direct
 
 logger = logging.getLogger(__name__)
 
@@ -79,22 +80,19 @@ def generation() -> bytes | None:
     return memo  # type: ignore[return-value]
 
 
-def read_generation_with(commands: Callable[[Any], object]) -> list[Any] | None:
+def read_generation_with(*commands: tuple[Any, ...]) -> list[Any] | None:
     """Read the generation now, in one pipelined round trip with
-    ``commands(pipeline)``: Redis commands another module sends on this
-    request anyway (the rate limit's count, :mod:`core.ratelimit`), so both
-    share one round trip. A plain pipeline, not a MULTI: nothing here needs
-    the commands isolated from other clients (Redis runs them in order all
-    the same), and MULTI's extra replies were a third of the round trip's
-    client CPU (redis-py parses each in Python). The
-    generation is remembered for the rest of the request as :func:`generation`
-    remembers it. Returns the results of ``commands``, or None when Redis
-    could not answer (the generation is then unknown too: the TTL rules)."""
+    ``commands``: Redis commands another module sends on this request anyway
+    (the rate limit's count, :mod:`core.ratelimit`), so both share one round
+    trip, on this thread's own connection (:class:`core.redis.Direct`). A plain
+    pipeline, not a MULTI: nothing here needs the commands isolated from other
+    clients (Redis runs them in order all the same), and MULTI's extra replies
+    were a third of the round trip's client CPU. The generation is remembered
+    for the rest of the request as :func:`generation` remembers it. Returns
+    the replies to ``commands``, or None when Redis could not answer (the
+    generation is then unknown too: the TTL rules)."""
     try:
-        pipe = redis_client(settings.REDIS_URL, timeout=0.5).pipeline(transaction=False)
-        pipe.get(GENERATION_KEY)
-        commands(pipe)
-        results = pipe.execute()
+        results = redis_direct(settings.REDIS_URL, timeout=0.5).execute(("GET", GENERATION_KEY), *commands)
     except REDIS_UNAVAILABLE:
         value, extra = None, None
     else:

@@ -74,6 +74,7 @@ from acquirers.adapters.base import (
 )
 from core import deadline
 from core.redis import client as redis_client
+from core.redis import direct as redis_direct
 
 CHARGE_BEHAVIOURS = ("ok", "fail", "timeout", "slow", "flaky", "garbage", "invalid_emv")
 PAYOUT_BEHAVIOURS = ("ok", "fail", "timeout")
@@ -192,7 +193,11 @@ class SandboxAdapter(AcquirerAdapter):
         if behaviour == "invalid_emv":
             emv = emv[:-4] + ("0000" if emv[-4:] != "0000" else "FFFF")  # a CRC16 that does not match
         # add, not set: a cancellation that arrived first must stand.
-        _state().set(self._key("charge", request.txid), "active", ex=_STATE_TTL, nx=True)
+        # On this thread's own connection (core.redis.Direct): the one Redis
+        # round trip of an instant sandbox charge.
+        redis_direct(settings.CACHES["default"]["LOCATION"], timeout=5.0, decode_responses=True).execute(
+            ("SET", self._key("charge", request.txid), "active", "EX", _STATE_TTL, "NX")
+        )
         if behaviour == "timeout":
             self._late()  # created, but we hear nothing in time
         return ChargeResult(provider_charge_id=f"sbx_{request.txid}", emv=emv)
