@@ -149,6 +149,19 @@ class ChargeCreatedSerializer(serializers.Serializer[Any]):
     liquid_amount = serializers.IntegerField()
     pix = PixCodeSerializer(source="*")
 
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        # What the fields above render (the id as its string, the amounts as
+        # the ints they are), without DRF building them for every response:
+        # its deep copy of the declared fields was 3.7% of a charge's CPU
+        # (py-spy under wrk). The fields stay declared: they are the schema.
+        return {
+            "id": str(instance.pk),
+            "amount": instance.amount,
+            "platform_tax": instance.platform_tax,
+            "liquid_amount": instance.liquid_amount,
+            "pix": {"emv": instance.emv},
+        }
+
 
 class ChargeSerializer(OutputSerializer):
     """The Transaction record of the spec."""
