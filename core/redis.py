@@ -59,7 +59,10 @@ class Direct:
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == os.getpid():
             return held[1]
-        connection = self._pool.make_connection()
+        # Built from the pool's settings, not taken from the pool: the pool
+        # counts what it makes against its cap and gets nothing back from a
+        # thread that ends (its connection closes when the thread's locals go).
+        connection = self._pool.connection_class(**self._pool.connection_kwargs)
         self._local.held = (os.getpid(), connection)
         return connection
 

@@ -95,3 +95,19 @@ def test_a_script_redis_does_not_know_is_loaded_and_run(direct: Direct) -> None:
     reply: Any = direct.run_script(text, sha, ["k"], ["v"])
     assert reply[1:] == [b"v", b"k"]
     assert direct.run_script(text, sha, ["k2"], ["w"])[1:] == [b"w", b"k2"]
+
+
+def test_threads_come_and_go_without_running_out_of_connections(direct: Direct) -> None:
+    # More threads over time than the client's pool would hand out (each
+    # thread's connection closes with it): as the test client's threads, or
+    # a worker's, come and go.
+    cap = client(settings.REDIS_URL, timeout=2.0).connection_pool.max_connections
+    rounds = min(cap, 2_000) // 50 + 2
+    answers: list[Any] = []
+    for _ in range(rounds):
+        threads = [threading.Thread(target=lambda: answers.append(direct.execute(("PING",)))) for _ in range(50)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert answers == [[b"PONG"]] * 50 * rounds
