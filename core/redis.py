@@ -47,8 +47,9 @@ class Direct:
     its per-command callbacks (EXPIRE answers 1, not True).
 
     A connection is never shared: one per thread, and a process forked after
-    using it (gunicorn's workers) opens its own. A connection that failed
-    mid-round-trip is dropped, so the next call starts clean.
+    using it (gunicorn's workers) opens its own. One the server closed while
+    it sat idle is replaced before use, as redis-py's pool replaces it; one
+    that fails mid-round-trip is dropped, so the next call starts clean.
     """
 
     def __init__(self, pool: redis.ConnectionPool) -> None:
@@ -73,6 +74,16 @@ class Direct:
         connection = self._connection()
         replies: list[Any] = []
         try:
+            # What redis-py's pool does before handing a connection out: one
+            # the server closed since its last use (a Redis restart, an idle
+            # timeout) reads as ready, and is replaced here rather than fail
+            # this call.
+            try:
+                stale = connection._sock is not None and connection.can_read()
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                stale = True
+            if stale:
+                connection.disconnect()
             connection.send_packed_command(connection.pack_commands(commands), check_health=False)
             for _ in commands:
                 try:

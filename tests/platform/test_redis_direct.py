@@ -14,7 +14,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from core.redis import UNAVAILABLE, Direct, client
+from core.redis import Direct, client
 
 
 @pytest.fixture
@@ -42,13 +42,15 @@ def test_an_error_reply_is_raised_after_every_reply_is_read_and_the_connection_s
     assert direct.execute(("GET", k), ("CLIENT", "ID")) == [b"1", mine]
 
 
-def test_a_connection_the_server_dropped_fails_once_and_the_next_call_reconnects(direct: Direct) -> None:
+def test_a_connection_the_server_closed_while_idle_is_replaced_before_the_next_command(direct: Direct) -> None:
+    # A Redis restart or idle timeout, as redis-py's pool handles it: the call
+    # after it succeeds, on a new connection (the sandbox's charge state rides
+    # on this: a failure here would fail a charge).
     [mine] = direct.execute(("CLIENT", "ID"))
     client(settings.REDIS_URL, timeout=2.0).execute_command("CLIENT", "KILL", "ID", mine)
-    with pytest.raises(UNAVAILABLE):
-        direct.execute(("PING",))
     [again] = direct.execute(("CLIENT", "ID"))
     assert again != mine
+    assert direct.execute(("PING",)) == [b"PONG"]
 
 
 def test_each_thread_has_its_own_connection(direct: Direct) -> None:
