@@ -88,8 +88,12 @@ def insert_sql(instance: Model, *, using: str = "default") -> tuple[str, tuple[A
     connection = connections[using]
     values = [f.pre_save(instance, add=True) for f in fields]
     key = (type(instance), fields, using)
+    # An expression among the values (Value(), a database default) is
+    # compiled into the statement itself: such a statement is neither taken
+    # from nor kept for the others.
+    plain = not any(hasattr(v, "resolve_expression") for v in values)
     sql = _INSERTS.get(key)
-    if sql is not None and not any(hasattr(v, "resolve_expression") for v in values):
+    if sql is not None and plain:
         # The statement depends on the model and its fields only: compiled once
         # per process (the compiler measured 30-60 µs a row, several rows a
         # request); the values are converted as the compiler converts them.
@@ -103,7 +107,7 @@ def insert_sql(instance: Model, *, using: str = "default") -> tuple[str, tuple[A
     compiler = query.get_compiler(using=using)
     compiler.returning_fields = [meta.pk]
     [(sql, params)] = compiler.as_sql()
-    if not any(hasattr(f, "get_placeholder") for f in fields):
+    if plain and not any(hasattr(f, "get_placeholder") for f in fields):
         _INSERTS[key] = sql
     return sql, tuple(params)
 

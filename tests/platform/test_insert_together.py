@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from django.db import IntegrityError
-from django.db.models import Model
+from django.db.models import Model, Value
 from django.db.models.sql.subqueries import InsertQuery
 from django.utils import timezone
 
 from accounts.models import LedgerEntry
-from core.db import insert_sql, insert_together
+from core.db import _INSERTS, insert_sql, insert_together
 from payments.models import Charge, ChargeAttempt
 from tests.factories import AccountFactory, AcquirerFactory
 
@@ -103,3 +103,23 @@ def test_a_statement_compiled_once_sends_what_the_compiler_would_for_every_new_r
     entry = rows[2]
     assert isinstance(entry, LedgerEntry)
     assert LedgerEntry.objects.get(pk=entry.pk).created_at == entry.created_at
+
+
+def test_a_row_with_an_expression_among_its_values_neither_uses_nor_leaves_a_kept_statement() -> None:
+    account = AccountFactory()
+
+    def entry(amount: Any, reference: str) -> LedgerEntry:
+        return LedgerEntry(
+            account=account, kind=LedgerEntry.Kind.CHARGE_PAID, amount=amount, balance_after=1, reference=reference
+        )
+
+    _INSERTS.clear()
+    with_expression = entry(Value(7) + Value(3), "expression first")
+    insert_together([with_expression])
+    plain = entry(11, "plain after it")
+    insert_together([plain])
+    assert LedgerEntry.objects.get(pk=with_expression.pk).amount == 10
+    assert LedgerEntry.objects.get(pk=plain.pk).amount == 11
+    # And the other way round: a kept statement is not used for an expression.
+    insert_together([late := entry(Value(20) * Value(2), "expression after")])
+    assert LedgerEntry.objects.get(pk=late.pk).amount == 40
