@@ -1,5 +1,5 @@
 """Per-credential request counts for the rate limit (decisions §7): a fixed
-one-minute window counted in Redis with INCR and EXPIRE in one MULTI, so
+one-minute window counted in Redis with INCR and EXPIRE in one round trip, so
 every process of the service shares one exact count.
 
 A key-authenticated request already makes one Redis round trip, for the
@@ -30,7 +30,7 @@ from django.conf import settings
 
 from core import snapshots
 from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
-from core.redis import client as redis_client
+from core.redis import direct as redis_direct
 
 logger = logging.getLogger(__name__)
 
@@ -56,20 +56,18 @@ def _key(public_key: str, now: float) -> str:
     return f"pix:ratelimit:{public_key}:{int(now // WINDOW_SECONDS)}"
 
 
-def _add(pipe: Any, key: str) -> None:
-    pipe.incr(key)
-    pipe.expire(key, 2 * WINDOW_SECONDS)
+def _counting(key: str) -> tuple[tuple[Any, ...], ...]:
+    """The commands that count one request under ``key``: INCR, then EXPIRE."""
+    return ("INCR", key), ("EXPIRE", key, 2 * WINDOW_SECONDS)
 
 
 def count(public_key: str) -> Count:
-    """Count one request of ``public_key`` now: one MULTI of its own."""
+    """Count one request of ``public_key`` now: a round trip of its own."""
     now = clock()
     key = _key(public_key, now)
     try:
         # Short timeout: this sits on every API request, and fails open anyway.
-        pipe = redis_client(settings.REDIS_URL, timeout=0.5).pipeline(transaction=True)
-        _add(pipe, key)
-        value: int | None = int(pipe.execute()[0])
+        value: int | None = int(redis_direct(settings.REDIS_URL, timeout=0.5).execute(*_counting(key))[0])
     except REDIS_UNAVAILABLE:
         logger.warning("rate limit unavailable; request allowed", exc_info=True)
         value = None
@@ -83,7 +81,7 @@ def count_with_generation(request: Any, public_key: str) -> None:
         return  # no limit: nothing to count
     now = clock()
     key = _key(public_key, now)
-    results = snapshots.read_generation_with(("INCR", key), ("EXPIRE", key, 2 * WINDOW_SECONDS))
+    results = snapshots.read_generation_with(*_counting(key))
     if results is None:
         logger.warning("rate limit unavailable; request allowed")
     value = int(results[0]) if results is not None else None

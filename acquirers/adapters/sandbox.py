@@ -73,6 +73,7 @@ from acquirers.adapters.base import (
     UnreadableNotification,
 )
 from core import deadline
+from core.redis import Direct
 from core.redis import client as redis_client
 from core.redis import direct as redis_direct
 
@@ -97,6 +98,12 @@ def _state() -> Redis:
     ``RedisCache`` builds a new ``redis.Redis`` on every operation: that was
     5% of a sandbox charge's CPU (make bench, py-spy)."""
     return redis_client(settings.CACHES["default"]["LOCATION"], timeout=5.0, decode_responses=True)
+
+
+def _state_direct() -> Direct:
+    """The same Redis on this thread's own connection (core.redis.Direct), for
+    the write on every instant sandbox charge."""
+    return redis_direct(settings.CACHES["default"]["LOCATION"], timeout=5.0, decode_responses=True)
 
 
 _ALNUM = string.ascii_letters + string.digits
@@ -193,11 +200,7 @@ class SandboxAdapter(AcquirerAdapter):
         if behaviour == "invalid_emv":
             emv = emv[:-4] + ("0000" if emv[-4:] != "0000" else "FFFF")  # a CRC16 that does not match
         # add, not set: a cancellation that arrived first must stand.
-        # On this thread's own connection (core.redis.Direct): the one Redis
-        # round trip of an instant sandbox charge.
-        redis_direct(settings.CACHES["default"]["LOCATION"], timeout=5.0, decode_responses=True).execute(
-            ("SET", self._key("charge", request.txid), "active", "EX", _STATE_TTL, "NX")
-        )
+        _state_direct().execute(("SET", self._key("charge", request.txid), "active", "EX", _STATE_TTL, "NX"))
         if behaviour == "timeout":
             self._late()  # created, but we hear nothing in time
         return ChargeResult(provider_charge_id=f"sbx_{request.txid}", emv=emv)
