@@ -20,7 +20,7 @@ from django.utils import timezone
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused, InvalidTransition
 from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry, MoneyActionRequest
-from core.db import Insert, insert_sql
+from core.db import Insert, insert_sql, statement_of
 from core.exceptions import InsufficientBalance
 from core.tokens import hash_secret, new_public_key, new_secret_key, new_webhook_secret
 
@@ -195,10 +195,7 @@ def _balance_lock_statement() -> tuple[str, tuple[str, ...]]:
     columns = tuple(field.attname for field in AccountBalance._meta.concrete_fields)
     account = uuid.UUID(int=1)
     query = AccountBalance.objects.select_for_update().filter(account_id=account).values_list(*columns).query
-    sql, params = query.sql_with_params()
-    if list(params) != [account]:
-        raise RuntimeError(f"balance lock: unexpected parameters {params!r}")
-    return str(sql), columns
+    return statement_of(query, [account], what="balance lock"), columns
 
 
 def ledger_post(

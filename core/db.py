@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
-from django.db.models.sql import InsertQuery
+from django.db.models.sql import InsertQuery, Query
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,20 @@ def insert_sql(instance: Model, *, using: str = "default") -> tuple[str, tuple[A
     if plain and not any(hasattr(f, "get_placeholder") for f in fields):
         _INSERTS[key] = sql
     return sql, tuple(params)
+
+
+def statement_of(query: Query, placeholders: Sequence[Any], *, what: str) -> str:
+    """The SQL of ``query`` (built with ``placeholders`` as its values),
+    checked to take exactly those parameters in that order: for a hot path
+    that compiles a statement once per process and binds the real values
+    itself (the ORM's compilation cost as much CPU as the statement). A
+    query the ORM would compile with other parameters (a value folded in,
+    one added or reordered by a Django upgrade) fails at once instead of
+    binding the wrong value to a placeholder."""
+    sql, params = query.sql_with_params()
+    if list(params) != list(placeholders):
+        raise RuntimeError(f"{what}: unexpected parameters {params!r}")
+    return str(sql)
 
 
 #: (model, fields, database) → its INSERT statement (:func:`insert_sql`).

@@ -11,6 +11,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import connections, router
 from django.db.models import Model, QuerySet
 
+from core.db import statement_of
 from core.exceptions import NotFoundError
 
 M = TypeVar("M", bound=Model)
@@ -44,10 +45,7 @@ def _owned_row_statement(model: type[Model], fields: tuple[str, ...]) -> tuple[s
             raise RuntimeError(f"{model.__name__}.{field.name} needs a converter: read it through the ORM")
     account, key = uuid.UUID(int=1), uuid.UUID(int=2)
     query = model._default_manager.filter(account_id=account, pk=key).values_list(*columns).query
-    sql, params = query.sql_with_params()
-    if list(params) != [account, key]:
-        raise RuntimeError(f"{model.__name__}: unexpected parameters {params!r}")
-    return str(sql), columns
+    return statement_of(query, [account, key], what=model.__name__), columns
 
 
 def owned_by_uuid(

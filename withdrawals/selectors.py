@@ -20,6 +20,7 @@ from accounts.selectors import available_balance, effective_minimum_withdrawal
 from accounts.settlement import SettlementFee
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import ListingFilterSet, RecordFilterSet, timestamp_filter
+from core.db import statement_of
 from core.selectors import get_by_uuid, owned_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
 from withdrawals.models import HoldReason, Withdrawal, WithdrawalStatus
@@ -50,10 +51,7 @@ def _withdrawn_since_sql() -> str:
         .values("total")
         .query
     )
-    sql, params = query.sql_with_params()
-    if list(params) != [account, since, *NOT_COUNTED]:
-        raise RuntimeError(f"withdrawn today: unexpected parameters {params!r}")
-    return str(sql)
+    return statement_of(query, [account, since, *NOT_COUNTED], what="withdrawn today")
 
 
 def withdrawn_today(account: Account, now: dt.datetime | None = None) -> int:
