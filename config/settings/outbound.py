@@ -33,7 +33,10 @@ ACQUIRER_HEALTH_SAMPLES = env.int("ACQUIRER_HEALTH_SAMPLES", default=200)
 # is full the call is not made (outcome "busy"): a charge's chain passes the
 # acquirer over, a payout or a lookup is tried again shortly. Charge creation
 # (web); payout sends and status lookups; reconciliation, refunds and cancels.
-OUTBOUND_POOL_CHARGE = env.int("OUTBOUND_POOL_CHARGE", default=48)
+# The charge pool is above the per-acquirer cap (below): one slow acquirer at
+# its cap leaves charge slots for the others (acquirers.W001 checks it); and
+# below a web process's threads (WEB_THREADS, 64), leaving some to reads.
+OUTBOUND_POOL_CHARGE = env.int("OUTBOUND_POOL_CHARGE", default=56)
 OUTBOUND_POOL_PAYOUT = env.int("OUTBOUND_POOL_PAYOUT", default=32)
 OUTBOUND_POOL_RECONCILE = env.int("OUTBOUND_POOL_RECONCILE", default=16)
 # Calls in flight to one acquirer from one process, whatever their purpose: a

@@ -50,8 +50,10 @@ from acquirers.adapters.base import (
 )
 from acquirers.adapters.sandbox import SandboxAdapter, new_e2e_id
 from acquirers.calls import Outcome
+from acquirers.checks import cap_below_charge_pool
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_slots_set
+from config.settings import outbound
 from core.bulkhead import Bulkhead
 from payments.exceptions import AllAcquirersFailed, RefundFailed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
@@ -281,6 +283,45 @@ def test_a_full_charge_pool_refuses_charges_at_once_and_nothing_else(
         assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
 
     assert pools_in_flight() == IDLE
+
+
+def test_an_acquirer_at_its_cap_leaves_charge_slots_to_the_others(
+    settings: Any, api: APIClient, sandbox_calls: dict[str, int]
+) -> None:
+    # The deployed sizes, not this module's small cap: what a web process
+    # has when one acquirer is slow. With the cap equal to the charge pool
+    # (both were 48), the slow one's calls filled the pool and a charge
+    # whose chain had a healthy acquirer failed as busy too (make bench, the
+    # other account beside the 2 s acquirer).
+    settings.ACQUIRER_MAX_IN_FLIGHT = outbound.ACQUIRER_MAX_IN_FLIGHT
+    settings.OUTBOUND_POOL_CHARGE = outbound.OUTBOUND_POOL_CHARGE
+    slow = AcquirerFactory(key="bh_cap_slow", default_priority=1)
+    healthy = AcquirerFactory(key="bh_cap_healthy", default_priority=2)
+    buyer = {"buyer_name": BUYER.name, "buyer_document": CPF, "buyer_phone": BUYER.phone}
+
+    with contextlib.ExitStack() as stack:
+        # The slow acquirer's charges in flight, each holding a slot of the
+        # charge pool and one of its cap, as calls.call takes them.
+        for _ in range(outbound.ACQUIRER_MAX_IN_FLIGHT):
+            assert stack.enter_context(capacity.slot(slow, "create_charge"))
+        response = api.post(
+            "/api/transactions", {"payment_method": "pix", "amount": 1500, "buyer": buyer}, format="json"
+        )
+
+    assert response.status_code == 201, response.content
+    charge = Charge.objects.get(pk=response.json()["data"]["id"])
+    assert attempts_of(charge.pk) == [("bh_cap_slow", "busy"), ("bh_cap_healthy", "ok")]
+    assert charge.acquirer_id == healthy.pk
+    assert sandbox_calls == {"bh_cap_healthy": 1}
+    assert pools_in_flight() == IDLE
+
+
+def test_a_cap_at_or_above_the_charge_pool_is_warned_of(settings: Any) -> None:
+    settings.ACQUIRER_MAX_IN_FLIGHT = outbound.ACQUIRER_MAX_IN_FLIGHT
+    settings.OUTBOUND_POOL_CHARGE = outbound.OUTBOUND_POOL_CHARGE
+    assert cap_below_charge_pool(None) == []
+    settings.ACQUIRER_MAX_IN_FLIGHT = settings.OUTBOUND_POOL_CHARGE
+    assert [message.id for message in cap_below_charge_pool(None)] == ["acquirers.W001"]
 
 
 def test_an_open_acquirer_is_probed_when_the_others_are_busy(settings: Any, account: Account) -> None:
