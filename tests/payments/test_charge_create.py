@@ -20,6 +20,7 @@ from brcode.utils.brcodeId import jsonFromBrcode
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework import serializers
 from rest_framework.test import APIClient
 from validate_docbr import CNPJ
 
@@ -40,6 +41,7 @@ from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot
 from acquirers.services import account_active_acquirers_replace, acquirer_grants_set
 from acquirers.tasks import cancel_charge_at_acquirer
 from payments.models import Charge, ChargeAttempt
+from payments.serializers import ChargeCreatedSerializer
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 
@@ -1532,3 +1534,12 @@ def test_an_invalid_br_code_is_withdrawn_from_the_acquirer_that_made_it(
     assert bad_adapter.charge_state(charge.txid) == "active"
     cancel_charge_at_acquirer(bad.pk, charge.txid)
     assert bad_adapter.charge_state(charge.txid) == "canceled"
+
+
+def test_the_creation_body_is_what_its_declared_fields_render() -> None:
+    # The body is built by hand (a charge's CPU); its declared fields are the
+    # schema. DRF's own rendering of those fields must give the same body, or
+    # the schema and the answer have drifted apart.
+    charge = Charge(amount=1500, platform_tax=45, liquid_amount=1455, emv="000201-emv")
+    serializer = ChargeCreatedSerializer()
+    assert serializer.to_representation(charge) == serializers.Serializer.to_representation(serializer, charge)
