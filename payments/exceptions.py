@@ -82,8 +82,8 @@ class RefundFailed(PixServiceError):
 class RefundUndetermined(RefundFailed):
     """No definitive answer from the acquirer (a timeout, a 5xx, an answer it
     could not read, too busy to call): to staff, the refund was not made
-    now; to the money, it may have been. Nothing reserved is released on it:
-    the refund is asked about again."""
+    now; to the money, it may have been. Its amount is reserved (nothing
+    reserved is released on it) and the refund is asked about again."""
 
     default_code = "refund_undetermined"
 

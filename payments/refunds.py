@@ -137,8 +137,10 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
     done. Asking again for the same charge is idempotent and reports the
     current state. A charge in chargeback (MED already returned the money),
     or at an acquirer without refunds, is only marked refunded. A refund the
-    acquirer is still processing reserves its amount at once
-    (:func:`charge_refund_reserve`); a failed one gives it back. Never refused
+    acquirer is still processing, or whose outcome is not known (no answer,
+    an unreadable one), reserves its amount at once
+    (:func:`charge_refund_reserve`) and is asked about again by beat's sweep
+    (:func:`refunds_sweep`); a failed one gives it back. Never refused
     for want of balance: a refund may take it below zero (decisions §4).
     Raises :class:`~payments.exceptions.RefundFailed` when the refund was not
     made (:class:`~payments.exceptions.RefundUndetermined` when that is not
@@ -162,7 +164,16 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
         raise err.RefundFailed("Cobrança paga sem e2e id: a devolução não pode ser pedida à adquirente.")
     answer = charge_refund_ask(charge=charge, actor=actor, source=ChargeTransition.Source.STAFF, reason=reason)
     if answer.outcome is RefundOutcome.UNDETERMINED:
-        raise err.RefundUndetermined(f"Adquirente indisponível para a devolução: {answer.detail}"[:500])
+        # The acquirer may have made the devolução (a timeout after it acted,
+        # an answer lost on the way): the money may be the payer's already.
+        # Reserved as one it is processing, and asked about again by beat's
+        # sweep until it answers for certain; without this, nothing would
+        # ever ask, and a devolução made there would never be debited here.
+        charge_refund_reserve(charge_id=charge.pk, reason=reason)
+        raise err.RefundUndetermined(
+            f"Sem resposta definitiva da adquirente para a devolução ({answer.detail}): o valor fica reservado "
+            "e a adquirente é consultada de novo até responder."[:500]
+        )
     if answer.outcome is RefundOutcome.FAILED:
         raise err.RefundFailed(f"Devolução não realizada pela adquirente: {answer.detail}"[:500])
     if answer.outcome is RefundOutcome.PROCESSING:
@@ -314,7 +325,7 @@ def charge_refund_pursue(*, refund_id: int) -> RefundOutcome:
 def refunds_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: int = 200) -> int:
     """Beat's net under the refund tasks (a hand-off lost with the broker, a
     task that ran out of retries, a staff refund answered "processing" whose
-    callback never came): every refund still processing for longer than
+    callback never came, or one that got no definitive answer): every refund still processing for longer than
     ``older_than`` is handed to a worker again, each at most once per
     :data:`SWEEP_EVERY` whichever process runs this. Returns how many."""
     ids = (

@@ -22,9 +22,9 @@ from accounts.selectors import available_balance, ledger_sum
 from acquirers.adapters.base import NOTIFICATION_TOKEN_HEADER
 from acquirers.inbound import REJECTED_BODY_KEPT_BYTES
 from acquirers.models import Acquirer, InboundNotification
-from payments.models import Charge, ChargeStatus
+from payments.models import Charge, ChargeRefund, ChargeStatus
 from payments.reconciliation import charges_reconcile
-from payments.refunds import refund_id_for
+from payments.refunds import RefundOutcome, charge_refund_pursue, refund_id_for
 from tests.acquirers.conftest import NOTIFY_TOKEN, bacen_options
 from tests.acquirers.fake_psp import FakePsp, Fault
 
@@ -394,7 +394,7 @@ def test_a_devolucao_the_psp_did_not_make_leaves_the_charge_paid(
     assert available_balance(account) == LIQUID
 
 
-def test_a_refund_while_the_psp_is_down_changes_nothing(
+def test_a_refund_while_the_psp_is_down_is_reserved_until_it_answers(
     admin_client: Client, charge: Charge, fake_psp: FakePsp, account: Account
 ) -> None:
     paid(charge, fake_psp)
@@ -402,6 +402,14 @@ def test_a_refund_while_the_psp_is_down_changes_nothing(
 
     (message,) = refund(admin_client, charge)
 
-    assert message.startswith(f"{charge.pk}: Adquirente indisponível para a devolução")
+    # A 503 does not say the devolução was not made: its amount is reserved
+    # and the refund stays processing, for beat's sweep to ask again.
+    assert message.startswith(f"{charge.pk}: Sem resposta definitiva da adquirente para a devolução")
     assert refresh(charge).status == S.PAID
-    assert available_balance(account) == LIQUID
+    assert available_balance(account) == 0 == ledger_sum(account)
+    assert list(charge.refunds.values_list("status", flat=True)) == [ChargeRefund.Status.PROCESSING]
+
+    # Asked again (what the sweep's worker does), the PSP makes it.
+    assert charge_refund_pursue(refund_id=charge.refunds.get().pk) is RefundOutcome.REFUNDED
+    assert refresh(charge).status == S.REFUNDED
+    assert available_balance(account) == 0 == ledger_sum(account)

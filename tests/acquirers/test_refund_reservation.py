@@ -22,10 +22,10 @@ from accounts.services import ledger_post
 from acquirers.models import Acquirer
 from core.exceptions import BusinessRuleError
 from payments.models import Charge, ChargeRefund, ChargeStatus
-from payments.refunds import charge_refund_reserve, refund_id_for
+from payments.refunds import RefundOutcome, charge_refund_pursue, charge_refund_reserve, refund_id_for
 from tests import realworld
 from tests.acquirers.conftest import NOTIFY_TOKEN
-from tests.acquirers.fake_psp import FakePsp
+from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.factories import AccountFactory
 from tests.helpers import admin_action
 from withdrawals.models import Withdrawal
@@ -160,6 +160,47 @@ def test_a_devolucao_the_psp_made_debits_once(
     # The PSP repeats itself: nothing moves.
     assert callback(fake_psp, e2e_id).json()["data"] == {"processed": 0}
     assert available_balance(account) == SEED == ledger_sum(account)
+
+
+def test_a_refund_without_a_definitive_answer_is_reserved_and_asked_about_again(
+    admin_client: Client, api: APIClient, paid_charge: Charge, account: Account, fake_psp: FakePsp
+) -> None:
+    e2e_id = paid_charge.e2e_id or ""
+    # The PSP makes the devolução and its answer is lost on the way; the
+    # retries and the look-ups of its state fail too.
+    fake_psp.fail("devolucao.put", Fault.LOST_ANSWER, *[Fault.UNAVAILABLE] * 5)
+    fake_psp.fail("devolucao.get", *[Fault.UNAVAILABLE] * 5)
+
+    messages = staff_refund(admin_client, paid_charge)
+
+    assert len(messages) == 1
+    assert "Sem resposta definitiva da adquirente para a devolução" in messages[0]
+    assert "o valor fica reservado" in messages[0]
+    assert [d["id"] for d in fake_psp.pix[e2e_id]["devolucoes"]] == [refund_id_for(paid_charge.pk)]  # made there
+    paid_charge.refresh_from_db()
+    assert paid_charge.status == S.PAID
+    (refund,) = ChargeRefund.objects.filter(charge=paid_charge)
+    assert (refund.status, refund.amount, refund.source) == (
+        ChargeRefund.Status.PROCESSING,
+        LIQUID,
+        ChargeRefund.Source.STAFF,
+    )
+    # The money may be the payer's already: the merchant cannot withdraw it.
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert withdraw(api, SEED + 1).json() == NO_BALANCE
+
+    # What beat's sweep hands to a worker (every refund left processing):
+    # asked again, the PSP answers, and the refund is debited once.
+    with fake_psp.lock:
+        fake_psp.faults.clear()
+    fake_psp.settle_refund(e2e_id, refund_id_for(paid_charge.pk))
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.REFUNDED
+    paid_charge.refresh_from_db()
+    assert paid_charge.status == S.REFUNDED
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.DONE
 
 
 def test_a_chargeback_during_a_processing_refund_takes_the_money_once(
