@@ -327,8 +327,8 @@ def refunds_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: 
     task that ran out of retries, a staff refund answered "processing" whose
     callback never came, or one that got no definitive answer): every refund
     still processing for longer than ``older_than`` is handed to a worker
-    again, each at most once per
-    :data:`SWEEP_EVERY` whichever process runs this. Returns how many."""
+    again, each at most once per :data:`SWEEP_EVERY` whichever process runs
+    this. Returns how many."""
     ids = (
         ChargeRefund.objects.filter(status=R.PROCESSING, created_at__lte=timezone.now() - older_than)
         .order_by("created_at")
