@@ -802,6 +802,16 @@ def opened_by_another_process(acquirer: Acquirer) -> None:
     )
 
 
+def called_then_opened_elsewhere(api: APIClient, first_key: str, spare_key: str) -> Acquirer:
+    """A chain of two acquirers; one charge goes to the first (this process
+    sees its circuit closed), then another process opens that circuit."""
+    first = AcquirerFactory(key=first_key, default_priority=1)
+    AcquirerFactory(key=spare_key, default_priority=2)
+    assert created(post(api))[1] == [(first_key, "ok")]
+    opened_by_another_process(first)
+    return first
+
+
 def test_a_circuit_seen_closed_admits_the_next_calls_without_asking_redis(
     api: APIClient, admissions: list[str], local_clock: LocalClock, calls: dict[str, int]
 ) -> None:
@@ -820,10 +830,7 @@ def test_a_circuit_seen_closed_admits_the_next_calls_without_asking_redis(
 def test_a_circuit_another_process_opened_is_obeyed_from_this_process_next_record(
     api: APIClient, admissions: list[str], local_clock: LocalClock, calls: dict[str, int]
 ) -> None:
-    first = AcquirerFactory(key="cb_elsewhere", default_priority=1)
-    AcquirerFactory(key="cb_spare", default_priority=2)
-    assert created(post(api))[1] == [("cb_elsewhere", "ok")]
-    opened_by_another_process(first)
+    first = called_then_opened_elsewhere(api, "cb_elsewhere", "cb_spare")
 
     # Within the window this process still admits from its last sight (the
     # call was as good as in flight when the circuit opened elsewhere); the
@@ -839,10 +846,7 @@ def test_a_circuit_another_process_opened_is_obeyed_from_this_process_next_recor
 def test_a_circuit_another_process_opened_is_obeyed_once_the_window_passes(
     api: APIClient, admissions: list[str], local_clock: LocalClock, calls: dict[str, int]
 ) -> None:
-    first = AcquirerFactory(key="cb_elsewhere_idle", default_priority=1)
-    AcquirerFactory(key="cb_spare_idle", default_priority=2)
-    assert created(post(api))[1] == [("cb_elsewhere_idle", "ok")]
-    opened_by_another_process(first)
+    called_then_opened_elsewhere(api, "cb_elsewhere_idle", "cb_spare_idle")
     local_clock.now += 1.01
     assert created(post(api))[1] == [("cb_elsewhere_idle", "circuit_open"), ("cb_spare_idle", "ok")]
     assert calls == {"cb_elsewhere_idle": 1, "cb_spare_idle": 1}
