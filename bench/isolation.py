@@ -51,8 +51,8 @@ CONNECTIONS = 64
 CONNECT_TIMEOUT_MS = 1000
 READ_TIMEOUT_MS = 3000
 DEADLINE = (CONNECT_TIMEOUT_MS + READ_TIMEOUT_MS) / 1000
-#: The slow acquirer of the first scenario answers after this long.
-SLOW_DELAY_S = 0.3
+#: The slow acquirer of the first scenario answers after this many ms.
+SLOW_MS = 300
 OTHER_CONNECTIONS = 8
 OTHER_THINK_MS = 250
 #: libpq's application_name of each benchmarked process: how the sampler tells them apart.
@@ -79,7 +79,7 @@ def prepare(server: psp.Psp) -> dict[str, dict[str, str]]:
     from acquirers.services import acquirer_grants_set, acquirer_slots_set, acquirer_upsert
 
     headers: dict[str, dict[str, str]] = {}
-    for delay in (0, 300, 2000):
+    for delay in (0, SLOW_MS, 2000):
         acquirer, _ = acquirer_upsert(
             key=f"bench_iso_{delay}ms",
             name=f"Bench PSP {delay} ms",
@@ -223,11 +223,11 @@ def scenario_slow_vs_instant(bench: Bench) -> list[wrk.WrkResult]:
     slow: list[wrk.WrkResult] = []
     for _ in range(2):
         instant += bench.measure(bench.load("instant", "0ms"))
-        slow += bench.measure(bench.load("300 ms", "300ms"))
+        slow += bench.measure(bench.load(f"{SLOW_MS} ms", f"{SLOW_MS}ms"))
     anchor = combine(f"POST /api/transactions, instant acquirer, c{CONNECTIONS}", instant)
     anchor.target, anchor.passed = "0 failed", anchor.failed == 0
-    row = combine(f"POST /api/transactions, acquirer at 300 ms, c{CONNECTIONS}", slow)
-    row.ceiling, row.ceiling_note = slow_anchor(anchor.rps, SLOW_DELAY_S)
+    row = combine(f"POST /api/transactions, acquirer at {SLOW_MS} ms, c{CONNECTIONS}", slow)
+    row.ceiling, row.ceiling_note = slow_anchor(anchor.rps, SLOW_MS / 1000)
     row.target = f"ratio ≥ {TARGET_RATIO}, 0 failed"
     row.passed = row.failed == 0 and (row.ratio or 0.0) >= TARGET_RATIO
     return [anchor, row]
@@ -307,9 +307,9 @@ def run(env: dict[str, str], *, seconds: float = 8.0, payouts: bool = True) -> l
         with gunicorn(env) as base:
             bench = Bench(base, headers, sampler, seconds)
             # Warm-up: threads started, the PSP's token fetched, TLS sessions up.
-            for account in ("0ms", "300ms", "2000ms"):
+            for account in ("0ms", f"{SLOW_MS}ms", "2000ms"):
                 bench.measure(bench.load("warm-up", account, seconds=1, connections=8))
-            rows = _timed("300 ms vs instant", lambda: scenario_slow_vs_instant(bench))
+            rows = _timed(f"{SLOW_MS} ms vs instant", lambda: scenario_slow_vs_instant(bench))
             rows += _timed("2 s beside another account", lambda: scenario_two_seconds(bench))
     drop_queue()
     for row in rows:
