@@ -73,6 +73,10 @@ def _only_test_case_atomics(conn: BaseDatabaseWrapper) -> bool:
     return bool(conn.atomic_blocks) and all(getattr(block, "_from_testcase", False) for block in conn.atomic_blocks)
 
 
+#: (model, fields, database) → its INSERT statement (:func:`insert_sql`).
+_INSERTS: dict[tuple[type[Model], tuple[Any, ...], str], str] = {}
+
+
 def insert_sql(instance: Model, *, using: str = "default") -> tuple[str, tuple[Any, ...]]:
     """The ``INSERT … RETURNING <pk>`` Django would send to create
     ``instance`` (defaults, ``auto_now_add`` and field conversions included),
@@ -124,10 +128,6 @@ def statement_of(query: Query, placeholders: Sequence[Any], *, what: str) -> str
     if list(params) != list(placeholders):
         raise RuntimeError(f"{what}: unexpected parameters {params!r}")
     return str(sql)
-
-
-#: (model, fields, database) → its INSERT statement (:func:`insert_sql`).
-_INSERTS: dict[tuple[type[Model], tuple[Any, ...], str], str] = {}
 
 
 @dataclass(frozen=True)
