@@ -162,7 +162,11 @@ class AccountBalance(models.Model):
     """The account's balance: the row every money movement locks.
 
     It is a cache of the ledger's sum, changed only by ``ledger_post`` in the
-    same transaction as the entry it adds.
+    same transaction as the entry it adds. It also keeps the day's withdrawn
+    total the daily limit compares with (withdrawals/limits.py), moved by the
+    same statement as the debit or the reversal that changes it: under the
+    lock every withdrawal takes anyway, so checking the limit costs no
+    statement and no scan of the day's withdrawals.
     """
 
     account = models.OneToOneField(
@@ -170,6 +174,14 @@ class AccountBalance(models.Model):
     )
     available = models.BigIntegerField("disponível", default=0, help_text="Em centavos.")
     updated_at = models.DateTimeField("atualizado em", auto_now=True)
+    withdrawn_day = models.DateField(
+        "dia dos saques somados", null=True, blank=True, help_text="Dia (America/Sao_Paulo) de “sacado no dia”."
+    )
+    withdrawn_on_day = models.BigIntegerField(
+        "sacado no dia",
+        default=0,
+        help_text="Em centavos: saques criados nesse dia, exceto falhos e cancelados; o limite diário compara com ele.",
+    )
 
     class Meta:
         verbose_name = "saldo"

@@ -207,6 +207,7 @@ def ledger_post(
     locked: AccountBalance | None = None,
     new_reference: bool = False,
     along: Insert | None = None,
+    withdrawn: tuple[dt.date, int] | None = None,
 ) -> LedgerEntry | None:
     """Post one signed movement and move the balance with it.
 
@@ -222,6 +223,9 @@ def ledger_post(
     yet, as a :class:`core.db.Insert` (its INSERT compiled before the lock
     was taken): it is inserted by the same statement as the entry (one round
     trip less under the balance lock), and is saved when this returns an entry.
+    ``withdrawn``: the day and withdrawn total the balance row keeps for the
+    daily limit (withdrawals/limits.py), set by the same statement: the
+    total moves if and only if the entry is posted.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("ledger_post must run inside the transaction of the change that causes it")
@@ -251,9 +255,12 @@ def ledger_post(
     # data-modifying CTE runs whatever the outer statement returns, in the
     # same snapshot and transaction, all or nothing.
     balances = AccountBalance._meta.db_table
-    moved = f"moved AS (UPDATE {balances} SET available = %s, updated_at = %s WHERE account_id = %s)"  # noqa: S608 - names from the models, values bound
+    day_total = ", withdrawn_day = %s, withdrawn_on_day = %s" if withdrawn is not None else ""
+    moved = f"moved AS (UPDATE {balances} SET available = %s, updated_at = %s{day_total} WHERE account_id = %s)"  # noqa: S608 - names from the models, values bound
     ctes = [moved]
-    params: list[Any] = [new_balance, balance.updated_at, balance.account_id]
+    params: list[Any] = [new_balance, balance.updated_at, *(withdrawn or ()), balance.account_id]
+    if withdrawn is not None:
+        balance.withdrawn_day, balance.withdrawn_on_day = withdrawn
     if along is not None:
         ctes.insert(0, f"record AS ({along.sql})")
         params[:0] = along.params

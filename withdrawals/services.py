@@ -32,9 +32,10 @@ from core.money import brl as _brl
 from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
+from withdrawals.limits import total_after_request, total_after_reversal, withdrawn_before
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payloads import withdrawal_payload
-from withdrawals.selectors import withdrawn_today
+from withdrawals.selectors import NOT_COUNTED
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,8 @@ def withdrawal_request(
     insert = Insert.of(withdrawal)
     with transaction.atomic():
         balance = balance_lock(account_id=account.pk)
-        if withdrawn_today(account) + amount > account.withdrawal_daily_limit:
+        day_total = withdrawn_before(balance, account, withdrawal.created_at) + amount
+        if day_total > account.withdrawal_daily_limit:
             raise BusinessRuleError(err.DAILY_LIMIT)
         if quote.total_debit > balance.available:
             raise BusinessRuleError(err.INSUFFICIENT_BALANCE)
@@ -115,6 +117,7 @@ def withdrawal_request(
             locked=balance,
             new_reference=True,
             along=insert,
+            withdrawn=total_after_request(balance, withdrawal.created_at, day_total),
         )
         if in_transaction is not None:
             in_transaction(withdrawal)
@@ -209,11 +212,15 @@ def withdrawal_transition(
         effect = TRANSITIONS[key]
         if effect is not None:
             kind, field = effect
+            balance = balance_lock(account_id=withdrawal.account_id)
             ledger_post(
                 account_id=withdrawal.account_id,
                 amount=getattr(withdrawal, field),
                 kind=kind,
                 reference=f"withdrawal:{withdrawal.pk}:{withdrawal.version}",
+                locked=balance,
+                # Failed or canceled: its amount no longer counts for its day.
+                withdrawn=total_after_reversal(balance, withdrawal) if to_status in NOT_COUNTED else None,
             )
         metrics.on_commit(lambda: metrics.WITHDRAWAL_STATUS_CHANGES.labels(to_status).inc())
         event_emit(

@@ -6,10 +6,11 @@ Budgets (the issue's targets, or what was reached where it is lower):
 ``POST /api/transactions`` 1 statement in all (target 4): the charge and its
 attempts in one INSERT, atomic on its own; with an ``Idempotency-Key``, the
 key's claim and the key's answer besides, each committed where it must be;
-``POST /api/withdrawals`` 5 in all (target 5):
-BEGIN, the balance lock (exactly one ``SELECT … FOR UPDATE``), the day's
-sum, the withdrawal with its ledger entry and balance move in one
-statement, COMMIT; reads by id 1, listings 2. Captured statements include
+``POST /api/withdrawals`` 4 in all (target 5):
+BEGIN, the balance lock (exactly one ``SELECT … FOR UPDATE``; the row also
+holds the day's withdrawn total the daily limit checks, withdrawals/limits.py),
+the withdrawal with its ledger entry and balance move in one statement,
+COMMIT; reads by id 1, listings 2. Captured statements include
 BEGIN and COMMIT (savepoints inside the test's own transaction)."""
 
 from __future__ import annotations
@@ -83,11 +84,11 @@ def test_charge_creation_with_an_idempotency_key(merchant: tuple[Account, APICli
 def test_withdrawal_request(merchant: tuple[Account, APIClient], django_assert_max_num_queries: Any) -> None:
     _, api = merchant
     assert api.post("/api/withdrawals", WITHDRAWAL, format="json").status_code == 201  # warm
-    with django_assert_max_num_queries(5) as captured:
+    with django_assert_max_num_queries(4) as captured:
         assert api.post("/api/withdrawals", WITHDRAWAL, format="json").status_code == 201
     sent = statements(captured)
     work = [sql for sql in sent if not sql.strip().upper().startswith(TRANSACTION_CONTROL)]
-    assert len(work) <= 3, work
+    assert len(work) <= 2, work
     assert sum("FOR UPDATE" in sql for sql in sent) == 1, sent
 
 

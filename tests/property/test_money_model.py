@@ -1452,6 +1452,12 @@ class MoneyModel(RuleBasedStateMachine):
             assert all(plan.effective_minimum <= w["amount"] <= plan.per_request for w in mine), mine
             counted = sum(w["amount"] for w in mine if w["created_at"] >= today and w["status"] not in NOT_COUNTED)
             assert counted <= plan.daily, f"{name}: {counted} withdrawn today, over the limit of {plan.daily}"
+            # The running total the limit checks (withdrawals/limits.py) is the day's sum.
+            day, total = db.day_totals[plan.pk]
+            if any(w["created_at"] >= today for w in mine):
+                assert day == today.date(), f"{name}: the balance row holds the total of {day}, not of today"
+            if day == today.date():
+                assert total == counted, f"{name}: the row's total for today is {total}, the day's sum {counted}"
         # Money left through the acquirer for every payout the model made, and
         # never for a withdrawal whose money came back (or was never approved).
         # (A payout the acquirer also notified is paid either way.)
@@ -1470,6 +1476,7 @@ class DbState:
     """The tables the invariants read, straight from PostgreSQL."""
 
     balances: dict[uuid.UUID, int]
+    day_totals: dict[uuid.UUID, tuple[dt.date | None, int]]
     entries: list[dict[str, Any]]
     charges: dict[uuid.UUID, dict[str, Any]]
     withdrawals: dict[uuid.UUID, dict[str, Any]]
@@ -1482,6 +1489,12 @@ class DbState:
     def read(cls) -> DbState:
         return cls(
             balances=dict(AccountBalance.objects.values_list("account_id", "available")),
+            day_totals={
+                pk: (day, total)
+                for pk, day, total in AccountBalance.objects.values_list(
+                    "account_id", "withdrawn_day", "withdrawn_on_day"
+                )
+            },
             entries=[
                 dict(r)
                 for r in LedgerEntry.objects.order_by("id").values(

@@ -23,7 +23,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from validate_docbr import CNPJ
 
-from accounts.models import Account, ApiCredential, LedgerEntry
+from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import account_set_blocked, credential_issue, ledger_post
 from tests import realworld
@@ -848,4 +848,5 @@ def test_concurrent_withdrawals_never_exceed_the_daily_limit(no_enqueue: None) -
     assert sorted(r.status_code for r in responses) == [201] * 10 + [400] * 20
     assert all(r.json() == error(DAILY) for r in responses if r.status_code == 400)
     assert withdrawn_today(account) == 10_000
+    assert AccountBalance.objects.get(account=account).withdrawn_on_day == 10_000  # the total the limit checked
     assert available_balance(account) == SEED_BALANCE - 10_000 == ledger_sum(account)
