@@ -26,8 +26,8 @@ BODY = {"amount": 1000, "key_value": "52998224725"}
 #: Of the hot account's row to pgbench's tx/s (issue 14).
 HOT_TARGET = 0.5
 CEILING_NOTE = (
-    "bench/withdrawals.sql via pgbench on the same PostgreSQL (lock balance, daily sum, insert withdrawal, "
-    "balance and ledger entry in one statement) on the hot account, same concurrency"
+    "bench/withdrawals.sql via pgbench on the same PostgreSQL (lock balance, insert withdrawal, "
+    "balance with its day's withdrawn total and ledger entry in one statement) on the hot account, same concurrency"
 )
 
 
@@ -82,17 +82,6 @@ def prepare(count: int) -> list[dict[str, str]]:
         cursor.executemany(
             "INSERT INTO bench_accounts (n, account_id, public_key, secret_key) VALUES (%s, %s, %s, %s)",
             [(n, a.pk, pk, sk) for n, (a, (pk, sk)) in enumerate(zip(accounts, keys, strict=True))],
-        )
-        # The daily limit sums the account's withdrawals since midnight (São
-        # Paulo), under the balance lock, in the API and in pgbench alike: each
-        # run adds thousands to the hot account, and the next run's figures
-        # (both) would fall with how many runs came before it that day. Every
-        # run starts its accounts' day empty: earlier ones move back a day.
-        cursor.execute(
-            "UPDATE withdrawals_withdrawal SET created_at = created_at - interval '1 day'"
-            " WHERE account_id IN (SELECT account_id FROM bench_accounts)"
-            " AND created_at >= date_trunc('day', now() AT TIME ZONE %s) AT TIME ZONE %s",
-            ["America/Sao_Paulo", "America/Sao_Paulo"],
         )
     return [{"X-Public-Key": pk, "X-Secret-Key": sk} for pk, sk in keys]
 
