@@ -40,8 +40,9 @@ def day_start(now: dt.datetime | None = None) -> dt.datetime:
 def _withdrawn_since_sql() -> str:
     """The SUM of :func:`withdrawn_today`, compiled once (grouped by the one
     account asked for: no withdrawal today, no row). It runs under the
-    account's balance lock on every withdrawal: compiled per request, the
-    lock was held for the ORM's CPU as well as the statement's."""
+    account's balance lock when the row's running total is of another day
+    (withdrawals/limits.py): compiled there, the lock would be held for the
+    ORM's CPU as well as the statement's."""
     account, since = uuid.UUID(int=1), dt.datetime(2000, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     query = (
         Withdrawal.objects.filter(account_id=account, created_at__gte=since)
