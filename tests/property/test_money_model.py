@@ -1487,14 +1487,10 @@ class DbState:
 
     @classmethod
     def read(cls) -> DbState:
+        rows = list(AccountBalance.objects.values_list("account_id", "available", "withdrawn_day", "withdrawn_on_day"))
         return cls(
-            balances=dict(AccountBalance.objects.values_list("account_id", "available")),
-            day_totals={
-                pk: (day, total)
-                for pk, day, total in AccountBalance.objects.values_list(
-                    "account_id", "withdrawn_day", "withdrawn_on_day"
-                )
-            },
+            balances={pk: available for pk, available, _, _ in rows},
+            day_totals={pk: (day, total) for pk, _, day, total in rows},
             entries=[
                 dict(r)
                 for r in LedgerEntry.objects.order_by("id").values(
