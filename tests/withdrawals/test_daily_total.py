@@ -16,6 +16,7 @@ from accounts.models import Account, AccountBalance
 from accounts.selectors import available_balance, ledger_sum
 from core.exceptions import BusinessRuleError
 from tests.helpers import SAO_PAULO
+from tests.withdrawals.conftest import Refused
 from tests.withdrawals.test_request import (
     CPF,
     DAILY,
@@ -43,21 +44,12 @@ def today() -> dt.date:
     return timezone.localdate(timezone.now(), SAO_PAULO)
 
 
-def refused_without_a_change(account: Account, amount: int) -> None:
-    client = client_of(account)
-    before = day_total(account), available_balance(account)
-    response = post(client, body(amount))
-    assert response.status_code == 400, response.content
-    assert response.json() == error(DAILY)
-    assert (day_total(account), available_balance(account)) == before
-
-
-def test_the_total_follows_requests_failures_and_cancels(no_enqueue: Any) -> None:
+def test_the_total_follows_requests_failures_and_cancels(no_enqueue: Any, refused: Refused) -> None:
     account = account_with_balance(withdrawal_daily_limit=10_000)
     client = client_of(account)
     ids = [post(client, body(amount)).json()["data"]["id"] for amount in (3000, 4000, 2000)]
     assert day_total(account) == (today(), 9000)
-    refused_without_a_change(account, 1001)
+    refused(client_of(account), account, body(1001), 400, error(DAILY))
 
     services.withdrawal_transition(withdrawal_id=ids[1], to_status=S.FAILED, source="test", reason="recusado")
     assert day_total(account) == (today(), 5000)
@@ -66,12 +58,12 @@ def test_the_total_follows_requests_failures_and_cancels(no_enqueue: Any) -> Non
 
     # What failed or was canceled can be withdrawn again the same day, and no more.
     assert post(client, body(7000)).status_code == 201
-    refused_without_a_change(account, 1000)
+    refused(client_of(account), account, body(1000), 400, error(DAILY))
     assert day_total(account) == (today(), 10_000) == (today(), withdrawn_today(account))
     assert available_balance(account) == ledger_sum(account)
 
 
-def test_a_day_the_row_does_not_hold_is_summed_from_the_withdrawals(no_enqueue: Any) -> None:
+def test_a_day_the_row_does_not_hold_is_summed_from_the_withdrawals(no_enqueue: Any, refused: Refused) -> None:
     account = account_with_balance(withdrawal_daily_limit=10_000)
     # A withdrawal of today the row never counted (made before the total
     # existed), and a row still holding yesterday's total.
@@ -79,19 +71,19 @@ def test_a_day_the_row_does_not_hold_is_summed_from_the_withdrawals(no_enqueue: 
     yesterday = today() - dt.timedelta(days=1)
     AccountBalance.objects.filter(account=account).update(withdrawn_day=yesterday, withdrawn_on_day=9_999)
 
-    refused_without_a_change(account, 4001)
+    refused(client_of(account), account, body(4001), 400, error(DAILY))
     assert post(client_of(account), body(4000)).status_code == 201
     assert day_total(account) == (today(), 10_000) == (today(), withdrawn_today(account))
 
 
-def test_a_failure_of_an_earlier_day_leaves_todays_total_alone(no_enqueue: Any) -> None:
+def test_a_failure_of_an_earlier_day_leaves_todays_total_alone(no_enqueue: Any, refused: Refused) -> None:
     account = account_with_balance(withdrawal_daily_limit=10_000)
     earlier = make_withdrawal(account, 5000, created_at=day_start() - dt.timedelta(seconds=1))
     assert post(client_of(account), body(8000)).status_code == 201
 
     services.withdrawal_transition(withdrawal_id=earlier.pk, to_status=S.FAILED, source="test", reason="recusado")
     assert day_total(account) == (today(), 8000)
-    refused_without_a_change(account, 2001)
+    refused(client_of(account), account, body(2001), 400, error(DAILY))
 
 
 def test_a_withdrawal_created_before_midnight_that_reaches_the_lock_after_the_next_days_first(

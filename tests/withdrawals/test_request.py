@@ -14,7 +14,6 @@ import random
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -30,6 +29,7 @@ from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory
 from tests.helpers import SAO_PAULO, local
+from tests.withdrawals.conftest import snapshot
 from withdrawals import services
 from withdrawals.models import Withdrawal, WithdrawalStatus
 from withdrawals.selectors import day_start, withdrawn_today
@@ -119,23 +119,6 @@ def invalid(errors: dict[str, list[str]]) -> dict[str, Any]:
     return {"success": False, "message": VALIDATION, "data": {"errors": errors}}
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    withdrawals: int
-    balance: int
-    ledger: tuple[tuple[int, str, int, str], ...]
-
-
-def snapshot(account: Account) -> Snapshot:
-    return Snapshot(
-        withdrawals=Withdrawal.objects.count(),
-        balance=available_balance(account),
-        ledger=tuple(
-            LedgerEntry.objects.filter(account=account).order_by("id").values_list("id", "kind", "amount", "reference")
-        ),
-    )
-
-
 @pytest.fixture
 def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[uuid.UUID]:
     """The withdrawals handed to the background processing on commit."""
@@ -146,24 +129,6 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[uuid.UUID]:
 
     monkeypatch.setattr(services, "_enqueue_processing", record)
     return calls
-
-
-@pytest.fixture
-def refused(
-    django_capture_on_commit_callbacks: Callable[..., Any],
-) -> Callable[[APIClient, Account, Any, int, dict[str, Any]], None]:
-    """Post ``payload`` and check the exact refusal, and that it changed nothing."""
-
-    def check(client: APIClient, account: Account, payload: Any, status: int, expected: dict[str, Any]) -> None:
-        before = snapshot(account)
-        with django_capture_on_commit_callbacks() as callbacks:
-            response = post(client, payload)
-        assert response.status_code == status, response.content
-        assert response.json() == expected
-        assert snapshot(account) == before
-        assert callbacks == []
-
-    return check
 
 
 def make_withdrawal(
