@@ -29,6 +29,7 @@ from rest_framework.views import APIView
 from accounts import exceptions as auth_msg
 from accounts.permissions import ACCOUNT_API
 from api.listing import filter_and_paginate
+from api.listing_statements import Scope
 from api.schema import AMOUNT_FILTER, PAGE_PARAMETERS, TEXT_FILTER, AccountAutoSchema, timestamp_parameter
 
 #: Every method but OPTIONS: DRF's answer to it described the view to anyone
@@ -292,9 +293,14 @@ class ListingMixin:
         # The account's records (the URL's kwargs given); 404s are raised here.
         raise NotImplementedError
 
+    def listing_scope(self, request: Request, **kwargs: Any) -> Scope[Any] | None:
+        # The account's records as a shape whose count and page compile once
+        # (api.listing_statements), used instead of listing_queryset; None: not one.
+        return None
+
     def get(self, request: Request, **kwargs: Any) -> Response:
-        queryset = self.listing_queryset(request, **kwargs)
-        items, pagination = filter_and_paginate(self.filterset_class, queryset, request.query_params)
+        records = self.listing_scope(request, **kwargs) or self.listing_queryset(request, **kwargs)
+        items, pagination = filter_and_paginate(self.filterset_class, records, request.query_params)
         data = self.item_serializer(items, many=True).data
         return ok({self.collection: data, "pagination": pagination}, self.listed_message)
 

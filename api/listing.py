@@ -8,13 +8,15 @@ import math
 import re
 import zoneinfo
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 import django_filters
 from django import forms
 from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
+from api.listing_statements import Scope, inclusive_end, listing
 from core.exceptions import ValidationFailed
 
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -113,15 +115,13 @@ class TimestampFilter(django_filters.Filter):
 
 
 class TimestampEndFilter(TimestampFilter):
-    """Inclusive of the whole second shown: records carry microseconds, so
-    ``<= 00:00:00`` would miss one shown as ``00:00:00``."""
+    """Inclusive of the whole second shown (:func:`inclusive_end`)."""
+
+    statement_value = staticmethod(inclusive_end)
 
     def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
-        if value is None:
-            return qs
-        try:
-            end = value + dt.timedelta(seconds=1)
-        except OverflowError:  # 9999-12-31 23:59:59: nothing comes after it
+        end = None if value is None else inclusive_end(value)
+        if end is None:
             return qs
         return qs.filter(**{f"{self.field_name}__lt": end})
 
@@ -153,21 +153,59 @@ def _integer(field_name: str, lookup: str) -> IntegerFilter:
     return IntegerFilter(field_name=field_name, lookup_expr=lookup)
 
 
+class _SharedFields(dict[str, forms.Field]):
+    """A form's ``base_fields`` that its instances share instead of each
+    deep-copying them (Django's ``BaseForm.__init__``): a tenth of a filtered
+    page's CPU (``python -m bench.profile list``). Safe for what validating
+    a listing's parameters does with them: a field keeps no state of a call
+    (the value and the errors travel in arguments, exceptions and the
+    form's own ``cleaned_data``), and nothing changes a listing form's fields
+    after the class is built."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _SharedFields:
+        return self
+
+
+F_ = TypeVar("F_", bound=forms.Form)
+
+
+def shared_fields(form_class: type[F_]) -> type[F_]:
+    """``form_class`` whose instances share its fields (:class:`_SharedFields`)."""
+    shared = type(form_class.__name__, (form_class,), {})
+    # After the class exists: Django's form metaclass sets base_fields itself.
+    shared.base_fields = _SharedFields(form_class.base_fields)  # type: ignore[attr-defined]
+    return shared
+
+
 class ListingFilterSet(django_filters.FilterSet):
     """A FilterSet whose form class is built once per class. django-filter
     builds it for every request (a new class, each filter's form field and
     label derived again): about a tenth of a filtered page's CPU (cProfile of
-    ``GET /api/transactions``). The class holds field prototypes only; every
-    form deep-copies them, as Django's forms do, so sharing it is safe. Its
-    filters may not depend on the request (none here does)."""
+    ``GET /api/transactions``). Its filters may not depend on the request
+    (none here does)."""
 
     def get_form_class(self) -> type[forms.Form]:
-        cls = type(self)
+        return type(self).form_class()
+
+    @classmethod
+    def form_class(cls) -> type[forms.Form]:
+        """The form of ``cls``'s filters, built once. Every instance
+        deep-copies its fields, as Django's forms do, so sharing the class is
+        safe; :meth:`shared_form_class`'s instances share them too."""
         form = cls.__dict__.get("_listing_form_class")
         if form is None:
-            form = super().get_form_class()
+            form = super().get_form_class(cls(queryset=cls._meta.model._default_manager.none()))
             cls._listing_form_class = form
         return form  # type: ignore[no-any-return]
+
+    @classmethod
+    def shared_form_class(cls) -> type[forms.Form]:
+        """:meth:`form_class` with its fields shared by every instance (:func:`shared_fields`)."""
+        form = cls.__dict__.get("_shared_form_class")
+        if form is None:
+            form = shared_fields(cls.form_class())
+            cls._shared_form_class = form
+        return form
 
 
 class RecordFilterSet(ListingFilterSet):
@@ -188,51 +226,77 @@ class PageForm(forms.Form):
     per_page = AsciiIntegerField(min_value=1, max_value=MAX_PER_PAGE, required=False)
 
 
+SharedPageForm = shared_fields(PageForm)
+
+
 M = TypeVar("M", bound=Model)
+
+
+class _Rows(Protocol[M]):
+    def count(self) -> int: ...
+
+    def page(self, start: int, size: int) -> list[M]: ...
 
 
 def filter_and_paginate(
     filterset_class: type[django_filters.FilterSet],
-    queryset: QuerySet[M],
+    records: QuerySet[M] | Scope[M],
     params: Mapping[str, Any],
     *,
     order: Sequence[str] = ORDER,
 ) -> tuple[list[M], dict[str, int]]:
     """Apply the listing's filters and page, newest first (``order``; the
     statement pages by ledger id, the order its balances follow). Raises
-    :class:`ValidationFailed` naming every bad parameter."""
-    filterset = filterset_class(data=params, queryset=queryset)
-    page_form = PageForm(data=params)
-    errors = {**_refused(params, filterset.filters, filterset.form), **_refused(params, page_form.fields, page_form)}
+    :class:`ValidationFailed` naming every bad parameter. ``records`` as a
+    :class:`Scope` (a :class:`ListingFilterSet`'s): the count and the page
+    are statements compiled once per set of filters
+    (:mod:`api.listing_statements`); as a queryset, the ORM's."""
+    filterset: django_filters.FilterSet | None = None
+    if isinstance(records, Scope) and issubclass(filterset_class, ListingFilterSet):
+        form = filterset_class.shared_form_class()(data=params)
+    else:
+        filterset = filterset_class(data=params, queryset=_queryset(records))
+        form = filterset.form
+    page_form = SharedPageForm(data=params)
+    errors = {**_refused(params, filterset_class.base_filters, form), **_refused(params, page_form.fields, page_form)}
     if errors:
         raise ValidationFailed(errors)
 
     page = page_form.cleaned_data.get("page") or 1
     per_page = page_form.cleaned_data.get("per_page") or DEFAULT_PER_PAGE
-    rows = filterset.qs.order_by(*order)
-    total = rows.count()
+    # paid_at follows created_at (a record is paid minutes after it is
+    # created), but the planner takes a filter's matches to be spread
+    # evenly along the newest-first order, so it may fill the page by
+    # walking that order from the top: through every record newer than
+    # the paid_at window before the first match (500,000 index entries
+    # for one day paid 90 days ago among 1,000,000 charges: 90-230 ms).
+    # A window that ended more than WALK_HORIZON ago has its own keys
+    # sorted instead, in proportion to its matches as the COUNT; a recent
+    # one keeps the walk, which then starts inside it.
+    paid_until = form.cleaned_data.get("paid_at_end")
+    keys_order: Sequence[Any] = order
+    if paid_until is not None and paid_until < timezone.now() - WALK_HORIZON:
+        keys_order = SORTED_ORDER
+    rows: _Rows[M] | None = None
+    if filterset is None:
+        rows = listing(records, filterset_class, form.cleaned_data, order=order, keys_order=keys_order)  # type: ignore[arg-type]
+        if rows is None:
+            filterset = filterset_class(data=params, queryset=_queryset(records))
+    if rows is None:
+        assert filterset is not None
+        rows = _OrmRows(_queryset(records), filterset.qs, order, keys_order)
+
     start = (page - 1) * per_page
-    items: list[M] = []
-    if start < total:
-        # Deferred join: the page's keys come from the index alone (the
-        # listing indexes carry created_at and id), so OFFSET skips index
-        # entries instead of reading every skipped row from the table — page
-        # 66,667 of a million charges costs one index pass, not a million
-        # heap fetches. Only the page's rows are then read, by primary key.
-        keys = rows
-        # paid_at follows created_at (a record is paid minutes after it is
-        # created), but the planner takes a filter's matches to be spread
-        # evenly along the newest-first order, so it may fill the page by
-        # walking that order from the top: through every record newer than
-        # the paid_at window before the first match (500,000 index entries
-        # for one day paid 90 days ago among 1,000,000 charges: 90-230 ms).
-        # A window that ended more than WALK_HORIZON ago has its own keys
-        # sorted instead, in proportion to its matches as the COUNT above;
-        # a recent one keeps the walk, which then starts inside it.
-        paid_until = filterset.form.cleaned_data.get("paid_at_end")
-        if paid_until is not None and paid_until < timezone.now() - WALK_HORIZON:
-            keys = rows.order_by(*SORTED_ORDER)
-        items = list(queryset.filter(pk__in=keys.values("pk")[start : start + per_page]).order_by(*order))
+    if page == 1:
+        # A first page that is not full holds every match: its length is
+        # the total, and the COUNT is not sent (a filter by id or e2e_id, a
+        # small account). A later page counts first, so that a page past
+        # the end costs the COUNT alone, not an OFFSET through every match.
+        items = rows.page(0, per_page)
+        total = len(items) if len(items) < per_page else rows.count()
+    else:
+        total = rows.count()
+        items = rows.page(start, per_page) if start < total else []
     pagination = {
         "current_page": page,
         "last_page": max(1, math.ceil(total / per_page)),
@@ -240,6 +304,33 @@ def filter_and_paginate(
         "total": total,
     }
     return items, pagination
+
+
+def _queryset(records: QuerySet[M] | Scope[M]) -> QuerySet[M]:
+    return records.queryset() if isinstance(records, Scope) else records
+
+
+@dataclass(frozen=True)
+class _OrmRows(Generic[M]):
+    """The count and the page through the ORM (a listing with no scope, or
+    one whose filters do not compile)."""
+
+    queryset: QuerySet[M]
+    filtered: QuerySet[M]
+    order: Sequence[Any]
+    keys_order: Sequence[Any]
+
+    def count(self) -> int:
+        return self.filtered.count()
+
+    def page(self, start: int, size: int) -> list[M]:
+        # Deferred join: the page's keys come from the index alone (the
+        # listing indexes carry created_at and id), so OFFSET skips index
+        # entries instead of reading every skipped row from the table — page
+        # 66,667 of a million charges costs one index pass, not a million
+        # heap fetches. Only the page's rows are then read, by primary key.
+        keys = self.filtered.order_by(*self.keys_order).values("pk")[start : start + size]
+        return list(self.queryset.filter(pk__in=keys).order_by(*self.order))
 
 
 def valid_filterset(

@@ -2,7 +2,11 @@
 as deployed (one process, 8 threads, so every request is in the profile)
 while wrk loads one endpoint.
 
-    .venv/bin/python -m bench.profile get|post|withdrawal [--seconds 10] [--top 60]
+    .venv/bin/python -m bench.profile get|post|withdrawal|list [--seconds 10] [--top 60]
+
+``list`` is ``GET /api/transactions`` filtered by one charge's id (the
+listing's own work: filters, pages, the count, the serializer) or by
+``--query``.
 
 py-spy samples only the thread holding the GIL (``--gil``): what it shows
 is CPU spent in Python, not waiting. The raw samples (flamegraph.pl's input)
@@ -42,7 +46,8 @@ def top_frames(raw: Path, count: int) -> list[tuple[float, str]]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("endpoint", choices=["get", "post", "withdrawal"])
+    parser.add_argument("endpoint", choices=["get", "post", "withdrawal", "list"])
+    parser.add_argument("--query", help="list: the query string (default: id=<a charge of the bench account>)")
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--top", type=int, default=60)
     args = parser.parse_args(argv)
@@ -72,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.endpoint == "get":
             [charge_id] = charges.charge_ids(headers, 1)
             load = wrk.Load("get", server.base, f"/api/transactions/{charge_id}", headers, method="GET")
+        elif args.endpoint == "list":
+            query = args.query or f"id={charges.charge_ids(headers, 1)[0]}"
+            load = wrk.Load("list", server.base, f"/api/transactions?{query}", headers, method="GET")
         elif args.endpoint == "post":
             body = wrk.json_body(charges.BODY)
             load = wrk.Load(

@@ -38,6 +38,7 @@ from api.base import (
 )
 from api.exports import PERIOD, CsvExportApi, csv_export_schema, without
 from api.idempotency import Claim, idempotent
+from api.listing_statements import Scope
 from api.schema import uuid_path
 from core.exceptions import ValidationFailed
 from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
@@ -45,7 +46,7 @@ from payments import exceptions as err
 from payments.events import charge_event_apply
 from payments.models import Charge, ChargeStatus
 from payments.payloads import TransactionEventSerializer
-from payments.selectors import ChargeFilterSet, charge_get, charges_of, sandbox_charge_get
+from payments.selectors import ChargeFilterSet, charge_get, charges_of, charges_scope, sandbox_charge_get
 from payments.serializers import (
     ChargeCreatedSerializer,
     ChargeCreateSerializer,
@@ -97,8 +98,8 @@ class ChargesApi(ListingMixin, AccountAPIView):
     listed_message = "Transações listadas com sucesso."
     schema_name = "ChargeListResponse"
 
-    def listing_queryset(self, request: Request, **kwargs: Any) -> QuerySet[Charge]:
-        return charges_of(request.user)  # type: ignore[arg-type]
+    def listing_scope(self, request: Request, **kwargs: Any) -> Scope[Charge]:
+        return charges_scope(request.user, ChargeSerializer.Meta.fields)  # type: ignore[arg-type]
 
     @extend_schema(
         tags=["transactions"],

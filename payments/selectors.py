@@ -14,6 +14,7 @@ from accounts.selectors import StatementReference
 from accounts.settlement import SettlementFee
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import RecordFilterSet
+from api.listing_statements import Scope
 from core.selectors import get_by_uuid, owned_by_uuid
 from payments.exceptions import ChargeNotFound, RefundNotFound
 from payments.models import Charge, ChargeRefund, ChargeStatus
@@ -29,6 +30,11 @@ class ChargeFilterSet(RecordFilterSet):
 
 def charges_of(account: Account) -> QuerySet[Charge]:
     return Charge.objects.filter(account=account)
+
+
+def charges_scope(account: Account, fields: Sequence[str]) -> Scope[Charge]:
+    """:func:`charges_of` as a listing's shape, loading ``fields``."""
+    return Scope(Charge, {"account_id": account.pk}, tuple(fields))
 
 
 def charge_get(*, account: Account, charge_id: Any, fields: Sequence[str] | None = None) -> Charge:

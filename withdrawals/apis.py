@@ -35,6 +35,7 @@ from api.base import (
 from api.exports import PERIOD, CsvExportApi, csv_export_schema, without
 from api.idempotency import Claim, idempotent
 from api.listing import TIMESTAMP_FORMAT, date_period, filter_and_paginate
+from api.listing_statements import Scope
 from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from core.exceptions import ValidationFailed
 from withdrawals import exceptions as err
@@ -48,6 +49,7 @@ from withdrawals.selectors import (
     sandbox_withdrawal_get,
     withdrawal_get,
     withdrawals_of,
+    withdrawals_scope,
 )
 from withdrawals.serializers import (
     WITHDRAWAL_COLUMNS,
@@ -80,8 +82,8 @@ class WithdrawalsApi(ListingMixin, AccountAPIView):
     listed_message = "Saques listados com sucesso."
     schema_name = "WithdrawalListResponse"
 
-    def listing_queryset(self, request: Request, **kwargs: Any) -> QuerySet[Withdrawal]:
-        return withdrawals_of(request.user)  # type: ignore[arg-type]
+    def listing_scope(self, request: Request, **kwargs: Any) -> Scope[Withdrawal]:
+        return withdrawals_scope(request.user, WITHDRAWAL_COLUMNS)  # type: ignore[arg-type]
 
     @extend_schema(
         tags=["withdrawals"],

@@ -20,6 +20,7 @@ from accounts.selectors import available_balance, effective_minimum_withdrawal
 from accounts.settlement import SettlementFee
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import ListingFilterSet, RecordFilterSet, timestamp_filter
+from api.listing_statements import Scope
 from core.db import statement_of
 from core.selectors import get_by_uuid, owned_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
@@ -66,6 +67,11 @@ def withdrawn_today(account: Account, now: dt.datetime | None = None) -> int:
 
 def withdrawals_of(account: Account) -> QuerySet[Withdrawal]:
     return Withdrawal.objects.filter(account=account)
+
+
+def withdrawals_scope(account: Account, fields: Sequence[str]) -> Scope[Withdrawal]:
+    """:func:`withdrawals_of` as a listing's shape, loading ``fields``."""
+    return Scope(Withdrawal, {"account_id": account.pk}, tuple(fields))
 
 
 def withdrawal_get(*, account: Account, withdrawal_id: Any, fields: Sequence[str] | None = None) -> Withdrawal:
