@@ -34,7 +34,7 @@ from django.db import connections, router
 from django.db.models import Count, Model, QuerySet
 from django_filters.constants import EMPTY_VALUES
 
-from core.db import statement_of
+from core.db import from_rows, statement_of
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +209,7 @@ class Listing(Generic[M]):
         with connections[using].cursor() as cursor:
             cursor.execute(self.statements.page, params)
             rows = cursor.fetchall()
-        columns = list(self.statements.columns)
-        return [model.from_db(using, columns, row) for row in rows]
+        return from_rows(model, using, self.statements.columns, rows)
 
 
 def listing(

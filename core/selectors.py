@@ -11,7 +11,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import connections, router
 from django.db.models import Model, QuerySet
 
-from core.db import statement_of
+from core.db import from_rows, statement_of
 from core.exceptions import NotFoundError
 
 M = TypeVar("M", bound=Model)
@@ -64,7 +64,8 @@ def owned_by_uuid(
         row = cursor.fetchone()
     if row is None:
         raise not_found()
-    return model.from_db(using, list(columns), row)
+    [record] = from_rows(model, using, columns, [row])
+    return record
 
 
 def _uuid_or(raw_id: Any, not_found: type[NotFoundError]) -> uuid.UUID:
