@@ -278,12 +278,10 @@ def filter_and_paginate(
     if paid_until is not None and paid_until < timezone.now() - WALK_HORIZON:
         keys_order = SORTED_ORDER
     rows: _Rows[M] | None = None
-    if filterset is None:
-        rows = listing(records, filterset_class, form.cleaned_data, order=order, keys_order=keys_order)  # type: ignore[arg-type]
-        if rows is None:
-            filterset = filterset_class(data=params, queryset=_queryset(records))
+    if isinstance(records, Scope) and filterset is None:
+        rows = listing(records, filterset_class, form.cleaned_data, order=order, keys_order=keys_order)
     if rows is None:
-        assert filterset is not None
+        filterset = filterset or filterset_class(data=params, queryset=_queryset(records))
         rows = _OrmRows(_queryset(records), filterset.qs, order, keys_order)
 
     start = (page - 1) * per_page
