@@ -552,8 +552,14 @@ def capture(scenario: Scenario, client: Any, *, url: str = URL, table: str = TAB
 
     if measure:
         client.get(url, scenario.params(0))  # once first: the credential's last_used_at write is not counted
-    with CaptureQueriesContext(connection) as captured:
-        response = client.get(url, scenario.params(0))
+    # Twice, keeping the fewer: a write the request makes now and then (the
+    # credential's last_used_at, a snapshot read again) is not the scenario's.
+    attempts = []
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(url, scenario.params(0))
+        attempts.append((len(captured.captured_queries), captured, response))
+    _, captured, response = min(attempts, key=lambda attempt: attempt[0])
     if response.status_code != 200:
         raise RuntimeError(f"{scenario.name}: {response.status_code} {response.content[:300]!r}")
     scenario.total = response.json()["data"]["pagination"]["total"]
