@@ -34,7 +34,7 @@ from django.db import connections, router
 from django.db.models import Count, Model, QuerySet
 from django_filters.constants import EMPTY_VALUES
 
-from core.db import from_rows, statement_of
+from core.db import from_rows, plain_columns, statement_of
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def compiled(shape: Shape) -> Statements | None:
 
 
 def _statements(shape: Shape) -> Statements:
-    model, meta = shape.model, shape.model._meta
+    model = shape.model
     placeholders = iter(range(1, 1000))
     scope = {name: _placeholder(kind, next(placeholders)) for name, kind in shape.scope}
     queryset = model._default_manager.filter(**scope)
@@ -150,13 +150,7 @@ def _statements(shape: Shape) -> Statements:
     count.add_annotation(Count("*"), "__count", select=True)
     count_sql = statement_of(count, [*scope.values(), *bound], what=f"{model.__name__} listing count")
 
-    wanted = {meta.get_field(name).attname for name in shape.fields} | {meta.pk.attname}  # type: ignore[union-attr]
-    columns = tuple(field.attname for field in meta.concrete_fields if field.attname in wanted)
-    connection = connections[router.db_for_read(model)]
-    for field in meta.concrete_fields:
-        # Read with a plain cursor: a value Python must convert would come back unconverted.
-        if field.attname in columns and field.get_db_converters(connection):
-            raise _Unsupported(f"{model.__name__}.{field.name} needs a converter")
+    columns = plain_columns(model, shape.fields, using=router.db_for_read(model))
     keys = rows.order_by(*shape.keys_order).values("pk")[_OFFSET : _OFFSET + _LIMIT]
     page = queryset.filter(pk__in=keys).order_by(*shape.order).values_list(*columns)
     leading = [*scope.values(), *scope.values(), *bound]

@@ -120,6 +120,21 @@ def insert_sql(instance: Model, *, using: str = "default") -> tuple[str, tuple[A
 M = TypeVar("M", bound=Model)
 
 
+def plain_columns(model: type[Model], fields: Sequence[str], *, using: str) -> tuple[str, ...]:
+    """The columns (attnames, in the model's order) of ``fields`` and the
+    primary key, for rows read with a plain cursor into the model
+    (:func:`from_rows`). Raises ``RuntimeError`` for a field whose values
+    Python must convert (a ``from_db_value``): a plain cursor would return
+    them unconverted."""
+    meta = model._meta
+    wanted = {meta.get_field(name).attname for name in fields} | {meta.pk.attname}  # type: ignore[union-attr]
+    columns = tuple(field.attname for field in meta.concrete_fields if field.attname in wanted)
+    for field in meta.concrete_fields:
+        if field.attname in columns and field.get_db_converters(connections[using]):
+            raise RuntimeError(f"{model.__name__}.{field.name} needs a converter: read it through the ORM")
+    return columns
+
+
 def from_rows(model: type[M], using: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[M]:
     """``model``'s instances of ``rows`` read with a plain cursor (each
     row's values of ``columns``, attnames; the other fields deferred), as

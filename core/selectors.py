@@ -11,7 +11,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import connections, router
 from django.db.models import Model, QuerySet
 
-from core.db import from_rows, statement_of
+from core.db import from_rows, plain_columns, statement_of
 from core.exceptions import NotFoundError
 
 M = TypeVar("M", bound=Model)
@@ -34,15 +34,7 @@ def _owned_row_statement(model: type[Model], fields: tuple[str, ...]) -> tuple[s
     account and id, compiled once, with the columns it returns (attnames, in
     the model's order): the ORM's compilation cost as much CPU as the rest of
     a read by id (``make bench``)."""
-    meta = model._meta
-    wanted = {meta.get_field(name).attname for name in fields} | {meta.pk.attname}  # type: ignore[union-attr]
-    columns = tuple(field.attname for field in meta.concrete_fields if field.attname in wanted)
-    connection = connections[router.db_for_read(model)]
-    for field in meta.concrete_fields:
-        # The rows are read with a plain cursor: a column whose value Python
-        # must convert (a field's from_db_value) would come back unconverted.
-        if field.attname in columns and field.get_db_converters(connection):
-            raise RuntimeError(f"{model.__name__}.{field.name} needs a converter: read it through the ORM")
+    columns = plain_columns(model, fields, using=router.db_for_read(model))
     account, key = uuid.UUID(int=1), uuid.UUID(int=2)
     query = model._default_manager.filter(account_id=account, pk=key).values_list(*columns).query
     return statement_of(query, [account, key], what=model.__name__), columns

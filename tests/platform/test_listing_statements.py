@@ -226,6 +226,16 @@ def test_a_filter_that_does_not_compile_goes_through_the_orm(world: dict[str, An
 
 
 @pytest.mark.django_db
+def test_a_page_of_a_field_python_must_convert_goes_through_the_orm(world: dict[str, Any]) -> None:
+    # A JSON column would come back from a plain cursor unconverted: not compiled.
+    scope = charges_scope(world["account"], ["id", "metadata"])
+    assert listing(scope, ChargeFilterSet, {}, order=ORDER, keys_order=ORDER) is None
+    items, pagination = filter_and_paginate(ChargeFilterSet, scope, {"per_page": "100"})
+    assert pagination["total"] == len(items) == 36
+    assert {type(item.metadata) for item in items} <= {dict, type(None)}
+
+
+@pytest.mark.django_db
 def test_compiled_shapes_are_kept_per_set_of_filters(world: dict[str, Any]) -> None:
     scope = _charges(world["account"])
     compiled.cache_clear()
