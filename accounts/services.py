@@ -20,7 +20,7 @@ from django.utils import timezone
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused, InvalidTransition
 from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry, MoneyActionRequest
-from core.db import Insert, insert_sql, statement_of
+from core.db import Insert, from_rows, insert_sql, statement_of
 from core.exceptions import InsufficientBalance
 from core.tokens import hash_secret, new_public_key, new_secret_key, new_webhook_secret
 
@@ -180,7 +180,8 @@ def balance_lock(*, account_id: Any) -> AccountBalance:
             cursor.execute(sql, [account_id])
             row = cursor.fetchone()
         if row is not None:
-            return AccountBalance.from_db(connection.alias, list(columns), row)
+            [balance] = from_rows(AccountBalance, connection.alias, columns, [row])
+            return balance
         # Accounts made outside account_create (admin, shell) get their row on
         # first use; ON CONFLICT makes concurrent first uses safe.
         AccountBalance.objects.bulk_create([AccountBalance(account_id=account_id)], ignore_conflicts=True)
