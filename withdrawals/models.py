@@ -140,7 +140,11 @@ class Withdrawal(models.Model):
             models.Index(fields=["created_at"], include=["status", "amount"], name="withdrawal_overview_day"),
             # Account first: a merchant's own "pending" listing reads it by
             # account (tests/perf/test_listing_plans.py), the overview whole.
-            models.Index(fields=["account", "created_at"], name="withdrawal_pending", condition=Q(status="pending")),
+            # It ends with the listing's order keys, as the listing indexes
+            # do, so that listing's page keys come from it alone.
+            models.Index(
+                fields=["account", "created_at", "id"], name="withdrawal_pending", condition=Q(status="pending")
+            ),
             # Staff's queue of undetermined payouts.
             models.Index(
                 fields=["payout_unclear_since"],
