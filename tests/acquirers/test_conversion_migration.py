@@ -40,4 +40,7 @@ def test_typed_values_become_overrides_and_zero_becomes_none() -> None:
         before = dict(old.objects.values_list("key", "conversion_percent"))
         assert before == {"typed": Decimal("92.50"), "untyped": Decimal("0"), "full": Decimal("100.00")}
     finally:
-        migrate(AFTER)
+        # Every app's latest state, not just acquirers 0005: rolling back to
+        # 0004 also unapplied every later migration that depends on it.
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())

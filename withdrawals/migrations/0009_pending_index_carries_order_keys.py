@@ -5,9 +5,9 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
 
+    # The index alone: no other app's state is needed (a dependency on one
+    # would be unapplied with it, as a migration test rolling it back does).
     dependencies = [
-        ('accounts', '0009_balance_withdrawn_on_day'),
-        ('acquirers', '0005_conversion_measured_and_override'),
         ('withdrawals', '0008_reconciliation_index'),
     ]
 
