@@ -143,7 +143,7 @@ class Withdrawal(models.Model):
             # It ends with the listing's order keys, as the listing indexes
             # do, so that listing's page keys come from it alone.
             models.Index(
-                fields=["account", "created_at", "id"], name="withdrawal_pending", condition=Q(status="pending")
+                fields=["account", "created_at", "id"], name="withdrawal_pending_keys", condition=Q(status="pending")
             ),
             # Staff's queue of undetermined payouts.
             models.Index(
