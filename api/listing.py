@@ -251,9 +251,10 @@ def filter_and_paginate(
     :class:`Scope` (a :class:`ListingFilterSet`'s): the count and the page
     are statements compiled once per set of filters
     (:mod:`api.listing_statements`); as a queryset, the ORM's."""
+    scope: Scope[M] | None = None
     filterset: django_filters.FilterSet | None = None
     if isinstance(records, Scope) and issubclass(filterset_class, ListingFilterSet):
-        form = filterset_class.shared_form_class()(data=params)
+        scope, form = records, filterset_class.shared_form_class()(data=params)
     else:
         filterset = filterset_class(data=params, queryset=_queryset(records))
         form = filterset.form
@@ -278,11 +279,12 @@ def filter_and_paginate(
     if paid_until is not None and paid_until < timezone.now() - WALK_HORIZON:
         keys_order = SORTED_ORDER
     rows: _Rows[M] | None = None
-    if isinstance(records, Scope) and filterset is None:
-        rows = listing(records, filterset_class, form.cleaned_data, order=order, keys_order=keys_order)
+    if scope is not None:
+        rows = listing(scope, filterset_class, form.cleaned_data, order=order, keys_order=keys_order)
     if rows is None:
-        filterset = filterset or filterset_class(data=params, queryset=_queryset(records))
-        rows = _OrmRows(_queryset(records), filterset.qs, order, keys_order)
+        queryset = _queryset(records)
+        filterset = filterset or filterset_class(data=params, queryset=queryset)
+        rows = _OrmRows(queryset, filterset.qs, order, keys_order)
 
     start = (page - 1) * per_page
     if page == 1:
