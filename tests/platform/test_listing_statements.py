@@ -6,6 +6,7 @@ COUNT; forms that share their fields validate from many threads at once."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import uuid
 import zoneinfo
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accounts.models import Account
+from accounts.services import credential_issue
 from api.listing import (
     ORDER,
     SORTED_ORDER,
@@ -30,6 +32,7 @@ from core.exceptions import ValidationFailed
 from payments.models import Charge, ChargeStatus
 from payments.selectors import ChargeFilterSet, charges_scope
 from payments.serializers import ChargeSerializer
+from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory, ChargeFactory, WithdrawalFactory
 from withdrawals.models import Withdrawal, WithdrawalStatus
 from withdrawals.selectors import WithdrawalFilterSet, withdrawals_scope
@@ -243,6 +246,23 @@ def test_compiled_shapes_are_kept_per_set_of_filters(world: dict[str, Any]) -> N
         filter_and_paginate(ChargeFilterSet, scope, {"amount_min": str(n), "status": "paid", "page": str(n + 1)})
     filter_and_paginate(ChargeFilterSet, scope, {"amount_max": "9"})
     assert compiled.cache_info().currsize == 2
+
+
+@pytest.mark.django_db
+def test_the_api_listings_go_through_compiled_statements(
+    world: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    api = client_for(credential_issue(account=world["account"]))
+    compiled.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="api.listing_statements"):
+        for url in ("/api/transactions", "/api/withdrawals"):
+            response = api.get(url, {"status": "paid", "per_page": "100"})
+            assert response.status_code == 200
+            assert response.json()["data"]["pagination"]["total"] == 24
+    # One shape each was compiled, and none fell back to the ORM (which logs).
+    info = compiled.cache_info()
+    assert (info.misses, info.currsize) == (2, 2)
+    assert caplog.records == []
 
 
 def test_forms_that_share_their_fields_validate_from_many_threads_at_once() -> None:
