@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -35,24 +36,20 @@ class DjangoSettings(Mapping[str, Any]):
     does not affect (``override_settings`` of a ``CELERY_`` name would not
     be seen, and no test does it)."""
 
-    def __init__(self) -> None:
-        self._copy: dict[str, Any] | None = None
-
+    @functools.cached_property
     def _settings(self) -> dict[str, Any]:
-        if self._copy is None:
-            from django.conf import settings
+        from django.conf import settings
 
-            self._copy = {name: getattr(settings, name) for name in dir(settings) if name.isupper()}
-        return self._copy
+        return {name: getattr(settings, name) for name in dir(settings) if name.isupper()}
 
     def __getitem__(self, key: str) -> Any:
-        return self._settings()[key]
+        return self._settings[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._settings())
+        return iter(self._settings)
 
     def __len__(self) -> int:
-        return len(self._settings())
+        return len(self._settings)
 
 
 app = Celery("pix_service")
