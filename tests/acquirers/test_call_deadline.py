@@ -120,7 +120,10 @@ def test_many_drip_fed_calls_leave_no_thread_or_descriptor_behind(
     settings.ACQUIRER_MAX_IN_FLIGHT = settings.OUTBOUND_POOL_RECONCILE = 2 * CONCURRENT
     # A first round as many at once, up to the PSP: the Redis pools (the
     # breaker, the shared token) reach their size and the watchdog runs.
-    run_concurrently([lambda: calls.call(dripping, "warm_up", token) for _ in range(CONCURRENT)])
+    # It must succeed: a round that failed warmed nothing, and left the
+    # timed round to open those connections under its deadline.
+    warmed = run_concurrently([lambda: calls.call(dripping, "charge_status", token) for _ in range(CONCURRENT)])
+    assert [getattr(r, "outcome", r) for r in warmed] == [Outcome.OK] * CONCURRENT
     threads, fds, kept_alive = threading.active_count(), open_fds(), connections_to(fake_psp)
     fake_psp.fail("cob.get", *[Fault.DRIP] * CONCURRENT)
 
@@ -129,8 +132,14 @@ def test_many_drip_fed_calls_leave_no_thread_or_descriptor_behind(
     elapsed = time.monotonic() - started
 
     assert [r.outcome for r in results] == [Outcome.TIMEOUT] * CONCURRENT, [r.error_message for r in results]
-    assert all(abs(r.latency_ms / 1000 - DEADLINE) <= 0.5 for r in results), sorted(r.latency_ms for r in results)
-    assert elapsed < DEADLINE + 2
+    # Each was cut at its deadline, none before it. The forty callers then
+    # unwind one after another (under the GIL, on two CPUs the whole suite
+    # shares): the last gets its thread back later than the first by what
+    # that costs on a busy machine, not by anything left waiting on the PSP.
+    latencies = sorted(r.latency_ms for r in results)
+    assert latencies[0] >= DEADLINE * 1000, latencies
+    assert latencies[CONCURRENT // 2] <= (DEADLINE + 0.5) * 1000, " ".join(map(str, latencies))
+    assert elapsed < DEADLINE + 2, " ".join(map(str, latencies))
     # Every connection was closed: the acquirer saw each hang up, and its
     # threads (in this process too) ended with them.
     wait_for(lambda: fake_psp.hung_up == CONCURRENT, timeout=10)
