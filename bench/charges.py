@@ -1,10 +1,12 @@
-"""Benchmark: POST /api/transactions on the instant sandbox acquirer, and
-GET /api/transactions/{id} over many charges, against gunicorn as
+"""Benchmark: POST /api/transactions on the instant sandbox acquirer (one
+account, and spread over many accounts, each calling every few seconds, so
+its credential and chain are taken again on each request, as for most
+merchants), and GET /api/transactions/{id} over many charges, against gunicorn as
 deployed, each a ratio to the anchor (bench/anchor/: a bare Django + DRF app
 reading the same rows) measured in the same run, wrk rounds alternated
 (bench/measure.py).
 
-    .venv/bin/python -m bench.charges [--seconds 8] [--rounds 3] [--quick] [--engines auto]
+    .venv/bin/python -m bench.charges [--accounts 1000] [--seconds 8] [--rounds 3] [--quick] [--engines auto]
 
 Prints requests/s, p50/p99 latency, SQL statements per request (captured in
 process), server CPU per request of the service and the anchor, and the ratio.
@@ -16,7 +18,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from bench import measure, wrk
+from bench import accounts, measure, wrk
 from bench.anchor import COLUMNS
 from bench.harness import bench_env, drop_queue, machine_lines, setup_django
 
@@ -87,26 +89,36 @@ def queries_per_request(headers: dict[str, str]) -> tuple[int, int]:
 
 
 def run(
-    env: dict[str, str], *, seconds: float = measure.SECONDS, rounds: int = measure.ROUNDS
+    env: dict[str, str], *, accounts_count: int = 1000, seconds: float = measure.SECONDS, rounds: int = measure.ROUNDS
 ) -> list[measure.ApiResult]:
-    """The POST and GET rows, each beside the anchor: ``rounds`` of
-    ``seconds`` each for POST, GET and the anchor, alternated."""
+    """The POST rows (one account, and ``accounts_count``) and the GET row,
+    each beside the anchor: ``rounds`` of ``seconds`` each, alternated."""
     headers = prepare()
     create_queries, read_queries = queries_per_request(headers)
+    many = accounts.prepare(accounts_count)
+    spread_queries = accounts.first_sight_queries("/api/transactions", BODY, many[0], many[1])
     ids = charge_ids(headers)
-    post = [wrk.Request("POST", "/api/transactions", {**headers, **JSON_HEADERS}, wrk.json_body(BODY))]
+    body = wrk.json_body(BODY)
+    post = [wrk.Request("POST", "/api/transactions", {**headers, **JSON_HEADERS}, body)]
+    # The withdrawals' scatter (bench/withdrawals.py): each account every few seconds.
+    spread = [
+        wrk.Request("POST", "/api/transactions", {**many[(n * 7919) % len(many)], **JSON_HEADERS}, body)
+        for n in range(len(many))
+    ]
     get = [wrk.Request("GET", f"/api/transactions/{charge_id}", headers) for charge_id in ids]
     health = [wrk.Request("GET", "/api/health", {})]
     posts: list[measure.ApiResult] = []
+    spread_posts: list[measure.ApiResult] = []
     gets: list[measure.ApiResult] = []
     floors: list[measure.ApiResult] = []
     anchors: list[measure.ApiResult] = []
     try:
         with measure.servers(env, ids, seconds=seconds) as bench:
-            bench.warm_up([post, get, health])
+            bench.warm_up([post, spread, get, health])
             measure.alternate(
                 [
                     ("post", lambda: posts.append(bench.round("post", post))),
+                    ("spread", lambda: spread_posts.append(bench.round("spread", spread))),
                     ("get", lambda: gets.append(bench.round("get", get))),
                     ("floor", lambda: floors.append(bench.round("floor", health))),
                     ("anchor", lambda: anchors.append(bench.anchor_round())),
@@ -123,9 +135,15 @@ def run(
     # request that authenticates nothing, counts nothing and reads nothing.
     # No endpoint can cost less; it says how much of each ratio is the stack.
     floor_row = measure.combine("GET /api/health (floor: no auth, no rate limit, no SQL)", floors)
+    # No target of its own (issue 14's is the one account's): what most merchants' charges cost.
+    spread_row = measure.combine(
+        f"POST /api/transactions, {accounts_count:,} accounts (snapshots taken again)", spread_posts
+    )
     post_row.queries, get_row.queries, floor_row.queries = create_queries, read_queries, 0
+    spread_row.queries = spread_queries
     return [
         measure.beside(post_row, anchor, target=0.25),
+        measure.beside(spread_row, anchor),
         measure.beside(get_row, anchor, target=0.5),
         measure.beside(floor_row, anchor),
     ]
@@ -133,6 +151,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--accounts", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=measure.SECONDS, help="length of each wrk round")
     parser.add_argument("--rounds", type=int, default=measure.ROUNDS)
     parser.add_argument("--quick", action="store_true", help="a third of each round: a smoke run, not figures")
@@ -141,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     env = bench_env(engines=args.engines)
     setup_django(env)
-    rows = run(env, seconds=args.seconds / 3 if args.quick else args.seconds, rounds=args.rounds)
+    seconds = args.seconds / 3 if args.quick else args.seconds
+    rows = run(env, accounts_count=args.accounts, seconds=seconds, rounds=args.rounds)
     measure.print_table(rows, header_lines=machine_lines())
 
 
