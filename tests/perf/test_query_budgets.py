@@ -11,7 +11,13 @@ BEGIN, the balance lock (exactly one ``SELECT … FOR UPDATE``; the row also
 holds the day's withdrawn total the daily limit checks, withdrawals/limits.py),
 the withdrawal with its ledger entry and balance move in one statement,
 COMMIT; reads by id 1, listings 2. Captured statements include
-BEGIN and COMMIT (savepoints inside the test's own transaction)."""
+BEGIN and COMMIT (savepoints inside the test's own transaction).
+
+An account this process has not seen for a snapshot's TTL (1 s; most
+merchants) has its credential and chain read again, still within the
+issue's targets: a withdrawal 5 (the credential with its account, one
+statement), a charge 3 (that, and the account's slots; every acquirer is
+remembered across accounts) or 4 when every snapshot was dropped."""
 
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from rest_framework.test import APIClient
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.services import credential_issue, ledger_post
 from api.models import IdempotencyRecord
+from core import snapshots
 from payments.models import Charge
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
@@ -90,6 +97,32 @@ def test_withdrawal_request(merchant: tuple[Account, APIClient], django_assert_m
     work = [sql for sql in sent if not sql.strip().upper().startswith(TRANSACTION_CONTROL)]
     assert len(work) <= 2, work
     assert sum("FOR UPDATE" in sql for sql in sent) == 1, sent
+
+
+def test_charge_creation_with_snapshots_taken_again(
+    merchant: tuple[Account, APIClient], django_assert_max_num_queries: Any
+) -> None:
+    _, api = merchant
+    other = client_for(credential_issue(account=AccountFactory(), permission=ApiCredential.Permission.ALL))
+    for client in (api, other):  # warm: each credential's last use recorded
+        assert client.post("/api/transactions", CHARGE, format="json").status_code == 201
+    snapshots.forget_all()
+    with django_assert_max_num_queries(4):  # the credential, the slots, every acquirer, the charge
+        assert other.post("/api/transactions", CHARGE, format="json").status_code == 201
+    with django_assert_max_num_queries(3) as captured:  # every acquirer is remembered across accounts
+        assert api.post("/api/transactions", CHARGE, format="json").status_code == 201
+    assert statements(captured)[-1].startswith("WITH ")
+
+
+def test_withdrawal_request_with_snapshots_taken_again(
+    merchant: tuple[Account, APIClient], django_assert_max_num_queries: Any
+) -> None:
+    _, api = merchant
+    assert api.post("/api/withdrawals", WITHDRAWAL, format="json").status_code == 201  # warm
+    snapshots.forget_all()
+    with django_assert_max_num_queries(5) as captured:
+        assert api.post("/api/withdrawals", WITHDRAWAL, format="json").status_code == 201
+    assert sum("FOR UPDATE" in sql for sql in statements(captured)) == 1
 
 
 @pytest.mark.parametrize(
