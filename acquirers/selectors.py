@@ -96,7 +96,7 @@ def _configured_cashin(account_id: uuid.UUID, slots: _Slots) -> tuple[Acquirer, 
     configured = slots.get(AcquirerSlot.Purpose.CASHIN)
     if configured:
         granted = set(_account_ids(_grants_statement(), account_id))
-        return tuple(a for _, a in configured if a.enabled and a.pk in granted)
+        return tuple(a for _, a in configured if a.pk in granted)
     return tuple(platform_default_chain())
 
 
