@@ -7,17 +7,40 @@ charges of the row that takes each account's snapshots again (bench/charges.py).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from bench import wrk
+
+
+def credit(account_id: Any, amount: int, *, reference: str) -> None:
+    """Money for a benchmarked account to withdraw (a ledger credit, in the bench database only)."""
+    from django.db import transaction
+
+    from accounts.models import LedgerEntry
+    from accounts.services import ledger_post
+
+    with transaction.atomic():
+        ledger_post(account_id=account_id, amount=amount, kind=LedgerEntry.Kind.CHARGE_PAID, reference=reference)
+
+
+def scattered(path: str, body: str, headers: Sequence[dict[str, str]], extra: Mapping[str, str]) -> list[wrk.Request]:
+    """One POST of ``body`` per account, in a fixed scatter (7919 is prime to
+    the count): consecutive requests, and the two wrk threads, never meet on
+    one account's rows, and each account comes back every len(headers) requests."""
+    return [
+        wrk.Request("POST", path, {**headers[(n * 7919) % len(headers)], **extra}, body) for n in range(len(headers))
+    ]
 
 
 def prepare(count: int) -> list[dict[str, str]]:
     """``count`` approved accounts with a large balance and high limits, one
     credential each. Accounts and keys are kept in the bench database's
     ``bench_accounts`` (pgbench reads it too), so later runs reuse them."""
-    from django.db import connection, transaction
+    from django.db import connection
 
-    from accounts.models import Account, ApiCredential, LedgerEntry
-    from accounts.services import account_create, credential_issue, ledger_post
+    from accounts.models import Account, ApiCredential
+    from accounts.services import account_create, credential_issue
 
     existing = list(Account.objects.filter(ref__startswith="bench-w-").order_by("ref"))
     for index in range(len(existing), count):
@@ -28,13 +51,7 @@ def prepare(count: int) -> list[dict[str, str]]:
             withdrawal_per_request_limit=10**12,
             withdrawal_daily_limit=10**15,
         )
-        with transaction.atomic():
-            ledger_post(
-                account_id=account.pk,
-                amount=10**13,
-                kind=LedgerEntry.Kind.CHARGE_PAID,
-                reference=f"bench-w:{account.pk}",
-            )
+        credit(account.pk, 10**13, reference=f"bench-w:{account.pk}")
         existing.append(account)
     accounts = existing[:count]
     with connection.cursor() as cursor:

@@ -100,11 +100,7 @@ def run(
     ids = charge_ids(headers)
     body = wrk.json_body(BODY)
     post = [wrk.Request("POST", "/api/transactions", {**headers, **JSON_HEADERS}, body)]
-    # The withdrawals' scatter (bench/withdrawals.py): each account every few seconds.
-    spread = [
-        wrk.Request("POST", "/api/transactions", {**many[(n * 7919) % len(many)], **JSON_HEADERS}, body)
-        for n in range(len(many))
-    ]
+    spread = accounts.scattered("/api/transactions", body, many, JSON_HEADERS)  # each account every few seconds
     get = [wrk.Request("GET", f"/api/transactions/{charge_id}", headers) for charge_id in ids]
     health = [wrk.Request("GET", "/api/health", {})]
     posts: list[measure.ApiResult] = []

@@ -25,7 +25,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import charges, wrk
+from bench import accounts, charges, wrk
 from bench.cpu import children
 from bench.harness import ROOT, bench_env, service, setup_django
 
@@ -57,22 +57,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     setup_django(env)
     headers = charges.prepare()
     if args.endpoint == "withdrawal":
-        # The bench account, with room to withdraw for a while (a credit made
-        # here, in the bench database only).
-        from django.db import transaction
-
+        # The bench account, with room to withdraw for a while.
         from accounts.models import Account, LedgerEntry
-        from accounts.services import ledger_post
 
         account = Account.objects.get(ref="bench")
         Account.objects.filter(pk=account.pk).update(withdrawal_per_request_limit=10**12, withdrawal_daily_limit=10**15)
-        with transaction.atomic():
-            ledger_post(
-                account_id=account.pk,
-                amount=10**11,
-                kind=LedgerEntry.Kind.CHARGE_PAID,
-                reference=f"bench-profile:{LedgerEntry.objects.filter(account=account).count()}",
-            )
+        reference = f"bench-profile:{LedgerEntry.objects.filter(account=account).count()}"
+        accounts.credit(account.pk, 10**11, reference=reference)
     with service(env, workers=1, threads=8) as server:
         if args.endpoint == "get":
             [charge_id] = charges.charge_ids(headers, 1)

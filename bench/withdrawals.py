@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import charges, measure, wrk
-from bench.accounts import first_sight_queries, prepare
+from bench.accounts import first_sight_queries, prepare, scattered
 from bench.harness import bench_env, drop_queue, machine_lines, setup_django
 
 HERE = Path(__file__).resolve().parent
@@ -98,12 +98,7 @@ def run(
     ids = charges.charge_ids(charges.prepare())
     body = wrk.json_body(BODY)
     hot = [wrk.Request("POST", "/api/withdrawals", {**headers[0], **charges.JSON_HEADERS}, body)]
-    # A fixed scatter (7919 is prime to the count): consecutive requests, and
-    # the two wrk threads, never meet on one account's balance row.
-    spread = [
-        wrk.Request("POST", "/api/withdrawals", {**headers[(n * 7919) % len(headers)], **charges.JSON_HEADERS}, body)
-        for n in range(len(headers))
-    ]
+    spread = scattered("/api/withdrawals", body, headers, charges.JSON_HEADERS)
     pg_round = pgbench_seconds or max(1, round(seconds / 2))
     api: dict[bool, list[measure.ApiResult]] = {True: [], False: []}
     anchors: list[measure.ApiResult] = []
