@@ -190,6 +190,8 @@ class Bench:
             wrk.json_body(BODY),
             connections=CONNECTIONS,
             seconds=self.seconds,
+            # A failed row says how: refused as busy, timed out at the acquirer, ...
+            count_failures=True,
         )
         for key, value in overrides.items():
             setattr(load, key, int(value) if key in ("connections", "threads", "think_ms") else value)
@@ -358,6 +360,9 @@ def print_rows(rows: Sequence[wrk.WrkResult], *, header_lines: Sequence[str] = (
     print(LEGEND)
     for note in dict.fromkeys(r.ceiling_note for r in rows if r.ceiling_note):
         print(f"anchor: {note}")
+    for r in rows:
+        for failure, count in sorted(r.failures.items(), key=lambda item: -item[1]):
+            print(f"non-2xx of {r.name}: {count} x {failure}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

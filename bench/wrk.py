@@ -31,6 +31,29 @@ _REQUESTS = re.compile(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m|h)", re.M)
 _PERCENTILE = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)(us|ms|s|m|h)\s*$", re.M)
 _SOCKET = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
 _NON_2XX = re.compile(r"Non-2xx or 3xx responses: (\d+)")
+_FAILURE = re.compile(r"^failure (\d+) (\d{3}) ?(.*)$", re.M)
+
+# Counts what wrk counts as "Non-2xx or 3xx" (a status above 399) in each
+# thread, by status and the envelope's message; ``done`` prints every
+# thread's counts after wrk's report. Only where asked: a ``response``
+# function makes wrk hand every answer's headers and body to Lua.
+_COUNT_FAILURES = """
+failures = {}
+function response(status, headers, body)
+  if status > 399 then
+    local message = body and string.match(body, '"message"%s*:%s*"([^"]*)"') or ""
+    local key = status .. " " .. message
+    failures[key] = (failures[key] or 0) + 1
+  end
+end
+function done(summary, latency, requests)
+  for _, thread in ipairs(threads) do
+    for key, count in pairs(thread:get("failures") or {}) do
+      io.write("failure ", count, " ", key, "\\n")
+    end
+  end
+end
+"""
 
 
 class WrkMissing(RuntimeError):
@@ -53,13 +76,43 @@ def _lua_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def script(method: str, path: str, headers: Mapping[str, str], body: bytes | str | None, *, think_ms: int = 0) -> str:
+def _setup(lines: list[str]) -> list[str]:
+    """wrk's ``setup``: each thread's offset (0, 1, ...) and the list of
+    threads ``done`` reads the failures from."""
+    return [
+        "threads = {}",
+        "local started = 0",
+        "function setup(thread)",
+        "  thread:set('offset', started)",
+        "  started = started + 1",
+        "  table.insert(threads, thread)",
+        "end",
+        *lines,
+    ]
+
+
+def _tail(lines: list[str], think_ms: int, count_failures: bool) -> str:
+    if think_ms:
+        lines += ["function delay()", f"  return {int(think_ms)}", "end"]
+    return "\n".join(lines) + "\n" + (_COUNT_FAILURES if count_failures else "")
+
+
+def script(
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes | str | None,
+    *,
+    think_ms: int = 0,
+    count_failures: bool = False,
+) -> str:
     """A wrk script sending this request on every connection. The request is
     formatted once per wrk thread (``init``), not per request: wrk's own
     loop then costs next to nothing. ``think_ms``: each connection pauses
-    this long before each request (a paced client instead of a saturating one)."""
+    this long before each request (a paced client instead of a saturating one);
+    ``count_failures``: see the module's docstring."""
     text = body.decode() if isinstance(body, bytes) else body
-    lines = ["local headers = {}"]
+    lines = _setup(["local headers = {}"])
     lines += [f"headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in headers.items()]
     lines += [
         f"local body = {_lua_string(text) if text is not None else 'nil'}",
@@ -71,9 +124,7 @@ def script(method: str, path: str, headers: Mapping[str, str], body: bytes | str
         "  return req",
         "end",
     ]
-    if think_ms:
-        lines += ["function delay()", f"  return {int(think_ms)}", "end"]
-    return "\n".join(lines) + "\n"
+    return _tail(lines, think_ms, count_failures)
 
 
 @dataclass(frozen=True)
@@ -90,12 +141,14 @@ def _lua_table(headers: Mapping[str, str]) -> str:
     return "{" + ", ".join(f"[{_lua_string(k)}] = {_lua_string(v)}" for k, v in headers.items()) + "}"
 
 
-def rotating_script(requests: Sequence[Request], *, threads: int, think_ms: int = 0) -> str:
+def rotating_script(
+    requests: Sequence[Request], *, threads: int, think_ms: int = 0, count_failures: bool = False
+) -> str:
     """A wrk script cycling through ``requests`` (credentials of many
     accounts, many charge ids): each wrk thread formats them all once
     (``init``) and sends the next on every call; the threads start
     ``len / threads`` apart, so two never walk the same accounts in step."""
-    lines = ["local variants = {"]
+    lines = _setup(["local variants = {"])
     for r in requests:
         text = r.body.decode() if isinstance(r.body, bytes) else r.body
         body = _lua_string(text) if text is not None else "nil"
@@ -104,11 +157,6 @@ def rotating_script(requests: Sequence[Request], *, threads: int, think_ms: int 
         "}",
         "local reqs = {}",
         "local i = 0",
-        "local started = 0",
-        "function setup(thread)",
-        "  thread:set('offset', started)",
-        "  started = started + 1",
-        "end",
         "function init(args)",
         "  for n, v in ipairs(variants) do reqs[n] = wrk.format(v[1], v[2], v[3], v[4]) end",
         f"  i = math.floor((offset or 0) * #reqs / {max(1, threads)})",
@@ -118,9 +166,7 @@ def rotating_script(requests: Sequence[Request], *, threads: int, think_ms: int 
         "  return reqs[i]",
         "end",
     ]
-    if think_ms:
-        lines += ["function delay()", f"  return {int(think_ms)}", "end"]
-    return "\n".join(lines) + "\n"
+    return _tail(lines, think_ms, count_failures)
 
 
 @dataclass
@@ -130,6 +176,8 @@ class WrkResult(LoadResult):
 
     percentiles: dict[float, float] = field(default_factory=dict)
     non_2xx: int = 0
+    #: The non-2xx answers by "status message" (only with ``Load.count_failures``).
+    failures: dict[str, int] = field(default_factory=dict)
     socket_errors: dict[str, int] = field(default_factory=dict)
     #: Most PostgreSQL connections of the service seen during the run (None: not sampled).
     pg_connections: int | None = None
@@ -166,6 +214,9 @@ def parse(name: str, output: str) -> WrkResult:
     kinds = ("connect", "read", "write", "timeout")
     errors = dict(zip(kinds, map(int, socket.groups()), strict=True)) if socket else {}
     non_2xx = _NON_2XX.search(output)
+    failures: Counter[str] = Counter()
+    for count, status, message in _FAILURE.findall(output):
+        failures[f"{status} {message}".rstrip()] += int(count)
     result = WrkResult(
         name,
         requests=int(done.group(1)),
@@ -174,6 +225,7 @@ def parse(name: str, output: str) -> WrkResult:
         latencies=[],
         percentiles=percentiles,
         non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+        failures=dict(failures),
         socket_errors={k: v for k, v in errors.items() if v},
     )
     result.errors = result.failed
@@ -197,6 +249,8 @@ class Load:
     think_ms: int = 0
     #: When given, sent in turn instead of the one request above (:func:`rotating_script`).
     rotation: Sequence[Request] = ()
+    #: Count the failed answers by status and message (see the module's docstring).
+    count_failures: bool = False
 
 
 def start(load: Load) -> tuple[subprocess.Popen[str], Path]:
@@ -204,9 +258,22 @@ def start(load: Load) -> tuple[subprocess.Popen[str], Path]:
     folder = Path(tempfile.mkdtemp(prefix="bench-wrk-"))
     lua = folder / "request.lua"
     if load.rotation:
-        lua.write_text(rotating_script(load.rotation, threads=load.threads, think_ms=load.think_ms))
+        lua.write_text(
+            rotating_script(
+                load.rotation, threads=load.threads, think_ms=load.think_ms, count_failures=load.count_failures
+            )
+        )
     else:
-        lua.write_text(script(load.method, load.path, load.headers, load.body, think_ms=load.think_ms))
+        lua.write_text(
+            script(
+                load.method,
+                load.path,
+                load.headers,
+                load.body,
+                think_ms=load.think_ms,
+                count_failures=load.count_failures,
+            )
+        )
     command = [
         binary(),
         "--latency",
@@ -217,7 +284,10 @@ def start(load: Load) -> tuple[subprocess.Popen[str], Path]:
         "-s", str(lua),
         load.url,
     ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # The failures' messages are the API's UTF-8 (DRF does not escape them).
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace"
+    )
     return process, folder
 
 
@@ -253,6 +323,7 @@ def combine(name: str, parts: Sequence[WrkResult]) -> WrkResult:
         for q in keys
     }
     socket_errors = sum((Counter(p.socket_errors) for p in parts), Counter[str]())
+    failures = sum((Counter(p.failures) for p in parts), Counter[str]())
     return WrkResult(
         name,
         requests=sum(p.requests for p in parts),
@@ -261,6 +332,7 @@ def combine(name: str, parts: Sequence[WrkResult]) -> WrkResult:
         latencies=[],
         percentiles=percentiles,
         non_2xx=sum(p.non_2xx for p in parts),
+        failures=dict(failures),
         socket_errors=dict(socket_errors),
         pg_connections=max((p.pg_connections or 0) for p in parts),
     )
