@@ -178,6 +178,10 @@ class FakeServer(Generic[FaultT]):
             request_queue_size = 128  # many callers connecting at once are queued, not refused
 
             def finish_request(self, request: Any, client_address: Any) -> None:
+                # Answers leave in two writes (headers, then body): with Nagle's
+                # algorithm on, the body would wait for the client's delayed ACK
+                # of the headers (up to 40 ms on Linux). Real servers turn it off.
+                request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 # The TLS handshake happens here, on the request's own thread,
                 # so a client that never finishes it cannot stall the others.
                 try:
