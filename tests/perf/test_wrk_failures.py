@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import wrk
+from tests.realworld import serving
 
 pytestmark = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (make bench installs it)")
 
@@ -51,14 +52,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Handler, on_stop=lambda: None) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def _load(base: str, **options: object) -> wrk.Load:
