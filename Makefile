@@ -53,7 +53,7 @@ typecheck: install-dev
 	$(VENV)/bin/mypy .
 
 migrations-check: install-dev
-	$(PY) manage.py makemigrations --check --dry-run
+	DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py makemigrations --check --dry-run
 
 ## Every benchmark against the service as deployed, each beside its ceiling
 ## measured in the same run (the API rows: wrk, ratio to a bare Django + DRF

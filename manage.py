@@ -6,7 +6,10 @@ import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    # Fail closed: a deployment that forgets DJANGO_SETTINGS_MODULE gets the
+    # production settings, which refuse to start half-configured, never DEBUG
+    # and the sandbox. `make run`, the tests and compose name theirs.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -12,7 +12,8 @@ from celery.signals import worker_ready, worker_shutdown
 
 from config import broker
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+# Fail closed: production unless the process names its settings (manage.py).
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 # Before any connection: a worker must survive the broker restarting (config/broker.py).
 broker.register()
 

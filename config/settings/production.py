@@ -9,7 +9,11 @@ from django.core.exceptions import ImproperlyConfigured
 # settings fill them in).
 _missing = [name for name in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY") if not os.environ.get(name)]
 if _missing:
-    raise ImproperlyConfigured(f"production settings need {', '.join(_missing)} in the environment")
+    raise ImproperlyConfigured(
+        f"production settings need {', '.join(_missing)} in the environment. They are the settings of every "
+        "process that does not name its own (DJANGO_SETTINGS_MODULE unset); for development, `make run` names "
+        "config.settings.local, or set DJANGO_SETTINGS_MODULE=config.settings.local in the shell"
+    )
 
 from core.logging import logging_config  # noqa: E402
 

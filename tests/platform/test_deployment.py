@@ -334,3 +334,47 @@ def test_gunicorn_and_idempotency_claims_share_one_timeout(monkeypatch: pytest.M
     assert runpy.run_path(str(conf))["timeout"] == 45
     services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
     assert services["web"]["environment"]["WEB_TIMEOUT"] == "${WEB_TIMEOUT:-60}"
+
+
+def _unnamed_settings_env(**extra: str) -> dict[str, str]:
+    """The environment of a deployment that forgot DJANGO_SETTINGS_MODULE."""
+    drop = {"DJANGO_SETTINGS_MODULE", "PIX_SANDBOX", "DEBUG", *PROD_ENV}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, **extra}
+
+
+ENTRY_POINTS = {
+    "manage.py": "import runpy, sys; sys.argv = ['manage.py', 'shell', '-c', {probe!r}]; "
+    "runpy.run_path('manage.py', run_name='__main__')",
+    "config.wsgi": "import config.wsgi; exec({probe!r})",
+    "config.celery": "from config.celery import app; app.loader.import_default_modules(); exec({probe!r})",
+}
+PROBE = (
+    "from django.conf import settings; import json; "
+    "print(json.dumps([settings.SETTINGS_MODULE, settings.DEBUG, settings.PIX_SANDBOX]))"
+)
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_an_entry_point_without_a_settings_module_runs_production(entry: str) -> None:
+    """Fail closed: the three entry points default to production, which
+    forces DEBUG and the sandbox off, whatever .env or the shell say of them."""
+    script = ENTRY_POINTS[entry].format(probe=PROBE)
+    env = _unnamed_settings_env(**PROD_ENV, DEBUG="true")
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == ["config.settings.production", False, False]
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_an_entry_point_without_a_settings_module_or_servers_refuses_to_start(entry: str) -> None:
+    """With nothing configured it stops, naming what is missing, instead of
+    starting the embedded engines with DEBUG and the sandbox on."""
+    script = ENTRY_POINTS[entry].format(probe=PROBE)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=_unnamed_settings_env(), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: production settings need DATABASE_URL, REDIS_URL, SECRET_KEY" in result.stderr
+    assert "config.settings.local" in result.stderr  # how a developer gets going
