@@ -127,8 +127,8 @@ def _delivery_attempt(delivery_id: uuid.UUID | str) -> str:
 
     # One receiver that hangs holds at most its destination's slots of the
     # worker pool; the others stay free for every other destination.
-    key = capacity.destination_key(endpoint_id=delivery.endpoint_id, account_id=delivery.event.account_id)
-    with capacity.slot(key) as got:
+    caps = capacity.delivery_caps(endpoint_id=delivery.endpoint_id, account_id=delivery.event.account_id)
+    with capacity.slot(caps) as got:
         if not got:
             return _defer(delivery)
         body = event_body(delivery.event)
