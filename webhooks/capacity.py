@@ -1,9 +1,13 @@
-"""Caps on concurrent webhook deliveries (bulkheads), per destination.
+"""Caps on concurrent webhook deliveries (bulkheads), per destination and
+per account.
 
 Each destination (an endpoint, or an account's postback URLs together) may
 have at most ``WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT`` deliveries in flight
 across every worker process, so one receiver that hangs holds that many
-worker threads at most.
+worker threads at most. Each account, all its endpoints and postbacks
+together, may have at most ``WEBHOOK_ACCOUNT_SHARE`` of the webhook worker's
+threads (:func:`account_cap`), so an account with several receivers that
+hang still leaves the rest of the pool to every other account.
 
 Each cap is a semaphore in Redis: a sorted set whose members are the holders
 and whose scores are the time their lease ends. A holder whose process died
@@ -32,6 +36,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -84,6 +89,19 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.6f', now), '+inf')
 """
 )
 
+#: The webhook worker's threads, as this process's worker started them
+#: (``--concurrency``); None outside a worker (WEBHOOK_WORKER_CONCURRENCY then).
+worker_threads: int | None = None
+
+
+def worker_started(sender: Any, **kwargs: Any) -> None:
+    """Celery's ``worker_init``: remember the pool this worker really runs,
+    so the account's share is of its threads even when it was started with a
+    ``--concurrency`` other than WEBHOOK_WORKER_CONCURRENCY."""
+    global worker_threads
+    concurrency = getattr(sender, "concurrency", None)
+    worker_threads = concurrency if isinstance(concurrency, int) and concurrency > 0 else None
+
 
 def destination_key(*, endpoint_id: object | None, account_id: object) -> str:
     """An endpoint's own semaphore, or the account's for its postbacks (a
@@ -95,10 +113,25 @@ def destination_key(*, endpoint_id: object | None, account_id: object) -> str:
     return f"pix:webhook:inflight:{{{account_id}}}:postback"
 
 
+def account_key(account_id: object) -> str:
+    """The semaphore of every delivery of the account, endpoints and postbacks."""
+    return f"pix:webhook:inflight:{{{account_id}}}:account"
+
+
+def account_cap() -> int:
+    """Deliveries one account may have in flight: ``WEBHOOK_ACCOUNT_SHARE``
+    of the worker's threads, at least one. Counted across every worker
+    against one worker's threads, so the bound holds on each worker whichever
+    takes the deliveries, and more workers leave the others more room."""
+    threads = worker_threads or settings.WEBHOOK_WORKER_CONCURRENCY
+    return max(1, int(settings.WEBHOOK_ACCOUNT_SHARE * threads))
+
+
 def delivery_caps(*, endpoint_id: object | None, account_id: object) -> dict[str, int]:
     """The semaphores a delivery must get a slot of, with their caps."""
     caps = {
         destination_key(endpoint_id=endpoint_id, account_id=account_id): settings.WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT,
+        account_key(account_id): account_cap(),
     }
     return {key: cap for key, cap in caps.items() if cap > 0}  # 0: no cap
 

@@ -21,8 +21,9 @@ from django.utils import timezone
 
 from accounts.models import Account
 from core import metrics
+from tests.factories import AccountFactory
 from tests.realworld import Receiver, free_port, run_concurrently, wait_for
-from webhooks import capacity, services
+from webhooks import capacity, checks, services
 from webhooks.delivery import DeliveryOutcome, deliveries_relay, delivery_attempt
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from webhooks.services import endpoint_create
@@ -178,6 +179,29 @@ def test_redis_down_fails_open(settings: Any, key: str) -> None:
     capacity.release([key], holders[0] or "")  # nothing to release, and no error
 
 
+def test_an_accounts_cap_is_its_share_of_the_workers_threads(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings.WEBHOOK_ACCOUNT_SHARE, settings.WEBHOOK_WORKER_CONCURRENCY = 0.5, 8
+    monkeypatch.setattr(capacity, "worker_threads", None)
+    assert capacity.account_cap() == 4
+    # In a worker, of the threads it was started with, whatever the setting says.
+    monkeypatch.setattr(capacity, "worker_threads", 6)
+    assert capacity.account_cap() == 3
+    # Never none at all: a small pool still delivers every account's events.
+    monkeypatch.setattr(capacity, "worker_threads", 1)
+    assert capacity.account_cap() == 1
+    settings.WEBHOOK_ACCOUNT_SHARE = 1.0
+    monkeypatch.setattr(capacity, "worker_threads", 8)
+    assert capacity.account_cap() == 8
+
+
+@pytest.mark.parametrize("share", [0.0, -0.5, 1.5])
+def test_a_share_outside_0_to_1_fails_the_system_checks(settings: Any, share: float) -> None:
+    settings.WEBHOOK_ACCOUNT_SHARE = share
+    assert [message.id for message in checks.account_share_in_range(None)] == ["webhooks.E001"]
+    settings.WEBHOOK_ACCOUNT_SHARE = 0.5
+    assert checks.account_share_in_range(None) == []
+
+
 # --------------------------------------------------------------------------- deliveries
 
 
@@ -312,3 +336,49 @@ def test_with_redis_down_deliveries_go_out(
     delivery = WebhookDelivery.objects.get(event=emit(account))
     assert delivery_attempt(delivery_id=delivery.pk) == DeliveryOutcome.SUCCEEDED
     assert len(receiver.requests) == 1
+
+
+@pytest.mark.django_db
+def test_an_account_at_its_share_defers_its_endpoints_and_postbacks_and_no_one_elses(
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    account: Account,
+    receiver: Receiver,
+    enqueued: list[tuple[str, float]],
+) -> None:
+    """An account whose deliveries hold its share of the worker (elsewhere:
+    other endpoints, other postbacks) waits, every endpoint and postback of
+    it, without an attempt; another account's deliveries go out."""
+    settings.WEBHOOK_ACCOUNT_SHARE, settings.WEBHOOK_WORKER_CONCURRENCY = 0.5, 4
+    monkeypatch.setattr(capacity, "worker_threads", None)
+    endpoint = endpoint_create(account=account, url=receiver.url).endpoint
+    neighbour = AccountFactory()
+    endpoint_create(account=neighbour, url=receiver.url)
+    held = fill(capacity.account_key(account.pk), capacity.account_cap())
+    assert len(held) == 2
+    event = emit(account, postback_url=f"{receiver.url}?postback=1")
+    deliveries = list(WebhookDelivery.objects.filter(event=event).order_by("endpoint_id"))
+    assert [d.endpoint_id for d in deliveries] == [endpoint.pk, None]
+
+    for delivery in deliveries:
+        assert delivery_attempt(delivery_id=delivery.pk) == DeliveryOutcome.DEFERRED
+    # Nothing sent, nothing counted, no endpoint's or postbacks' slot taken meanwhile.
+    assert receiver.requests == []
+    assert not WebhookAttempt.objects.filter(delivery__event=event).exists()
+    assert set(WebhookDelivery.objects.filter(event=event).values_list("status", "attempt_count")) == {("pending", 0)}
+    assert capacity.holders(capacity.destination_key(endpoint_id=endpoint.pk, account_id=account.pk)) == 0
+    assert capacity.holders(capacity.destination_key(endpoint_id=None, account_id=account.pk)) == 0
+    assert sorted(delivery_id for delivery_id, _ in enqueued[-2:]) == sorted(str(d.pk) for d in deliveries)
+
+    other = WebhookDelivery.objects.get(event=emit(neighbour))
+    assert delivery_attempt(delivery_id=other.pk) == DeliveryOutcome.SUCCEEDED
+
+    # The account's deliveries elsewhere end: its waiting ones go out, one attempt each.
+    capacity.release([capacity.account_key(account.pk)], held[0])
+    capacity.release([capacity.account_key(account.pk)], held[1])
+    WebhookDelivery.objects.filter(event=event).update(leased_until=timezone.now() - dt.timedelta(seconds=0.01))
+    for delivery in deliveries:
+        assert delivery_attempt(delivery_id=delivery.pk) == DeliveryOutcome.SUCCEEDED
+    assert WebhookAttempt.objects.filter(delivery__event=event).count() == 2
+    assert len(receiver.requests) == 3
+    assert capacity.holders(capacity.account_key(account.pk)) == 0
