@@ -82,7 +82,7 @@ def test_64_drip_feeding_receivers_do_not_delay_the_payouts_of_another_account(
         read_timeout_ms=2000,
     )
     acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHOUT, acquirers=[acquirer])
-    merchants = [AccountFactory(), AccountFactory()]
+    merchants: list[Account] = AccountFactory.create_batch(2)
 
     with (
         drip_feeders(RECEIVERS) as drip,
