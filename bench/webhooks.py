@@ -61,13 +61,13 @@ def run(env: dict[str, str], *, events: int = 500, concurrency: int = 8) -> list
         http_receiver() as receiver,
         http_receiver() as bare_receiver,
         # The worker's throughput, measured on one endpoint: its cap of
-        # deliveries in flight is raised to the worker's threads so that it is
-        # the worker, not the per-endpoint cap, that is measured.
+        # deliveries in flight, and its account's share, are raised to the
+        # worker's threads so that it is the worker, not a cap, that is measured.
         celery_worker(
             connection.settings_dict["NAME"],
             Path(tempfile.mkdtemp()),
             concurrency=concurrency,
-            env={"WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT": str(concurrency)},
+            env={"WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT": str(concurrency), "WEBHOOK_ACCOUNT_SHARE": "1"},
         ),
     ):
         endpoint_create(account=account, url=receiver.url)

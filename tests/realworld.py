@@ -290,6 +290,9 @@ class Receiver:
     #: Called on the receiver's thread for each request, before it answers:
     #: to look at the sender while it waits (see ``ConnectionWatch``).
     while_holding: Callable[[], None] | None = None
+    #: Requests being answered now, and the most there ever were at once.
+    in_flight: int = 0
+    most_in_flight: int = 0
 
     def respond(self, *responses: tuple[int, dict[str, str], float] | int) -> None:
         with self.lock:
@@ -311,17 +314,23 @@ def http_receiver() -> Iterator[Receiver]:
                 index = len(receiver.requests)
                 receiver.requests.append(ReceivedRequest(self.path, dict(self.headers.items()), body, time.time()))
                 status, headers, delay = receiver.responses[min(index, len(receiver.responses) - 1)]
-            if receiver.while_holding is not None:
-                receiver.while_holding()
-            if delay:
-                receiver.released.wait(delay)
-            self.send_response(status)
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            with contextlib.suppress(OSError):
-                self.wfile.write(b"ok")
+                receiver.in_flight += 1
+                receiver.most_in_flight = max(receiver.most_in_flight, receiver.in_flight)
+            try:
+                if receiver.while_holding is not None:
+                    receiver.while_holding()
+                if delay:
+                    receiver.released.wait(delay)
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(b"ok")
+            finally:
+                with receiver.lock:
+                    receiver.in_flight -= 1
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

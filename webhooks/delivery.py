@@ -30,8 +30,9 @@ class DeliveryOutcome(enum.StrEnum):
     RETRY = "retry"
     FAILED = "failed"
     SKIPPED = "skipped"
-    # The destination was at its cap of concurrent deliveries: nothing was
-    # sent and no attempt counted; the delivery comes back shortly.
+    # The destination was at its cap of concurrent deliveries, or its account
+    # at its share: nothing was sent and no attempt counted; the delivery
+    # comes back shortly.
     DEFERRED = "deferred"
 
 
@@ -126,9 +127,10 @@ def _delivery_attempt(delivery_id: uuid.UUID | str) -> str:
         return DeliveryOutcome.FAILED
 
     # One receiver that hangs holds at most its destination's slots of the
-    # worker pool; the others stay free for every other destination.
-    key = capacity.destination_key(endpoint_id=delivery.endpoint_id, account_id=delivery.event.account_id)
-    with capacity.slot(key) as got:
+    # worker pool, and one account's receivers together at most its share:
+    # the rest stays free for every other destination and account.
+    caps = capacity.delivery_caps(endpoint_id=delivery.endpoint_id, account_id=delivery.event.account_id)
+    with capacity.slot(caps) as got:
         if not got:
             return _defer(delivery)
         body = event_body(delivery.event)
@@ -151,9 +153,10 @@ def _delivery_attempt(delivery_id: uuid.UUID | str) -> str:
 
 
 def _defer(delivery: WebhookDelivery) -> str:
-    """The destination is at its cap: try again shortly, with no attempt made
-    or counted, so the delivery keeps its place in the schedule
-    (``attempt_count`` and ``next_attempt_at`` are left as they are)."""
+    """The destination is at its cap, or the account at its share: try again
+    shortly, with no attempt made or counted, so the delivery keeps its place
+    in the schedule (``attempt_count`` and ``next_attempt_at`` are left as
+    they are)."""
     due = delivery.next_attempt_at  # set on every pending delivery (a constraint)
     waited = (timezone.now() - due).total_seconds() if due else 0.0
     # WEBHOOK_DEFER_SECONDS at first, then half the time it has waited so far

@@ -79,3 +79,11 @@ WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT",
 # without an attempt counted. 0 = no cap.
 WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT = env.int("WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT", default=4)
 WEBHOOK_DEFER_SECONDS = env.float("WEBHOOK_DEFER_SECONDS", default=3.0)
+# The share of the webhook worker's threads one account's deliveries (every
+# endpoint and postback of it) may hold at once, across every worker, in
+# (0, 1]: 0.5 of 8 threads is 4, so the other 4 always serve other accounts.
+# Past it a delivery is deferred as above. The threads are the worker's own
+# --concurrency; WEBHOOK_WORKER_CONCURRENCY (what Procfile and compose start it
+# with) outside a worker.
+WEBHOOK_ACCOUNT_SHARE = env.float("WEBHOOK_ACCOUNT_SHARE", default=0.5)
+WEBHOOK_WORKER_CONCURRENCY = env.int("WEBHOOK_WORKER_CONCURRENCY", default=8)

@@ -1,5 +1,6 @@
 """One hanging receiver holds at most its endpoint's cap of the webhook
-worker's threads (issue 13, bulkheads).
+worker's threads (issue 13, bulkheads), and one account at most its share
+(issue 29 §6).
 
 A real Celery worker (4 threads, a cap of 2 deliveries per endpoint) gets
 many deliveries for an endpoint whose receiver hangs until the test lets it
@@ -7,6 +8,15 @@ go. The receiver never sees more than 2 requests at once, the deliveries
 past the cap wait without an attempt, and another account's endpoint keeps
 getting its deliveries within seconds. Once the receiver answers, every
 delivery succeeds with exactly one attempt: none lost, none sent twice.
+
+A real worker as deployed (8 threads) and an account whose two endpoints and
+whose postbacks all hang: with only a cap per endpoint it held every thread
+(2 endpoints x 4, plus postbacks), and another account's delivery waited for
+the whole hang. Its deliveries together now hold at most its share of the
+worker's threads (half), the rest wait without an attempt, and another
+account's deliveries arrive within seconds while the hang lasts a minute.
+Once the receivers answer, every delivery of the account succeeds with
+exactly one attempt: deferring lost none and counted none as a failure.
 """
 
 from __future__ import annotations
@@ -36,6 +46,13 @@ THREADS = 4
 HELD = 12  # deliveries to the hanging receiver
 PROMPT = 10  # deliveries to the healthy one
 PROMPTLY = 5.0  # seconds: the healthy receiver's bound while the other hangs
+DEPLOYED_THREADS = 8  # the webhook worker as deployed (WEBHOOK_WORKER_CONCURRENCY)
+SHARE = 0.5  # of the worker, one account's (WEBHOOK_ACCOUNT_SHARE)
+HELD_EVENTS = 12  # of the account whose receivers hang: each to two endpoints and a postback
+HANG = 120.0  # seconds the receivers hang unless the test lets them go first
+#: Long enough that a hang is the receiver's, not cut by our timeout; a
+#: deferred delivery comes back soon.
+HANGING = {"WEBHOOK_TIMEOUT": "60", "WEBHOOK_DEFER_SECONDS": "0.5"}
 
 # The worker is another process: it sees only committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,7 +100,7 @@ def hanging_receiver() -> Iterator[HangingReceiver]:
         yield receiver
 
 
-def emit(account: Account) -> str:
+def emit(account: Account, postback_url: str = "") -> str:
     with transaction.atomic():
         event = event_emit(
             account_id=account.pk,
@@ -91,6 +108,7 @@ def emit(account: Account) -> str:
             record_id=uuid.uuid4(),
             status="paid",
             data={"status": "paid"},
+            postback_url=postback_url,
         )
     return str(event.pk)
 
@@ -101,12 +119,7 @@ def received(receiver: Receiver, event_id: str) -> bool:
 
 def test_a_hanging_receiver_holds_only_its_endpoints_cap_and_loses_nothing(database_name: str, tmp_path: Path) -> None:
     slow_account, other_account = AccountFactory(), AccountFactory()
-    env = {
-        "WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT": str(CAP),
-        # Long enough that the hang is the receiver's, not cut by our timeout.
-        "WEBHOOK_TIMEOUT": "60",
-        "WEBHOOK_DEFER_SECONDS": "0.5",
-    }
+    env = {**HANGING, "WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT": str(CAP)}
     with (
         hanging_receiver() as hanging,
         http_receiver() as healthy,
@@ -139,4 +152,53 @@ def test_a_hanging_receiver_holds_only_its_endpoints_cap_and_loses_nothing(datab
     assert sorted(hanging.event_ids) == sorted(held)
     assert list(slow_deliveries.values_list("attempt_count", flat=True)) == [1] * HELD
     assert WebhookAttempt.objects.filter(delivery__endpoint=slow).count() == HELD
+    assert len(healthy.requests) == PROMPT
+
+
+def test_an_account_whose_receivers_hang_holds_its_share_and_another_account_is_served_at_once(
+    database_name: str, tmp_path: Path
+) -> None:
+    hanging_account, other_account = AccountFactory(), AccountFactory()
+    share = int(DEPLOYED_THREADS * SHARE)
+    env = {
+        **HANGING,
+        "WEBHOOK_ACCOUNT_SHARE": str(SHARE),
+        "WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT": "4",
+        # Not what the worker runs: its share is of the threads it was started
+        # with (--concurrency 8), not of a setting that says otherwise.
+        "WEBHOOK_WORKER_CONCURRENCY": "64",
+    }
+    with (
+        http_receiver() as hanging,
+        http_receiver() as healthy,
+        celery_worker(database_name, tmp_path, concurrency=DEPLOYED_THREADS, env=env),
+    ):
+        hanging.respond((200, {}, HANG))
+        for name in ("first", "second"):
+            endpoint_create(account=hanging_account, url=f"{hanging.url}?endpoint={name}")
+        endpoint_create(account=other_account, url=healthy.url)
+        held = [emit(hanging_account, postback_url=f"{hanging.url}?postback") for _ in range(HELD_EVENTS)]
+        deliveries = WebhookDelivery.objects.filter(event__account=hanging_account)
+        assert deliveries.count() == 3 * HELD_EVENTS
+
+        # The account's share is taken (all its deliveries were queued first)...
+        wait_for(lambda: hanging.in_flight >= share, timeout=30)
+        # ... and another account's deliveries arrive one after the other,
+        # each within seconds, on the threads the account cannot take.
+        for _ in range(PROMPT):
+            wait_for(functools.partial(received, healthy, emit(other_account)), timeout=PROMPTLY)
+        assert hanging.most_in_flight == share
+        # Past the share nothing was attempted, nothing failed.
+        assert WebhookAttempt.objects.filter(delivery__event__account=hanging_account).count() == share
+        assert deliveries.filter(status=WebhookDelivery.Status.PENDING).count() == 3 * HELD_EVENTS
+
+        hanging.released.set()
+        succeeded = deliveries.filter(status=WebhookDelivery.Status.SUCCEEDED)
+        wait_for(lambda: succeeded.count() == 3 * HELD_EVENTS, timeout=120)
+
+    assert hanging.most_in_flight == share
+    # Every delivery once: three requests per event, one attempt per delivery.
+    assert sorted(r.headers["X-Webhook-Event-ID"] for r in hanging.requests) == sorted(held * 3)
+    assert set(deliveries.values_list("attempt_count", flat=True)) == {1}
+    assert WebhookAttempt.objects.filter(delivery__event__account=hanging_account).count() == 3 * HELD_EVENTS
     assert len(healthy.requests) == PROMPT
