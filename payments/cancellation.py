@@ -104,7 +104,7 @@ def charge_cancel_pursue(*, charge_id: uuid.UUID | str, now: dt.datetime | None 
     came to; returns the cancellation's state (``pending``: ask again at
     ``next_attempt_at``). Idempotent: a cancellation already answered is
     left alone. Holds no transaction while the acquirer is asked."""
-    cancellation = ChargeCancellation.objects.select_related("charge__acquirer").get(pk=charge_id)
+    cancellation = ChargeCancellation.objects.select_related("charge__acquirer").get(charge_id=charge_id)
     if cancellation.state != State.PENDING:
         return cancellation.state
     charge = cancellation.charge
@@ -120,7 +120,7 @@ def charge_cancel_pursue(*, charge_id: uuid.UUID | str, now: dt.datetime | None 
             # No way to read the Pix from here: the notification or the daily
             # reconciliation records it. Staff see the state meanwhile.
             return _finish(charge_id, State.PAID_THERE, "Pix a registrar pela notificação ou pela conciliação.")
-        error = recorded
+        error = str(recorded)
     elif call.result is CancelResult.REMOVED:
         return _finish(charge_id, State.DONE, "")
     elif call.outcome is Outcome.NOT_SUPPORTED:
@@ -149,7 +149,7 @@ def _record_paid_there(charge: Charge) -> bool | str | None:
 
 def _finish(charge_id: uuid.UUID | str, state: str, note: str) -> str:
     with transaction.atomic():
-        cancellation = ChargeCancellation.objects.select_for_update().get(pk=charge_id)
+        cancellation = ChargeCancellation.objects.select_for_update().get(charge_id=charge_id)
         if cancellation.state not in (State.PENDING, State.GAVE_UP):
             return cancellation.state  # answered meanwhile by another worker
         cancellation.state = state
@@ -165,7 +165,7 @@ def _finish(charge_id: uuid.UUID | str, state: str, note: str) -> str:
 
 def _unclear(charge_id: uuid.UUID | str, error: str, now: dt.datetime) -> str:
     with transaction.atomic():
-        cancellation = ChargeCancellation.objects.select_for_update().get(pk=charge_id)
+        cancellation = ChargeCancellation.objects.select_for_update().get(charge_id=charge_id)
         if cancellation.state != State.PENDING:
             return cancellation.state
         cancellation.attempts += 1
@@ -184,7 +184,7 @@ def _unclear(charge_id: uuid.UUID | str, error: str, now: dt.datetime) -> str:
 
 def cancel_next_ask_in(*, charge_id: uuid.UUID | str) -> float:
     """Seconds until the cancellation's next ask is due (0: now)."""
-    due = ChargeCancellation.objects.values_list("next_attempt_at", flat=True).get(pk=charge_id)
+    due = ChargeCancellation.objects.values_list("next_attempt_at", flat=True).get(charge_id=charge_id)
     return max(0.0, (due - timezone.now()).total_seconds()) if due is not None else 0.0
 
 
@@ -194,7 +194,7 @@ def charge_cancel_retry(*, charge_id: uuid.UUID | str) -> bool:
     False, changing nothing, unless it had given up."""
     now = timezone.now()
     with transaction.atomic():
-        cancellation = ChargeCancellation.objects.select_for_update().get(pk=charge_id)
+        cancellation = ChargeCancellation.objects.select_for_update().get(charge_id=charge_id)
         if cancellation.state != State.GAVE_UP:
             return False
         cancellation.state = State.PENDING

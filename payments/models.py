@@ -365,4 +365,6 @@ class ReconciliationItem(models.Model):
 
 # Cancellation at the acquirer and late payments: models of their own module
 # (this one is full), registered with the app from here.
-from payments.late_models import ChargeCancellation, LatePayment, LatePaymentResolution  # noqa: E402, F401
+from payments.late_models import ChargeCancellation as ChargeCancellation  # noqa: E402
+from payments.late_models import LatePayment as LatePayment  # noqa: E402
+from payments.late_models import LatePaymentResolution as LatePaymentResolution  # noqa: E402
