@@ -263,7 +263,9 @@ class SandboxChargeApi(AccountAPIView):
             "Only with PIX_SANDBOX on. Drives the same code path as an acquirer's notification, for charges "
             "held by an acquirer using the `sandbox` adapter (any other charge is a 404, like an unknown id). "
             "Credential `cashin` or `all`. A change the charge's status does not allow is a 409; repeating "
-            "the change that put it in its status is a 200 that changes nothing."
+            "the change that put it in its status is a 200 that changes nothing. `pay` on a charge cancelled "
+            "(or failed) here is a payment that came late: recorded for staff, the charge stays as it is (200), "
+            "until the cancel has reached the sandbox; then the payer cannot pay (409)."
         ),
         parameters=[CHARGE_ID, OpenApiParameter("action", str, OpenApiParameter.PATH, enum=list(SANDBOX_EVENTS))],
         request=None,

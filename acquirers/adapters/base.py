@@ -294,9 +294,8 @@ class AcquirerAdapter(abc.ABC):
     #: A refund names the Pix being returned by its end-to-end id (the API
     #: Pix devolução): a paid charge without one cannot be refunded there.
     refund_needs_e2e_id: ClassVar[bool] = True
-    #: Withdrawing a charge there (a cancel here, an expiry, a charge
-    #: abandoned while creating it). Without it the acquirer's own expiry of
-    #: the charge (``ChargeRequest.expires_in``) is what stops a payer.
+    #: Withdrawing a charge there (cancelled or expired here, abandoned while
+    #: created); without it, the acquirer's own expiry of it stops a payer.
     supports_cancel: ClassVar[bool] = False
     supports_charge_status: ClassVar[bool] = False
     #: Listings for reconciliation (:mod:`payments.reconcile_acquirer`): what
@@ -341,10 +340,9 @@ class AcquirerAdapter(abc.ABC):
         raise CapabilityNotSupported(f"{self.name}: charges are not supported")
 
     def cancel_charge(self, txid: str) -> CancelResult:
-        """Withdraw a charge so it can no longer be paid; idempotent (one
-        already withdrawn is :attr:`CancelResult.REMOVED`). Raise an
-        :class:`AdapterError` when that is not known (a charge not there yet,
-        a timeout): the caller asks again."""
+        """Withdraw a charge so it can no longer be paid; idempotent (already
+        withdrawn is :attr:`CancelResult.REMOVED`). Raise an :class:`AdapterError`
+        when that is not known (not there yet, a timeout): the caller asks again."""
         raise CapabilityNotSupported(f"{self.name}: cancelling charges is not supported")
 
     def charge_status(self, txid: str) -> ChargeStatusResult:

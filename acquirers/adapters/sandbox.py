@@ -109,16 +109,8 @@ def _state_direct() -> Direct:
 
 _ALNUM = string.ascii_letters + string.digits
 #: A charge's state at the sandbox, changed in one step (KEYS[1]: its key, ARGV[1]: the TTL).
-_CANCEL_SCRIPT = """
-local state = redis.call('GET', KEYS[1])
-if state and state ~= 'paid' then redis.call('SET', KEYS[1], 'canceled', 'EX', ARGV[1]) end
-return state
-"""
-_PAY_SCRIPT = """
-if redis.call('GET', KEYS[1]) == 'canceled' then return 0 end
-redis.call('SET', KEYS[1], 'paid', 'EX', ARGV[1])
-return 1
-"""
+_CANCEL_SCRIPT = "local s = redis.call('GET', KEYS[1]) if s and s ~= 'paid' then redis.call('SET', KEYS[1], 'canceled', 'EX', ARGV[1]) end return s"  # noqa: E501
+_PAY_SCRIPT = "if redis.call('GET', KEYS[1]) == 'canceled' then return 0 end redis.call('SET', KEYS[1], 'paid', 'EX', ARGV[1]) return 1"  # noqa: E501
 
 
 def new_e2e_id(ispb: str = SANDBOX_ISPB, at: dt.datetime | None = None) -> str:
@@ -219,20 +211,15 @@ class SandboxAdapter(AcquirerAdapter):
         return ChargeResult(provider_charge_id=f"sbx_{request.txid}", emv=emv)
 
     def cancel_charge(self, txid: str) -> CancelResult:
-        """Withdraw the charge, unless its payer paid it first (the drivers'
-        ``pay`` marks it ``paid`` here, as a PSP concludes a cob)."""
-        # One step in Redis: a payer paying at the same moment either
-        # paid first (PAID) or finds the charge withdrawn.
+        """Withdraw the charge (one step in Redis), unless its payer paid it first
+        (the drivers' ``pay`` marks it ``paid``, as a PSP concludes a cob)."""
         state = _state().eval(_CANCEL_SCRIPT, 1, self._key("charge", txid), _STATE_TTL)
-        if state is None:
-            # Like a real PSP answering 404 while the late create is still in
-            # flight: the caller retries later.
+        if state is None:  # as a PSP's 404 while the late create is in flight: asked again
             raise AcquirerUnavailable(f"sandbox: charge {txid} not found (yet)")
         return CancelResult.PAID if state == "paid" else CancelResult.REMOVED
 
     def charge_paid(self, txid: str) -> bool:
-        """The payer pays the charge here: False, changing nothing, when it
-        was withdrawn (a payer cannot pay a removed charge)."""
+        """The payer pays the charge: False, changing nothing, once withdrawn."""
         return bool(_state().eval(_PAY_SCRIPT, 1, self._key("charge", txid), _STATE_TTL))
 
     def charge_state(self, txid: str) -> str | None:
