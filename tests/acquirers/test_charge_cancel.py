@@ -21,6 +21,8 @@ from accounts.models import Account, MoneyActionRequest
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import money_action_approve, money_action_request
 from acquirers.models import Acquirer, InboundNotification
+from observability import selectors
+from observability.selectors import Figure
 from payments import cancellation
 from payments.cancellation import charge_cancel_pursue
 from payments.late_payments import late_payment_return_pursue
@@ -192,8 +194,8 @@ def test_a_pix_paid_after_the_cancel_is_recorded_once_with_its_evidence_never_re
     assert available_balance(account) == 0 == ledger_sum(account)
     assert Charge.objects.get(pk=charge.pk).status == S.CANCELED
 
+    assert selectors.attention().late_payments_open == Figure(1, 1000)
     page = admin_client.get(reverse("admin:index")).content.decode()
-    assert "Pagamentos após cancelamento" in page
     assert "payments/latepayment/?status__exact=open" in page
     listing = admin_client.get(reverse("admin:payments_latepayment_changelist") + "?status__exact=open")
     assert (listing.status_code, listing.context["cl"].result_count) == (200, 1)
