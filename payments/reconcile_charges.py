@@ -63,10 +63,9 @@ def _finding(
     return Finding.of(kind, record, ours, key_by_e2e=True, healed=healed, detail=detail)
 
 
-def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Finding:
-    """Apply the confirmed payment. Its own transaction (charge_transition's),
-    under the charge's lock: a notification arriving meanwhile makes this a no-op."""
-    notification = Notification(
+def _paid(record: ProviderPixRecord, charge: Charge) -> Notification:
+    """The listed Pix as the confirmed payment of our charge a notification would carry."""
+    return Notification(
         event=NotificationEvent.CHARGE_PAID,
         reference=charge.txid,
         e2e_id=record.e2e_id,
@@ -74,6 +73,12 @@ def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Find
         amount=record.amount,
         raw=record.raw,
     )
+
+
+def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Finding:
+    """Apply the confirmed payment. Its own transaction (charge_transition's),
+    under the charge's lock: a notification arriving meanwhile makes this a no-op."""
+    notification = _paid(record, charge)
     try:
         result = charge_event_apply(
             acquirer=acquirer, notification=notification, source=ChargeTransition.Source.RECONCILIATION
@@ -106,14 +111,7 @@ def _late(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matchin
         detail = "Recebido para cobrança cancelada ou falha e sem e2e id ou já devolvido na adquirente; confira."
         matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
         return
-    notification = Notification(
-        event=NotificationEvent.CHARGE_PAID,
-        reference=charge.txid,
-        e2e_id=record.e2e_id,
-        occurred_at=record.occurred_at,
-        amount=record.amount,
-        raw=record.raw,
-    )
+    notification = _paid(record, charge)
     try:
         charge_event_apply(acquirer=acquirer, notification=notification, source=ChargeTransition.Source.RECONCILIATION)
     except PixServiceError as exc:
