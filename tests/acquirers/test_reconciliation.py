@@ -375,11 +375,17 @@ def test_the_sandbox_lists_the_pix_its_charges_received(api: APIClient) -> None:
 
     listed = adapters.build(sandbox).list_received(*local_day_window(today()))
     assert sorted((r.reference, r.status.value, r.amount) for r in listed.records) == sorted(
-        [(paid.txid, "paid", AMOUNT), (refunded.txid, "refunded", AMOUNT)]
-    )  # the failed charge's refused pay left nothing at the sandbox
+        [(paid.txid, "paid", AMOUNT), (refunded.txid, "refunded", AMOUNT), (failed.txid, "paid", AMOUNT)]
+    )  # the failed charge's Pix too: received there, a late payment here
     run = reconcile(sandbox)
-    assert (run.status, run.matched_count) == ("done", 2)
-    assert items() == [(K.PAID_HERE_UNKNOWN_THERE, unproven.txid, "open")]
+    assert (run.status, run.matched_count) == ("done", 3)
+    assert sorted(items()) == sorted(
+        [
+            (K.PAID_HERE_UNKNOWN_THERE, unproven.txid, "open"),
+            # Recorded as a late payment when the sandbox payer paid: here it waits for staff.
+            (K.PAID_THERE_NOT_HERE, LatePayment.objects.get(charge=failed).e2e_id, "healed"),
+        ]
+    )
 
 
 def test_an_acquirer_that_lists_nothing_is_skipped_with_the_reason(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:

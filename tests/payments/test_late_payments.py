@@ -20,6 +20,7 @@ from accounts.selectors import available_balance, ledger_sum
 from accounts.services import money_action_approve, money_action_request
 from acquirers import adapters
 from acquirers.adapters.sandbox import SandboxAdapter
+from payments import cancellation
 from payments.cancellation import charge_cancel_pursue
 from payments.late_payments import late_payment_return_pursue
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, LatePaymentResolution
@@ -37,6 +38,13 @@ BODY = {
 }
 LATE = reverse("admin:payments_latepayment_changelist")
 REQUESTS = reverse("admin:accounts_moneyactionrequest_changelist")
+
+
+@pytest.fixture(autouse=True)
+def _cancel_not_reached_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ask to the acquirer is driven by each test (charge_cancel_pursue):
+    a session worker must not withdraw the charge before the payer pays."""
+    monkeypatch.setattr(cancellation, "cancel_pursue_later", lambda **kwargs: None)
 
 
 def staff(username: str, group: str) -> User:
