@@ -163,12 +163,17 @@ def _requested_amount(pending: MoneyActionRequest) -> int:
 
 
 def _signed_amount(pending: MoneyActionRequest) -> int:
-    """The movement as the account sees it: the redébito of a payout is a debit."""
+    """The movement as the account sees it: the redébito of a payout is a
+    debit; returning a late payment to its payer moves nothing."""
+    if pending.action in NOT_MOVING_ACTIONS:
+        return 0
     return -pending.amount if pending.action in DEBITING_ACTIONS else pending.amount
 
 
 #: Actions whose amount leaves the account (all the others credit it).
 DEBITING_ACTIONS = frozenset({MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT})
+#: Actions whose amount never was the account's (a Pix returned to its payer).
+NOT_MOVING_ACTIONS = frozenset({MoneyActionRequest.Action.RETURN_LATE_PAYMENT})
 
 
 PENDING_ONLY = (State.PENDING,)
@@ -268,6 +273,7 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
                 "accounts.approve_withdrawal_return",
                 "accounts.approve_undetermined_payout_failure",
                 "accounts.approve_sent_payout_redebit",
+                "accounts.approve_late_payment_resolution",
             )
         )
 

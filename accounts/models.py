@@ -203,6 +203,10 @@ class LedgerKind(models.TextChoices):
     # once, released if the refund fails, replaced by the refund when done.
     REFUND_HOLD = "refund_hold", "Reserva de estorno em processamento"
     REFUND_RELEASE = "refund_release", "Reserva de estorno liberada"
+    # A Pix received for a charge cancelled (or failed) here, credited once a
+    # second staff member approved it: the charge keeps its status (decisions
+    # §4 refuses canceled → paid), the money is the account's all the same.
+    LATE_PAYMENT_CREDIT = "late_payment_credit", "Pagamento recebido após o cancelamento"
 
 
 CREDIT_KINDS = frozenset(
@@ -212,6 +216,7 @@ CREDIT_KINDS = frozenset(
         LedgerKind.WITHDRAWAL_REVERSAL,
         LedgerKind.WITHDRAWAL_RETURN,
         LedgerKind.REFUND_RELEASE,
+        LedgerKind.LATE_PAYMENT_CREDIT,
     }
 )
 DEBIT_KINDS = frozenset(
@@ -282,6 +287,10 @@ class MoneyActionRequest(models.Model):
         FAIL_UNDETERMINED_PAYOUT = "fail_undetermined_payout", "Falhar pagamento indeterminado (devolver o saldo)"
         # The one action that debits (reconciliation: a payout the acquirer made although it failed here).
         REDEBIT_SENT_PAYOUT = "redebit_sent_payout", "Debitar de novo saque falho que a adquirente pagou"
+        # A Pix received for a charge cancelled here: credit it, or return it
+        # to the payer through the acquirer (no balance moves; amount: the Pix).
+        CREDIT_LATE_PAYMENT = "credit_late_payment", "Creditar pagamento recebido após o cancelamento"
+        RETURN_LATE_PAYMENT = "return_late_payment", "Devolver ao pagador pagamento recebido após o cancelamento"
 
     class State(models.TextChoices):
         PENDING = "pending", "Aguardando aprovação"
@@ -348,6 +357,10 @@ class MoneyActionRequest(models.Model):
                 "Pode aprovar falhar um pagamento indeterminado (o débito é devolvido)",
             ),
             ("approve_sent_payout_redebit", "Pode aprovar debitar de novo um saque falho que a adquirente pagou"),
+            (
+                "approve_late_payment_resolution",
+                "Pode aprovar creditar ou devolver um pagamento recebido após o cancelamento",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -43,6 +43,9 @@ OPERATIONS_EXTRA = (
     "acquirers.reset_circuit_breaker",
     # Reconciliation with acquirers: run it on demand, resolve its items (asking where money moves).
     "payments.resolve_reconciliationitem",
+    # A Pix received after a cancel: ask to credit or return it; ask a silent acquirer to cancel again.
+    "payments.request_late_payment_resolution",
+    "payments.retry_chargecancellation",
 )
 
 
@@ -52,6 +55,7 @@ FINANCE_EXTRA = (
     "accounts.approve_withdrawal_return",
     "accounts.approve_undetermined_payout_failure",
     "accounts.approve_sent_payout_redebit",
+    "accounts.approve_late_payment_resolution",
 )
 
 

@@ -6,8 +6,8 @@ import logging
 
 from celery import shared_task
 
-from acquirers import calls
-from acquirers.adapters.base import AdapterError
+from acquirers import adapters, calls
+from acquirers.adapters.base import AdapterError, InvalidOptions
 from acquirers.models import Acquirer
 from acquirers.retention import inbound_notification_purge
 
@@ -24,10 +24,18 @@ logger = logging.getLogger(__name__)
 )
 def cancel_charge_at_acquirer(self: object, acquirer_id: int, txid: str) -> None:
     """Best effort, idempotent: ask an acquirer that timed out to withdraw the
-    charge it may have created, so a payer never holds two live codes."""
+    charge it may have created, so a payer never holds two live codes. No
+    charge row exists here (the client never got it): a cancel of a charge
+    we keep is ``payments.cancellation``'s, tracked until the answer is known.
+    An adapter that cannot cancel leaves its own expiry to stop the payer."""
     acquirer = Acquirer.objects.filter(pk=acquirer_id).first()
     if acquirer is None:
         return
+    try:
+        if not adapters.adapter_class(acquirer.adapter).supports_cancel:
+            return
+    except InvalidOptions:
+        return  # an adapter this process lacks: nothing to call
     # The one guarded call: its deadline cut at the socket, a slot of the
     # reconcile pool and of the acquirer's cap, no connection held meanwhile.
     # No attempt row: best effort, retried by Celery on any adapter error

@@ -189,6 +189,16 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
         ),
         ("Pagamentos indeterminados", waiting.undetermined_payouts, admin_list(site, "withdrawals_undeterminedpayout")),
         ("Contestações abertas (MED)", waiting.open_chargebacks, charges(status__exact=ChargeStatus.CHARGEBACK)),
+        (
+            "Pagamentos após cancelamento",
+            waiting.late_payments_open,
+            admin_list(site, "payments_latepayment", status__exact="open"),
+        ),
+        (
+            "Cancelamentos sem resposta da adquirente",
+            waiting.cancels_unanswered,
+            admin_list(site, "payments_chargecancellation", state__exact="gave_up"),
+        ),
     ]
     deliveries, endpoints = link("webhooks_webhookdelivery"), link("webhooks_webhookendpoint")
     webhooks = [

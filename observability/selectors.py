@@ -21,7 +21,7 @@ from django.utils import timezone
 from accounts.models import MoneyActionRequest
 from acquirers import breaker
 from acquirers.models import Acquirer
-from payments.models import Charge, ChargeAttempt, ChargeStatus
+from payments.models import Charge, ChargeAttempt, ChargeCancellation, ChargeStatus, LatePayment
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 from withdrawals.models import UndeterminedPayout, Withdrawal, WithdrawalStatus
 
@@ -191,6 +191,8 @@ class Attention:
     money_actions_pending: Figure
     undetermined_payouts: Figure
     open_chargebacks: Figure
+    late_payments_open: Figure
+    cancels_unanswered: Figure
     deliveries_pending: int
     deliveries_failed: int
     endpoints_failing: int
@@ -228,6 +230,12 @@ def attention() -> Attention:
         ),
         undetermined_payouts=_figure(UndeterminedPayout.objects.all(), "liquid_amount"),
         open_chargebacks=_figure(Charge.objects.filter(status=ChargeStatus.CHARGEBACK), "amount"),
+        # A Pix received after a cancel, waiting to be credited or returned (late_payment_open).
+        late_payments_open=_figure(LatePayment.objects.filter(status=LatePayment.Status.OPEN), "amount"),
+        # Charges cancelled here that their acquirer never confirmed withdrawing (cancellation_gave_up).
+        cancels_unanswered=_figure(
+            ChargeCancellation.objects.filter(state=ChargeCancellation.State.GAVE_UP), "charge__amount"
+        ),
         deliveries_pending=deliveries["pending"],
         deliveries_failed=deliveries["failed"],
         endpoints_failing=endpoints["failing"],

@@ -36,6 +36,7 @@ from core.admin_lists import (
 from core.admin_money import money
 from core.exceptions import PixServiceError
 from core.plural import plural
+from payments.admin_late_payments import ChargeCancellationInline, LatePaymentInline
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.reconciliation import charge_reconcile
@@ -278,7 +279,13 @@ class ChargeAdmin(
     search_fields = ("=txid", "=e2e_id", "=buyer_document", "=provider_charge_id")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
-    inlines = [ChargeAttemptInline, ChargeTransitionInline, ChargeRefundInline]
+    inlines = [
+        ChargeAttemptInline,
+        ChargeTransitionInline,
+        ChargeRefundInline,
+        ChargeCancellationInline,
+        LatePaymentInline,
+    ]
     actions = [
         _transitions.action(
             "cancel",
@@ -286,7 +293,10 @@ class ChargeAdmin(
             ChargeStatus.CANCELED,
             (ChargeStatus.PENDING,),
             confirmation=Confirmation(
-                effect="Cancelar: o Pix copia e cola deixa de valer; nenhum valor entra ou sai do saldo",
+                effect=(
+                    "Cancelar: a adquirente é avisada para remover o Pix copia e cola (até responder); nenhum valor "
+                    "entra ou sai do saldo. Um Pix que ainda chegar fica em Pagamentos após cancelamento"
+                ),
                 column="Movimento no saldo",
                 amount=lambda charge: 0,
                 from_statuses=(ChargeStatus.PENDING,),

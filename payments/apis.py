@@ -9,6 +9,7 @@ from typing import Any
 import segno
 from django.db.models import QuerySet
 from django.http import HttpResponse
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -43,7 +44,7 @@ from api.schema import uuid_path
 from core.exceptions import ValidationFailed
 from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
 from payments import exceptions as err
-from payments.events import charge_event_apply
+from payments.events import LATE_DETAIL, charge_event_apply
 from payments.models import Charge, ChargeStatus
 from payments.payloads import TransactionEventSerializer
 from payments.selectors import ChargeFilterSet, charge_get, charges_of, charges_scope, sandbox_charge_get
@@ -262,7 +263,9 @@ class SandboxChargeApi(AccountAPIView):
             "Only with PIX_SANDBOX on. Drives the same code path as an acquirer's notification, for charges "
             "held by an acquirer using the `sandbox` adapter (any other charge is a 404, like an unknown id). "
             "Credential `cashin` or `all`. A change the charge's status does not allow is a 409; repeating "
-            "the change that put it in its status is a 200 that changes nothing."
+            "the change that put it in its status is a 200 that changes nothing. `pay` on a charge cancelled "
+            "(or failed) here is a payment that came late: recorded for staff, the charge stays as it is (200), "
+            "until the cancel has reached the sandbox; then the payer cannot pay (409)."
         ),
         parameters=[CHARGE_ID, OpenApiParameter("action", str, OpenApiParameter.PATH, enum=list(SANDBOX_EVENTS))],
         request=None,
@@ -280,25 +283,42 @@ class SandboxChargeApi(AccountAPIView):
     )
     def post(self, request: Request, charge_id: str, action: str) -> Response:
         charge = sandbox_charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
+        sandbox = adapters.build(charge.acquirer)
+        if action == "pay" and isinstance(sandbox, SandboxAdapter) and not _payable_there(sandbox, charge.txid):
+            # Withdrawn at the sandbox (a cancel that reached it): no payer can pay it.
+            raise err.TransitionNotAllowed(err.REMOVED_AT_ACQUIRER)
         notification = Notification(
             event=SANDBOX_EVENTS[action],
             reference=charge.txid,
             e2e_id=new_e2e_id() if action == "pay" else None,
         )
-        charge_event_apply(acquirer=None, notification=notification, source="sandbox", strict=True)
+        applied = charge_event_apply(acquirer=None, notification=notification, source="sandbox", strict=True)
         charge.refresh_from_db()
+        late = applied.detail == LATE_DETAIL
         # The sandbox keeps the Pix as a real PSP would: its evidence for
         # reconciliation (GET /pix's counterpart, SandboxAdapter.list_received).
         # The change is committed already: a sandbox that cannot keep its
         # record (Redis down) fails nothing; reconciliation then reports the
         # charge as paid here, unknown there, as it would for a real PSP.
-        sandbox = adapters.build(charge.acquirer)
         if isinstance(sandbox, SandboxAdapter):
             try:
                 if action == "pay" and charge.e2e_id and charge.paid_at is not None:
                     sandbox.receive(txid=charge.txid, amount=charge.amount, e2e_id=charge.e2e_id, at=charge.paid_at)
+                elif action == "pay" and late and notification.e2e_id:
+                    sandbox.receive(
+                        txid=charge.txid, amount=charge.amount, e2e_id=notification.e2e_id, at=timezone.now()
+                    )
                 elif action == "refund":
                     sandbox.received_refunded(charge.txid)
             except REDIS_UNAVAILABLE:
                 logger.warning("sandbox: the Pix of charge %s was not recorded at the sandbox", charge.pk)
-        return ok(ChargeSerializer(charge).data, "Transação atualizada.")
+        return ok(ChargeSerializer(charge).data, err.LATE_PAYMENT_RECORDED if late else "Transação atualizada.")
+
+
+def _payable_there(sandbox: SandboxAdapter, txid: str) -> bool:
+    """Whether the payer can still pay at the sandbox (marking it paid there)."""
+    try:
+        return sandbox.charge_paid(txid)
+    except REDIS_UNAVAILABLE:
+        logger.warning("sandbox: state of charge %s unknown (Redis); paid as asked", txid)
+        return True

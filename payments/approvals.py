@@ -3,14 +3,19 @@ approves them (``accounts.approvals``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.core.exceptions import ValidationError
 
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable
 from accounts.models import MoneyActionRequest
+from acquirers import adapters
+from acquirers.adapters.base import InvalidOptions
 from payments.events import CHARGEBACK_RESOLVABLE_FROM
 from payments.exceptions import TransitionNotAllowed
-from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.late_payments import LatePaymentNotOpen, late_payment_credit, late_payment_return
+from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
 from payments.services import charge_transition
 
 
@@ -44,7 +49,61 @@ def _resolve(target_id: str, actor: str, reason: str) -> None:
         raise ActionNotExecutable("A cobrança não está mais em contestação.")
 
 
+def _late_payment(target_id: str) -> LatePayment:
+    try:
+        late = LatePayment.objects.select_related("acquirer").get(pk=target_id)
+    except (LatePayment.DoesNotExist, ValueError, ValidationError):
+        raise ActionNotExecutable("Pagamento após cancelamento não encontrado.") from None
+    if late.status != LatePayment.Status.OPEN:
+        raise ActionNotExecutable(f"Este pagamento já está {late.get_status_display().lower()}.")
+    return late
+
+
+def _quote_late_credit(target_id: str) -> approvals.Quote:
+    late = _late_payment(target_id)
+    if late.liquid_amount <= 0:
+        raise ActionNotExecutable("O valor recebido não cobre a taxa: não há o que creditar; devolva ao pagador.")
+    return approvals.Quote(account_id=late.account_id, amount=late.liquid_amount)
+
+
+def _quote_late_return(target_id: str) -> approvals.Quote:
+    late = _late_payment(target_id)
+    try:
+        can_return = adapters.adapter_class(late.acquirer.adapter).supports_refund
+    except InvalidOptions:
+        can_return = False
+    if not can_return:
+        raise ActionNotExecutable("A adquirente não faz devoluções por aqui: devolva com ela, ou credite a conta.")
+    # Nothing is credited: the amount is the Pix that goes back to the payer.
+    return approvals.Quote(account_id=late.account_id, amount=late.amount)
+
+
+def _resolving(resolve: Callable[..., object]) -> Callable[[str, str, str], None]:
+    def perform(target_id: str, actor: str, reason: str) -> None:
+        try:
+            resolve(late_payment_id=target_id, actor=actor, reason=reason)
+        except LatePaymentNotOpen as exc:
+            raise ActionNotExecutable(exc.message) from exc
+
+    return perform
+
+
 def register() -> None:
+    # A Pix received after the cancel: credited, or returned to the payer,
+    # only once a second staff member approves (payments.late_payments).
+    for action, quote, resolve in (
+        (MoneyActionRequest.Action.CREDIT_LATE_PAYMENT, _quote_late_credit, late_payment_credit),
+        (MoneyActionRequest.Action.RETURN_LATE_PAYMENT, _quote_late_return, late_payment_return),
+    ):
+        approvals.register(
+            approvals.MoneyAction(
+                action=action,
+                target_type="payments.latepayment",
+                approve_permission="accounts.approve_late_payment_resolution",
+                quote=quote,
+                perform=_resolving(resolve),
+            )
+        )
     approvals.register(
         approvals.MoneyAction(
             action=MoneyActionRequest.Action.RESOLVE_CHARGEBACK,

@@ -13,7 +13,7 @@ class PaymentsConfig(AppConfig):
         from payments import approvals
         from payments.events import charge_event_apply
         from payments.reconcile_charges import charges_match
-        from payments.selectors import SETTLEMENT_CHARGE_FEE, STATEMENT_REFUND
+        from payments.selectors import SETTLEMENT_CHARGE_FEE, STATEMENT_LATE_PAYMENT, STATEMENT_REFUND
 
         # accounts carries out maker-checker actions through this registry.
         approvals.register()
@@ -26,6 +26,8 @@ class PaymentsConfig(AppConfig):
 
         # The statement (GET /api/statement) shows a refund's entries as its charge's.
         statement_reference_register(STATEMENT_REFUND)
+        # ...and a late payment's credit as the charge's that received the Pix.
+        statement_reference_register(STATEMENT_LATE_PAYMENT)
 
         # The settlement (accounts.settlement) shows the fee netted out of a paid charge's credit.
         settlement_fee_register(SETTLEMENT_CHARGE_FEE)

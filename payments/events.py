@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import transaction
+
 from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.inbound import ApplyResult
 from acquirers.models import Acquirer
 from core.exceptions import PixServiceError
 from payments import services
 from payments.exceptions import ChargeNotFound
+from payments.late_payments import LATE_FROM, late_payment_record
 from payments.models import Charge, ChargeStatus
 
 S = ChargeStatus
@@ -26,6 +29,10 @@ PAID_ONCE = frozenset({S.PAID, S.CHARGEBACK, S.REFUNDED})
 #: Only a charge in chargeback goes back to paid by resolving it (MED in the
 #: account's favour), whoever resolves it.
 CHARGEBACK_RESOLVABLE_FROM = frozenset({S.CHARGEBACK})
+
+
+#: What a Pix for a cancelled (or failed) charge came to.
+LATE_DETAIL = "late payment recorded for staff"
 
 
 @dataclass(frozen=True)
@@ -60,10 +67,42 @@ def charge_event_apply(
     (the sandbox drivers, where a client asked for exactly this change) it is
     refused like any change the status does not allow. A repeat of the change
     that made the status is a no-op either way; so is a resolution with no
-    chargeback open."""
+    chargeback open.
+
+    A payment of a charge cancelled or failed here (the contract refuses
+    those → paid) is recorded as a late payment for staff
+    (:mod:`payments.late_payments`), never refused."""
     charge = Charge.objects.filter(txid=notification.reference).only("pk", "status", "acquirer_id", "amount").first()
     if charge is None or (acquirer is not None and charge.acquirer_id != acquirer.pk):
         raise ChargeNotFound()
+    if notification.event is E.CHARGE_PAID and charge.status not in PAID_ONCE:
+        # Judged under the charge's lock, with the payment applied in the same
+        # transaction: a cancel committing meanwhile cannot make this Pix a
+        # refused transition (money lost); it makes it a late payment.
+        with transaction.atomic():
+            locked = Charge.objects.select_for_update().get(pk=charge.pk)
+            if locked.status in LATE_FROM:
+                return _late(locked, notification, source)
+            return _apply(locked, notification, source, strict)
+    return _apply(charge, notification, source, strict)
+
+
+def _late(charge: Charge, notification: Notification, source: str) -> ApplyResult:
+    """A Pix for a charge cancelled or failed here: recorded for staff, once per e2e id."""
+    if not notification.e2e_id:
+        raise PixServiceError("Pix recebido para cobrança cancelada sem e2e id: registre com a adquirente.")
+    _, created = late_payment_record(
+        charge=charge,
+        e2e_id=notification.e2e_id,
+        amount=notification.amount if notification.amount is not None else charge.amount,
+        source=source,
+        paid_at=notification.occurred_at,
+        raw=notification.raw,
+    )
+    return ApplyResult(changed=created, detail=LATE_DETAIL)
+
+
+def _apply(charge: Charge, notification: Notification, source: str, strict: bool) -> ApplyResult:
     event = notification.event
     if event is E.CHARGE_PAID and notification.amount is not None and notification.amount != charge.amount:
         # Our charges have a fixed value: another amount is for staff, never credited as is.

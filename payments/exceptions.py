@@ -39,6 +39,11 @@ NET_BELOW_MIN = "O valor da transação deve resultar em pelo menos R$ 0,10 apó
 ALL_ACQUIRERS_FAILED = "Erro ao processar o pagamento. Tente novamente mais tarde."
 CREATE_INTERNAL_ERROR = "Ocorreu um erro ao criar o pagamento."
 CHARGE_NOT_FOUND = "Transação não encontrada."
+# The sandbox drivers: a charge withdrawn at its acquirer, and a Pix that came after the cancel.
+REMOVED_AT_ACQUIRER = "A transação foi removida na adquirente: o pagador não consegue mais pagá-la."
+LATE_PAYMENT_RECORDED = (
+    "Pagamento recebido após o cancelamento: registrado para a equipe creditar ou devolver ao pagador."
+)
 
 # POST /transactions/{id}/refund (README: Refunds by API).
 REFUND_REQUESTED = "Estorno solicitado com sucesso."

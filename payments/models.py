@@ -361,3 +361,10 @@ class ReconciliationItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} ({self.key})"
+
+
+# Cancellation at the acquirer and late payments: models of their own module
+# (this one is full), registered with the app from here.
+from payments.late_models import ChargeCancellation as ChargeCancellation  # noqa: E402
+from payments.late_models import LatePayment as LatePayment  # noqa: E402
+from payments.late_models import LatePaymentResolution as LatePaymentResolution  # noqa: E402

@@ -6,7 +6,8 @@ is applied through :func:`payments.events.charge_event_apply` (the one way a
 charge is paid, idempotent: a rerun credits nothing twice). Everything else
 is a finding for staff; nothing here debits or credits otherwise. The
 contract refuses failed or canceled → paid, so a Pix received for such a
-charge is a finding, never a credit.
+charge is recorded as a late payment (:mod:`payments.late_payments`), which
+staff credit or return by maker-checker; never credited here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from acquirers.models import Acquirer
 from acquirers.reconcile import Finding, FindingKind, Matching, Ours
 from core.exceptions import PixServiceError
 from payments.events import PAID_ONCE, charge_event_apply
-from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.late_payments import LATE_FROM
+from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +63,9 @@ def _finding(
     return Finding.of(kind, record, ours, key_by_e2e=True, healed=healed, detail=detail)
 
 
-def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Finding:
-    """Apply the confirmed payment. Its own transaction (charge_transition's),
-    under the charge's lock: a notification arriving meanwhile makes this a no-op."""
-    notification = Notification(
+def _paid(record: ProviderPixRecord, charge: Charge) -> Notification:
+    """The listed Pix as the confirmed payment of our charge a notification would carry."""
+    return Notification(
         event=NotificationEvent.CHARGE_PAID,
         reference=charge.txid,
         e2e_id=record.e2e_id,
@@ -72,6 +73,12 @@ def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Find
         amount=record.amount,
         raw=record.raw,
     )
+
+
+def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Finding:
+    """Apply the confirmed payment. Its own transaction (charge_transition's),
+    under the charge's lock: a notification arriving meanwhile makes this a no-op."""
+    notification = _paid(record, charge)
     try:
         result = charge_event_apply(
             acquirer=acquirer, notification=notification, source=ChargeTransition.Source.RECONCILIATION
@@ -93,8 +100,34 @@ def _another_pix(record: ProviderPixRecord, charge: Charge) -> Finding:
     return _finding(K.UNKNOWN_HERE, record, charge, detail=detail)
 
 
+def _late(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matching: Matching) -> None:
+    """A Pix for a charge cancelled or failed here: recorded as a late payment
+    (payments.late_payments, once per e2e id), where staff credit or return it."""
+    if record.status is R.REFUNDED or not record.e2e_id:
+        known = LatePayment.objects.filter(e2e_id=record.e2e_id).exists() if record.e2e_id else False
+        if record.status is R.REFUNDED and known:
+            matching.match(record.amount)  # returned there, as recorded here
+            return
+        detail = "Recebido para cobrança cancelada ou falha e sem e2e id ou já devolvido na adquirente; confira."
+        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+        return
+    notification = _paid(record, charge)
+    try:
+        charge_event_apply(acquirer=acquirer, notification=notification, source=ChargeTransition.Source.RECONCILIATION)
+    except PixServiceError as exc:
+        detail = f"Pagamento após o cancelamento não registrado: {exc.message}"[:500]
+        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+        return
+    detail = "Recebido após o cancelamento: registrado em Pagamentos após cancelamento para a equipe decidir."
+    matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, healed=True, detail=detail))
+    matching.match(record.amount)
+
+
 def _judge(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matching: Matching) -> None:
     """One Pix received for one of our charges."""
+    if charge.status in LATE_FROM:
+        _late(acquirer, record, charge, matching)
+        return
     if record.amount != charge.amount:
         matching.findings.append(_finding(K.AMOUNT_DIFFERS, record, charge))
         return
@@ -120,10 +153,6 @@ def _judge(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matchi
         matching.findings.append(finding)
         if finding.healed:
             matching.match(record.amount)
-        return
-    if charge.status not in PAID_ONCE:  # failed or canceled here: the contract refuses → paid
-        detail = "A cobrança não pode passar a paga a partir deste status; decida com a adquirente."
-        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
         return
     if record.e2e_id and charge.e2e_id and record.e2e_id != charge.e2e_id:
         matching.findings.append(_another_pix(record, charge))

@@ -17,7 +17,7 @@ from api.listing import RecordFilterSet
 from api.listing_statements import Scope
 from core.selectors import get_by_uuid, owned_by_uuid
 from payments.exceptions import ChargeNotFound, RefundNotFound
-from payments.models import Charge, ChargeRefund, ChargeStatus
+from payments.models import Charge, ChargeRefund, ChargeStatus, LatePayment
 
 
 class ChargeFilterSet(RecordFilterSet):
@@ -79,6 +79,18 @@ def refund_charge_id() -> Subquery:
 
 STATEMENT_REFUND = StatementReference(
     pattern=rf"^{REFUND_REFERENCE_PREFIX}[0-9]{{1,18}}$", record_type="transaction", record_id=refund_charge_id
+)
+
+
+def late_payment_charge_id() -> Subquery:
+    """The charge a late payment's credit (``late_payment:<id>``) is for, as
+    the statement reads it: only evaluated where its pattern matches."""
+    late_pk = Cast(Substr(OuterRef("reference"), len("late_payment:") + 1), BigIntegerField())
+    return Subquery(LatePayment.objects.filter(pk=late_pk).values("charge_id")[:1])
+
+
+STATEMENT_LATE_PAYMENT = StatementReference(
+    pattern=r"^late_payment:[0-9]{1,18}$", record_type="transaction", record_id=late_payment_charge_id
 )
 
 

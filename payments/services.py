@@ -26,6 +26,7 @@ from acquirers.selectors import acquirer_label, cashin_chain, selectable_acquire
 from core import metrics
 from core.db import insert_together
 from payments import exceptions as err
+from payments.cancellation import charge_cancellation_open
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.payloads import charge_payload
 from payments.refunds import charge_refund_close
@@ -262,6 +263,10 @@ def charge_transition(
         ChargeTransition.objects.create(
             charge=charge, from_status=from_status, to_status=to_status, source=source, actor=actor[:150]
         )
+        if to_status == S.CANCELED:
+            # Cancelled here (staff, expiry): the acquirer is asked to withdraw
+            # it after the commit, until it answers (payments.cancellation).
+            charge_cancellation_open(charge=charge)
         if from_status == S.PAID:
             # A reserved refund ends with "paid": refunded, the reservation
             # gives way to the refund's own debit below (the balance moves

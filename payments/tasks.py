@@ -8,7 +8,10 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from payments.cancellation import State as CancelState
+from payments.cancellation import cancel_next_ask_in, cancellations_sweep, charge_cancel_pursue
 from payments.conversion import acquirers_conversion_measure
+from payments.late_payments import late_payment_return_pursue, late_return_sweep_skip, late_returns_sweep
 from payments.reconcile_acquirer import AlreadyRunning, acquirer_reconcile, reconcilable_acquirers, yesterday
 from payments.reconcile_items import reconciliation_items_follow_approvals
 from payments.reconciliation import charges_reconcile
@@ -54,6 +57,42 @@ def pursue_refund(self: Task[Any, Any], refund_id: int) -> str:
 def sweep_refunds() -> int:
     """Beat: hand refunds left processing to a worker again."""
     return refunds_sweep()
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=None)
+def pursue_charge_cancel(self: Task[Any, Any], charge_id: str) -> str:
+    """Ask the acquirer to withdraw a charge cancelled here, and again with
+    growing backoff while its answer is unclear, until it is known or the
+    cancellation gives up for staff (payments.cancellation). Idempotent."""
+    state = charge_cancel_pursue(charge_id=charge_id)
+    if state == CancelState.PENDING:
+        raise self.retry(countdown=cancel_next_ask_in(charge_id=charge_id))
+    return state
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_charge_cancels() -> int:
+    """Beat: hand cancellations whose next ask is overdue to a worker again."""
+    return cancellations_sweep()
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=REFUND_MAX_RETRIES)
+def pursue_late_payment_return(self: Task[Any, Any], resolution_id: int) -> str:
+    """Ask the acquirer for the devolução of a late payment staff decided to
+    return, and apply its definitive answer; asked again with growing backoff
+    while it is processing or unclear (the same devolução id: never twice)."""
+    status = late_payment_return_pursue(resolution_id=resolution_id)
+    if status == "processing" and self.request.retries < REFUND_MAX_RETRIES:
+        countdown = min(REFUND_RETRY_MAX_SECONDS, REFUND_RETRY_FIRST_SECONDS * 2**self.request.retries)
+        late_return_sweep_skip(resolution_id=resolution_id, seconds=countdown)
+        raise self.retry(countdown=countdown)
+    return status
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_late_payment_returns() -> int:
+    """Beat: hand returns of late payments left processing to a worker again."""
+    return late_returns_sweep()
 
 
 @shared_task(ignore_result=True)

@@ -184,6 +184,13 @@ class ChargeStatusResult:
     events: tuple[Notification, ...] = ()
 
 
+class CancelResult(enum.StrEnum):
+    """The acquirer's definitive answer to "withdraw this charge"."""
+
+    REMOVED = "removed"  # it can no longer be paid (withdrawn now, or already)
+    PAID = "paid"  # paid there before it could be withdrawn: the Pix is the payer's money, held there
+
+
 @dataclass(frozen=True)
 class RefundRequest:
     charge_id: uuid.UUID
@@ -255,12 +262,13 @@ NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a
 # --------------------------------------------------------------------------- adapter
 
 #: An operation an adapter may or may not offer (``supports_<capability>``).
-Capability = Literal["charge", "payout", "refund", "charge_status", "list_received", "list_sent"]
+Capability = Literal["charge", "payout", "refund", "cancel", "charge_status", "list_received", "list_sent"]
 #: What an adapter that claims a capability must implement.
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     "charge": ("create_charge",),
     "payout": ("create_payout", "get_payout_status"),
     "refund": ("refund_charge",),
+    "cancel": ("cancel_charge",),
     "charge_status": ("charge_status",),
     "list_received": ("list_received",),
     "list_sent": ("list_sent",),
@@ -286,6 +294,9 @@ class AcquirerAdapter(abc.ABC):
     #: A refund names the Pix being returned by its end-to-end id (the API
     #: Pix devolução): a paid charge without one cannot be refunded there.
     refund_needs_e2e_id: ClassVar[bool] = True
+    #: Withdrawing a charge there (cancelled or expired here, abandoned while
+    #: created); without it, the acquirer's own expiry of it stops a payer.
+    supports_cancel: ClassVar[bool] = False
     supports_charge_status: ClassVar[bool] = False
     #: Listings for reconciliation (:mod:`payments.reconcile_acquirer`): what
     #: the acquirer received (charges) and sent (payouts) in a window. An
@@ -328,8 +339,11 @@ class AcquirerAdapter(abc.ABC):
         """Create a dynamic PIX charge; raise an :class:`AdapterError` on failure."""
         raise CapabilityNotSupported(f"{self.name}: charges are not supported")
 
-    def cancel_charge(self, txid: str) -> None:  # noqa: B027 - optional capability
-        """Best effort: withdraw a charge we may have created (after a timeout)."""
+    def cancel_charge(self, txid: str) -> CancelResult:
+        """Withdraw a charge so it can no longer be paid; idempotent (already
+        withdrawn is :attr:`CancelResult.REMOVED`). Raise an :class:`AdapterError`
+        when that is not known (not there yet, a timeout): the caller asks again."""
+        raise CapabilityNotSupported(f"{self.name}: cancelling charges is not supported")
 
     def charge_status(self, txid: str) -> ChargeStatusResult:
         """Ask where a charge stands (reconciliation of charges left pending)."""

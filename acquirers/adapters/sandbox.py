@@ -54,6 +54,7 @@ from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerDeclined,
     AcquirerUnavailable,
+    CancelResult,
     ChargeRequest,
     ChargeResult,
     InvalidNotification,
@@ -107,6 +108,9 @@ def _state_direct() -> Direct:
 
 
 _ALNUM = string.ascii_letters + string.digits
+#: A charge's state at the sandbox, changed in one step (KEYS[1]: its key, ARGV[1]: the TTL).
+_CANCEL_SCRIPT = "local s = redis.call('GET', KEYS[1]) if s and s ~= 'paid' then redis.call('SET', KEYS[1], 'canceled', 'EX', ARGV[1]) end return s"  # noqa: E501
+_PAY_SCRIPT = "if redis.call('GET', KEYS[1]) == 'canceled' then return 0 end redis.call('SET', KEYS[1], 'paid', 'EX', ARGV[1]) return 1"  # noqa: E501
 
 
 def new_e2e_id(ispb: str = SANDBOX_ISPB, at: dt.datetime | None = None) -> str:
@@ -132,6 +136,7 @@ class SandboxAdapter(AcquirerAdapter):
     supports_list_received = True
     supports_list_sent = True
     supports_refund = True
+    supports_cancel = True
     # Its charges are paid by the sandbox drivers, which may give no e2e id.
     refund_needs_e2e_id = False
 
@@ -205,15 +210,20 @@ class SandboxAdapter(AcquirerAdapter):
             self._late()  # created, but we hear nothing in time
         return ChargeResult(provider_charge_id=f"sbx_{request.txid}", emv=emv)
 
-    def cancel_charge(self, txid: str) -> None:
-        if _state().get(self._key("charge", txid)) is None:
-            # Like a real PSP answering 404 while the late create is still in
-            # flight: the caller retries later.
+    def cancel_charge(self, txid: str) -> CancelResult:
+        """Withdraw the charge (one step in Redis), unless its payer paid it first
+        (the drivers' ``pay`` marks it ``paid``, as a PSP concludes a cob)."""
+        state = _state().eval(_CANCEL_SCRIPT, 1, self._key("charge", txid), _STATE_TTL)
+        if state is None:  # as a PSP's 404 while the late create is in flight: asked again
             raise AcquirerUnavailable(f"sandbox: charge {txid} not found (yet)")
-        _state().set(self._key("charge", txid), "canceled", ex=_STATE_TTL)
+        return CancelResult.PAID if state == "paid" else CancelResult.REMOVED
+
+    def charge_paid(self, txid: str) -> bool:
+        """The payer pays the charge: False, changing nothing, once withdrawn."""
+        return bool(_state().eval(_PAY_SCRIPT, 1, self._key("charge", txid), _STATE_TTL))
 
     def charge_state(self, txid: str) -> str | None:
-        """For tests and operators: ``active``, ``canceled`` or None (never created)."""
+        """For tests and operators: ``active``, ``canceled``, ``paid`` or None (never created)."""
         value = _state().get(self._key("charge", txid))
         return str(value) if value is not None else None
 

@@ -13,6 +13,9 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
     "reconcile-charges": {"task": "payments.tasks.reconcile_charges", "schedule": 60.0},
     "sweep-refunds": {"task": "payments.tasks.sweep_refunds", "schedule": 60.0},
+    # Cancels at acquirers and returns of late payments whose task was lost (payments.cancellation, late_payments).
+    "sweep-charge-cancels": {"task": "payments.tasks.sweep_charge_cancels", "schedule": 60.0},
+    "sweep-late-payment-returns": {"task": "payments.tasks.sweep_late_payment_returns", "schedule": 60.0},
     # Each acquirer's listings of yesterday (America/Sao_Paulo) against our records, daily at
     # 04:30 local (07:30 UTC): late enough for the acquirers to have closed the day.
     "reconcile-acquirers": {

@@ -27,7 +27,6 @@ from acquirers.inbound import REJECTED_BODY_KEPT_BYTES
 from acquirers.models import Acquirer, InboundNotification
 from core.logging import logging_config
 from payments.models import Charge, ChargeTransition
-from payments.services import charge_transition
 from tests.acquirers.sandbox_notify import (
     E2E,
     KEY,
@@ -109,18 +108,19 @@ def test_list_body_applies_each_event(api: APIClient, acquirer: Acquirer, accoun
 def test_list_body_with_one_refused_event_is_failed_but_applies_the_rest(
     api: APIClient, acquirer: Acquirer, account: Account
 ) -> None:
-    paid, canceled = create_charge(api), create_charge(api)
-    charge_transition(charge_id=canceled.pk, to_status=S.CANCELED, source="expiry")
+    # A chargeback of a charge never paid is refused (a Pix for a cancelled
+    # one is not: it becomes a late payment, tests/payments/test_late_payments.py).
+    paid, unpaid = create_charge(api), create_charge(api)
 
-    response = notify([event("charge.paid", canceled), event("charge.paid", paid)])
+    response = notify([event("charge.chargeback", unpaid), event("charge.paid", paid)])
 
     accepted(response, 1)
     assert state(paid)["status"] == S.PAID
-    assert state(canceled)["status"] == S.CANCELED
+    assert state(unpaid)["status"] == S.PENDING
     assert available_balance(account) == LIQUID
     inbound = last_inbound()
     assert inbound.status == Status.FAILED
-    assert canceled.txid in inbound.error
+    assert unpaid.txid in inbound.error
 
 
 # --------------------------------------------------------------------------- refused and failed

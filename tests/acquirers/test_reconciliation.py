@@ -28,7 +28,7 @@ from acquirers.adapters.base import Notification, NotificationEvent, PayoutReque
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.models import Acquirer
 from payments.events import charge_event_apply
-from payments.models import Charge, ChargeStatus, ChargeTransition, ReconciliationItem, ReconciliationRun
+from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment, ReconciliationItem, ReconciliationRun
 from payments.reconcile_acquirer import acquirer_reconcile, local_day_window
 from payments.tasks import reconcile_acquirer_day, reconcile_acquirers_yesterday
 from tests.acquirers.fake_efi import FakeEfi
@@ -205,7 +205,7 @@ def test_a_pix_for_no_charge_of_ours_is_unknown_here(bacen_acquirer: Acquirer, f
     assert (run.unmatched_count, run.unmatched_amount) == (1, 500)
 
 
-def test_paid_there_but_failed_here_is_never_credited(
+def test_paid_there_but_canceled_here_is_a_late_payment_never_credited_by_itself(
     api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
 ) -> None:
     charge = new_charge(api)
@@ -213,11 +213,17 @@ def test_paid_there_but_failed_here_is_never_credited(
     Charge.objects.filter(pk=charge.pk).update(status=ChargeStatus.CANCELED)  # expired here meanwhile
 
     run = reconcile(bacen_acquirer)
+    reconcile(bacen_acquirer)  # a rerun records nothing twice
 
-    # The contract refuses canceled → paid: an item for staff, no credit.
-    assert items() == [(K.PAID_THERE_NOT_HERE, e2e_id, "open")]
-    assert (run.healed_count, run.unmatched_count) == (0, 1)
+    # The contract refuses canceled → paid: the Pix waits as a late payment
+    # for staff to credit or return (maker-checker); nothing is credited here.
+    (late,) = LatePayment.objects.all()
+    assert (late.charge_id, late.e2e_id, late.amount, late.status) == (charge.pk, e2e_id, charge.amount, "open")
+    assert late.source == "reconciliation"
+    assert items() == [(K.PAID_THERE_NOT_HERE, e2e_id, "healed")]
+    assert (run.healed_count, run.unmatched_count) == (1, 0)
     assert available_balance(account) == 0
+    assert Charge.objects.get(pk=charge.pk).status == ChargeStatus.CANCELED
 
 
 def test_a_pix_returned_there_but_paid_here_is_an_item_and_debits_nothing(
@@ -369,11 +375,17 @@ def test_the_sandbox_lists_the_pix_its_charges_received(api: APIClient) -> None:
 
     listed = adapters.build(sandbox).list_received(*local_day_window(today()))
     assert sorted((r.reference, r.status.value, r.amount) for r in listed.records) == sorted(
-        [(paid.txid, "paid", AMOUNT), (refunded.txid, "refunded", AMOUNT)]
-    )  # the failed charge's refused pay left nothing at the sandbox
+        [(paid.txid, "paid", AMOUNT), (refunded.txid, "refunded", AMOUNT), (failed.txid, "paid", AMOUNT)]
+    )  # the failed charge's Pix too: received there, a late payment here
     run = reconcile(sandbox)
-    assert (run.status, run.matched_count) == ("done", 2)
-    assert items() == [(K.PAID_HERE_UNKNOWN_THERE, unproven.txid, "open")]
+    assert (run.status, run.matched_count) == ("done", 3)
+    assert sorted(items()) == sorted(
+        [
+            (K.PAID_HERE_UNKNOWN_THERE, unproven.txid, "open"),
+            # Recorded as a late payment when the sandbox payer paid: here it waits for staff.
+            (K.PAID_THERE_NOT_HERE, LatePayment.objects.get(charge=failed).e2e_id, "healed"),
+        ]
+    )
 
 
 def test_an_acquirer_that_lists_nothing_is_skipped_with_the_reason(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from acquirers.models import Acquirer, InboundNotification
-from payments.models import Charge
+from payments.models import Charge, LatePayment
 from payments.services import charge_transition
 from tests.acquirers.sandbox_notify import (
     E2E,
@@ -151,15 +151,17 @@ def test_charge_of_another_acquirer_is_stored_as_failed(charge: Charge) -> None:
     assert inbound.error == f"charge.paid {charge.txid}: Transação não encontrada."
 
 
-def test_canceled_charge_is_stored_as_failed_and_moves_no_money(charge: Charge, account: Account) -> None:
+def test_a_pix_for_a_canceled_charge_is_a_late_payment_and_moves_no_money(charge: Charge, account: Account) -> None:
+    """Refused before (the money was lost): kept for staff now, once per e2e id."""
     charge_transition(charge_id=charge.pk, to_status=S.CANCELED, source="expiry")
     before = state(charge)
 
-    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 0)
+    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 1)
+    accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 0)  # notified again: the same record
 
     assert state(charge) == before
     assert available_balance(account) == 0
     assert not LedgerEntry.objects.filter(account=account).exists()
-    inbound = last_inbound()
-    assert inbound.status == Status.FAILED
-    assert inbound.error == f"charge.paid {charge.txid}: A transação não pode passar de Cancelada para Paga."
+    assert last_inbound().status == Status.PROCESSED
+    (late,) = LatePayment.objects.all()
+    assert (late.charge_id, late.e2e_id, late.amount, late.status) == (charge.pk, E2E, charge.amount, "open")

@@ -23,6 +23,7 @@ from accounts.selectors import available_balance, ledger_sum
 from accounts.services import IssuedCredential, ledger_post
 from acquirers.models import Acquirer
 from observability.views import api_not_found
+from payments.cancellation import charge_cancel_pursue
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import TRANSITIONS, charge_transition, charges_expire
@@ -356,9 +357,9 @@ def test_sandbox_drivers(
     assert after["transitions"] == before["transitions"] + 1
 
 
+# A Pix for a failed or canceled charge is not refused but kept as a late
+# payment (tests/payments/test_late_payments.py).
 SANDBOX_REFUSED = [
-    ((S.FAILED,), "pay"),
-    ((S.CANCELED,), "pay"),
     ((), "refund"),
     ((), "chargeback"),
     ((S.PAID,), "fail"),
@@ -601,6 +602,8 @@ def test_expire_task_uses_the_current_time_and_is_scheduled(
     assert expire_charges() == 0
 
     assert api.get(f"/api/transactions/{charge.pk}").json()["data"]["status"] == "canceled"
+    # The expiry asks the acquirer too; once it has, the payer cannot pay.
+    assert charge_cancel_pursue(charge_id=charge.pk) == "done"
     assert sandbox(api, charge.pk, "pay").status_code == 409  # too late to pay
     tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     assert "payments.tasks.expire_charges" in tasks

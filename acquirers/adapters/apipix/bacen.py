@@ -49,6 +49,7 @@ from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerDeclined,
     AcquirerUnavailable,
+    CancelResult,
     ChargeRequest,
     ChargeResult,
     ChargeStatusResult,
@@ -84,6 +85,7 @@ class BacenPixAdapter(AcquirerAdapter):
     supports_payout = False
     supports_charge_status = True
     supports_refund = True
+    supports_cancel = True
     supports_list_received = True
 
     @classmethod
@@ -156,28 +158,27 @@ class BacenPixAdapter(AcquirerAdapter):
         # The chain checks the EMV itself (CRC, GUI, amount) like every acquirer's.
         return ChargeResult(provider_charge_id=request.txid, emv=emv)
 
-    def cancel_charge(self, txid: str) -> None:
+    def cancel_charge(self, txid: str) -> CancelResult:
         """PATCH to REMOVIDA_PELO_USUARIO_RECEBEDOR. A 404 raises (the late
-        create may not have landed yet: the task retries); a cob already
-        removed is done; one already paid cannot be withdrawn (logged for staff)."""
+        create may not have landed yet: the caller asks again); a refusal is
+        read against the cob's status: removed already is done, concluded
+        (paid there first) is :attr:`CancelResult.PAID`, anything else raises."""
         client = self._client()
         path = f"/cob/{txid}"
         try:
             client.request("PATCH", path, json_body={"status": REMOVED_BY_US}, idempotent=True)
-            return
+            return CancelResult.REMOVED
         except HttpDeclined as refused:
             if isinstance(refused, HttpNotFound):
                 raise
             current = client.request("GET", path, idempotent=True).data.get("status")
             if current in _REMOVED:
-                return
+                return CancelResult.REMOVED
             if current == "CONCLUIDA":
-                logger.error(
-                    "acquirer %s: charge %s was paid there after we gave up on it; staff must return the money",
-                    self.config.key,
-                    txid,
+                logger.warning(
+                    "acquirer %s: charge %s was paid there before it could be withdrawn", self.config.key, txid
                 )
-                return
+                return CancelResult.PAID
             raise
 
     def charge_status(self, txid: str) -> ChargeStatusResult:

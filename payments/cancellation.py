@@ -1,0 +1,222 @@
+"""Cancelled here means cancelled at the acquirer.
+
+A charge that staff cancel, or that expires, moves to ``canceled`` here at
+once (``payments.services.charge_transition``, which opens a
+:class:`~payments.models.ChargeCancellation` in the same transaction); the
+acquirer is then asked, after the commit and holding no connection, to
+withdraw it (``cancel_charge``, the one guarded call), until it answers for
+certain:
+
+- removed (now or already): done, no payer can pay it any more;
+- paid there first: the Pix is recorded as a late payment (its status is read
+  with ``charge_status`` where the adapter can; otherwise the notification or
+  the daily reconciliation brings it) for staff to credit or return;
+- anything unclear (timeout, 5xx, a charge it does not know yet, busy, open
+  circuit): asked again with growing backoff (:func:`retry_delay`) until
+  :data:`GIVE_UP_AFTER`, then left for staff (the overview counts it; the
+  admin can ask again).
+
+An adapter that cannot cancel (``supports_cancel`` off) is not asked: the
+charge's own expiry at the acquirer (``calendario.expiracao``, the account's
+``charge_expiry_seconds``) is what stops a payer, and a Pix that still comes
+is a late payment like any other.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import uuid
+
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from acquirers import adapters, calls
+from acquirers.adapters.base import CancelResult, InvalidOptions, NotificationEvent
+from acquirers.calls import Outcome
+from payments.models import Charge, ChargeCancellation
+
+logger = logging.getLogger(__name__)
+
+State = ChargeCancellation.State
+
+#: Backoff between asks: doubled from the first up to the last.
+RETRY_FIRST_SECONDS = 2
+RETRY_MAX_SECONDS = 600
+#: Past this without a definitive answer, staff decide. By then a charge at a
+#: PSP that honours ``calendario.expiracao`` has expired there for hours (the
+#: longest expiry accounts use is a day); one that does not is staff's to check.
+GIVE_UP_AFTER = dt.timedelta(hours=24)
+#: A scheduled ask this late is taken as lost (a broker restart) and handed out again by beat.
+SWEEP_GRACE = dt.timedelta(minutes=2)
+SWEEP_EVERY = dt.timedelta(minutes=5)
+
+
+def retry_delay(attempts: int) -> float:
+    """Seconds until the next ask after ``attempts`` unclear ones."""
+    return float(min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS * 2 ** max(0, attempts - 1)))
+
+
+def charge_cancellation_open(*, charge: Charge) -> ChargeCancellation | None:
+    """In the transaction that cancels ``charge`` (its row locked): record
+    that its acquirer must be asked, and ask after the commit. None when it
+    was opened already (a charge is cancelled once)."""
+    now = timezone.now()
+    try:
+        can_cancel = adapters.adapter_class(charge.acquirer.adapter).supports_cancel
+        error = ""
+    except InvalidOptions as exc:  # an adapter this process lacks (the sandbox, switched off)
+        can_cancel, error = False, str(exc)[:500]
+    cancellation, created = ChargeCancellation.objects.get_or_create(
+        charge=charge,
+        defaults={
+            "acquirer_id": charge.acquirer_id,
+            "state": State.PENDING if can_cancel else State.UNSUPPORTED,
+            "requested_at": now,
+            "next_attempt_at": now if can_cancel else None,
+            "give_up_at": now + GIVE_UP_AFTER,
+            "finished_at": None if can_cancel else now,
+            "last_error": error,
+        },
+    )
+    if not created:
+        return None
+    if can_cancel:
+        transaction.on_commit(functools.partial(cancel_pursue_later, charge_id=charge.pk))
+    return cancellation
+
+
+def cancel_pursue_later(*, charge_id: uuid.UUID | str, countdown: float = 0) -> None:
+    """Hand the ask to a worker (:func:`payments.tasks.pursue_charge_cancel`);
+    a lost hand-off is picked up by beat's sweep (:func:`cancellations_sweep`)."""
+    from payments.tasks import pursue_charge_cancel
+
+    try:
+        pursue_charge_cancel.apply_async((str(charge_id),), countdown=countdown, retry=False)
+    except Exception:
+        logger.warning("broker unavailable; cancel of charge %s left to the sweep", charge_id, exc_info=True)
+
+
+def charge_cancel_pursue(*, charge_id: uuid.UUID | str, now: dt.datetime | None = None) -> str:
+    """Ask the acquirer once to withdraw the charge and record what that
+    came to; returns the cancellation's state (``pending``: ask again at
+    ``next_attempt_at``). Idempotent: a cancellation already answered is
+    left alone. Holds no transaction while the acquirer is asked."""
+    cancellation = ChargeCancellation.objects.select_related("charge__acquirer").get(charge_id=charge_id)
+    if cancellation.state != State.PENDING:
+        return cancellation.state
+    charge = cancellation.charge
+    call = calls.call(charge.acquirer, "cancel_charge", lambda adapter: adapter.cancel_charge(charge.txid))
+    error = call.error_message or call.outcome
+    if call.result is CancelResult.PAID:
+        # The payer paid before the withdrawal: the Pix is recorded as a late
+        # payment before this is answered (an unclear read is asked again).
+        recorded = _record_paid_there(charge)
+        if recorded is True:
+            return _finish(charge_id, State.PAID_THERE, "")
+        if recorded is None:
+            # No way to read the Pix from here: the notification or the daily
+            # reconciliation records it. Staff see the state meanwhile.
+            return _finish(charge_id, State.PAID_THERE, "Pix a registrar pela notificação ou pela conciliação.")
+        error = str(recorded)
+    elif call.result is CancelResult.REMOVED:
+        return _finish(charge_id, State.DONE, "")
+    elif call.outcome is Outcome.NOT_SUPPORTED:
+        return _finish(charge_id, State.UNSUPPORTED, error)
+    return _unclear(charge_id, error, now or timezone.now())
+
+
+def _record_paid_there(charge: Charge) -> bool | str | None:
+    """Read the Pix the charge received at its acquirer and apply them (each a
+    late payment: the charge is cancelled here). True when done, an error
+    text when the acquirer could not say, None when it cannot be asked."""
+    from payments.events import charge_event_apply  # events → late_payments → services → this module
+
+    if not adapters.adapter_class(charge.acquirer.adapter).supports_charge_status:
+        return None
+    call = calls.call(charge.acquirer, "charge_status", lambda adapter: adapter.charge_status(charge.txid))
+    if call.result is None:
+        return f"Paga na adquirente; leitura do Pix falhou: {call.error_message or call.outcome}"[:500]
+    paid = [e for e in call.result.events if e.event is NotificationEvent.CHARGE_PAID]
+    if not paid:
+        return "Paga na adquirente, mas nenhum Pix listado: a consultar de novo."
+    for event in paid:
+        charge_event_apply(acquirer=charge.acquirer, notification=event, source="acquirer")
+    return True
+
+
+def _finish(charge_id: uuid.UUID | str, state: str, note: str) -> str:
+    with transaction.atomic():
+        cancellation = ChargeCancellation.objects.select_for_update().get(charge_id=charge_id)
+        if cancellation.state not in (State.PENDING, State.GAVE_UP):
+            return cancellation.state  # answered meanwhile by another worker
+        cancellation.state = state
+        cancellation.attempts += 1
+        cancellation.last_error = note[:500]
+        cancellation.next_attempt_at = None
+        cancellation.finished_at = timezone.now()
+        cancellation.save()
+    if state == State.PAID_THERE:
+        logger.warning("charge %s was paid at its acquirer before it could be withdrawn", charge_id)
+    return state
+
+
+def _unclear(charge_id: uuid.UUID | str, error: str, now: dt.datetime) -> str:
+    with transaction.atomic():
+        cancellation = ChargeCancellation.objects.select_for_update().get(charge_id=charge_id)
+        if cancellation.state != State.PENDING:
+            return cancellation.state
+        cancellation.attempts += 1
+        cancellation.last_error = error[:500]
+        if now >= cancellation.give_up_at:
+            cancellation.state = State.GAVE_UP
+            cancellation.next_attempt_at = None
+            logger.error(
+                "charge %s: no definitive answer to its cancel after %s asks", charge_id, cancellation.attempts
+            )
+        else:
+            cancellation.next_attempt_at = now + dt.timedelta(seconds=retry_delay(cancellation.attempts))
+        cancellation.save()
+        return cancellation.state
+
+
+def cancel_next_ask_in(*, charge_id: uuid.UUID | str) -> float:
+    """Seconds until the cancellation's next ask is due (0: now)."""
+    due = ChargeCancellation.objects.values_list("next_attempt_at", flat=True).get(charge_id=charge_id)
+    return max(0.0, (due - timezone.now()).total_seconds()) if due is not None else 0.0
+
+
+def charge_cancel_retry(*, charge_id: uuid.UUID | str) -> bool:
+    """Staff ask again after the acquirer gave no definitive answer in time:
+    the cancellation waits for it again, for another :data:`GIVE_UP_AFTER`.
+    False, changing nothing, unless it had given up."""
+    now = timezone.now()
+    with transaction.atomic():
+        cancellation = ChargeCancellation.objects.select_for_update().get(charge_id=charge_id)
+        if cancellation.state != State.GAVE_UP:
+            return False
+        cancellation.state = State.PENDING
+        cancellation.next_attempt_at = now
+        cancellation.give_up_at = now + GIVE_UP_AFTER
+        cancellation.save()
+        transaction.on_commit(functools.partial(cancel_pursue_later, charge_id=charge_id))
+    return True
+
+
+def cancellations_sweep(*, limit: int = 200) -> int:
+    """Beat's net under the ask tasks: a cancellation whose next ask is
+    overdue by :data:`SWEEP_GRACE` (its task lost with the broker) is handed
+    to a worker again, at most once per :data:`SWEEP_EVERY`. Returns how many."""
+    due = (
+        ChargeCancellation.objects.filter(state=State.PENDING, next_attempt_at__lte=timezone.now() - SWEEP_GRACE)
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    handed = 0
+    for charge_id in due:
+        if cache.add(f"cancel-sweep:{charge_id}", "1", int(SWEEP_EVERY.total_seconds())):
+            cancel_pursue_later(charge_id=charge_id)
+            handed += 1
+    return handed
