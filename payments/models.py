@@ -291,6 +291,13 @@ class ReconciliationItem(models.Model):
         )
         REFUND_DIFFERS = "refund_differs", "Devolução em um lado só"
         UNKNOWN_HERE = "unknown_here", "Registro da adquirente sem correspondente aqui"
+        DUPLICATE_E2E = "duplicate_e2e", "Registro repetido (e2e id ou id de envio já visto)"
+        PARTIAL_RETURN = "partial_return", "Pix creditado integralmente, devolvido em parte na adquirente"
+        REFUNDED_THERE_CHARGEBACK_HERE = (
+            "refunded_there_chargeback_here",
+            "Devolvida na adquirente, contestada (MED) aqui",
+        )
+        RECORD_FAILED = "record_failed", "Registro que a conciliação não conseguiu conferir"
 
     class Direction(models.TextChoices):
         RECEIVED = "received", "Recebido (cobrança)"
@@ -307,8 +314,14 @@ class ReconciliationItem(models.Model):
         ACKNOWLEDGED = "acknowledged", "Ciente, sem movimentação de saldo"
         MONEY_ACTION = "money_action", "Movimentação de saldo pedida (aprovação)"
 
+    # None: found outside a daily run (the check of a refund a chargeback released).
     run = models.ForeignKey(
-        ReconciliationRun, on_delete=models.CASCADE, related_name="items", verbose_name="conciliação"
+        ReconciliationRun,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="items",
+        verbose_name="conciliação",
     )
     acquirer = models.ForeignKey(
         Acquirer, on_delete=models.PROTECT, related_name="reconciliation_items", verbose_name="adquirente"

@@ -234,6 +234,12 @@ class ProviderPixRecord:
     e2e_id: str | None = None
     occurred_at: dt.datetime | None = None
     returned: int = 0  # centavos returned to the payer (devoluções DEVOLVIDO)
+    #: Devoluções listed with the Pix, whatever their status: one still in
+    #: progress is money on its way back to the payer.
+    returns: int = 0
+    #: Of ``returned``, the centavos returned by MED (natureza ``MED_*``): the
+    #: return a chargeback makes, not a refund.
+    returned_by_med: int = 0
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 
