@@ -24,6 +24,16 @@ back); a refund that is done turns it into the refund: the transition to
 transaction, so the balance moves once. An unclear answer (timeout, 5xx, an
 answer that cannot be read) releases nothing.
 
+A chargeback that takes the money while a refund is processing releases
+the reservation (the chargeback's debit replaces it), but the acquirer may
+still make the devolução: the payer would then be repaid twice (by MED and
+by the refund). Such a refund is asked about (:func:`charge_refund_release_check`,
+read only: asking never makes it) until the acquirer's answer is final; made
+there, it is a reconciliation item for staff, with the acquirer's answer as
+evidence, and nothing is debited automatically: staff acknowledge it or ask
+for the refund's debit again, which a second staff member approves
+(:func:`charge_refund_redebit`).
+
 Every change here runs under the charge's row lock, then the balance's (the
 order of ``charge_transition``), in the transaction that changes the
 :class:`~payments.models.ChargeRefund` row. No transaction or lock is held
@@ -42,21 +52,33 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account, LedgerEntry
 from accounts.services import balance_lock, ledger_post
 from acquirers import adapters, calls
-from acquirers.adapters.base import AdapterError, InvalidOptions, RefundRequest, RefundStatus
+from acquirers.adapters.base import (
+    AdapterError,
+    InvalidOptions,
+    ProviderPixRecord,
+    ProviderRecordStatus,
+    RefundRequest,
+    RefundResult,
+    RefundStatus,
+)
 from acquirers.calls import Outcome
+from acquirers.reconcile import Finding, FindingKind, Ours
 from core.exceptions import BusinessRuleError
 from payments import exceptions as err
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
+from payments.reconcile_items import reconciliation_item_store
 from payments.selectors import charge_get
 
 logger = logging.getLogger(__name__)
 
 R = ChargeRefund.Status
+K = FindingKind
 #: How often beat's sweep hands one refund left processing to a worker again.
 SWEEP_EVERY = dt.timedelta(minutes=5)
 
@@ -98,14 +120,7 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
     # reservation): it is reached at call time, not at import.
     from payments import services
 
-    request = RefundRequest(
-        charge_id=charge.pk,
-        txid=charge.txid,
-        e2e_id=charge.e2e_id or "",
-        refund_id=refund_id_for(charge.pk),
-        amount=charge.amount,
-        reason=reason,
-    )
+    request = _request(charge, reason=reason)
     # The one guarded call: deadline, outcome, latency metric and breaker as
     # for a charge or a payout.
     call = calls.call(charge.acquirer, "refund", lambda adapter: adapter.refund_charge(request))
@@ -124,6 +139,8 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
         return RefundAnswer(RefundOutcome.FAILED, detail)
     if result.status is RefundStatus.PROCESSING:
         return RefundAnswer(RefundOutcome.PROCESSING)
+    if result.status is not RefundStatus.DONE:  # "not found" is no answer to a request to make it
+        return RefundAnswer(RefundOutcome.UNDETERMINED, result.status.value)
     services.charge_transition(charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=source, actor=actor)
     return RefundAnswer(RefundOutcome.REFUNDED)
 
@@ -224,7 +241,11 @@ def charge_refund_close(*, charge: Charge, status: str, failure_reason: str = ""
     refund.status = status
     refund.finished_at = timezone.now()
     refund.failure_reason = failure_reason[:500]
-    refund.save(update_fields=["status", "finished_at", "failure_reason"])
+    if status == R.RELEASED:
+        # The acquirer may still make it: asked about until it answers for good
+        # (beat's sweep hands it to charge_refund_pursue).
+        refund.release_check = ChargeRefund.ReleaseCheck.PENDING
+    refund.save(update_fields=["status", "finished_at", "failure_reason", "release_check"])
     ledger_post(
         account_id=charge.account_id,
         amount=refund.amount,
@@ -232,6 +253,89 @@ def charge_refund_close(*, charge: Charge, status: str, failure_reason: str = ""
         reference=f"refund:{refund.pk}",
     )
     return True
+
+
+# --------------------------------------------------------------------------- released by a chargeback
+
+
+def charge_refund_release_check(*, refund_id: int) -> RefundOutcome:
+    """Ask the acquirer (read only: :meth:`refund_status`, through the one
+    guarded call) where a refund stands that a chargeback released while it
+    was processing there. Final answers are recorded once: not made (failed,
+    or no such devolução) ends it; made means the payer was repaid twice (by
+    MED and by the refund): a reconciliation item for staff with the
+    acquirer's answer, and no money moved here (see the module docstring).
+    ``processing`` and ``undetermined``: ask again later. Call it holding no
+    transaction."""
+    refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
+    if refund.status != R.RELEASED or refund.release_check != ChargeRefund.ReleaseCheck.PENDING:
+        return RefundOutcome.ENDED
+    charge = refund.charge
+    if not charge.e2e_id:
+        # The devolução names the Pix: without its e2e id it was never asked for.
+        answer = RefundResult(status=RefundStatus.NOT_FOUND)
+    else:
+        call = calls.call(charge.acquirer, "refund_status", lambda adapter: adapter.refund_status(_request(charge)))
+        if call.result is None:
+            logger.warning("released refund %s: no answer from the acquirer (%s)", refund.pk, call.outcome)
+            return RefundOutcome.UNDETERMINED
+        answer = call.result
+    if answer.status is RefundStatus.PROCESSING:
+        return RefundOutcome.PROCESSING
+    made = answer.status is RefundStatus.DONE
+    with transaction.atomic():
+        locked = ChargeRefund.objects.select_for_update().get(pk=refund.pk)
+        if locked.release_check != ChargeRefund.ReleaseCheck.PENDING:
+            return RefundOutcome.ENDED  # answered meanwhile, by another worker
+        locked.release_check = ChargeRefund.ReleaseCheck.MADE if made else ChargeRefund.ReleaseCheck.NOT_MADE
+        locked.release_checked_at = timezone.now()
+        locked.save(update_fields=["release_check", "release_checked_at"])
+        if made:
+            charge.refresh_from_db(fields=["status"])
+            _report_repaid_twice(charge=charge, refund=locked, answer=answer)
+    if made:
+        logger.error("refund %s of charge %s was made by the acquirer after a chargeback", refund.pk, charge.pk)
+    return RefundOutcome.ENDED
+
+
+def _request(charge: Charge, *, reason: str = "") -> RefundRequest:
+    """The charge's full refund, as every ask names it (the same devolução id)."""
+    return RefundRequest(
+        charge_id=charge.pk,
+        txid=charge.txid,
+        e2e_id=charge.e2e_id or "",
+        refund_id=refund_id_for(charge.pk),
+        amount=charge.amount,
+        reason=reason,
+    )
+
+
+def _report_repaid_twice(*, charge: Charge, refund: ChargeRefund, answer: RefundResult) -> None:
+    """The item for staff, keyed as the day's reconciliation keys a Pix
+    "refunded there, charged back here" (its e2e id): one item either way."""
+    evidence = {
+        "devolucao": {
+            "id": refund_id_for(charge.pk),
+            "status": answer.status.value,
+            "provider_refund_id": answer.provider_refund_id,
+        },
+        "refund": refund.pk,
+    }
+    record = ProviderPixRecord(
+        reference=charge.txid,
+        status=ProviderRecordStatus.REFUNDED,
+        amount=charge.amount,
+        e2e_id=charge.e2e_id,
+        returned=charge.amount,
+        raw=evidence,
+    )
+    ours = Ours("payments.charge", str(charge.pk), charge.status, charge.amount, charge.txid, charge.e2e_id)
+    detail = (
+        f"O estorno #{refund.pk}, liberado pela contestação (MED) enquanto a adquirente o processava, foi feito "
+        "por ela: o pagador recebeu a devolução do MED e o estorno. Nada debitado automaticamente."
+    )
+    finding = Finding.of(K.REFUNDED_THERE_CHARGEBACK_HERE, record, ours, key_by_e2e=True, detail=detail)
+    reconciliation_item_store(finding, acquirer_id=charge.acquirer_id, direction="received")
 
 
 # --------------------------------------------------------------------------- merchants (API)
@@ -308,9 +412,13 @@ def refund_pursue_later(*, refund_id: int, countdown: float = 0) -> None:
 def charge_refund_pursue(*, refund_id: int) -> RefundOutcome:
     """The acquirer's side of a refund asked by API: ask it (the same
     devolução every time) and apply its definitive answer. Idempotent: a
-    refund that ended already (done, failed, released by a chargeback) is
-    left as it is. ``processing`` and ``undetermined`` mean: ask again later."""
+    refund that ended already (done, failed) is left as it is; one a
+    chargeback released is asked about, never asked for
+    (:func:`charge_refund_release_check`). ``processing`` and
+    ``undetermined`` mean: ask again later."""
     refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
+    if refund.status == R.RELEASED:
+        return charge_refund_release_check(refund_id=refund.pk)
     if refund.status != R.PROCESSING:
         return RefundOutcome.ENDED
     actor = "api" if refund.source == ChargeRefund.Source.API else ""
@@ -326,11 +434,15 @@ def refunds_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: 
     """Beat's net under the refund tasks (a hand-off lost with the broker, a
     task that ran out of retries, a staff refund answered "processing" whose
     callback never came, or one that got no definitive answer): every refund
-    still processing for longer than ``older_than`` is handed to a worker
-    again, each at most once per :data:`SWEEP_EVERY` whichever process runs
-    this. Returns how many."""
+    still processing for longer than ``older_than``, or released by a
+    chargeback and not yet answered for good, is handed to a worker again,
+    each at most once per :data:`SWEEP_EVERY` whichever process runs this.
+    Returns how many."""
     ids = (
-        ChargeRefund.objects.filter(status=R.PROCESSING, created_at__lte=timezone.now() - older_than)
+        ChargeRefund.objects.filter(
+            Q(status=R.PROCESSING) | Q(release_check=ChargeRefund.ReleaseCheck.PENDING),
+            created_at__lte=timezone.now() - older_than,
+        )
         .order_by("created_at")
         .values_list("pk", flat=True)
         .iterator(chunk_size=500)

@@ -198,6 +198,8 @@ class RefundStatus(enum.StrEnum):
     PROCESSING = "processing"
     DONE = "done"  # the money went back to the payer
     FAILED = "failed"
+    #: The acquirer has no such devolução (only :meth:`AcquirerAdapter.refund_status` says so).
+    NOT_FOUND = "not_found"
 
 
 @dataclass(frozen=True)
@@ -266,7 +268,7 @@ Capability = Literal["charge", "payout", "refund", "charge_status", "list_receiv
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     "charge": ("create_charge",),
     "payout": ("create_payout", "get_payout_status"),
-    "refund": ("refund_charge",),
+    "refund": ("refund_charge", "refund_status"),
     "charge_status": ("charge_status",),
     "list_received": ("list_received",),
     "list_sent": ("list_sent",),
@@ -355,6 +357,12 @@ class AcquirerAdapter(abc.ABC):
 
     def refund_charge(self, request: RefundRequest) -> RefundResult:
         """Return a paid charge's money to the payer; idempotent on ``request.refund_id``."""
+        raise CapabilityNotSupported(f"{self.name}: refunds are not supported")
+
+    def refund_status(self, request: RefundRequest) -> RefundResult:
+        """Where the refund ``request.refund_id`` stands, asking only: never
+        makes one (a refund a chargeback released must not be made by asking).
+        :attr:`RefundStatus.NOT_FOUND` when the acquirer has none."""
         raise CapabilityNotSupported(f"{self.name}: refunds are not supported")
 
     def create_payout(self, request: PayoutRequest) -> PayoutResult:

@@ -24,7 +24,9 @@ Pix it received; a refund it made marks it returned).
 Refunds (``refund``): ``ok`` returns the money at once; ``processing`` answers
 "processing" and returns it on the next ask; ``fail`` answers that the refund
 was not made; ``timeout`` returns it, then answers past the deadline. Asking
-again for the same refund id answers its recorded state (idempotent).
+again for the same refund id answers its recorded state (idempotent);
+``refund_status`` reads it without making one (a processing refund settles
+on the next read too), "not found" when none was asked for.
 What the sandbox "created" or received (charges, cancellations, payouts and
 how many times each payout was requested) is kept in Redis so every process
 sees the same acquirer.
@@ -342,7 +344,20 @@ class SandboxAdapter(AcquirerAdapter):
             _state().set(key, recorded, ex=_STATE_TTL)
             if behaviour == "timeout":
                 self._late()  # returned, but we hear nothing in time
-        status = RefundStatus(recorded)
+        return self._refund_result(request, RefundStatus(recorded))
+
+    def refund_status(self, request: RefundRequest) -> RefundResult:
+        key = self._key("refund", request.refund_id)
+        stored = _state().get(key)
+        if stored is None:
+            return RefundResult(status=RefundStatus.NOT_FOUND)
+        status = RefundStatus(str(stored))
+        if status is RefundStatus.PROCESSING:
+            _state().set(key, RefundStatus.DONE.value, ex=_STATE_TTL)  # settles, as on the next ask
+            status = RefundStatus.DONE
+        return self._refund_result(request, status)
+
+    def _refund_result(self, request: RefundRequest, status: RefundStatus) -> RefundResult:
         if status is RefundStatus.DONE:
             self.received_refunded(request.txid)
         reason = "sandbox: refund refused (options.refund = fail)" if status is RefundStatus.FAILED else ""
