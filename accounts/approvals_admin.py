@@ -168,7 +168,9 @@ def _signed_amount(pending: MoneyActionRequest) -> int:
 
 
 #: Actions whose amount leaves the account (all the others credit it).
-DEBITING_ACTIONS = frozenset({MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT})
+DEBITING_ACTIONS = frozenset(
+    {MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT, MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK}
+)
 
 
 PENDING_ONLY = (State.PENDING,)
@@ -268,6 +270,7 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
                 "accounts.approve_withdrawal_return",
                 "accounts.approve_undetermined_payout_failure",
                 "accounts.approve_sent_payout_redebit",
+                "accounts.approve_refund_after_chargeback_redebit",
             )
         )
 

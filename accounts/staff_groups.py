@@ -52,6 +52,7 @@ FINANCE_EXTRA = (
     "accounts.approve_withdrawal_return",
     "accounts.approve_undetermined_payout_failure",
     "accounts.approve_sent_payout_redebit",
+    "accounts.approve_refund_after_chargeback_redebit",
 )
 
 

@@ -7,6 +7,7 @@ second staff member approves (``accounts.approvals``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -44,8 +45,6 @@ from payments.tasks import reconcile_acquirer_day
 CONFIRM_TEMPLATE = "admin/payments/reconciliationitem/confirm_resolve.html"
 Item = ReconciliationItem
 OPEN = (Item.Status.OPEN,)
-#: The items a redébito resolves: a payout sent there, failed here (its debit given back).
-REDEBIT_KINDS = (Item.Kind.PAYOUT_SENT_THERE_FAILED_HERE,)
 
 
 # --------------------------------------------------------------------------- on demand, from the acquirers' list
@@ -228,21 +227,52 @@ def _acknowledge(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any],
     )
 
 
+@dataclass(frozen=True)
+class Redebit:
+    """A maker-checker debit an item may ask for: the request's action, the
+    acquirer's word it needs first (the latest run's), and what it is called."""
+
+    action: str
+    confirmed: str  # the item's theirs_status once the acquirer confirmed the money left
+    unconfirmed: str  # staff's message while it has not
+    label: str
+
+
+REDEBITS: dict[str, Redebit] = {
+    Item.Kind.PAYOUT_SENT_THERE_FAILED_HERE: Redebit(
+        action=MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT,
+        confirmed=ProviderRecordStatus.PAID,
+        unconfirmed="a adquirente ainda não confirmou o envio",
+        label="redébito do saque",
+    ),
+    Item.Kind.REFUNDED_THERE_CHARGEBACK_HERE: Redebit(
+        action=MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK,
+        confirmed=ProviderRecordStatus.REFUNDED,
+        unconfirmed="a adquirente não diz que o Pix foi devolvido por inteiro",
+        label="débito do estorno",
+    ),
+}
+#: The items a redébito resolves: a payout sent there, failed here (its debit
+#: given back); a refund made there after a chargeback here.
+REDEBIT_KINDS = tuple(REDEBITS)
+
+
 def _request_redebit(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:
     for item in queryset.order_by("pk"):
-        if item.theirs_status != ProviderRecordStatus.PAID:
-            # Still in flight there: it may yet fail, and a re-debit would then take money for nothing.
+        redebit = REDEBITS[item.kind]
+        if item.theirs_status != redebit.confirmed:
+            # Still in flight there (it may yet fail, and a re-debit would then
+            # take money for nothing), or not all of it returned.
             modeladmin.message_user(
                 request,
-                f"{item.key}: a adquirente ainda não confirmou o envio (diz: {item.theirs_status}); "
-                "aguarde a próxima conciliação.",
+                f"{item.key}: {redebit.unconfirmed} (diz: {item.theirs_status}); aguarde a próxima conciliação.",
                 messages.ERROR,
             )
             continue
         try:
             with transaction.atomic():
                 pending = money_action_request(
-                    action=MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT,
+                    action=redebit.action,
                     target_id=item.target_id,
                     requested_by=staff_user(request),
                     reason=reason,
@@ -257,15 +287,15 @@ def _request_redebit(modeladmin: Any, request: HttpRequest, queryset: QuerySet[A
                 )
                 if not claimed:  # resolved by someone else meanwhile: no request either
                     raise ActionNotExecutable("A divergência já não está aberta.")
-                modeladmin.log_change(request, item, f"Redébito pedido (#{pending.pk}). Motivo: {reason}")
-                modeladmin.log_addition(request, pending, f"Pedido: redébito do saque. Motivo: {reason}")
+                modeladmin.log_change(request, item, f"Pedido: {redebit.label} (#{pending.pk}). Motivo: {reason}")
+                modeladmin.log_addition(request, pending, f"Pedido: {redebit.label}. Motivo: {reason}")
         except (ApprovalRefused, ActionNotExecutable) as exc:
             modeladmin.message_user(request, f"{item.key}: {exc.message}", messages.ERROR)
             continue
         modeladmin.message_user(
             request,
-            f"{item.key}: pedido #{pending.pk} de redébito criado. Nada foi debitado: outro membro da equipe "
-            "precisa aprovar em Pedidos de aprovação (Contas).",
+            f"{item.key}: pedido #{pending.pk} de {redebit.label} criado. Nada foi debitado: outro membro da "
+            "equipe precisa aprovar em Pedidos de aprovação (Contas).",
             messages.SUCCESS,
         )
 
@@ -280,11 +310,12 @@ acknowledge = _confirm_items(
 request_redebit = _confirm_items(
     _request_redebit,
     name="request_redebit",
-    description="Pedir redébito do saque (aprovação)",
+    description="Pedir redébito (aprovação)",
     permission="resolve",
     effect=(
-        "O saque falhou aqui (o débito voltou ao saldo), mas a adquirente enviou o Pix: pede-se debitar "
-        "de novo o débito total do saque"
+        "Saque que falhou aqui (o débito voltou ao saldo) mas que a adquirente enviou: pede-se debitar de novo "
+        "o débito total do saque. Estorno que a adquirente fez depois da contestação (MED) já ter devolvido o "
+        "valor ao pagador: pede-se debitar o valor líquido da cobrança, como o estorno teria debitado"
     ),
     kinds=REDEBIT_KINDS,
     note="Nada é debitado agora: outra pessoa, que não fez o pedido, precisa aprovar.",
@@ -354,7 +385,7 @@ class ReconciliationItemAdmin(DetailActionsMixin, CsvExportMixin, ActionsOnlyAdm
 
     def _available_detail_actions(self, request: HttpRequest, record: Any) -> list[tuple[str, str]]:
         offered = super()._available_detail_actions(request, record)
-        # The redébito only where it fits: a payout sent there that failed here.
+        # The redébito only where it fits: a payout sent there that failed here, a refund made after a chargeback.
         return [(n, d) for n, d in offered if n != "request_redebit" or record.kind in REDEBIT_KINDS]
 
     @admin.display(description="registro aqui")

@@ -55,6 +55,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.exceptions import ActionNotExecutable
 from accounts.models import Account, LedgerEntry
 from accounts.services import balance_lock, ledger_post
 from acquirers import adapters, calls
@@ -336,6 +337,31 @@ def _report_repaid_twice(*, charge: Charge, refund: ChargeRefund, answer: Refund
     )
     finding = Finding.of(K.REFUNDED_THERE_CHARGEBACK_HERE, record, ours, key_by_e2e=True, detail=detail)
     reconciliation_item_store(finding, acquirer_id=charge.acquirer_id, direction="received")
+
+
+def charge_refund_redebit(*, charge_id: uuid.UUID | str, actor: str, reason: str) -> bool:
+    """Debit the refund of a charged-back charge that the acquirer made all
+    the same (the payer got the MED return and the refund), once a second
+    staff member approved it (``accounts.approvals``). The debit the refund
+    would have made (``charge_refund``, the liquid amount), under the
+    charge's lock then the balance's; like any refund's it may take the
+    balance below zero (decisions §4). The charge keeps its status. False
+    when already debited; :class:`~accounts.exceptions.ActionNotExecutable`
+    when the charge is no longer in chargeback (resolved in the account's
+    favour it holds the money again, and staff's refund settles it)."""
+    with transaction.atomic():
+        charge = Charge.objects.select_for_update().get(pk=charge_id)
+        if charge.status != ChargeStatus.CHARGEBACK:
+            raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não contestada.")
+        entry = ledger_post(
+            account_id=charge.account_id,
+            amount=-charge.liquid_amount,
+            kind=LedgerEntry.Kind.CHARGE_REFUND,
+            reference=f"charge:{charge.pk}:refund-redebit",
+        )
+    if entry is not None:
+        logger.warning("refund of charge %s debited after its chargeback by %s: %s", charge.pk, actor, reason)
+    return entry is not None
 
 
 # --------------------------------------------------------------------------- merchants (API)
