@@ -68,6 +68,12 @@ def items() -> list[tuple[str, str, str]]:
     return sorted(ReconciliationItem.objects.values_list("kind", "key", "status"))
 
 
+def paid_here(acquirer: Acquirer, charge: Charge, e2e_id: str) -> None:
+    """The acquirer's notification of the Pix, applied here (as its callback would be)."""
+    notification = Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id=e2e_id)
+    charge_event_apply(acquirer=acquirer, notification=notification, source="acquirer")
+
+
 def pages(psp: FakePsp, operation: str) -> list[str]:
     return [c.query for c in psp.calls_of(operation)]
 
@@ -225,8 +231,7 @@ def test_a_pix_returned_there_but_paid_here_is_an_item_and_debits_nothing(
 ) -> None:
     charge = new_charge(api)
     e2e_id = fake_psp.pay(charge.txid)
-    notification = Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id=e2e_id)
-    charge_event_apply(acquirer=bacen_acquirer, notification=notification, source="acquirer")  # paid here
+    paid_here(bacen_acquirer, charge, e2e_id)
     charge.refresh_from_db()
     assert charge.status == ChargeStatus.PAID
     with fake_psp.lock:  # then returned to the payer at the PSP, out of band
@@ -598,8 +603,7 @@ def test_a_partial_return_on_a_pix_already_paid_here_is_an_item(
 ) -> None:
     charge = new_charge(api)
     e2e_id = fake_psp.pay(charge.txid)
-    notification = Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id=e2e_id)
-    charge_event_apply(acquirer=bacen_acquirer, notification=notification, source="acquirer")
+    paid_here(bacen_acquirer, charge, e2e_id)
     _devolucao(fake_psp, e2e_id, "4.00", "DEVOLVIDO")
 
     run = reconcile(bacen_acquirer)
@@ -617,8 +621,7 @@ def test_refunded_there_and_charged_back_here_is_an_item_unless_the_return_was_t
 
     charge = new_charge(api)
     e2e_id = fake_psp.pay(charge.txid)
-    notification = Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id=e2e_id)
-    charge_event_apply(acquirer=bacen_acquirer, notification=notification, source="acquirer")
+    paid_here(bacen_acquirer, charge, e2e_id)
     charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CHARGEBACK, source="staff", actor="ops")
     _devolucao(fake_psp, e2e_id, "10.00", "DEVOLVIDO", natureza)
     entries = LedgerEntry.objects.count()
