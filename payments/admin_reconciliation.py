@@ -7,7 +7,6 @@ second staff member approves (``accounts.approvals``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -21,9 +20,7 @@ from django.utils.html import format_html
 
 from accounts.approvals_admin import staff_user
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
-from accounts.models import MoneyActionRequest
 from accounts.services import money_action_request
-from acquirers.adapters.base import ProviderRecordStatus
 from acquirers.admin import acquirer_page_action
 from core.admin import ActionsOnlyAdminMixin, confirmation_page, reason_form
 from core.admin_lists import (
@@ -39,7 +36,7 @@ from core.money import brl
 from core.plural import plural
 from payments.models import ReconciliationItem, ReconciliationRun
 from payments.reconcile_acquirer import directions_of, yesterday
-from payments.reconcile_items import reconciliation_items_follow_approvals
+from payments.reconcile_items import REDEBIT_KINDS, REDEBITS, reconciliation_items_follow_approvals
 from payments.tasks import reconcile_acquirer_day
 
 CONFIRM_TEMPLATE = "admin/payments/reconciliationitem/confirm_resolve.html"
@@ -225,36 +222,6 @@ def _acknowledge(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any],
         plural(done, "{n} divergência resolvida.", "{n} divergências resolvidas.") + " Nenhum saldo foi movimentado.",
         messages.SUCCESS,
     )
-
-
-@dataclass(frozen=True)
-class Redebit:
-    """A maker-checker debit an item may ask for: the request's action, the
-    acquirer's word it needs first (the latest run's), and what it is called."""
-
-    action: str
-    confirmed: str  # the item's theirs_status once the acquirer confirmed the money left
-    unconfirmed: str  # staff's message while it has not
-    label: str
-
-
-REDEBITS: dict[str, Redebit] = {
-    Item.Kind.PAYOUT_SENT_THERE_FAILED_HERE: Redebit(
-        action=MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT,
-        confirmed=ProviderRecordStatus.PAID,
-        unconfirmed="a adquirente ainda não confirmou o envio",
-        label="redébito do saque",
-    ),
-    Item.Kind.REFUNDED_THERE_CHARGEBACK_HERE: Redebit(
-        action=MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK,
-        confirmed=ProviderRecordStatus.REFUNDED,
-        unconfirmed="a adquirente não diz que o Pix foi devolvido por inteiro",
-        label="débito do estorno",
-    ),
-}
-#: The items a redébito resolves: a payout sent there, failed here (its debit
-#: given back); a refund made there after a chargeback here.
-REDEBIT_KINDS = tuple(REDEBITS)
 
 
 def _request_redebit(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:

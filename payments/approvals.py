@@ -11,7 +11,7 @@ from accounts.models import MoneyActionRequest
 from payments.events import CHARGEBACK_RESOLVABLE_FROM
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeStatus, ChargeTransition
-from payments.refunds import charge_refund_redebit
+from payments.refunds_released import charge_refund_redebit
 from payments.services import charge_transition
 
 

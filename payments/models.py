@@ -203,7 +203,7 @@ class ChargeRefund(models.Model):
 
     class ReleaseCheck(models.TextChoices):
         """What the acquirer finally said of a refund a chargeback released
-        while it was processing there (payments.refunds.charge_refund_release_check)."""
+        while it was processing there (payments.refunds_released)."""
 
         PENDING = "pending", "Consultando a adquirente"
         NOT_MADE = "not_made", "Não feita na adquirente"

@@ -1,19 +1,52 @@
 """Reconciliation items: storing what a run (or the check of a refund a
-chargeback released) found, and the state of items that wait for a second
-staff member (the approvals queue, ``accounts``, decides the request, and
-the item follows)."""
+chargeback released) found, the debits staff may ask for on them, and the
+state of items that wait for a second staff member (the approvals queue,
+``accounts``, decides the request, and the item follows)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import MoneyActionRequest
+from acquirers.adapters.base import ProviderRecordStatus
 from acquirers.reconcile import Finding
 from payments.models import ReconciliationItem, ReconciliationRun
 
 Item = ReconciliationItem
 State = MoneyActionRequest.State
+
+
+@dataclass(frozen=True)
+class Redebit:
+    """A maker-checker debit an item may ask for: the request's action, the
+    acquirer's word it needs first (the latest run's), and what it is called."""
+
+    action: str
+    confirmed: str  # the item's theirs_status once the acquirer confirmed the money left
+    unconfirmed: str  # staff's message while it has not
+    label: str
+
+
+REDEBITS: dict[str, Redebit] = {
+    Item.Kind.PAYOUT_SENT_THERE_FAILED_HERE: Redebit(
+        action=MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT,
+        confirmed=ProviderRecordStatus.PAID,
+        unconfirmed="a adquirente ainda não confirmou o envio",
+        label="redébito do saque",
+    ),
+    Item.Kind.REFUNDED_THERE_CHARGEBACK_HERE: Redebit(
+        action=MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK,
+        confirmed=ProviderRecordStatus.REFUNDED,
+        unconfirmed="a adquirente não diz que o Pix foi devolvido por inteiro",
+        label="débito do estorno",
+    ),
+}
+#: The items a redébito resolves: a payout sent there, failed here (its debit
+#: given back); a refund made there after a chargeback here.
+REDEBIT_KINDS = tuple(REDEBITS)
 
 
 def reconciliation_item_store(

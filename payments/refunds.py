@@ -26,13 +26,9 @@ answer that cannot be read) releases nothing.
 
 A chargeback that takes the money while a refund is processing releases
 the reservation (the chargeback's debit replaces it), but the acquirer may
-still make the devolução: the payer would then be repaid twice (by MED and
-by the refund). Such a refund is asked about (:func:`charge_refund_release_check`,
-read only: asking never makes it) until the acquirer's answer is final; made
-there, it is a reconciliation item for staff, with the acquirer's answer as
-evidence, and nothing is debited automatically: staff acknowledge it or ask
-for the refund's debit again, which a second staff member approves
-(:func:`charge_refund_redebit`).
+still make the devolução: such a refund is then asked about, never asked
+for, until the acquirer's answer is final (:mod:`payments.refunds_released`:
+the payer repaid twice is an item for staff, nothing debited automatically).
 
 Every change here runs under the charge's row lock, then the balance's (the
 order of ``charge_transition``), in the transaction that changes the
@@ -43,68 +39,36 @@ while the acquirer is asked.
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import functools
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.exceptions import ActionNotExecutable
 from accounts.models import Account, LedgerEntry
 from accounts.services import balance_lock, ledger_post
 from acquirers import adapters, calls
-from acquirers.adapters.base import (
-    AdapterError,
-    InvalidOptions,
-    ProviderPixRecord,
-    ProviderRecordStatus,
-    RefundRequest,
-    RefundResult,
-    RefundStatus,
-)
+from acquirers.adapters.base import AdapterError, InvalidOptions, RefundStatus
 from acquirers.calls import Outcome
-from acquirers.reconcile import Finding, FindingKind, Ours
 from core.exceptions import BusinessRuleError
 from payments import exceptions as err
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
-from payments.reconcile_items import reconciliation_item_store
+from payments.refund_requests import RefundAnswer as RefundAnswer
+from payments.refund_requests import RefundOutcome as RefundOutcome
+from payments.refund_requests import refund_id_for as refund_id_for
+from payments.refund_requests import refund_request_for
+from payments.refunds_released import charge_refund_release_check
 from payments.selectors import charge_get
 
 logger = logging.getLogger(__name__)
 
 R = ChargeRefund.Status
-K = FindingKind
 #: How often beat's sweep hands one refund left processing to a worker again.
 SWEEP_EVERY = dt.timedelta(minutes=5)
-
-
-class RefundOutcome(enum.StrEnum):
-    REFUNDED = "refunded"  # the acquirer returned the money; the charge is refunded
-    PROCESSING = "processing"  # asked; the acquirer's callback (or asking again) finishes it
-    MARKED = "marked"  # no money to move at the acquirer: marked refunded here only
-    FAILED = "failed"  # the acquirer says it did not make it; a reservation is released
-    UNDETERMINED = "undetermined"  # no definitive answer: nothing released, asked again
-    ENDED = "ended"  # the refund had ended already (done, failed, or released by a chargeback)
-
-
-@dataclass(frozen=True)
-class RefundAnswer:
-    """What asking the acquirer came to, and what it said (for staff's messages)."""
-
-    outcome: RefundOutcome
-    detail: str = ""
-
-
-def refund_id_for(charge_id: uuid.UUID | str) -> str:
-    """The devolução id of a charge's full refund: derived from the charge, so
-    asking again names the same devolução (idempotent at the acquirer)."""
-    return "D" + uuid.UUID(str(charge_id)).hex
 
 
 # --------------------------------------------------------------------------- the shared part
@@ -121,7 +85,7 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
     # reservation): it is reached at call time, not at import.
     from payments import services
 
-    request = _request(charge, reason=reason)
+    request = refund_request_for(charge, reason=reason)
     # The one guarded call: deadline, outcome, latency metric and breaker as
     # for a charge or a payout.
     call = calls.call(charge.acquirer, "refund", lambda adapter: adapter.refund_charge(request))
@@ -254,114 +218,6 @@ def charge_refund_close(*, charge: Charge, status: str, failure_reason: str = ""
         reference=f"refund:{refund.pk}",
     )
     return True
-
-
-# --------------------------------------------------------------------------- released by a chargeback
-
-
-def charge_refund_release_check(*, refund_id: int) -> RefundOutcome:
-    """Ask the acquirer (read only: :meth:`refund_status`, through the one
-    guarded call) where a refund stands that a chargeback released while it
-    was processing there. Final answers are recorded once: not made (failed,
-    or no such devolução) ends it; made means the payer was repaid twice (by
-    MED and by the refund): a reconciliation item for staff with the
-    acquirer's answer, and no money moved here (see the module docstring).
-    ``processing`` and ``undetermined``: ask again later. Call it holding no
-    transaction."""
-    refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
-    if refund.status != R.RELEASED or refund.release_check != ChargeRefund.ReleaseCheck.PENDING:
-        return RefundOutcome.ENDED
-    charge = refund.charge
-    if not charge.e2e_id:
-        # The devolução names the Pix: without its e2e id it was never asked for.
-        answer = RefundResult(status=RefundStatus.NOT_FOUND)
-    else:
-        call = calls.call(charge.acquirer, "refund_status", lambda adapter: adapter.refund_status(_request(charge)))
-        if call.result is None:
-            logger.warning("released refund %s: no answer from the acquirer (%s)", refund.pk, call.outcome)
-            return RefundOutcome.UNDETERMINED
-        answer = call.result
-    if answer.status is RefundStatus.PROCESSING:
-        return RefundOutcome.PROCESSING
-    made = answer.status is RefundStatus.DONE
-    with transaction.atomic():
-        locked = ChargeRefund.objects.select_for_update().get(pk=refund.pk)
-        if locked.release_check != ChargeRefund.ReleaseCheck.PENDING:
-            return RefundOutcome.ENDED  # answered meanwhile, by another worker
-        locked.release_check = ChargeRefund.ReleaseCheck.MADE if made else ChargeRefund.ReleaseCheck.NOT_MADE
-        locked.release_checked_at = timezone.now()
-        locked.save(update_fields=["release_check", "release_checked_at"])
-        if made:
-            charge.refresh_from_db(fields=["status"])
-            _report_repaid_twice(charge=charge, refund=locked, answer=answer)
-    if made:
-        logger.error("refund %s of charge %s was made by the acquirer after a chargeback", refund.pk, charge.pk)
-    return RefundOutcome.ENDED
-
-
-def _request(charge: Charge, *, reason: str = "") -> RefundRequest:
-    """The charge's full refund, as every ask names it (the same devolução id)."""
-    return RefundRequest(
-        charge_id=charge.pk,
-        txid=charge.txid,
-        e2e_id=charge.e2e_id or "",
-        refund_id=refund_id_for(charge.pk),
-        amount=charge.amount,
-        reason=reason,
-    )
-
-
-def _report_repaid_twice(*, charge: Charge, refund: ChargeRefund, answer: RefundResult) -> None:
-    """The item for staff, keyed as the day's reconciliation keys a Pix
-    "refunded there, charged back here" (its e2e id): one item either way."""
-    evidence = {
-        "devolucao": {
-            "id": refund_id_for(charge.pk),
-            "status": answer.status.value,
-            "provider_refund_id": answer.provider_refund_id,
-        },
-        "refund": refund.pk,
-    }
-    record = ProviderPixRecord(
-        reference=charge.txid,
-        status=ProviderRecordStatus.REFUNDED,
-        amount=charge.amount,
-        e2e_id=charge.e2e_id,
-        returned=charge.amount,
-        raw=evidence,
-    )
-    ours = Ours("payments.charge", str(charge.pk), charge.status, charge.amount, charge.txid, charge.e2e_id)
-    detail = (
-        f"O estorno #{refund.pk}, liberado pela contestação (MED) enquanto a adquirente o processava, foi feito "
-        "por ela: o pagador recebeu a devolução do MED e o estorno. Nada debitado automaticamente."
-    )
-    finding = Finding.of(K.REFUNDED_THERE_CHARGEBACK_HERE, record, ours, key_by_e2e=True, detail=detail)
-    reconciliation_item_store(finding, acquirer_id=charge.acquirer_id, direction="received")
-
-
-def charge_refund_redebit(*, charge_id: uuid.UUID | str, actor: str, reason: str) -> bool:
-    """Debit the refund of a charged-back charge that the acquirer made all
-    the same (the payer got the MED return and the refund), once a second
-    staff member approved it (``accounts.approvals``). The debit the refund
-    would have made (``charge_refund``, the liquid amount), under the
-    charge's lock then the balance's; like any refund's it may take the
-    balance below zero (decisions §4). The charge keeps its status. False
-    when already debited; :class:`~accounts.exceptions.ActionNotExecutable`
-    when the charge is no longer in chargeback (resolved in the account's
-    favour it holds the money again, and staff's refund settles it)."""
-    with transaction.atomic():
-        charge = Charge.objects.select_for_update().get(pk=charge_id)
-        if charge.status != ChargeStatus.CHARGEBACK:
-            raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não contestada.")
-        entry = ledger_post(
-            account_id=charge.account_id,
-            amount=-charge.liquid_amount,
-            kind=LedgerEntry.Kind.CHARGE_REFUND,
-            reference=f"charge:{charge.pk}:refund-redebit",
-        )
-    if entry is not None:
-        logger.warning("refund of charge %s debited after its chargeback by %s: %s", charge.pk, actor, reason)
-    return entry is not None
 
 
 # --------------------------------------------------------------------------- merchants (API)

@@ -330,30 +330,22 @@ class SandboxAdapter(AcquirerAdapter):
 
     def refund_charge(self, request: RefundRequest) -> RefundResult:
         key = self._key("refund", request.refund_id)
-        stored = _state().get(key)
-        recorded = str(stored) if stored is not None else None
+        if _state().get(key) is not None:
+            return self.refund_status(request)  # asked again: its recorded state
         behaviour = self.options.get("refund", "ok")
-        if recorded == RefundStatus.PROCESSING.value:
-            # The second ask finds it done, as a devolução settles at a real PSP.
-            _state().set(key, RefundStatus.DONE.value, ex=_STATE_TTL)
-            recorded = RefundStatus.DONE.value
-        if recorded is None:
-            recorded = {"fail": RefundStatus.FAILED, "processing": RefundStatus.PROCESSING}.get(
-                behaviour, RefundStatus.DONE
-            ).value
-            _state().set(key, recorded, ex=_STATE_TTL)
-            if behaviour == "timeout":
-                self._late()  # returned, but we hear nothing in time
-        return self._refund_result(request, RefundStatus(recorded))
+        status = {"fail": RefundStatus.FAILED, "processing": RefundStatus.PROCESSING}.get(behaviour, RefundStatus.DONE)
+        _state().set(key, status.value, ex=_STATE_TTL)
+        if behaviour == "timeout":
+            self._late()  # returned, but we hear nothing in time
+        return self._refund_result(request, status)
 
     def refund_status(self, request: RefundRequest) -> RefundResult:
         key = self._key("refund", request.refund_id)
         stored = _state().get(key)
-        if stored is None:
-            return RefundResult(status=RefundStatus.NOT_FOUND)
-        status = RefundStatus(str(stored))
+        status = RefundStatus(str(stored)) if stored is not None else RefundStatus.NOT_FOUND
         if status is RefundStatus.PROCESSING:
-            _state().set(key, RefundStatus.DONE.value, ex=_STATE_TTL)  # settles, as on the next ask
+            # The next ask (or look) finds it done, as a devolução settles at a real PSP.
+            _state().set(key, RefundStatus.DONE.value, ex=_STATE_TTL)
             status = RefundStatus.DONE
         return self._refund_result(request, status)
 
