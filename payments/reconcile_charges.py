@@ -45,15 +45,10 @@ _RECEIVED = frozenset({R.PAID, R.REFUNDED})
 Repeat = tuple[ProviderPixRecord, ProviderPixRecord]
 
 
-def _same_pix(a: ProviderPixRecord, b: ProviderPixRecord) -> bool:
-    """``GET /pix`` and a cob's ``pix[]`` name the same Pix: one record, listed twice."""
-    return (a.reference, a.amount, a.status, a.returned, a.returns) == (
-        b.reference,
-        b.amount,
-        b.status,
-        b.returned,
-        b.returns,
-    )
+def _what_it_says(record: ProviderPixRecord) -> tuple[object, ...]:
+    """A listed Pix's content: ``GET /pix`` and a cob's ``pix[]`` list the
+    same Pix twice with the same content, one record, not a repeat."""
+    return (record.reference, record.amount, record.status, record.returned, record.returns)
 
 
 def _received(
@@ -72,7 +67,7 @@ def _received(
         if seen is None:
             first[record.e2e_id] = record
             pix.append(record)
-        elif not _same_pix(record, seen):
+        elif _what_it_says(record) != _what_it_says(seen):
             repeats.append((record, seen))
     with_pix = {r.reference for r in pix}
     states: dict[str, ProviderPixRecord] = {}

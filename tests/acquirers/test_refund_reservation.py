@@ -277,7 +277,10 @@ def test_a_refund_a_chargeback_released_is_asked_about_until_the_psp_answers_for
         assert (item.target_id, item.ours_status, item.theirs_status) == (str(paid_charge.pk), "chargeback", "refunded")
         assert item.theirs_raw["devolucao"]["status"] == "done"
         assert "MED e o estorno" in item.detail
-        assert item.run is None
+        assert item.run is None  # found by the check, not by a day's run
+        page = admin_client.get(reverse("admin:payments_reconciliationitem_change", args=[item.pk]))
+        assert page.status_code == 200
+        assert "Devolvida na adquirente, contestada (MED) aqui" in page.content.decode()
     else:
         assert not ReconciliationItem.objects.exists()
 
