@@ -171,7 +171,9 @@ def _signed_amount(pending: MoneyActionRequest) -> int:
 
 
 #: Actions whose amount leaves the account (all the others credit it).
-DEBITING_ACTIONS = frozenset({MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT})
+DEBITING_ACTIONS = frozenset(
+    {MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT, MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK}
+)
 #: Actions whose amount never was the account's (a Pix returned to its payer).
 NOT_MOVING_ACTIONS = frozenset({MoneyActionRequest.Action.RETURN_LATE_PAYMENT})
 
@@ -274,6 +276,7 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
                 "accounts.approve_undetermined_payout_failure",
                 "accounts.approve_sent_payout_redebit",
                 "accounts.approve_late_payment_resolution",
+                "accounts.approve_refund_after_chargeback_redebit",
             )
         )
 

@@ -285,8 +285,13 @@ class MoneyActionRequest(models.Model):
         RESOLVE_CHARGEBACK = "resolve_chargeback", "Resolver contestação a favor da conta"
         MARK_WITHDRAWAL_RETURNED = "mark_withdrawal_returned", "Marcar saque como devolvido pelo destino"
         FAIL_UNDETERMINED_PAYOUT = "fail_undetermined_payout", "Falhar pagamento indeterminado (devolver o saldo)"
-        # The one action that debits (reconciliation: a payout the acquirer made although it failed here).
+        # The actions that debit (reconciliation): a payout the acquirer made although it failed here...
         REDEBIT_SENT_PAYOUT = "redebit_sent_payout", "Debitar de novo saque falho que a adquirente pagou"
+        # ...and a refund the acquirer made after a chargeback (MED) had already returned the money.
+        REDEBIT_REFUND_AFTER_CHARGEBACK = (
+            "redebit_refund_after_chargeback",
+            "Debitar estorno que a adquirente fez após a contestação",
+        )
         # A Pix received for a charge cancelled here: credit it, or return it
         # to the payer through the acquirer (no balance moves; amount: the Pix).
         CREDIT_LATE_PAYMENT = "credit_late_payment", "Creditar pagamento recebido após o cancelamento"
@@ -306,7 +311,7 @@ class MoneyActionRequest(models.Model):
         Account, on_delete=models.PROTECT, related_name="money_action_requests", verbose_name="conta"
     )
     amount = models.BigIntegerField(
-        "valor", help_text="Em centavos: o que a ação credita (ou debita, no redébito de um saque pago na adquirente)."
+        "valor", help_text="Em centavos: o que a ação credita (ou debita, nos redébitos pedidos pela conciliação)."
     )
     reason = models.TextField("motivo")
     state = models.CharField("situação", max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
@@ -357,6 +362,10 @@ class MoneyActionRequest(models.Model):
                 "Pode aprovar falhar um pagamento indeterminado (o débito é devolvido)",
             ),
             ("approve_sent_payout_redebit", "Pode aprovar debitar de novo um saque falho que a adquirente pagou"),
+            (
+                "approve_refund_after_chargeback_redebit",
+                "Pode aprovar debitar um estorno que a adquirente fez após a contestação",
+            ),
             (
                 "approve_late_payment_resolution",
                 "Pode aprovar creditar ou devolver um pagamento recebido após o cancelamento",

@@ -56,6 +56,7 @@ FINANCE_EXTRA = (
     "accounts.approve_undetermined_payout_failure",
     "accounts.approve_sent_payout_redebit",
     "accounts.approve_late_payment_resolution",
+    "accounts.approve_refund_after_chargeback_redebit",
 )
 
 

@@ -54,6 +54,7 @@ OPERATIONS: dict[str, Purpose] = {
     "payout_send": Purpose.PAYOUT,
     "payout_status": Purpose.PAYOUT,
     "refund": Purpose.RECONCILE,
+    "refund_status": Purpose.RECONCILE,
     "charge_status": Purpose.RECONCILE,
     "cancel_charge": Purpose.RECONCILE,
     # The daily listings of reconciliation (payments.reconcile_acquirer), one call per page.

@@ -7,18 +7,30 @@ per listing here from ``AppConfig.ready``. The run that fetches the
 listings, calls the matchers and stores what they found lives in
 ``payments.reconcile_acquirer``; this module is below both apps, so neither
 imports the other.
+
+A matcher judges each record through :meth:`Matching.judge`: one record at
+a time, in its own savepoint, its findings stored with it. A record that
+cannot be judged (a bug, a constraint it breaks) rolls back alone and
+becomes a :attr:`FindingKind.RECORD_FAILED` finding; the rest of the day is
+still judged.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from celery.exceptions import SoftTimeLimitExceeded
+from django.db import transaction
+
 from acquirers.adapters.base import ProviderPixRecord
 from acquirers.models import Acquirer
+
+logger = logging.getLogger(__name__)
 
 Direction = Literal["received", "sent"]
 DIRECTIONS: tuple[Direction, ...] = ("received", "sent")
@@ -43,6 +55,17 @@ class FindingKind(enum.StrEnum):
     REFUND_DIFFERS = "refund_differs"
     #: A record of the acquirer's with no charge or withdrawal of ours.
     UNKNOWN_HERE = "unknown_here"
+    #: A record whose e2e id (or, sent, whose reference) was already seen: on
+    #: another record of the listing, or on another charge here. Never applied.
+    DUPLICATE_E2E = "duplicate_e2e"
+    #: A received Pix partly returned to the payer there (a devolução of part of
+    #: it, or one still in progress) that we credit or credited in full.
+    PARTIAL_RETURN = "partial_return"
+    #: Returned to the payer there (a devolução) and charged back here (MED):
+    #: the payer may have been repaid twice.
+    REFUNDED_THERE_CHARGEBACK_HERE = "refunded_there_chargeback_here"
+    #: The record could not be judged (an error): nothing of it was applied.
+    RECORD_FAILED = "record_failed"
 
 
 @dataclass(frozen=True)
@@ -121,24 +144,65 @@ class Finding:
         return self.theirs_amount if self.theirs_amount is not None else (self.ours_amount or 0)
 
 
+#: Stores one finding as it comes (the run's; None: kept in memory only).
+Store = Callable[[Finding], object]
+#: The finding of a record that could not be judged, given the error's text.
+FailedFinding = Callable[[str], Finding]
+
+
 @dataclass
 class Matching:
-    """What one matcher made of one listing."""
+    """What one matcher made of one listing. Findings go to ``store`` as they
+    come (per record, with what the record changed), not at the end: a run
+    that dies midway keeps everything judged before."""
 
     findings: list[Finding] = field(default_factory=list)
     matched_count: int = 0
     matched_amount: int = 0
+    store: Store | None = None
+    _stored: int = field(default=0, init=False, repr=False)  # how many findings went to ``store``
 
     def match(self, amount: int) -> None:
         self.matched_count += 1
         self.matched_amount += amount
 
+    def judge(self, record: ProviderPixRecord | None, judge: Callable[[], None], *, failed: FailedFinding) -> None:
+        """Judge one record (``judge()`` appends its findings, heals, counts
+        matches) in a savepoint of its own, storing its findings inside it:
+        what it healed and what it reported commit together. Any error rolls
+        back this record alone (heal, findings, counts) and becomes the
+        finding ``failed(detail)``; the caller goes on with the next record.
+        A task's time limit is not the record's fault: it ends the run."""
+        self.flush()
+        mark, counts = len(self.findings), (self.matched_count, self.matched_amount)
+        try:
+            with transaction.atomic():
+                judge()
+                self.flush()
+        except SoftTimeLimitExceeded:
+            raise
+        except Exception as exc:  # whatever it is, one bad record must never stop the day
+            del self.findings[mark:]
+            self._stored = min(self._stored, mark)
+            self.matched_count, self.matched_amount = counts
+            reference = (record.e2e_id or record.reference) if record is not None else ""
+            logger.exception("reconciliation: record %s could not be judged", reference)
+            self.findings.append(failed(f"Erro ao conferir o registro: {type(exc).__name__}: {exc}"[:500]))
+            self.flush()  # its own transaction: if the database is gone this fails the run
 
-#: ``matcher(acquirer, records, start, end)``: the listing of the window
-#: ``[start, end)`` against our records of that acquirer. It may heal (apply
-#: a confirmed event through the owner's transition service, in its own
-#: short transactions); it never debits or credits anything else.
-Matcher = Callable[[Acquirer, Sequence[ProviderPixRecord], dt.datetime, dt.datetime], Matching]
+    def flush(self) -> None:
+        """Store the findings appended since the last flush."""
+        while self._stored < len(self.findings):
+            if self.store is not None:
+                self.store(self.findings[self._stored])
+            self._stored += 1
+
+
+#: ``matcher(acquirer, records, start, end, matching)``: the listing of the
+#: window ``[start, end)`` against our records of that acquirer, each record
+#: through ``matching.judge``. It may heal (apply a confirmed event through
+#: the owner's transition service); it never debits or credits anything else.
+Matcher = Callable[[Acquirer, Sequence[ProviderPixRecord], dt.datetime, dt.datetime, Matching], None]
 _MATCHERS: dict[Direction, Matcher] = {}
 
 

@@ -60,7 +60,17 @@ class ChargeTransitionInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeTran
 class ChargeRefundInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeRefund, Charge]):
     # Reserved refunds, asked by staff or by the merchant through the API.
     model = ChargeRefund
-    fields = ("created_at", "source", "status", "amount_brl", "reason", "failure_reason", "finished_at")
+    fields = (
+        "created_at",
+        "source",
+        "status",
+        "amount_brl",
+        "reason",
+        "failure_reason",
+        "finished_at",
+        "release_check",
+        "release_checked_at",
+    )
     readonly_fields = fields
     amount_brl = money("amount", "Valor reservado")
 

@@ -20,9 +20,7 @@ from django.utils.html import format_html
 
 from accounts.approvals_admin import staff_user
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
-from accounts.models import MoneyActionRequest
 from accounts.services import money_action_request
-from acquirers.adapters.base import ProviderRecordStatus
 from acquirers.admin import acquirer_page_action
 from core.admin import ActionsOnlyAdminMixin, confirmation_page, reason_form
 from core.admin_lists import (
@@ -38,14 +36,12 @@ from core.money import brl
 from core.plural import plural
 from payments.models import ReconciliationItem, ReconciliationRun
 from payments.reconcile_acquirer import directions_of, yesterday
-from payments.reconcile_items import reconciliation_items_follow_approvals
+from payments.reconcile_items import REDEBIT_KINDS, REDEBITS, reconciliation_items_follow_approvals
 from payments.tasks import reconcile_acquirer_day
 
 CONFIRM_TEMPLATE = "admin/payments/reconciliationitem/confirm_resolve.html"
 Item = ReconciliationItem
 OPEN = (Item.Status.OPEN,)
-#: The items a redébito resolves: a payout sent there, failed here (its debit given back).
-REDEBIT_KINDS = (Item.Kind.PAYOUT_SENT_THERE_FAILED_HERE,)
 
 
 # --------------------------------------------------------------------------- on demand, from the acquirers' list
@@ -230,19 +226,20 @@ def _acknowledge(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any],
 
 def _request_redebit(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:
     for item in queryset.order_by("pk"):
-        if item.theirs_status != ProviderRecordStatus.PAID:
-            # Still in flight there: it may yet fail, and a re-debit would then take money for nothing.
+        redebit = REDEBITS[item.kind]
+        if item.theirs_status != redebit.confirmed:
+            # Still in flight there (it may yet fail, and a re-debit would then
+            # take money for nothing), or not all of it returned.
             modeladmin.message_user(
                 request,
-                f"{item.key}: a adquirente ainda não confirmou o envio (diz: {item.theirs_status}); "
-                "aguarde a próxima conciliação.",
+                f"{item.key}: {redebit.unconfirmed} (diz: {item.theirs_status}); aguarde a próxima conciliação.",
                 messages.ERROR,
             )
             continue
         try:
             with transaction.atomic():
                 pending = money_action_request(
-                    action=MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT,
+                    action=redebit.action,
                     target_id=item.target_id,
                     requested_by=staff_user(request),
                     reason=reason,
@@ -257,15 +254,15 @@ def _request_redebit(modeladmin: Any, request: HttpRequest, queryset: QuerySet[A
                 )
                 if not claimed:  # resolved by someone else meanwhile: no request either
                     raise ActionNotExecutable("A divergência já não está aberta.")
-                modeladmin.log_change(request, item, f"Redébito pedido (#{pending.pk}). Motivo: {reason}")
-                modeladmin.log_addition(request, pending, f"Pedido: redébito do saque. Motivo: {reason}")
+                modeladmin.log_change(request, item, f"Pedido: {redebit.label} (#{pending.pk}). Motivo: {reason}")
+                modeladmin.log_addition(request, pending, f"Pedido: {redebit.label}. Motivo: {reason}")
         except (ApprovalRefused, ActionNotExecutable) as exc:
             modeladmin.message_user(request, f"{item.key}: {exc.message}", messages.ERROR)
             continue
         modeladmin.message_user(
             request,
-            f"{item.key}: pedido #{pending.pk} de redébito criado. Nada foi debitado: outro membro da equipe "
-            "precisa aprovar em Pedidos de aprovação (Contas).",
+            f"{item.key}: pedido #{pending.pk} de {redebit.label} criado. Nada foi debitado: outro membro da "
+            "equipe precisa aprovar em Pedidos de aprovação (Contas).",
             messages.SUCCESS,
         )
 
@@ -280,11 +277,12 @@ acknowledge = _confirm_items(
 request_redebit = _confirm_items(
     _request_redebit,
     name="request_redebit",
-    description="Pedir redébito do saque (aprovação)",
+    description="Pedir redébito (aprovação)",
     permission="resolve",
     effect=(
-        "O saque falhou aqui (o débito voltou ao saldo), mas a adquirente enviou o Pix: pede-se debitar "
-        "de novo o débito total do saque"
+        "Saque que falhou aqui (o débito voltou ao saldo) mas que a adquirente enviou: pede-se debitar de novo "
+        "o débito total do saque. Estorno que a adquirente fez depois da contestação (MED) já ter devolvido o "
+        "valor ao pagador: pede-se debitar o valor líquido da cobrança, como o estorno teria debitado"
     ),
     kinds=REDEBIT_KINDS,
     note="Nada é debitado agora: outra pessoa, que não fez o pedido, precisa aprovar.",
@@ -354,7 +352,7 @@ class ReconciliationItemAdmin(DetailActionsMixin, CsvExportMixin, ActionsOnlyAdm
 
     def _available_detail_actions(self, request: HttpRequest, record: Any) -> list[tuple[str, str]]:
         offered = super()._available_detail_actions(request, record)
-        # The redébito only where it fits: a payout sent there that failed here.
+        # The redébito only where it fits: a payout sent there that failed here, a refund made after a chargeback.
         return [(n, d) for n, d in offered if n != "request_redebit" or record.kind in REDEBIT_KINDS]
 
     @admin.display(description="registro aqui")

@@ -1,5 +1,5 @@
-"""Charge actions that credit an account only after a second staff member
-approves them (``accounts.approvals``)."""
+"""Charge actions that move an account's money only after a second staff
+member approves them (``accounts.approvals``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from payments.events import CHARGEBACK_RESOLVABLE_FROM
 from payments.exceptions import TransitionNotAllowed
 from payments.late_payments import LatePaymentNotOpen, late_payment_credit, late_payment_return
 from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
+from payments.refunds_released import charge_refund_redebit
 from payments.services import charge_transition
 
 
@@ -86,6 +87,17 @@ def _resolving(resolve: Callable[..., object]) -> Callable[[str, str, str], None
             raise ActionNotExecutable(exc.message) from exc
 
     return perform
+def _quote_refund_redebit(target_id: str) -> approvals.Quote:
+    charge = _charge(target_id)
+    if charge.status != ChargeStatus.CHARGEBACK:
+        raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não contestada.")
+    # What the refund would have debited (the request's amount: see MoneyActionRequest.amount).
+    return approvals.Quote(account_id=charge.account_id, amount=charge.liquid_amount)
+
+
+def _refund_redebit(target_id: str, actor: str, reason: str) -> None:
+    if not charge_refund_redebit(charge_id=target_id, actor=actor, reason=reason):
+        raise ActionNotExecutable("O estorno desta cobrança já foi debitado.")
 
 
 def register() -> None:
@@ -111,5 +123,17 @@ def register() -> None:
             approve_permission="accounts.approve_chargeback_resolution",
             quote=_quote_resolution,
             perform=_resolve,
+        )
+    )
+    # The acquirer made a refund after a chargeback had returned the money
+    # (reconciliation, or the check of the released refund): the refund's
+    # debit is taken only once a second staff member approves.
+    approvals.register(
+        approvals.MoneyAction(
+            action=MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK,
+            target_type="payments.charge",
+            approve_permission="accounts.approve_refund_after_chargeback_redebit",
+            quote=_quote_refund_redebit,
+            perform=_refund_redebit,
         )
     )

@@ -201,6 +201,14 @@ class ChargeRefund(models.Model):
         STAFF = "staff", "Equipe"
         API = "api", "API"
 
+    class ReleaseCheck(models.TextChoices):
+        """What the acquirer finally said of a refund a chargeback released
+        while it was processing there (payments.refunds_released)."""
+
+        PENDING = "pending", "Consultando a adquirente"
+        NOT_MADE = "not_made", "Não feita na adquirente"
+        MADE = "made", "Feita na adquirente (o pagador recebeu o MED e o estorno)"
+
     charge = models.ForeignKey(Charge, on_delete=models.PROTECT, related_name="refunds", verbose_name="cobrança")
     amount = models.BigIntegerField("valor", help_text="Centavos reservados: o valor líquido da cobrança.")
     status = models.CharField("status", max_length=16, choices=Status.choices, default=Status.PROCESSING)
@@ -211,11 +219,24 @@ class ChargeRefund(models.Model):
     )
     created_at = models.DateTimeField("criado em", auto_now_add=True)
     finished_at = models.DateTimeField("concluído em", null=True, blank=True)
+    # Released (a chargeback took the money) while the acquirer may still
+    # make it: asked about until its answer is final, so the payer is never
+    # repaid twice unseen. Blank for a refund no chargeback released.
+    release_check = models.CharField(
+        "após a contestação", max_length=16, choices=ReleaseCheck.choices, blank=True, default=""
+    )
+    release_checked_at = models.DateTimeField("resposta final em", null=True, blank=True)
 
     class Meta:
         verbose_name = "estorno"
         verbose_name_plural = "estornos"
         ordering = ["charge", "id"]
+        indexes = [
+            # The refund sweep reads the released refunds still being asked about.
+            models.Index(
+                fields=["created_at"], name="charge_refund_release_pending", condition=Q(release_check="pending")
+            ),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(amount__gt=0), name="charge_refund_amount_positive"),
             models.UniqueConstraint(
@@ -291,6 +312,13 @@ class ReconciliationItem(models.Model):
         )
         REFUND_DIFFERS = "refund_differs", "Devolução em um lado só"
         UNKNOWN_HERE = "unknown_here", "Registro da adquirente sem correspondente aqui"
+        DUPLICATE_E2E = "duplicate_e2e", "Registro repetido (e2e id ou id de envio já visto)"
+        PARTIAL_RETURN = "partial_return", "Pix creditado integralmente, devolvido em parte na adquirente"
+        REFUNDED_THERE_CHARGEBACK_HERE = (
+            "refunded_there_chargeback_here",
+            "Devolvida na adquirente, contestada (MED) aqui",
+        )
+        RECORD_FAILED = "record_failed", "Registro que a conciliação não conseguiu conferir"
 
     class Direction(models.TextChoices):
         RECEIVED = "received", "Recebido (cobrança)"
@@ -307,8 +335,14 @@ class ReconciliationItem(models.Model):
         ACKNOWLEDGED = "acknowledged", "Ciente, sem movimentação de saldo"
         MONEY_ACTION = "money_action", "Movimentação de saldo pedida (aprovação)"
 
+    # None: found outside a daily run (the check of a refund a chargeback released).
     run = models.ForeignKey(
-        ReconciliationRun, on_delete=models.CASCADE, related_name="items", verbose_name="conciliação"
+        ReconciliationRun,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="items",
+        verbose_name="conciliação",
     )
     acquirer = models.ForeignKey(
         Acquirer, on_delete=models.PROTECT, related_name="reconciliation_items", verbose_name="adquirente"

@@ -6,31 +6,33 @@ call (:func:`acquirers.calls.call`: deadline, breaker, metrics) with no
 database connection, transaction or lock held while it waits. Only a
 complete fetch is matched: a listing that fails midway leaves the run
 failed and nothing applied (a partial listing would read as "unknown
-there"). Matching then runs in short transactions through the matchers the
-owning apps registered (:mod:`acquirers.reconcile`): they heal "paid there,
-pending here" through the records' own transition services and report
-everything else, which is stored here as :class:`ReconciliationItem` rows
-(one per acquirer, kind and key: a rerun adds none). Nothing is debited or
+there"). Matching then runs through the matchers the owning apps registered
+(:mod:`acquirers.reconcile`), one record at a time, each in its own short
+transaction: they heal "paid there, pending here" through the records' own
+transition services and report everything else, stored as it is found as
+:class:`~payments.models.ReconciliationItem` rows (one per acquirer, kind
+and key: a rerun adds none). A record that cannot be judged is an item of
+its own; the rest of the day is still judged. Nothing is debited or
 credited otherwise.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.core.cache import cache
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from acquirers import adapters, calls, reconcile
 from acquirers.adapters.base import AcquirerAdapter, Capability, InvalidOptions, ProviderListing, ProviderPixRecord
 from acquirers.models import Acquirer
-from acquirers.reconcile import Direction, Finding, Matching
-from payments.models import ReconciliationItem, ReconciliationRun
+from acquirers.reconcile import Direction, Matching
+from payments.models import ReconciliationRun
+from payments.reconcile_items import reconciliation_item_store
 
 logger = logging.getLogger(__name__)
 
@@ -103,54 +105,6 @@ class _Totals:
     healed_count: int = 0
 
 
-def _store(run: ReconciliationRun, direction: Direction, findings: Sequence[Finding]) -> None:
-    """One item per finding, or the one already there (its last sighting
-    refreshed): never a duplicate, never a resolved item reopened."""
-    now = timezone.now()
-    for finding in findings:
-        with transaction.atomic():
-            item, created = ReconciliationItem.objects.select_for_update().get_or_create(
-                acquirer_id=run.acquirer_id,
-                kind=finding.kind.value,
-                key=finding.key[:100],
-                defaults={
-                    "run": run,
-                    "direction": direction,
-                    "reference": finding.reference[:64],
-                    "e2e_id": (finding.e2e_id or "")[:64],
-                    "target_type": finding.target_type,
-                    "target_id": finding.target_id,
-                    "ours_status": finding.ours_status,
-                    "ours_amount": finding.ours_amount,
-                    "theirs_status": finding.theirs_status,
-                    "theirs_amount": finding.theirs_amount,
-                    "theirs_raw": dict(finding.raw),
-                    "detail": finding.detail[:500],
-                    "status": ReconciliationItem.Status.HEALED if finding.healed else ReconciliationItem.Status.OPEN,
-                    "resolution": ReconciliationItem.Resolution.HEALED if finding.healed else "",
-                    "resolved_at": now if finding.healed else None,
-                    "last_seen_at": now,
-                },
-            )
-            if not created:
-                # What each side says now (a payout "processing" there may have
-                # settled or failed since): staff decide on the latest word.
-                item.last_seen_at = now
-                item.ours_status, item.ours_amount = finding.ours_status, finding.ours_amount
-                item.theirs_status, item.theirs_amount = finding.theirs_status, finding.theirs_amount
-                item.theirs_raw = dict(finding.raw)
-                item.save(
-                    update_fields=[
-                        "last_seen_at",
-                        "ours_status",
-                        "ours_amount",
-                        "theirs_status",
-                        "theirs_amount",
-                        "theirs_raw",
-                    ]
-                )
-
-
 def _match(run: ReconciliationRun, listings: dict[Direction, list[ProviderPixRecord]]) -> _Totals:
     totals = _Totals()
     acquirer = run.acquirer
@@ -158,8 +112,12 @@ def _match(run: ReconciliationRun, listings: dict[Direction, list[ProviderPixRec
         matcher = reconcile.matcher(direction)
         if matcher is None:
             continue
-        matching: Matching = matcher(acquirer, records, run.window_start, run.window_end)
-        _store(run, direction, matching.findings)
+        # Each finding is stored as its record is judged (Matching.judge), not at the end.
+        matching = Matching(
+            store=functools.partial(reconciliation_item_store, acquirer_id=acquirer.pk, run=run, direction=direction)
+        )
+        matcher(acquirer, records, run.window_start, run.window_end, matching)
+        matching.flush()
         totals.matched_count += matching.matched_count
         totals.matched_amount += matching.matched_amount
         for finding in matching.findings:

@@ -8,11 +8,21 @@ is a finding for staff; nothing here debits or credits otherwise. The
 contract refuses failed or canceled → paid, so a Pix received for such a
 charge is recorded as a late payment (:mod:`payments.late_payments`), which
 staff credit or return by maker-checker; never credited here.
+
+Each record is judged by :func:`_judge` through ``Matching.judge`` (its own
+savepoint; an error is an item for that record, the day goes on). Never
+dropped: a record repeating an e2e id already seen (in the listing, or held
+by another charge here: applying it would credit one Pix twice), a Pix
+partly returned to the payer there that is credited here in full, and a Pix
+returned there by a refund while charged back here (the payer may have been
+repaid twice).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import functools
 import logging
 from collections.abc import Sequence
 
@@ -20,6 +30,7 @@ from acquirers.adapters.base import Notification, NotificationEvent, ProviderPix
 from acquirers.models import Acquirer
 from acquirers.reconcile import Finding, FindingKind, Matching, Ours
 from core.exceptions import PixServiceError
+from core.money import brl
 from payments.events import PAID_ONCE, charge_event_apply
 from payments.late_payments import LATE_FROM
 from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
@@ -32,15 +43,34 @@ TARGET = "payments.charge"
 _RECEIVED = frozenset({R.PAID, R.REFUNDED})
 
 
-def _received(records: Sequence[ProviderPixRecord]) -> tuple[list[ProviderPixRecord], dict[str, ProviderPixRecord]]:
-    """The Pix received, once each (``GET /pix`` and a cob's ``pix[]`` name
-    the same Pix), and what the acquirer says of charges with no Pix."""
+#: A repeated record and the one first listed with its e2e id.
+Repeat = tuple[ProviderPixRecord, ProviderPixRecord]
+
+
+def _what_it_says(record: ProviderPixRecord) -> tuple[object, ...]:
+    """A listed Pix's content: ``GET /pix`` and a cob's ``pix[]`` list the
+    same Pix twice with the same content, one record, not a repeat."""
+    return (record.reference, record.amount, record.status, record.returned, record.returns)
+
+
+def _received(
+    records: Sequence[ProviderPixRecord],
+) -> tuple[list[ProviderPixRecord], list[Repeat], dict[str, ProviderPixRecord]]:
+    """The Pix received, once each; the records that repeat an e2e id with
+    something else (another txid, amount or state: reported, never applied);
+    and what the acquirer says of charges with no Pix."""
     pix: list[ProviderPixRecord] = []
-    seen: set[str] = set()
+    repeats: list[Repeat] = []
+    first: dict[str, ProviderPixRecord] = {}
     for record in records:
-        if record.e2e_id and record.e2e_id not in seen and record.status in _RECEIVED:
-            seen.add(record.e2e_id)
+        if not record.e2e_id or record.status not in _RECEIVED:
+            continue
+        seen = first.get(record.e2e_id)
+        if seen is None:
+            first[record.e2e_id] = record
             pix.append(record)
+        elif _what_it_says(record) != _what_it_says(seen):
+            repeats.append((record, seen))
     with_pix = {r.reference for r in pix}
     states: dict[str, ProviderPixRecord] = {}
     for record in records:
@@ -51,7 +81,7 @@ def _received(records: Sequence[ProviderPixRecord]) -> tuple[list[ProviderPixRec
             with_pix.add(record.reference)
         else:
             states[record.reference] = record
-    return pix, states
+    return pix, repeats, states
 
 
 def _finding(
@@ -60,7 +90,11 @@ def _finding(
     ours = None
     if charge is not None:
         ours = Ours(TARGET, str(charge.pk), charge.status, charge.amount, charge.txid, charge.e2e_id)
-    return Finding.of(kind, record, ours, key_by_e2e=True, healed=healed, detail=detail)
+    finding = Finding.of(kind, record, ours, key_by_e2e=True, healed=healed, detail=detail)
+    if kind is K.DUPLICATE_E2E and record is not None:
+        # Several records may repeat one e2e id: each is an item of its own.
+        finding = dataclasses.replace(finding, key=f"{record.e2e_id}:{record.reference}")
+    return finding
 
 
 def _paid(record: ProviderPixRecord, charge: Charge) -> Notification:
@@ -123,8 +157,43 @@ def _late(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matchin
     matching.match(record.amount)
 
 
-def _judge(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matching: Matching) -> None:
-    """One Pix received for one of our charges."""
+def _partial_return(record: ProviderPixRecord, charge: Charge) -> Finding:
+    """Credited here in full, partly returned to the payer there: for staff
+    (the contract has no partial refund; nothing is debited automatically)."""
+    if record.returned:
+        returned = f"{brl(record.returned)} de {brl(record.amount)} já devolvidos ao pagador na adquirente"
+    else:
+        returned = f"devolução em andamento na adquirente ({record.returns} listada)"
+    detail = f"Pix creditado pelo valor integral aqui; {returned}. Nada debitado: decida com o lojista."
+    return _finding(K.PARTIAL_RETURN, record, charge, detail=detail)
+
+
+def _returned_by_refund(record: ProviderPixRecord) -> int:
+    """What went back to the payer there other than by MED (a refund). An
+    adapter that lists no amounts returned: all of it, if the Pix is returned."""
+    if record.returned:
+        return record.returned - record.returned_by_med
+    return record.amount if record.status is R.REFUNDED else 0
+
+
+def _judge(
+    acquirer: Acquirer,
+    record: ProviderPixRecord,
+    charge: Charge | None,
+    holders: dict[str, Charge],
+    matching: Matching,
+) -> None:
+    """One Pix received (or a charge said paid with none listed): the one
+    place a record of the received listing is judged."""
+    if charge is None:
+        matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
+        return
+    holder = holders.get(record.e2e_id) if record.e2e_id else None
+    if holder is not None and holder.pk != charge.pk:
+        # Applying it would credit one Pix twice (and break the e2e id's unique constraint).
+        detail = f"e2e id já usado pela cobrança {holder.pk} (txid {holder.txid}) aqui; nada aplicado."
+        matching.findings.append(_finding(K.DUPLICATE_E2E, record, charge, detail=detail))
+        return
     if charge.status in LATE_FROM:
         _late(acquirer, record, charge, matching)
         return
@@ -153,38 +222,77 @@ def _judge(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matchi
         matching.findings.append(finding)
         if finding.healed:
             matching.match(record.amount)
+            if record.returns or record.returned:
+                # Paid, so healed (the status poll would credit it too), but part went back.
+                matching.findings.append(_partial_return(record, charge))
         return
     if record.e2e_id and charge.e2e_id and record.e2e_id != charge.e2e_id:
         matching.findings.append(_another_pix(record, charge))
         return
-    refunded_here = charge.status == ChargeStatus.REFUNDED
-    if (record.status is R.REFUNDED) != refunded_here and charge.status != ChargeStatus.CHARGEBACK:
+    if charge.status == ChargeStatus.CHARGEBACK:
+        if _returned_by_refund(record) > 0:
+            detail = (
+                "Devolvido ao pagador na adquirente e contestado (MED) aqui: o pagador pode ter recebido o valor "
+                "duas vezes. Nada debitado automaticamente."
+            )
+            matching.findings.append(_finding(K.REFUNDED_THERE_CHARGEBACK_HERE, record, charge, detail=detail))
+            return
+        matching.match(record.amount)
+        return
+    if (record.status is R.REFUNDED) != (charge.status == ChargeStatus.REFUNDED):
         matching.findings.append(_finding(K.REFUND_DIFFERS, record, charge))
+        return
+    if charge.status == ChargeStatus.PAID and record.returned:
+        matching.findings.append(_partial_return(record, charge))
         return
     matching.match(record.amount)
 
 
+def _repeated(record: ProviderPixRecord, first: ProviderPixRecord, charge: Charge | None, matching: Matching) -> None:
+    """A second record with an e2e id the listing already gave another record."""
+    detail = (
+        f"Mesmo e2e id de outro registro da listagem (txid {first.reference or '—'}, {brl(first.amount)}, "
+        f"{first.status.value}); este registro não foi aplicado."
+    )
+    matching.findings.append(_finding(K.DUPLICATE_E2E, record, charge, detail=detail))
+
+
+def _failed(record: ProviderPixRecord | None, charge: Charge | None, detail: str) -> Finding:
+    return _finding(K.RECORD_FAILED, record, charge, detail=detail)
+
+
 def charges_match(
-    acquirer: Acquirer, records: Sequence[ProviderPixRecord], start: dt.datetime, end: dt.datetime
-) -> Matching:
+    acquirer: Acquirer,
+    records: Sequence[ProviderPixRecord],
+    start: dt.datetime,
+    end: dt.datetime,
+    matching: Matching,
+) -> None:
     """The acquirer's received listing for ``[start, end)`` against its charges."""
-    matching = Matching()
-    pix, states = _received(records)
-    txids = {r.reference for r in pix if r.reference}
-    charges = {
-        c.txid: c
-        for c in Charge.objects.filter(acquirer=acquirer, txid__in=txids).only(
-            "pk", "txid", "status", "amount", "e2e_id", "acquirer_id"
-        )
-    }
+    pix, repeats, states = _received(records)
+    txids = {r.reference for r in pix + [r for r, _ in repeats] if r.reference}
+    fields = ("pk", "txid", "status", "amount", "e2e_id", "acquirer_id")
+    charges = {c.txid: c for c in Charge.objects.filter(acquirer=acquirer, txid__in=txids).only(*fields)}
+    # Charges here (of any acquirer: the e2e id is unique across them) holding the listed e2e ids.
+    e2e_ids = {r.e2e_id for r in pix if r.e2e_id}
+    holders = {c.e2e_id: c for c in Charge.objects.filter(e2e_id__in=e2e_ids).only("pk", "txid", "e2e_id") if c.e2e_id}
     seen: set[str] = set()
     for record in pix:
         charge = charges.get(record.reference)
-        if charge is None:
-            matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
-            continue
-        seen.add(charge.txid)
-        _judge(acquirer, record, charge, matching)
+        if charge is not None:
+            seen.add(charge.txid)
+        matching.judge(
+            record,
+            functools.partial(_judge, acquirer, record, charge, holders, matching),
+            failed=functools.partial(_failed, record, charge),
+        )
+    for record, first in repeats:
+        charge = charges.get(record.reference)
+        matching.judge(
+            record,
+            functools.partial(_repeated, record, first, charge, matching),
+            failed=functools.partial(_failed, record, charge),
+        )
     paid_here = (
         Charge.objects.filter(acquirer=acquirer, paid_at__gte=start, paid_at__lt=end, status__in=PAID_ONCE)
         .exclude(txid__in=seen)
@@ -194,4 +302,4 @@ def charges_match(
         # Credited here, not received there: an alarm for staff, never debited automatically.
         logger.error("reconciliation: charge %s is paid here but %s does not list it", charge.pk, acquirer.key)
         matching.findings.append(_finding(K.PAID_HERE_UNKNOWN_THERE, states.get(charge.txid), charge))
-    return matching
+        matching.flush()

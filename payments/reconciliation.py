@@ -10,6 +10,7 @@ import time
 import uuid
 
 from django.core.cache import cache
+from django.db import DatabaseError
 from django.utils import timezone
 
 from acquirers import adapters, calls
@@ -97,4 +98,10 @@ def charges_reconcile(
             logger.warning("reconciling charge %s: %s: %s", charge_id, type(exc).__name__, exc)
         except PixServiceError as exc:  # a refused transition, an amount that differs: staff's
             logger.warning("reconciling charge %s: %s", charge_id, exc.message)
+        except DatabaseError:
+            # A Pix the database refuses for this charge (its e2e id held by
+            # another charge): this charge's alone. The oldest charges come
+            # first, so letting it escape would stop every poll behind it, run
+            # after run; the daily reconciliation reports it to staff.
+            logger.exception("reconciling charge %s: not applied", charge_id)
     return changed

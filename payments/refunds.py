@@ -24,6 +24,12 @@ back); a refund that is done turns it into the refund: the transition to
 transaction, so the balance moves once. An unclear answer (timeout, 5xx, an
 answer that cannot be read) releases nothing.
 
+A chargeback that takes the money while a refund is processing releases
+the reservation (the chargeback's debit replaces it), but the acquirer may
+still make the devolução: such a refund is then asked about, never asked
+for, until the acquirer's answer is final (:mod:`payments.refunds_released`:
+the payer repaid twice is an item for staff, nothing debited automatically).
+
 Every change here runs under the charge's row lock, then the balance's (the
 order of ``charge_transition``), in the transaction that changes the
 :class:`~payments.models.ChargeRefund` row. No transaction or lock is held
@@ -33,25 +39,29 @@ while the acquirer is asked.
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import functools
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account, LedgerEntry
 from accounts.services import balance_lock, ledger_post
 from acquirers import adapters, calls
-from acquirers.adapters.base import AdapterError, InvalidOptions, RefundRequest, RefundStatus
+from acquirers.adapters.base import AdapterError, InvalidOptions, RefundStatus
 from acquirers.calls import Outcome
 from core.exceptions import BusinessRuleError
 from payments import exceptions as err
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
+from payments.refund_requests import RefundAnswer as RefundAnswer
+from payments.refund_requests import RefundOutcome as RefundOutcome
+from payments.refund_requests import refund_id_for as refund_id_for
+from payments.refund_requests import refund_request_for
+from payments.refunds_released import charge_refund_release_check
 from payments.selectors import charge_get
 
 logger = logging.getLogger(__name__)
@@ -59,29 +69,6 @@ logger = logging.getLogger(__name__)
 R = ChargeRefund.Status
 #: How often beat's sweep hands one refund left processing to a worker again.
 SWEEP_EVERY = dt.timedelta(minutes=5)
-
-
-class RefundOutcome(enum.StrEnum):
-    REFUNDED = "refunded"  # the acquirer returned the money; the charge is refunded
-    PROCESSING = "processing"  # asked; the acquirer's callback (or asking again) finishes it
-    MARKED = "marked"  # no money to move at the acquirer: marked refunded here only
-    FAILED = "failed"  # the acquirer says it did not make it; a reservation is released
-    UNDETERMINED = "undetermined"  # no definitive answer: nothing released, asked again
-    ENDED = "ended"  # the refund had ended already (done, failed, or released by a chargeback)
-
-
-@dataclass(frozen=True)
-class RefundAnswer:
-    """What asking the acquirer came to, and what it said (for staff's messages)."""
-
-    outcome: RefundOutcome
-    detail: str = ""
-
-
-def refund_id_for(charge_id: uuid.UUID | str) -> str:
-    """The devolução id of a charge's full refund: derived from the charge, so
-    asking again names the same devolução (idempotent at the acquirer)."""
-    return "D" + uuid.UUID(str(charge_id)).hex
 
 
 # --------------------------------------------------------------------------- the shared part
@@ -98,14 +85,7 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
     # reservation): it is reached at call time, not at import.
     from payments import services
 
-    request = RefundRequest(
-        charge_id=charge.pk,
-        txid=charge.txid,
-        e2e_id=charge.e2e_id or "",
-        refund_id=refund_id_for(charge.pk),
-        amount=charge.amount,
-        reason=reason,
-    )
+    request = refund_request_for(charge, reason=reason)
     # The one guarded call: deadline, outcome, latency metric and breaker as
     # for a charge or a payout.
     call = calls.call(charge.acquirer, "refund", lambda adapter: adapter.refund_charge(request))
@@ -124,6 +104,8 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
         return RefundAnswer(RefundOutcome.FAILED, detail)
     if result.status is RefundStatus.PROCESSING:
         return RefundAnswer(RefundOutcome.PROCESSING)
+    if result.status is not RefundStatus.DONE:  # "not found" is no answer to a request to make it
+        return RefundAnswer(RefundOutcome.UNDETERMINED, result.status.value)
     services.charge_transition(charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=source, actor=actor)
     return RefundAnswer(RefundOutcome.REFUNDED)
 
@@ -224,7 +206,11 @@ def charge_refund_close(*, charge: Charge, status: str, failure_reason: str = ""
     refund.status = status
     refund.finished_at = timezone.now()
     refund.failure_reason = failure_reason[:500]
-    refund.save(update_fields=["status", "finished_at", "failure_reason"])
+    if status == R.RELEASED:
+        # The acquirer may still make it: asked about until it answers for good
+        # (beat's sweep hands it to charge_refund_pursue).
+        refund.release_check = ChargeRefund.ReleaseCheck.PENDING
+    refund.save(update_fields=["status", "finished_at", "failure_reason", "release_check"])
     ledger_post(
         account_id=charge.account_id,
         amount=refund.amount,
@@ -308,9 +294,13 @@ def refund_pursue_later(*, refund_id: int, countdown: float = 0) -> None:
 def charge_refund_pursue(*, refund_id: int) -> RefundOutcome:
     """The acquirer's side of a refund asked by API: ask it (the same
     devolução every time) and apply its definitive answer. Idempotent: a
-    refund that ended already (done, failed, released by a chargeback) is
-    left as it is. ``processing`` and ``undetermined`` mean: ask again later."""
+    refund that ended already (done, failed) is left as it is; one a
+    chargeback released is asked about, never asked for
+    (:func:`charge_refund_release_check`). ``processing`` and
+    ``undetermined`` mean: ask again later."""
     refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
+    if refund.status == R.RELEASED:
+        return charge_refund_release_check(refund_id=refund.pk)
     if refund.status != R.PROCESSING:
         return RefundOutcome.ENDED
     actor = "api" if refund.source == ChargeRefund.Source.API else ""
@@ -326,11 +316,15 @@ def refunds_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: 
     """Beat's net under the refund tasks (a hand-off lost with the broker, a
     task that ran out of retries, a staff refund answered "processing" whose
     callback never came, or one that got no definitive answer): every refund
-    still processing for longer than ``older_than`` is handed to a worker
-    again, each at most once per :data:`SWEEP_EVERY` whichever process runs
-    this. Returns how many."""
+    still processing for longer than ``older_than``, or released by a
+    chargeback and not yet answered for good, is handed to a worker again,
+    each at most once per :data:`SWEEP_EVERY` whichever process runs this.
+    Returns how many."""
     ids = (
-        ChargeRefund.objects.filter(status=R.PROCESSING, created_at__lte=timezone.now() - older_than)
+        ChargeRefund.objects.filter(
+            Q(status=R.PROCESSING) | Q(release_check=ChargeRefund.ReleaseCheck.PENDING),
+            created_at__lte=timezone.now() - older_than,
+        )
         .order_by("created_at")
         .values_list("pk", flat=True)
         .iterator(chunk_size=500)

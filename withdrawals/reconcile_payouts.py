@@ -8,11 +8,18 @@ was taken when the withdrawal was accepted). Everything else is a finding
 for staff and moves no money: a payout sent there for a withdrawal that
 failed here (its debit given back) is never debited again automatically,
 nor is a payout that failed there credited back.
+
+Each record is judged through ``Matching.judge`` (its own savepoint; an
+error is an item for that record, the day goes on). A record that repeats a
+payout's idempotency id with another e2e id (two Pix sent for one payout),
+or an e2e id another record already named, is reported, never applied.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -57,7 +64,11 @@ def _finding(
             withdrawal.idempotency_id,
             withdrawal.e2e_id,
         )
-    return Finding.of(kind, record, ours, key_by_e2e=False, healed=healed, detail=detail)
+    finding = Finding.of(kind, record, ours, key_by_e2e=False, healed=healed, detail=detail)
+    if kind is K.DUPLICATE_E2E and record is not None:
+        # One payout may be named by several records: each is an item of its own.
+        finding = dataclasses.replace(finding, key=f"{record.reference}:{record.e2e_id or ''}")
+    return finding
 
 
 def _heal(acquirer: Acquirer, record: ProviderPixRecord, withdrawal: Withdrawal) -> Finding:
@@ -116,18 +127,53 @@ def _judge(acquirer: Acquirer, record: ProviderPixRecord, withdrawal: Withdrawal
         matching.match(record.amount)
 
 
-def payouts_match(
-    acquirer: Acquirer, records: Sequence[ProviderPixRecord], start: dt.datetime, end: dt.datetime
-) -> Matching:
-    """The acquirer's sent listing for ``[start, end)`` against the payouts sent to it."""
-    matching = Matching()
+def _sent(
+    records: Sequence[ProviderPixRecord],
+) -> tuple[dict[str, ProviderPixRecord], list[tuple[ProviderPixRecord, str]], list[ProviderPixRecord]]:
+    """The latest record of each payout (by idempotency id); the records
+    that repeat a payout with another e2e id, or an e2e id another payout's
+    record named, each with why; and the records that name no payout."""
     latest: dict[str, ProviderPixRecord] = {}
+    repeats: list[tuple[ProviderPixRecord, str]] = []
+    named: dict[str, str] = {}  # e2e id -> the idempotency id whose record named it first
     unnamed: list[ProviderPixRecord] = []
     for record in records:
-        if record.reference:
-            latest[record.reference] = record
-        else:
+        if not record.reference:
             unnamed.append(record)
+            continue
+        owner = named.setdefault(record.e2e_id, record.reference) if record.e2e_id else record.reference
+        earlier = latest.get(record.reference)
+        if owner != record.reference:
+            repeats.append((record, f"Mesmo e2e id do envio {owner}; este registro não foi aplicado."))
+            continue
+        if earlier is not None and earlier.e2e_id and record.e2e_id and earlier.e2e_id != record.e2e_id:
+            # Two Pix sent under one idempotency id: the payout may have been paid twice.
+            repeats.append((earlier, f"Outro Pix ({record.e2e_id}) enviado com o mesmo id de envio."))
+        latest[record.reference] = record
+    return latest, repeats, unnamed
+
+
+def _repeated(record: ProviderPixRecord, detail: str, withdrawal: Withdrawal | None, matching: Matching) -> None:
+    matching.findings.append(_finding(K.DUPLICATE_E2E, record, withdrawal, detail=detail))
+
+
+def _unknown(record: ProviderPixRecord, matching: Matching) -> None:
+    matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
+
+
+def _failed(record: ProviderPixRecord | None, withdrawal: Withdrawal | None, detail: str) -> Finding:
+    return _finding(K.RECORD_FAILED, record, withdrawal, detail=detail)
+
+
+def payouts_match(
+    acquirer: Acquirer,
+    records: Sequence[ProviderPixRecord],
+    start: dt.datetime,
+    end: dt.datetime,
+    matching: Matching,
+) -> None:
+    """The acquirer's sent listing for ``[start, end)`` against the payouts sent to it."""
+    latest, repeats, unnamed = _sent(records)
     withdrawals = {
         w.idempotency_id: w
         for w in Withdrawal.objects.filter(idempotency_id__in=latest).only(
@@ -143,13 +189,28 @@ def payouts_match(
     for reference, record in latest.items():
         withdrawal = withdrawals.get(reference)
         if withdrawal is None or reference not in sent_here:
-            matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
+            matching.judge(
+                record, functools.partial(_unknown, record, matching), failed=functools.partial(_failed, record, None)
+            )
             continue
         seen.add(reference)
-        _judge(acquirer, record, withdrawal, matching)
+        matching.judge(
+            record,
+            functools.partial(_judge, acquirer, record, withdrawal, matching),
+            failed=functools.partial(_failed, record, withdrawal),
+        )
+    for record, detail in repeats:
+        withdrawal = withdrawals.get(record.reference) if record.reference in sent_here else None
+        matching.judge(
+            record,
+            functools.partial(_repeated, record, detail, withdrawal, matching),
+            failed=functools.partial(_failed, record, withdrawal),
+        )
     for record in unnamed:
         # Sent without our idempotency id (from the acquirer's app, say): not a payout of ours.
-        matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
+        matching.judge(
+            record, functools.partial(_unknown, record, matching), failed=functools.partial(_failed, record, None)
+        )
     paid_here = (
         Withdrawal.objects.filter(acquirer=acquirer, paid_at__gte=start, paid_at__lt=end, status__in=_SETTLED_HERE)
         .exclude(idempotency_id__in=seen)
@@ -158,7 +219,7 @@ def payouts_match(
     for withdrawal in paid_here.iterator():
         logger.error("reconciliation: payout %s is paid here but %s does not list it", withdrawal.pk, acquirer.key)
         matching.findings.append(_finding(K.PAID_HERE_UNKNOWN_THERE, None, withdrawal))
-    return matching
+        matching.flush()
 
 
 # --------------------------------------------------------------------------- staff's resolution

@@ -205,6 +205,8 @@ class RefundStatus(enum.StrEnum):
     PROCESSING = "processing"
     DONE = "done"  # the money went back to the payer
     FAILED = "failed"
+    #: The acquirer has no such devolução (only :meth:`AcquirerAdapter.refund_status` says so).
+    NOT_FOUND = "not_found"
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,12 @@ class ProviderPixRecord:
     e2e_id: str | None = None
     occurred_at: dt.datetime | None = None
     returned: int = 0  # centavos returned to the payer (devoluções DEVOLVIDO)
+    #: Devoluções listed with the Pix, whatever their status: one still in
+    #: progress is money on its way back to the payer.
+    returns: int = 0
+    #: Of ``returned``, the centavos returned by MED (natureza ``MED_*``): the
+    #: return a chargeback makes, not a refund.
+    returned_by_med: int = 0
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -267,7 +275,7 @@ Capability = Literal["charge", "payout", "refund", "cancel", "charge_status", "l
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     "charge": ("create_charge",),
     "payout": ("create_payout", "get_payout_status"),
-    "refund": ("refund_charge",),
+    "refund": ("refund_charge", "refund_status"),
     "cancel": ("cancel_charge",),
     "charge_status": ("charge_status",),
     "list_received": ("list_received",),
@@ -363,6 +371,12 @@ class AcquirerAdapter(abc.ABC):
 
     def refund_charge(self, request: RefundRequest) -> RefundResult:
         """Return a paid charge's money to the payer; idempotent on ``request.refund_id``."""
+        raise CapabilityNotSupported(f"{self.name}: refunds are not supported")
+
+    def refund_status(self, request: RefundRequest) -> RefundResult:
+        """Where the refund ``request.refund_id`` stands, asking only: never
+        makes one (a refund a chargeback released must not be made by asking).
+        :attr:`RefundStatus.NOT_FOUND` when the acquirer has none."""
         raise CapabilityNotSupported(f"{self.name}: refunds are not supported")
 
     def create_payout(self, request: PayoutRequest) -> PayoutResult:

@@ -24,7 +24,9 @@ Pix it received; a refund it made marks it returned).
 Refunds (``refund``): ``ok`` returns the money at once; ``processing`` answers
 "processing" and returns it on the next ask; ``fail`` answers that the refund
 was not made; ``timeout`` returns it, then answers past the deadline. Asking
-again for the same refund id answers its recorded state (idempotent).
+again for the same refund id answers its recorded state (idempotent);
+``refund_status`` reads it without making one (a processing refund settles
+on the next read too), "not found" when none was asked for.
 What the sandbox "created" or received (charges, cancellations, payouts and
 how many times each payout was requested) is kept in Redis so every process
 sees the same acquirer.
@@ -338,21 +340,26 @@ class SandboxAdapter(AcquirerAdapter):
 
     def refund_charge(self, request: RefundRequest) -> RefundResult:
         key = self._key("refund", request.refund_id)
-        stored = _state().get(key)
-        recorded = str(stored) if stored is not None else None
+        if _state().get(key) is not None:
+            return self.refund_status(request)  # asked again: its recorded state
         behaviour = self.options.get("refund", "ok")
-        if recorded == RefundStatus.PROCESSING.value:
-            # The second ask finds it done, as a devolução settles at a real PSP.
+        status = {"fail": RefundStatus.FAILED, "processing": RefundStatus.PROCESSING}.get(behaviour, RefundStatus.DONE)
+        _state().set(key, status.value, ex=_STATE_TTL)
+        if behaviour == "timeout":
+            self._late()  # returned, but we hear nothing in time
+        return self._refund_result(request, status)
+
+    def refund_status(self, request: RefundRequest) -> RefundResult:
+        key = self._key("refund", request.refund_id)
+        stored = _state().get(key)
+        status = RefundStatus(str(stored)) if stored is not None else RefundStatus.NOT_FOUND
+        if status is RefundStatus.PROCESSING:
+            # The next ask (or look) finds it done, as a devolução settles at a real PSP.
             _state().set(key, RefundStatus.DONE.value, ex=_STATE_TTL)
-            recorded = RefundStatus.DONE.value
-        if recorded is None:
-            recorded = {"fail": RefundStatus.FAILED, "processing": RefundStatus.PROCESSING}.get(
-                behaviour, RefundStatus.DONE
-            ).value
-            _state().set(key, recorded, ex=_STATE_TTL)
-            if behaviour == "timeout":
-                self._late()  # returned, but we hear nothing in time
-        status = RefundStatus(recorded)
+            status = RefundStatus.DONE
+        return self._refund_result(request, status)
+
+    def _refund_result(self, request: RefundRequest, status: RefundStatus) -> RefundResult:
         if status is RefundStatus.DONE:
             self.received_refunded(request.txid)
         reason = "sandbox: refund refused (options.refund = fail)" if status is RefundStatus.FAILED else ""

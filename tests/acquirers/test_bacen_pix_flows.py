@@ -321,6 +321,23 @@ def test_reconciliation_leaves_recent_and_active_charges(charge: Charge, fake_ps
     assert refresh(charge).status == S.PENDING
 
 
+def test_the_status_poll_goes_on_past_a_charge_whose_pix_another_charge_holds(
+    api: APIClient, charge: Charge, fake_psp: FakePsp, account: Account
+) -> None:
+    """The oldest pending charge comes first: one the database refuses must
+    not stop the poll of every charge after it, run after run."""
+    held = fake_psp.pay(charge.txid)
+    holder = api.post("/api/transactions", BODY, format="json").json()["data"]["id"]
+    Charge.objects.filter(pk=holder).update(status=S.PAID, e2e_id=held)  # paid here with that Pix already
+    genuine = Charge.objects.get(pk=api.post("/api/transactions", BODY, format="json").json()["data"]["id"])
+    fake_psp.pay(genuine.txid)
+
+    assert charges_reconcile(older_than=dt.timedelta(0)) == 1
+
+    assert (refresh(charge).status, refresh(genuine).status) == (S.PENDING, S.PAID)
+    assert available_balance(account) == ledger_sum(account) == LIQUID
+
+
 # --------------------------------------------------------------------------- refunds
 
 

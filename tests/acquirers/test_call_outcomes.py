@@ -119,6 +119,9 @@ class Scripted(AcquirerAdapter):
             _fail(self.options["refund"])
         return RefundResult(status=RefundStatus.DONE)
 
+    def refund_status(self, request: RefundRequest) -> RefundResult:
+        return self.refund_charge(request)
+
     def charge_status(self, txid: str) -> ChargeStatusResult:
         if self.options["lookup"] != "ok":
             _fail(self.options["lookup"])

@@ -104,7 +104,9 @@ def test_an_adapter_claiming_what_it_does_not_implement_is_refused_at_registrati
         def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
             return []
 
-    with pytest.raises(TypeError, match="create_charge, create_payout, get_payout_status, refund_charge"):
+    with pytest.raises(
+        TypeError, match="create_charge, create_payout, get_payout_status, refund_charge, refund_status"
+    ):
         adapters.register(Boasts)
     assert "test_cap_boasts" not in adapters.adapter_names()
 

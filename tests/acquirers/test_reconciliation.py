@@ -68,6 +68,12 @@ def items() -> list[tuple[str, str, str]]:
     return sorted(ReconciliationItem.objects.values_list("kind", "key", "status"))
 
 
+def paid_here(acquirer: Acquirer, charge: Charge, e2e_id: str) -> None:
+    """The acquirer's notification of the Pix, applied here (as its callback would be)."""
+    notification = Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id=e2e_id)
+    charge_event_apply(acquirer=acquirer, notification=notification, source="acquirer")
+
+
 def pages(psp: FakePsp, operation: str) -> list[str]:
     return [c.query for c in psp.calls_of(operation)]
 
@@ -231,8 +237,7 @@ def test_a_pix_returned_there_but_paid_here_is_an_item_and_debits_nothing(
 ) -> None:
     charge = new_charge(api)
     e2e_id = fake_psp.pay(charge.txid)
-    notification = Notification(event=NotificationEvent.CHARGE_PAID, reference=charge.txid, e2e_id=e2e_id)
-    charge_event_apply(acquirer=bacen_acquirer, notification=notification, source="acquirer")  # paid here
+    paid_here(bacen_acquirer, charge, e2e_id)
     charge.refresh_from_db()
     assert charge.status == ChargeStatus.PAID
     with fake_psp.lock:  # then returned to the payer at the PSP, out of band
@@ -431,3 +436,240 @@ def test_the_task_and_the_command_reconcile_on_demand(bacen_acquirer: Acquirer, 
 
     assert f"{bacen_acquirer.key} {today()}: done; matched 0" in out.getvalue()
     assert ReconciliationRun.objects.get().executions == 2
+
+
+# --------------------------------------------------------------------------- bad records (issue 29, part 4)
+
+
+def test_a_record_whose_e2e_id_another_charge_holds_is_an_item_and_the_rest_of_the_day_is_healed(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    other, clashing = new_charge(api), new_charge(api)
+    reused = fake_psp.pay(clashing.txid)  # the PSP lists this Pix for `clashing`...
+    # ...whose e2e id another charge here already holds (paid on another day).
+    Charge.objects.filter(pk=other.pk).update(
+        status=ChargeStatus.PAID, e2e_id=reused, paid_at=timezone.now() - dt.timedelta(days=3)
+    )
+    genuine = [new_charge(api) for _ in range(2)]
+    e2e_ids = [fake_psp.pay(c.txid) for c in genuine]  # listed after it; their callbacks were lost
+
+    run = reconcile(bacen_acquirer)
+
+    assert (run.status, run.healed_count, run.unmatched_count) == ("done", 2, 1), run.error
+    for charge in genuine:
+        charge.refresh_from_db()
+        assert charge.status == ChargeStatus.PAID
+    clashing.refresh_from_db()
+    assert (clashing.status, clashing.e2e_id) == (ChargeStatus.PENDING, None)
+    item = ReconciliationItem.objects.get(kind=K.DUPLICATE_E2E)
+    assert (item.status, item.e2e_id, item.target_id) == ("open", reused, str(clashing.pk))
+    assert str(other.pk) in item.detail
+    assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
+    before = items()
+
+    again = reconcile(bacen_acquirer)
+
+    assert (again.status, again.healed_count, again.unmatched_count) == ("done", 0, 1)
+    assert items() == before
+    assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
+    assert before == sorted(
+        [
+            *((K.PAID_THERE_NOT_HERE, e, "healed") for e in e2e_ids),
+            (K.DUPLICATE_E2E, f"{reused}:{clashing.txid}", "open"),
+        ]
+    )
+
+
+def test_an_error_on_one_record_rolls_back_that_record_only_and_is_an_item(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    charges = [new_charge(api) for _ in range(3)]
+    e2e_ids = [fake_psp.pay(c.txid) for c in charges]
+    broken = charges[0]
+
+    def apply_then_break(**kwargs: Any) -> Any:
+        result = charge_event_apply(**kwargs)  # the payment is applied, then something fails
+        if kwargs["notification"].reference == broken.txid:
+            raise RuntimeError("falha depois do crédito")
+        return result
+
+    monkeypatch.setattr("payments.reconcile_charges.charge_event_apply", apply_then_break)
+
+    run = reconcile(bacen_acquirer)
+
+    assert (run.status, run.healed_count, run.unmatched_count) == ("done", 2, 1), run.error
+    broken.refresh_from_db()
+    assert (broken.status, broken.e2e_id) == (ChargeStatus.PENDING, None)  # its credit rolled back with it
+    failed = ReconciliationItem.objects.get(kind=K.RECORD_FAILED)
+    assert (failed.key, failed.status, failed.target_id) == (e2e_ids[0], "open", str(broken.pk))
+    assert "RuntimeError: falha depois do crédito" in failed.detail
+    assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
+    assert WebhookEvent.objects.filter(account=account, status="paid").count() == 2
+
+    again = reconcile(bacen_acquirer)  # the record still breaks: the same item, nothing else
+
+    assert (again.status, again.healed_count, again.unmatched_count) == ("done", 0, 1)
+    assert ReconciliationItem.objects.count() == 3
+    assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
+
+
+def test_findings_are_stored_as_they_come_when_the_run_dies_midway(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    for charge in [new_charge(api) for _ in range(3)]:
+        fake_psp.pay(charge.txid)
+    applied: list[str] = []
+
+    def out_of_time_at_the_third(**kwargs: Any) -> Any:
+        if len(applied) == 2:
+            raise SoftTimeLimitExceeded()  # the task's time limit: not the record's fault, the run ends
+        applied.append(kwargs["notification"].e2e_id)
+        return charge_event_apply(**kwargs)
+
+    monkeypatch.setattr("payments.reconcile_charges.charge_event_apply", out_of_time_at_the_third)
+
+    with pytest.raises(SoftTimeLimitExceeded):
+        reconcile(bacen_acquirer)
+
+    assert ReconciliationRun.objects.get().status == ReconciliationRun.Status.FAILED
+    # What was healed before is stored with its item, not lost with the end of the run.
+    assert items() == sorted((K.PAID_THERE_NOT_HERE, e, "healed") for e in applied)
+    assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
+
+
+def test_a_second_record_with_an_e2e_id_already_listed_is_an_item_and_never_applied(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    first, second = new_charge(api), new_charge(api)
+    e2e_id = fake_psp.pay(first.txid)
+    with fake_psp.lock:  # the PSP's charge listing names the same Pix under another charge
+        cob = fake_psp.cobs[second.txid]
+        cob["status"] = "CONCLUIDA"
+        cob["pix"] = [{**fake_psp.pix[e2e_id], "txid": second.txid}]
+
+    run = reconcile(bacen_acquirer)
+
+    assert (run.status, run.healed_count, run.unmatched_count) == ("done", 1, 1)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, second.status) == (ChargeStatus.PAID, ChargeStatus.PENDING)
+    assert items() == sorted(
+        [(K.PAID_THERE_NOT_HERE, e2e_id, "healed"), (K.DUPLICATE_E2E, f"{e2e_id}:{second.txid}", "open")]
+    )
+    repeated = ReconciliationItem.objects.get(kind=K.DUPLICATE_E2E)
+    assert repeated.target_id == str(second.pk)
+    assert first.txid in repeated.detail
+    assert available_balance(account) == ledger_sum(account) == LIQUID
+
+    reconcile(bacen_acquirer)
+    assert ReconciliationItem.objects.count() == 2
+
+
+def _devolucao(fake_psp: FakePsp, e2e_id: str, valor: str, status: str, natureza: str = "ORIGINAL") -> None:
+    """A devolução the PSP made (or is making) out of band."""
+    with fake_psp.lock:
+        pix = fake_psp.pix[e2e_id]
+        horario = {"solicitacao": pix["horario"]}
+        if status == "DEVOLVIDO":
+            horario["liquidacao"] = pix["horario"]
+        devolucao = {
+            "id": f"D{len(pix.get('devolucoes', []))}x",
+            "rtrId": "D12345678202611270000abcdefghijk",
+            "valor": valor,
+            "natureza": natureza,
+            "horario": horario,
+            "status": status,
+        }
+        pix.setdefault("devolucoes", []).append(devolucao)
+
+
+@pytest.mark.parametrize(("returned", "status"), [("3.00", "DEVOLVIDO"), ("10.00", "EM_PROCESSAMENTO")])
+def test_a_partial_return_on_a_pix_being_healed_is_an_item(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp, returned: str, status: str
+) -> None:
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    _devolucao(fake_psp, e2e_id, returned, status)
+
+    run = reconcile(bacen_acquirer)
+
+    # Paid: healed (the status poll would credit it too), and the return is for staff, never dropped.
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.PAID
+    assert items() == sorted([(K.PAID_THERE_NOT_HERE, e2e_id, "healed"), (K.PARTIAL_RETURN, e2e_id, "open")])
+    partial = ReconciliationItem.objects.get(kind=K.PARTIAL_RETURN)
+    assert partial.theirs_raw["devolucoes"][0]["valor"] == returned
+    assert ("R$ 3,00 de R$ 10,00" if status == "DEVOLVIDO" else "em andamento") in partial.detail
+    assert (run.healed_count, run.unmatched_count) == (1, 1)
+    assert available_balance(account) == ledger_sum(account) == LIQUID  # nothing debited automatically
+
+    reconcile(bacen_acquirer)
+    assert ReconciliationItem.objects.count() == 2
+    assert available_balance(account) == ledger_sum(account) == LIQUID
+
+
+def test_a_partial_return_on_a_pix_already_paid_here_is_an_item(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    paid_here(bacen_acquirer, charge, e2e_id)
+    _devolucao(fake_psp, e2e_id, "4.00", "DEVOLVIDO")
+
+    run = reconcile(bacen_acquirer)
+
+    assert items() == [(K.PARTIAL_RETURN, e2e_id, "open")]
+    assert (run.matched_count, run.unmatched_count) == (0, 1)
+    assert available_balance(account) == ledger_sum(account) == LIQUID
+
+
+@pytest.mark.parametrize(("natureza", "reported"), [("ORIGINAL", True), ("MED_FRAUDE", False)])
+def test_refunded_there_and_charged_back_here_is_an_item_unless_the_return_was_the_med(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp, natureza: str, reported: bool
+) -> None:
+    from payments.services import charge_transition
+
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    paid_here(bacen_acquirer, charge, e2e_id)
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CHARGEBACK, source="staff", actor="ops")
+    _devolucao(fake_psp, e2e_id, "10.00", "DEVOLVIDO", natureza)
+    entries = LedgerEntry.objects.count()
+
+    run = reconcile(bacen_acquirer)
+
+    if reported:  # a refund besides the chargeback: the payer may have been repaid twice
+        assert items() == [(K.REFUNDED_THERE_CHARGEBACK_HERE, e2e_id, "open")]
+        item = ReconciliationItem.objects.get()
+        assert (item.ours_status, item.theirs_status, item.target_id) == ("chargeback", "refunded", str(charge.pk))
+        assert "duas vezes" in item.detail
+        assert (run.matched_count, run.unmatched_count) == (0, 1)
+    else:  # MED's own return: both sides agree
+        assert items() == []
+        assert (run.matched_count, run.unmatched_count) == (1, 0)
+    assert LedgerEntry.objects.count() == entries
+    assert available_balance(account) == ledger_sum(account) == 0
+
+
+def test_a_payout_named_by_two_sent_pix_is_reported_never_applied_twice(
+    account: Account, efi_acquirer: Acquirer, fake_efi: FakeEfi
+) -> None:
+    approved = _payout(account, efi_acquirer, "approved")
+    first = fake_efi.record(approved.idempotency_id, "50.00", "REALIZADO")
+    with fake_efi.lock:  # a second Pix listed under the same idEnvio
+        fake_efi.sends["again"] = {**fake_efi.sends[approved.idempotency_id], "endToEndId": "E" + "9" * 31}
+    balance, entries = available_balance(account), LedgerEntry.objects.count()
+
+    run = reconcile(efi_acquirer)
+
+    assert run.status == "done", run.error
+    found = {(i.kind, i.key, i.status) for i in ReconciliationItem.objects.all()}
+    assert len(found) == 2
+    assert (K.DUPLICATE_E2E, f"{approved.idempotency_id}:{first}", "open") in found  # the earlier one
+    assert {k for k, _, _ in found} == {K.DUPLICATE_E2E, K.PAID_THERE_NOT_HERE}
+    assert (available_balance(account), LedgerEntry.objects.count()) == (balance, entries)
+
+    reconcile(efi_acquirer)
+    assert ReconciliationItem.objects.count() == 2

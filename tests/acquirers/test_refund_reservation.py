@@ -5,15 +5,19 @@ without a second debit. Balance equals the ledger throughout."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from typing import Any
 
 import pytest
+from celery.exceptions import Retry
 from django.contrib.messages import get_messages
+from django.core.cache import cache
 from django.db import transaction
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import Account, LedgerEntry
@@ -216,6 +220,101 @@ def test_a_chargeback_during_a_processing_refund_takes_the_money_once(
     assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.RELEASED
 
 
+@pytest.mark.parametrize("final", ["DEVOLVIDO", "NAO_REALIZADO"])
+def test_a_refund_a_chargeback_released_is_asked_about_until_the_psp_answers_for_good(
+    admin_client: Client,
+    paid_charge: Charge,
+    account: Account,
+    fake_psp: FakePsp,
+    monkeypatch: pytest.MonkeyPatch,
+    final: str,
+) -> None:
+    """The chargeback gave the payer the money back (MED) while the PSP was
+    still processing the devolução: if the PSP then makes it, the payer was
+    repaid twice. Asked about (never asked for) until its answer is final;
+    made, it is an item for staff; nothing is debited automatically."""
+    from payments import refunds
+    from payments.models import ReconciliationItem
+    from payments.reconcile_acquirer import acquirer_reconcile
+    from payments.services import charge_transition
+    from payments.tasks import pursue_refund
+
+    staff_refund(admin_client, paid_charge)
+    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
+    refund = ChargeRefund.objects.get(charge=paid_charge)
+    assert (refund.status, refund.release_check) == (ChargeRefund.Status.RELEASED, "pending")
+    ledger = kinds(account)
+
+    # Beat's sweep hands it to a worker like a refund still processing.
+    handed: list[int] = []
+    monkeypatch.setattr(refunds, "refund_pursue_later", lambda *, refund_id, countdown=0: handed.append(refund_id))
+    ChargeRefund.objects.filter(pk=refund.pk).update(created_at=refund.created_at - dt.timedelta(minutes=3))
+    cache.delete(f"refund-sweep:{refund.pk}")
+    assert refunds.refunds_sweep() == 1
+    assert handed == [refund.pk]
+
+    with pytest.raises(Retry):
+        pursue_refund(refund.pk)  # EM_PROCESSAMENTO there: asked again later, nothing decided
+    refund.refresh_from_db()
+    assert refund.release_check == "pending"
+    assert not ReconciliationItem.objects.exists()
+
+    e2e_id = paid_charge.e2e_id or ""
+    fake_psp.settle_refund(e2e_id, refund_id_for(paid_charge.pk), status=final)
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
+
+    refund.refresh_from_db()
+    assert refund.release_check == ("made" if final == "DEVOLVIDO" else "not_made")
+    assert refund.release_checked_at is not None
+    assert kinds(account) == ledger  # no money moved here, either way
+    assert available_balance(account) == SEED == ledger_sum(account)
+    # Asked, never asked for: the only devolução request is staff's own.
+    assert len(fake_psp.calls_of("devolucao.put")) == 1
+    assert len(fake_psp.calls_of("devolucao.get")) == 2
+    if final == "DEVOLVIDO":
+        item = ReconciliationItem.objects.get()
+        assert (item.kind, item.key, item.status) == ("refunded_there_chargeback_here", e2e_id, "open")
+        assert (item.target_id, item.ours_status, item.theirs_status) == (str(paid_charge.pk), "chargeback", "refunded")
+        assert item.theirs_raw["devolucao"]["status"] == "done"
+        assert "MED e o estorno" in item.detail
+        assert item.run is None  # found by the check, not by a day's run
+        page = admin_client.get(reverse("admin:payments_reconciliationitem_change", args=[item.pk]))
+        assert page.status_code == 200
+        assert "Devolvida na adquirente, contestada (MED) aqui" in page.content.decode()
+    else:
+        assert not ReconciliationItem.objects.exists()
+
+    # Final: never asked again.
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
+    assert len(fake_psp.calls_of("devolucao.get")) == 2
+    cache.delete(f"refund-sweep:{refund.pk}")
+    assert refunds.refunds_sweep() == 0
+
+    # The day's reconciliation sees the same Pix returned there: the same item, not a second.
+    run = acquirer_reconcile(acquirer_id=paid_charge.acquirer_id, day=timezone.localdate())
+    assert ReconciliationItem.objects.count() == (1 if final == "DEVOLVIDO" else 0)
+    if final == "DEVOLVIDO":
+        assert ReconciliationItem.objects.get().run == run
+
+
+def test_a_released_refund_the_psp_never_received_is_not_made_by_asking(
+    paid_charge: Charge, account: Account, fake_psp: FakePsp
+) -> None:
+    from payments.services import charge_transition
+
+    assert charge_refund_reserve(charge_id=paid_charge.pk)  # reserved; the PSP not asked yet
+    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
+    refund = ChargeRefund.objects.get(charge=paid_charge)
+
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
+
+    refund.refresh_from_db()
+    assert refund.release_check == "not_made"  # the PSP has no such devolução
+    assert fake_psp.calls_of("devolucao.put") == []
+    assert "devolucoes" not in fake_psp.pix[paid_charge.e2e_id or ""]
+    assert available_balance(account) == SEED == ledger_sum(account)
+
+
 def test_a_refund_larger_than_the_balance_is_reserved_all_the_same(
     admin_client: Client, api: APIClient, paid_charge: Charge, account: Account
 ) -> None:
@@ -263,3 +362,22 @@ def test_withdrawals_racing_a_processing_refund_never_use_the_reserved_money(
     # What was left beside the reservation covers every withdrawal after it.
     assert all(entry.balance_after >= 0 for entry in after_hold)
     assert available_balance(account) == SEED + extra - 1000 * len(accepted) == ledger_sum(account)
+
+
+def test_the_sandbox_says_where_a_refund_stands_without_making_one(db: Any) -> None:
+    from acquirers import adapters
+    from acquirers.adapters.base import RefundRequest, RefundStatus
+    from tests.factories import AcquirerFactory
+
+    sandbox = adapters.build(AcquirerFactory(key=f"sbx_{uuid.uuid4().hex[:8]}", adapter="sandbox", options={}))
+    charge_id = uuid.uuid4()
+    request = RefundRequest(
+        charge_id=charge_id, txid="t" * 26, e2e_id="E" + "1" * 31, refund_id=refund_id_for(charge_id), amount=1000
+    )
+
+    assert sandbox.refund_status(request).status is RefundStatus.NOT_FOUND
+    assert sandbox.refund_status(request).status is RefundStatus.NOT_FOUND  # asking made none
+
+    sandbox.options["refund"] = "processing"
+    assert sandbox.refund_charge(request).status is RefundStatus.PROCESSING
+    assert sandbox.refund_status(request).status is RefundStatus.DONE  # settles on the next read, as on the next ask

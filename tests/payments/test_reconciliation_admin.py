@@ -22,9 +22,9 @@ from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.models import Acquirer
-from payments.models import ReconciliationItem, ReconciliationRun
+from payments.models import Charge, ReconciliationItem, ReconciliationRun
 from payments.tasks import reconcile_acquirer_day
-from tests.factories import AcquirerFactory, WithdrawalFactory
+from tests.factories import AcquirerFactory, ChargeFactory, WithdrawalFactory
 from tests.helpers import admin_action, admin_messages
 from withdrawals.models import Withdrawal
 
@@ -219,6 +219,94 @@ def test_a_redebit_never_overdraws(staff_member: Any, run: ReconciliationRun, ac
     assert staff_member("support", "sofia").get(ITEMS).status_code == 200
     found.refresh_from_db()
     assert (found.status, found.resolution) == ("open", "")
+
+
+def charged_back(account: Account, balance: int) -> Charge:
+    """A charge in chargeback here (the MED took its money back), on an account holding ``balance``."""
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=balance, kind="charge_paid", reference=f"seed:{uuid.uuid4().hex}")
+    return ChargeFactory(account=account, status="chargeback", e2e_id="E" + uuid.uuid4().hex[:31])
+
+
+def refund_made_after_chargeback(run: ReconciliationRun, charge: Charge, **fields: Any) -> ReconciliationItem:
+    defaults: dict[str, Any] = {
+        "direction": "received",
+        "key": charge.e2e_id,
+        "target_type": "payments.charge",
+        "target_id": charge.pk,
+        "ours_status": "chargeback",
+        "theirs_status": "refunded",
+    }
+    return item(run, K.REFUNDED_THERE_CHARGEBACK_HERE, **(defaults | fields))
+
+
+def test_a_refund_made_after_a_chargeback_is_debited_only_once_a_second_staff_member_approves(
+    staff_member: Any, run: ReconciliationRun, account: Account
+) -> None:
+    charge = charged_back(account, 500)  # less than the refund: a refund may take the balance below zero
+    found = refund_made_after_chargeback(run, charge)
+    operator = staff_member("operations", "olivia")
+    checker = staff_member("finance", "fernanda")
+    detail = operator.get(reverse("admin:payments_reconciliationitem_change", args=[found.pk])).content.decode()
+    assert "Devolvida na adquirente, contestada (MED) aqui" in detail
+    assert 'data-action="request_redebit"' in detail
+
+    asked = admin_action(operator, ITEMS, "request_redebit", [found.pk], reason=REASON)
+
+    assert any("débito do estorno criado. Nada foi debitado" in m for m in admin_messages(asked))
+    pending = MoneyActionRequest.objects.get()
+    assert (pending.action, pending.amount, pending.target_id) == (
+        "redebit_refund_after_chargeback",
+        charge.liquid_amount,
+        str(charge.pk),
+    )
+    assert available_balance(account) == 500
+    queue = checker.get(REQUESTS).content.decode()
+    assert "Debitar estorno que a adquirente fez após a contestação" in queue
+    assert f"-R$ {charge.liquid_amount // 100},{charge.liquid_amount % 100:02d}" in queue.replace("\xa0", " ")
+
+    admin_action(operator, REQUESTS, "approve_requests", [pending.pk], reason="eu mesma")  # not the one who asked
+    assert available_balance(account) == 500
+
+    approved = admin_action(checker, REQUESTS, "approve_requests", [pending.pk], reason="extrato conferido")
+
+    assert "1 pedido aprovado e executado." in admin_messages(approved)
+    assert available_balance(account) == ledger_sum(account) == 500 - charge.liquid_amount
+    entry = LedgerEntry.objects.latest("id")
+    assert (entry.kind, entry.amount, entry.reference) == (
+        "charge_refund",
+        -charge.liquid_amount,
+        f"charge:{charge.pk}:refund-redebit",
+    )
+    charge.refresh_from_db()
+    assert charge.status == "chargeback"
+    assert operator.get(ITEMS).status_code == 200
+    found.refresh_from_db()
+    assert (found.status, found.resolution) == ("resolved", "money_action")
+
+    # Never twice: a second request for the same charge is carried out as nothing.
+    again = refund_made_after_chargeback(run, charge, key="other")
+    admin_action(operator, ITEMS, "request_redebit", [again.pk], reason=REASON)
+    second = MoneyActionRequest.objects.latest("id")
+    admin_action(checker, REQUESTS, "approve_requests", [second.pk], reason="de novo")
+    second.refresh_from_db()
+    assert (second.state, second.outcome) == ("failed", "O estorno desta cobrança já foi debitado.")
+    assert available_balance(account) == ledger_sum(account) == 500 - charge.liquid_amount
+
+
+def test_no_refund_redebit_unless_the_acquirer_says_the_pix_was_returned_in_full(
+    staff_member: Any, run: ReconciliationRun, account: Account
+) -> None:
+    charge = charged_back(account, 10_000)
+    found = refund_made_after_chargeback(run, charge, theirs_status="paid")  # a partial return there
+
+    asked = admin_action(staff_member("operations", "olivia"), ITEMS, "request_redebit", [found.pk], reason=REASON)
+
+    assert any("não diz que o Pix foi devolvido por inteiro" in m for m in admin_messages(asked))
+    assert not MoneyActionRequest.objects.exists()
+    found.refresh_from_db()
+    assert found.status == "open"
+    assert available_balance(account) == 10_000
 
 
 def test_the_acquirers_list_runs_yesterday_on_demand(

@@ -373,7 +373,12 @@ def test_an_entry_point_without_a_settings_module_or_servers_refuses_to_start(en
     starting the embedded engines with DEBUG and the sandbox on."""
     script = ENTRY_POINTS[entry].format(probe=PROBE)
     result = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=_unnamed_settings_env(), capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=_unnamed_settings_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode != 0
     assert "ImproperlyConfigured: production settings need DATABASE_URL, REDIS_URL, SECRET_KEY" in result.stderr

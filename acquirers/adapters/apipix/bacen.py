@@ -16,6 +16,7 @@ notification URL registered with the PSP.
 - ``charge_status``: ``GET /cob/{txid}``; ``CONCLUIDA`` with its ``pix[]``
   entries is paid with their ``endToEndId``.
 - ``refund_charge``: ``PUT /pix/{e2eid}/devolucao/{id}``; ``DEVOLVIDO`` is done.
+- ``refund_status``: ``GET /pix/{e2eid}/devolucao/{id}``; a 404 is "not found".
 - ``list_received``: ``GET /pix?inicio&fim`` (the Pix received), then
   ``GET /cob?inicio&fim`` (the charges created), page by page
   (:mod:`acquirers.adapters.apipix.listing`), for reconciliation.
@@ -226,21 +227,20 @@ class BacenPixAdapter(AcquirerAdapter):
                 raise refused from None
             if devolucao.get("valor") != body["valor"]:
                 raise
-        status = devolucao.get("status")
-        if devolucao.get("id") not in (None, request.refund_id):
-            raise InvalidResponse(f"devolução answer names id {devolucao.get('id')!r}, not ours")
-        mapped = {
-            "EM_PROCESSAMENTO": RefundStatus.PROCESSING,
-            "DEVOLVIDO": RefundStatus.DONE,
-            "NAO_REALIZADO": RefundStatus.FAILED,
-        }.get(str(status))
-        if mapped is None:
-            raise InvalidResponse(f"devolução {request.refund_id}: unknown status {status!r}")
-        return RefundResult(
-            status=mapped,
-            provider_refund_id=str(devolucao.get("rtrId", ""))[:100],
-            reason=str(devolucao.get("motivo", ""))[:500],
-        )
+        return _refund_result(devolucao, request.refund_id)
+
+    def refund_status(self, request: RefundRequest) -> RefundResult:
+        if not E2E_ID.match(request.e2e_id) or not _REFUND_ID.match(request.refund_id):
+            raise ValueError("refund: malformed e2e id or refund id")
+        try:
+            devolucao = (
+                self._client()
+                .request("GET", f"/pix/{request.e2e_id}/devolucao/{request.refund_id}", idempotent=True)
+                .data
+            )
+        except HttpNotFound:
+            return RefundResult(status=RefundStatus.NOT_FOUND)
+        return _refund_result(devolucao, request.refund_id)
 
     # ------------------------------------------------------------------ reconciliation
 
@@ -297,6 +297,25 @@ def _devedor(document: str, name: str) -> dict[str, str] | None:
     if _CNPJ.match(document):
         return {"cnpj": document, "nome": name}
     return None
+
+
+def _refund_result(devolucao: Mapping[str, Any], refund_id: str) -> RefundResult:
+    """A devolução's answer (``PUT`` or ``GET``) as a :class:`RefundResult`."""
+    status = devolucao.get("status")
+    if devolucao.get("id") not in (None, refund_id):
+        raise InvalidResponse(f"devolução answer names id {devolucao.get('id')!r}, not ours")
+    mapped = {
+        "EM_PROCESSAMENTO": RefundStatus.PROCESSING,
+        "DEVOLVIDO": RefundStatus.DONE,
+        "NAO_REALIZADO": RefundStatus.FAILED,
+    }.get(str(status))
+    if mapped is None:
+        raise InvalidResponse(f"devolução {refund_id}: unknown status {status!r}")
+    return RefundResult(
+        status=mapped,
+        provider_refund_id=str(devolucao.get("rtrId", ""))[:100],
+        reason=str(devolucao.get("motivo", ""))[:500],
+    )
 
 
 def _events(pix: Mapping[str, Any]) -> list[Notification]:

@@ -110,12 +110,15 @@ def listing_page(
 # --------------------------------------------------------------------------- API Pix records
 
 
-def returned_amount(pix: Mapping[str, Any]) -> int:
-    """Centavos of the Pix returned to the payer (devoluções DEVOLVIDO)."""
+def returned_amount(pix: Mapping[str, Any], *, med_only: bool = False) -> int:
+    """Centavos of the Pix returned to the payer (devoluções DEVOLVIDO);
+    ``med_only``: by MED only (natureza ``MED_*``; absent is ``ORIGINAL``)."""
     return sum(
         centavos(d.get("valor"))
         for d in pix.get("devolucoes") or []
-        if isinstance(d, dict) and d.get("status") == "DEVOLVIDO"
+        if isinstance(d, dict)
+        and d.get("status") == "DEVOLVIDO"
+        and (not med_only or str(d.get("natureza", "")).startswith("MED_"))
     )
 
 
@@ -127,6 +130,7 @@ def pix_records(pix: Mapping[str, Any]) -> list[ProviderPixRecord]:
     txid = pix.get("txid")
     amount = centavos(pix.get("valor"))
     returned = returned_amount(pix)
+    devolucoes = pix.get("devolucoes")
     return [
         ProviderPixRecord(
             reference=txid if isinstance(txid, str) else "",
@@ -135,6 +139,8 @@ def pix_records(pix: Mapping[str, Any]) -> list[ProviderPixRecord]:
             e2e_id=e2e_id,
             occurred_at=parse_moment(pix.get("horario")),
             returned=returned,
+            returns=len(devolucoes) if isinstance(devolucoes, list) else 0,
+            returned_by_med=returned_amount(pix, med_only=True),
             raw=dict(pix),
         )
     ]

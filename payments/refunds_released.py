@@ -1,0 +1,127 @@
+"""Refunds a chargeback released while the acquirer was still processing
+them (see :mod:`payments.refunds`): the chargeback's debit took the money
+and the MED returned it to the payer, but the acquirer may still make the
+devolução, and then the payer is repaid twice. Such a refund is asked about
+(read only: asking never makes it) until the acquirer's answer is final;
+made there, it is a reconciliation item for staff with the acquirer's
+answer as evidence, and nothing is debited automatically: staff acknowledge
+it, or ask for the refund's debit (:func:`charge_refund_redebit`), which a
+second staff member approves (``accounts.approvals``)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.exceptions import ActionNotExecutable
+from accounts.models import LedgerEntry
+from accounts.services import ledger_post
+from acquirers import calls
+from acquirers.adapters.base import ProviderPixRecord, ProviderRecordStatus, RefundResult, RefundStatus
+from acquirers.reconcile import Finding, FindingKind, Ours
+from payments.models import Charge, ChargeRefund, ChargeStatus
+from payments.reconcile_items import reconciliation_item_store
+from payments.refund_requests import RefundOutcome, refund_id_for, refund_request_for
+
+logger = logging.getLogger(__name__)
+
+R = ChargeRefund.Status
+K = FindingKind
+
+
+def charge_refund_release_check(*, refund_id: int) -> RefundOutcome:
+    """Ask the acquirer (read only: :meth:`refund_status`, through the one
+    guarded call) where a refund stands that a chargeback released while it
+    was processing there. Final answers are recorded once: not made (failed,
+    or no such devolução) ends it; made means the payer was repaid twice (by
+    MED and by the refund): a reconciliation item for staff with the
+    acquirer's answer, and no money moved here (see the module docstring).
+    ``processing`` and ``undetermined``: ask again later. Call it holding no
+    transaction."""
+    refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
+    if refund.status != R.RELEASED or refund.release_check != ChargeRefund.ReleaseCheck.PENDING:
+        return RefundOutcome.ENDED
+    charge = refund.charge
+    if not charge.e2e_id:
+        # The devolução names the Pix: without its e2e id it was never asked for.
+        answer = RefundResult(status=RefundStatus.NOT_FOUND)
+    else:
+        call = calls.call(
+            charge.acquirer, "refund_status", lambda adapter: adapter.refund_status(refund_request_for(charge))
+        )
+        if call.result is None:
+            logger.warning("released refund %s: no answer from the acquirer (%s)", refund.pk, call.outcome)
+            return RefundOutcome.UNDETERMINED
+        answer = call.result
+    if answer.status is RefundStatus.PROCESSING:
+        return RefundOutcome.PROCESSING
+    made = answer.status is RefundStatus.DONE
+    with transaction.atomic():
+        locked = ChargeRefund.objects.select_for_update().get(pk=refund.pk)
+        if locked.release_check != ChargeRefund.ReleaseCheck.PENDING:
+            return RefundOutcome.ENDED  # answered meanwhile, by another worker
+        locked.release_check = ChargeRefund.ReleaseCheck.MADE if made else ChargeRefund.ReleaseCheck.NOT_MADE
+        locked.release_checked_at = timezone.now()
+        locked.save(update_fields=["release_check", "release_checked_at"])
+        if made:
+            charge.refresh_from_db(fields=["status"])
+            _report_repaid_twice(charge=charge, refund=locked, answer=answer)
+    if made:
+        logger.error("refund %s of charge %s was made by the acquirer after a chargeback", refund.pk, charge.pk)
+    return RefundOutcome.ENDED
+
+
+def _report_repaid_twice(*, charge: Charge, refund: ChargeRefund, answer: RefundResult) -> None:
+    """The item for staff, keyed as the day's reconciliation keys a Pix
+    "refunded there, charged back here" (its e2e id): one item either way."""
+    evidence = {
+        "devolucao": {
+            "id": refund_id_for(charge.pk),
+            "status": answer.status.value,
+            "provider_refund_id": answer.provider_refund_id,
+        },
+        "refund": refund.pk,
+    }
+    record = ProviderPixRecord(
+        reference=charge.txid,
+        status=ProviderRecordStatus.REFUNDED,
+        amount=charge.amount,
+        e2e_id=charge.e2e_id,
+        returned=charge.amount,
+        raw=evidence,
+    )
+    ours = Ours("payments.charge", str(charge.pk), charge.status, charge.amount, charge.txid, charge.e2e_id)
+    detail = (
+        f"O estorno #{refund.pk}, liberado pela contestação (MED) enquanto a adquirente o processava, foi feito "
+        "por ela: o pagador recebeu a devolução do MED e o estorno. Nada debitado automaticamente."
+    )
+    finding = Finding.of(K.REFUNDED_THERE_CHARGEBACK_HERE, record, ours, key_by_e2e=True, detail=detail)
+    reconciliation_item_store(finding, acquirer_id=charge.acquirer_id, direction="received")
+
+
+def charge_refund_redebit(*, charge_id: uuid.UUID | str, actor: str, reason: str) -> bool:
+    """Debit the refund of a charged-back charge that the acquirer made all
+    the same (the payer got the MED return and the refund), once a second
+    staff member approved it (``accounts.approvals``). The debit the refund
+    would have made (``charge_refund``, the liquid amount), under the
+    charge's lock then the balance's; like any refund's it may take the
+    balance below zero (decisions §4). The charge keeps its status. False
+    when already debited; :class:`~accounts.exceptions.ActionNotExecutable`
+    when the charge is no longer in chargeback (resolved in the account's
+    favour it holds the money again, and staff's refund settles it)."""
+    with transaction.atomic():
+        charge = Charge.objects.select_for_update().get(pk=charge_id)
+        if charge.status != ChargeStatus.CHARGEBACK:
+            raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não contestada.")
+        entry = ledger_post(
+            account_id=charge.account_id,
+            amount=-charge.liquid_amount,
+            kind=LedgerEntry.Kind.CHARGE_REFUND,
+            reference=f"charge:{charge.pk}:refund-redebit",
+        )
+    if entry is not None:
+        logger.warning("refund of charge %s debited after its chargeback by %s: %s", charge.pk, actor, reason)
+    return entry is not None
