@@ -87,6 +87,8 @@ def _resolving(resolve: Callable[..., object]) -> Callable[[str, str, str], None
             raise ActionNotExecutable(exc.message) from exc
 
     return perform
+
+
 def _quote_refund_redebit(target_id: str) -> approvals.Quote:
     charge = _charge(target_id)
     if charge.status != ChargeStatus.CHARGEBACK:
