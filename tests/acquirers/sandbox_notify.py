@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import LedgerEntry
 from accounts.selectors import available_balance
-from acquirers.adapters.sandbox import SIGNATURE_HEADER, signed_headers
+from acquirers.adapters.sandbox_signing import SIGNATURE_HEADER, signed_headers
 from acquirers.models import Acquirer, InboundNotification
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from tests.factories import AcquirerFactory

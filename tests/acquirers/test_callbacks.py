@@ -21,7 +21,7 @@ from accounts.models import Account
 from accounts.selectors import available_balance, ledger_sum
 from acquirers import inbound as dispatch
 from acquirers.adapters.base import Notification, NotificationEvent
-from acquirers.adapters.sandbox import SIGNATURE_HEADER, SIGNATURE_TOLERANCE, TIMESTAMP_HEADER, sign
+from acquirers.adapters.sandbox_signing import SIGNATURE_HEADER, SIGNATURE_TOLERANCE, TIMESTAMP_HEADER, sign
 from acquirers.exceptions import UnknownNotificationRecord
 from acquirers.inbound import REJECTED_BODY_KEPT_BYTES
 from acquirers.models import Acquirer, InboundNotification

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import IssuedCredential, ledger_post
-from acquirers.adapters.sandbox import signed_headers
+from acquirers.adapters.sandbox_signing import signed_headers
 from acquirers.models import Acquirer, InboundNotification
 from tests import realworld
 from tests.conftest import client_for
