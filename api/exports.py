@@ -6,9 +6,10 @@ for all three, so that they refuse the same way and stream the same way:
 - a period of at most 31 days, both bounds required (``created_at_start``,
   ``created_at_end``, America/Sao_Paulo, inclusive), or a 422 on the field;
 - rows read in keyset batches of :data:`CSV_CHUNK`, the database connection
-  given back before every write to the client, and a send timeout
-  (:mod:`core.exports`): a month of a million records never sits in
-  memory, and a client that stops reading holds no pooled connection;
+  given back before every write to the client, a send timeout, and cells
+  that are never formulas (:mod:`core.exports`): a month of a million
+  records never sits in memory, and a client that stops reading holds no
+  pooled connection;
 - at most ``API_EXPORTS_PER_CREDENTIAL`` exports of one credential at once
   (:func:`export_slot`), or a 429.
 """
@@ -157,7 +158,8 @@ def csv_export_schema(
         f"{what} and filters as a streamed CSV file: `;`-separated, UTF-8, a header row "
         f"(`{';'.join(header)}`), newest first, amounts in centavos, times `YYYY-MM-DD HH:mm:ss` in "
         "America/Sao_Paulo. `created_at_start` and `created_at_end` are required and at most 31 days apart "
-        "(422 otherwise). At most "
+        "(422 otherwise). Text cells starting with `=`, `+`, `-`, `@`, a tab or a carriage return get a "
+        "leading `'` (never run as formulas); numbers are written as they are. At most "
         "`API_EXPORTS_PER_CREDENTIAL` exports of one credential at once (429 past it); a client that takes "
         f"nothing for `EXPORT_SEND_TIMEOUT` seconds is cut. Credential {credentials}."
     )

@@ -30,7 +30,7 @@ from django.utils.formats import get_format
 from django.utils.html import format_html
 from django.utils.text import capfirst
 
-from core.exports import ExportStream, csv_lines, keyset_batches
+from core.exports import ExportStream, FormattedNumber, csv_lines, keyset_batches
 from core.money import brl
 
 
@@ -109,16 +109,10 @@ class CsvColumn:
     value: Callable[[Any], Any]
 
 
-def csv_text(value: Any) -> str:
-    """Text a spreadsheet will not run: a cell starting with = + - @ (or a
-    tab/CR) is a formula to Excel, and names, keys and metadata come from
-    the API's clients."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
 def csv_field(field: str, header: str) -> CsvColumn:
-    return CsvColumn(header, lambda record: csv_text(getattr(record, field)))
+    """The field's value; text (names, keys, reasons) is neutralised where it
+    is written (:func:`core.exports.csv_cell`), numbers stay numbers."""
+    return CsvColumn(header, lambda record: getattr(record, field))
 
 
 def csv_choice(field: str, header: str) -> CsvColumn:
@@ -131,7 +125,7 @@ def csv_money(field: str, header: str) -> list[CsvColumn]:
 
     def reais(record: Any) -> str:
         value = getattr(record, field)
-        return "" if value is None else brl(value).replace("R$ ", "").replace(".", "")
+        return "" if value is None else FormattedNumber(brl(value).replace("R$ ", "").replace(".", ""))
 
     return [
         CsvColumn(f"{header} (centavos)", lambda record: getattr(record, field)),

@@ -1,5 +1,6 @@
 """Streamed CSV files (the API's exports and the back office's "Exportar
-CSV") that pin nothing while a client reads them.
+CSV") that pin nothing while a client reads them, and whose cells are never
+formulas.
 
 - Rows are read in keyset batches (:func:`keyset_batches`): one short query
   per batch, no server-side cursor, and the thread's pooled database
@@ -11,6 +12,10 @@ CSV") that pin nothing while a client reads them.
 - A write that blocks longer than ``EXPORT_SEND_TIMEOUT`` (a client that
   stopped reading) fails and the connection is cut, which frees the thread
   (gunicorn: the socket's timeout, see :class:`ExportStream`).
+- Every cell of text starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+  carriage return gets a leading ``'`` (:func:`csv_cell`, OWASP's CSV
+  injection guidance): keys, names, references and reasons come from the
+  API's clients, and a spreadsheet runs such a cell as a formula.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import csv
 import logging
 import socket
 from collections.abc import Iterable, Iterator, Sequence
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -32,9 +38,33 @@ from core.slots import Slot
 
 logger = logging.getLogger(__name__)
 
+#: What a spreadsheet reads as the start of a formula (OWASP, CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 #: Bytes handed to the server per write: few writes (each a chunk of the
 #: chunked body), and a bounded buffer.
 CHUNK_BYTES = 64 * 1024
+
+
+class FormattedNumber(str):
+    """Text the service wrote from a number (``-1234,56`` in reais, as a
+    pt-BR spreadsheet reads it): a number, never prefixed by :func:`csv_cell`."""
+
+    __slots__ = ()
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell as written: numbers as they are (a negative amount stays a
+    number); every other value is text, and text a spreadsheet would run as
+    a formula gets a leading ``'``. Text is anything but a number: a
+    ``+5511…`` phone key or a ``-`` description is the client's and is
+    prefixed; what the service itself formats from a number says so
+    (:class:`FormattedNumber`)."""
+    if value is None:
+        return ""
+    if isinstance(value, int | float | Decimal | FormattedNumber) and not isinstance(value, bool):
+        return value
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 class _Echo:
@@ -46,13 +76,13 @@ class _Echo:
 
 def csv_lines(header: Sequence[str], rows: Iterable[Sequence[Any]], *, bom: bool = False) -> Iterator[str]:
     """``;``-separated CSV, one line at a time: the header, then each row as
-    it is read; nothing is kept.
+    it is read (every cell through :func:`csv_cell`); nothing is kept.
     ``bom``: a UTF-8 byte order mark first, which pt-BR spreadsheets need to
     read accents (the back office's exports; the API's files are ASCII)."""
     writer = csv.writer(_Echo(), delimiter=";")
     yield ("\ufeff" if bom else "") + writer.writerow(header)
     for row in rows:
-        yield writer.writerow(row)
+        yield writer.writerow([csv_cell(value) for value in row])
 
 
 # ---- keyset batches
