@@ -250,17 +250,18 @@ class ExportStream:
         self._finished = False
 
     def start(self) -> None:
-        """Read the first chunk now (within the view: the first batch's
-        errors are the API's error envelopes, not a broken 200)."""
-        self._pending = self._chunk()
+        """Read the first chunk now, the header and at least one row (within
+        the view: the first batch's errors are the API's error envelopes,
+        not a broken 200)."""
+        self._pending = self._chunk(lines=2)
 
-    def _chunk(self) -> bytes | None:
+    def _chunk(self, lines: int = 1) -> bytes | None:
         parts: list[str] = []
         size = 0
         for line in self._lines:
             parts.append(line)
             size += len(line)
-            if size >= CHUNK_BYTES:
+            if size >= CHUNK_BYTES and len(parts) >= lines:
                 break
         return "".join(parts).encode() if parts else None
 
