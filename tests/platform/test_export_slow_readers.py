@@ -32,13 +32,12 @@ from accounts.models import Account, ApiCredential
 from accounts.services import credential_issue
 from core.gunicorn_logging import SEND_TIMEOUT_WARNING
 from tests.factories import AccountFactory, WithdrawalFactory
-from tests.realworld import WebServer, run_concurrently, wait_for, web_server
+from tests.realworld import POOL_OF_TWO, WebServer, run_concurrently, wait_for, web_server
 from withdrawals.models import Withdrawal
 
 # gunicorn is another process: it sees only committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)
 
-POOL = 2
 SEND_TIMEOUT = 4
 #: Rows of the big export: ~150 bytes each, some 6 MB, far past what the
 #: kernel's socket buffers hold on either side.
@@ -55,13 +54,7 @@ TOO_MANY = {
 
 @pytest.fixture
 def web(transactional_db: Any, tmp_path: Path) -> Iterator[WebServer]:
-    env = {
-        "DB_POOL_MAX_SIZE": str(POOL),
-        "DB_POOL_TIMEOUT": "2",
-        "API_RATE_LIMIT_PER_MINUTE": "100000",
-        "API_EXPORTS_PER_CREDENTIAL": "2",
-        "EXPORT_SEND_TIMEOUT": str(SEND_TIMEOUT),
-    }
+    env = {**POOL_OF_TWO, "API_EXPORTS_PER_CREDENTIAL": "2", "EXPORT_SEND_TIMEOUT": str(SEND_TIMEOUT)}
     # The deployed configuration (its logger), with one worker of 8 threads.
     config = ("--config", "config/gunicorn.conf.py")
     with web_server(str(connection.settings_dict["NAME"]), tmp_path, env=env, threads=8, args=config) as server:
