@@ -296,6 +296,6 @@ class ExportStream:
             close()
         if self._started and not self._finished:
             # The client went away or stopped reading for EXPORT_SEND_TIMEOUT
-            # (gunicorn then logs the socket's error), or a batch failed.
+            # (gunicorn logs the cut: core.gunicorn_logging), or a batch failed.
             logger.info("export ended before its last row")
             self._finished = True
