@@ -94,6 +94,6 @@ def settlement_view(model_admin: admin.ModelAdmin[Account], request: HttpRequest
         settlement = account_settlement(account=account, date_start=start, date_end=end)
         if request.GET.get("formato") == "csv":
             period = f"{settlement.date_start:%Y%m%d}-{settlement.date_end:%Y%m%d}"
-            return csv_download(CSV_COLUMNS, settlement.days, filename=f"fechamento-{account.pk}-{period}.csv")
+            return csv_download(request, CSV_COLUMNS, settlement.days, filename=f"fechamento-{account.pk}-{period}.csv")
         context |= {"settlement": settlement, **_table(settlement)}
     return TemplateResponse(request, TEMPLATE, context)

@@ -80,7 +80,10 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
 
     if isinstance(exc, PixServiceError):
         data = {"errors": exc.errors} if isinstance(exc, ValidationFailed) else None
-        return Response(envelope(exc.message, data), status=exc.status_code)
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            headers["Retry-After"] = str(retry_after)
+        return Response(envelope(exc.message, data), status=exc.status_code, headers=headers)
 
     if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
         auth_header = getattr(exc, "auth_header", None)

@@ -5,18 +5,24 @@ for all three, so that they refuse the same way and stream the same way:
 - the listing's filterset and its 422s (:func:`api.listing.valid_filterset`);
 - a period of at most 31 days, both bounds required (``created_at_start``,
   ``created_at_end``, America/Sao_Paulo, inclusive), or a 422 on the field;
-- rows read through a server-side cursor (``QuerySet.iterator``) and written
-  one line at a time (:func:`core.admin_lists.csv_lines`): a month of a
-  million records never sits in memory.
+- rows read in keyset batches of :data:`CSV_CHUNK`, the database connection
+  given back before every write to the client, a send timeout, and cells
+  that are never formulas (:mod:`core.exports`): a month of a million
+  records never sits in memory, and a client that stops reading holds no
+  pooled connection;
+- at most ``API_EXPORTS_PER_CREDENTIAL`` exports of one credential at once
+  (:func:`export_slot`), or a 429.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import django_filters
+from django.conf import settings
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -24,16 +30,20 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from api.base import VALIDATION_ERROR, AccountAPIView, responses
+from accounts.models import ApiCredential
+from api.base import AUTH_ERRORS, VALIDATION_ERROR, AccountAPIView, error_examples, responses
 from api.listing import ORDER, require_all, valid_filterset
 from api.schema import TIMESTAMP_SCHEMA
-from core.admin_lists import csv_lines
-from core.exceptions import ValidationFailed
+from core.exceptions import THROTTLED_MESSAGE, TOO_MANY_EXPORTS_MESSAGE, TooManyExports, ValidationFailed
+from core.exports import ExportStream, csv_lines, export_lease_seconds, keyset_batches
+from core.slots import Slot, slot_take
 
 #: The longest period of an export (created_at_end - created_at_start).
 CSV_MAX_PERIOD = dt.timedelta(days=31)
-#: Rows per round trip of the server-side cursor.
+#: Rows per keyset batch (one query each, the connection given back between them).
 CSV_CHUNK = 2000
+#: The Redis name of the per-credential export slots (core/slots.py).
+EXPORT_SLOTS = "exports"
 PERIOD = ("created_at_start", "created_at_end")
 PERIOD_DESCRIPTION = "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive; at most 31 days apart."
 
@@ -47,6 +57,24 @@ def export_period(
     if end - start > CSV_MAX_PERIOD:
         raise ValidationFailed({"created_at_end": [too_long]})
     return start, end
+
+
+def export_slot(request: Request) -> Slot:
+    """One of the credential's ``API_EXPORTS_PER_CREDENTIAL`` export slots,
+    held until its export's response ends; :class:`TooManyExports` (429)
+    when all are held. By public key, as the rate limit counts (ids repeat
+    across databases sharing one Redis)."""
+    credential = request.auth
+    assert isinstance(credential, ApiCredential)
+    slot = slot_take(
+        EXPORT_SLOTS,
+        credential.public_key,
+        cap=settings.API_EXPORTS_PER_CREDENTIAL,
+        lease_seconds=export_lease_seconds(),
+    )
+    if slot is None:
+        raise TooManyExports()
+    return slot
 
 
 # The GET of an export. Subclasses set the filterset of the listing they
@@ -85,10 +113,17 @@ class CsvExportApi(AccountAPIView):
     def get(self, request: Request) -> StreamingHttpResponse:
         filterset = valid_filterset(self.filterset_class, self.export_queryset(request), request.query_params)
         start, end = export_period(filterset, required=self.period_required, too_long=self.period_too_long)
-        records = filterset.qs.order_by(*self.order).iterator(chunk_size=CSV_CHUNK)
-        response = StreamingHttpResponse(
-            csv_lines(self.header, self.export_rows(records)), content_type="text/csv; charset=utf-8"
+        records = itertools.chain.from_iterable(keyset_batches(filterset.qs, order=self.order, size=CSV_CHUNK))
+        slot = export_slot(request)
+        stream = ExportStream(
+            csv_lines(self.header, self.export_rows(records)), slot=slot, sock=request.META.get("gunicorn.socket")
         )
+        try:
+            stream.start()
+        except BaseException:
+            stream.close()
+            raise
+        response = StreamingHttpResponse(stream, content_type="text/csv; charset=utf-8")
         period = f"{start:%Y%m%d}-{end:%Y%m%d}"  # Sao Paulo times, as given
         response["Content-Disposition"] = f'attachment; filename="{self.filename}-{period}.csv"'
         response["Cache-Control"] = "no-store"
@@ -123,7 +158,10 @@ def csv_export_schema(
         f"{what} and filters as a streamed CSV file: `;`-separated, UTF-8, a header row "
         f"(`{';'.join(header)}`), newest first, amounts in centavos, times `YYYY-MM-DD HH:mm:ss` in "
         "America/Sao_Paulo. `created_at_start` and `created_at_end` are required and at most 31 days apart "
-        f"(422 otherwise). Credential {credentials}."
+        "(422 otherwise). Text cells starting with `=`, `+`, `-`, `@`, a tab or a carriage return get a "
+        "leading `'` (never run as formulas); numbers are written as they are. At most "
+        "`API_EXPORTS_PER_CREDENTIAL` exports of one credential at once (429 past it); a client that takes "
+        f"nothing for `EXPORT_SEND_TIMEOUT` seconds is cut. Credential {credentials}."
     )
     answers = responses(
         {
@@ -134,6 +172,14 @@ def csv_export_schema(
             )
         },
         (422, VALIDATION_ERROR),
+        (
+            429,
+            error_examples(
+                f"{AUTH_ERRORS[429].description} Or this credential already has as many exports being sent "
+                "as `API_EXPORTS_PER_CREDENTIAL` allows: one must end first.",
+                {"Rate limit": THROTTLED_MESSAGE, "Exports at once": TOO_MANY_EXPORTS_MESSAGE},
+            ),
+        ),
     )
     names = {p.name for p in filters}
     if names & {*PERIOD, "page", "per_page"}:

@@ -4,8 +4,8 @@ of the same list, and the list's actions as buttons on a record's page."""
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -30,6 +30,7 @@ from django.utils.formats import get_format
 from django.utils.html import format_html
 from django.utils.text import capfirst
 
+from core.exports import ExportStream, FormattedNumber, csv_lines, keyset_batches
 from core.money import brl
 
 
@@ -102,29 +103,16 @@ class ListTotalsMixin:
         return response
 
 
-class _Echo:
-    """csv.writer's file: hands each written line back instead of keeping it."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
 @dataclass(frozen=True)
 class CsvColumn:
     header: str
     value: Callable[[Any], Any]
 
 
-def csv_text(value: Any) -> str:
-    """Text a spreadsheet will not run: a cell starting with = + - @ (or a
-    tab/CR) is a formula to Excel, and names, keys and metadata come from
-    the API's clients."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
 def csv_field(field: str, header: str) -> CsvColumn:
-    return CsvColumn(header, lambda record: csv_text(getattr(record, field)))
+    """The field's value; text (names, keys, reasons) is neutralised where it
+    is written (:func:`core.exports.csv_cell`), numbers stay numbers."""
+    return CsvColumn(header, lambda record: getattr(record, field))
 
 
 def csv_choice(field: str, header: str) -> CsvColumn:
@@ -137,7 +125,7 @@ def csv_money(field: str, header: str) -> list[CsvColumn]:
 
     def reais(record: Any) -> str:
         value = getattr(record, field)
-        return "" if value is None else brl(value).replace("R$ ", "").replace(".", "")
+        return "" if value is None else FormattedNumber(brl(value).replace("R$ ", "").replace(".", ""))
 
     return [
         CsvColumn(f"{header} (centavos)", lambda record: getattr(record, field)),
@@ -161,9 +149,11 @@ def csv_datetime(field: str, header: str) -> CsvColumn:
 class CsvExportMixin:
     """``export/`` next to the changelist: the records the staff member is
     looking at (same filters, search and order) as a CSV (``;``-separated,
-    UTF-8 with BOM, as pt-BR spreadsheets open it), streamed in chunks from
-    a server-side cursor: a million rows never sit in memory. Who may see
-    the list may export it."""
+    UTF-8 with BOM, as pt-BR spreadsheets open it), read in keyset batches
+    with the database connection given back between them
+    (:mod:`core.exports`): a million rows never sit in memory, and a
+    download that stalls holds no connection. Who may see the list may
+    export it."""
 
     csv_columns: tuple[CsvColumn, ...] = ()
     csv_filename = "export"
@@ -195,17 +185,24 @@ class CsvExportMixin:
             changelist = self.get_changelist_instance(request)  # type: ignore[attr-defined]
         except IncorrectLookupParameters:
             return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist") + "?e=1")
-        records = changelist.queryset.iterator(chunk_size=self.csv_chunk_size)
+        # The changelist's own order (the staff member's sort, the pk last).
+        records = itertools.chain.from_iterable(keyset_batches(changelist.queryset, size=self.csv_chunk_size))
         stamp = timezone.localtime().strftime("%Y%m%d-%H%M%S")
-        return csv_download(self.csv_columns, records, filename=f"{self.csv_filename}-{stamp}.csv")
+        return csv_download(request, self.csv_columns, records, filename=f"{self.csv_filename}-{stamp}.csv")
 
 
-def csv_download(columns: Sequence[CsvColumn], records: Iterable[Any], *, filename: str) -> StreamingHttpResponse:
+def csv_download(
+    request: HttpRequest, columns: Sequence[CsvColumn], records: Iterable[Any], *, filename: str
+) -> StreamingHttpResponse:
     """A back-office CSV file of ``records``, one row each, as the staff's
-    spreadsheets open it (with the BOM), streamed, never cached."""
+    spreadsheets open it (with the BOM), streamed as the API's exports are
+    (:class:`core.exports.ExportStream`: no connection held while writing,
+    the send timeout), never cached."""
     rows = ([column.value(record) for column in columns] for record in records)
     lines = csv_lines([column.header for column in columns], rows, bom=True)
-    response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
+    stream = ExportStream(lines, sock=request.META.get("gunicorn.socket"))
+    stream.start()
+    response = StreamingHttpResponse(stream, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     add_never_cache_headers(response)
     return response
@@ -273,15 +270,3 @@ class DetailActionsMixin:
         queryset = self.get_queryset(request).filter(pk=record.pk)  # type: ignore[attr-defined]
         response: HttpResponse | None = actions[name][0](self, request, queryset)
         return response if response is not None else HttpResponseRedirect(change_url)
-
-
-# ---- csv_lines (streamed CSV of the API's exports)
-def csv_lines(header: Sequence[str], rows: Iterable[Sequence[Any]], *, bom: bool = False) -> Iterator[str]:
-    """``;``-separated CSV, one line at a time (a StreamingHttpResponse's
-    content): the header, then each row as it is read; nothing is kept.
-    ``bom``: a UTF-8 byte order mark first, which pt-BR spreadsheets need to
-    read accents (the back office's exports; the API's files are ASCII)."""
-    writer = csv.writer(_Echo(), delimiter=";")
-    yield ("\ufeff" if bom else "") + writer.writerow(header)
-    for row in rows:
-        yield writer.writerow(row)

@@ -21,6 +21,10 @@ NOT_FOUND_MESSAGE = "Recurso não encontrado."
 METHOD_NOT_ALLOWED_MESSAGE = "Método não permitido."
 THROTTLED_MESSAGE = "Limite de requisições excedido. Tente novamente em instantes."
 BODY_TOO_LARGE_MESSAGE = "Corpo da requisição muito grande."
+TOO_MANY_EXPORTS_MESSAGE = (
+    "Limite de exportações simultâneas atingido para esta credencial. "
+    "Aguarde o término de uma exportação em andamento e tente novamente."
+)
 
 
 class PixServiceError(Exception):
@@ -89,6 +93,17 @@ class BodyTooLarge(PixServiceError):
     status_code = 413
     default_message = BODY_TOO_LARGE_MESSAGE
     default_code = "body_too_large"
+
+
+class TooManyExports(PixServiceError):
+    """The credential already has ``API_EXPORTS_PER_CREDENTIAL`` CSV exports
+    being sent (429, with a ``Retry-After`` of :attr:`retry_after` seconds:
+    a slot frees when one of them ends, a time nobody knows)."""
+
+    status_code = 429
+    default_message = TOO_MANY_EXPORTS_MESSAGE
+    default_code = "too_many_exports"
+    retry_after = 10
 
 
 class InsufficientBalance(BusinessRuleError):

@@ -591,6 +591,11 @@ def celery_broker(url: str) -> Iterator[None]:
         reset_producer_pools()
 
 
+#: gunicorn's environment for tests of what holds the database pool: two
+#: connections, each waited for at most 2 s, and no rate limit in the way.
+POOL_OF_TWO = {"DB_POOL_MAX_SIZE": "2", "DB_POOL_TIMEOUT": "2", "API_RATE_LIMIT_PER_MINUTE": "100000"}
+
+
 @dataclass
 class WebServer:
     url: str

@@ -337,6 +337,13 @@ PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
 SERVICE_VERSION = "1.0.0"
 # Requests per credential per minute (decisions §7); 0 turns the limit off.
 API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)
+# CSV exports (core/exports.py). At most this many exports of one credential
+# are sent at once, across every process (429 past it; 0: no cap): each holds
+# a web thread for as long as its client reads. A write of an export (API or
+# back office) that the client does not take within EXPORT_SEND_TIMEOUT
+# seconds cuts the connection, freeing the thread (gunicorn; 0: never).
+API_EXPORTS_PER_CREDENTIAL = env.int("API_EXPORTS_PER_CREDENTIAL", default=3)
+EXPORT_SEND_TIMEOUT = env.float("EXPORT_SEND_TIMEOUT", default=30.0)
 # Credentials with their accounts, and acquirer chains, are read from
 # per-process snapshots dropped on every write (core/snapshots.py); this is
 # how old one may be at most, whatever happens to Redis. 0 turns them off.

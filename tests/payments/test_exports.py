@@ -5,7 +5,9 @@ tests/withdrawals/test_statement.py, shares the same view)."""
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +18,8 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiCredential
 from accounts.services import credential_issue
+from api import exports as api_exports
+from core import exports as core_exports
 from payments.models import Charge
 from tests.conftest import client_for
 from tests.factories import AccountFactory, ChargeFactory, WithdrawalFactory
@@ -204,28 +208,32 @@ def test_filter_errors_are_the_listings(account: Account, export: Export) -> Non
 
 
 @EXPORTS
-def test_rows_stream_from_a_server_side_cursor(account: Account, export: Export) -> None:
-    """Nothing is read before the body is; mid-body, PostgreSQL holds the
-    export's cursor open (QuerySet.iterator's server-side cursor): a month of
-    records is never loaded at once."""
+@pytest.mark.django_db(transaction=True)
+def test_rows_are_read_in_batches_and_no_connection_is_held_while_the_client_reads(
+    export: Export, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of CSV_CHUNK rows (here 2), each a query of its own that starts
+    past the last row of the one before (no server-side cursor left open);
+    every chunk is handed to the server with the thread's database
+    connection given back, so a client that stops reading pins no pooled
+    connection. Rows that share a created_at are each written once, in id
+    order."""
+    account = AccountFactory()
     api = api_for(account, export.permission)
-    for minute in range(3):
-        export.make(account, created_at=sp(2025, 3, 10, 12, minute))
+    monkeypatch.setattr(api_exports, "CSV_CHUNK", 2)
+    monkeypatch.setattr(core_exports, "CHUNK_BYTES", 1)  # a chunk per line: a write after every row
+    same = sp(2025, 3, 10, 12)
+    made = [export.make(account, created_at=at) for at in (sp(2025, 3, 9), same, same, same, sp(2025, 3, 11))]
+    expected = sorted(made, key=lambda r: (r.created_at, r.pk.hex), reverse=True)
+
     response = api.get(export.url, MARCH)
     assert isinstance(response, StreamingHttpResponse)
-    lines = iter(response.streaming_content)
-
-    def open_cursors() -> int:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_cursors")
-            return int(cursor.fetchone()[0])
-
-    assert open_cursors() == 0  # the view returned without reading a row
-    assert next(lines).startswith(b"id;")
-    next(lines)  # the first row: the cursor is open, its other rows not read yet
-    assert open_cursors() == 1
-    assert len(list(lines)) == 2
-    assert open_cursors() == 0
+    chunks = []
+    for chunk in response.streaming_content:
+        assert connection.connection is None, "a connection is held while the client reads"
+        chunks.append(chunk)
+    rows = list(csv.reader(io.StringIO(b"".join(chunks).decode()), delimiter=";"))
+    assert ids(rows) == [str(record.pk) for record in expected]
 
 
 @EXPORTS

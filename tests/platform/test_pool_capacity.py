@@ -23,14 +23,13 @@ from accounts.services import credential_issue
 from acquirers.models import Acquirer
 from payments.models import Charge, ChargeAttempt
 from tests.factories import AccountFactory, AcquirerFactory
-from tests.realworld import WebServer, run_concurrently, web_server
+from tests.realworld import POOL_OF_TWO, WebServer, run_concurrently, web_server
 
 # gunicorn is another process: it sees only committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CONCURRENT = 20
 THREADS = 24
-POOL = 2
 BODY = {
     "payment_method": "pix",
     "amount": 1000,
@@ -41,13 +40,7 @@ BODY = {
 @pytest.fixture
 def web(transactional_db: Any, tmp_path: Path) -> Iterator[WebServer]:
     # The acquirer's in-flight cap is not what this test is about: room for all.
-    env = {
-        "DB_POOL_MAX_SIZE": str(POOL),
-        "DB_POOL_TIMEOUT": "2",
-        "API_RATE_LIMIT_PER_MINUTE": "100000",
-        "ACQUIRER_MAX_IN_FLIGHT": str(THREADS),
-        "OUTBOUND_POOL_CHARGE": str(THREADS),
-    }
+    env = {**POOL_OF_TWO, "ACQUIRER_MAX_IN_FLIGHT": str(THREADS), "OUTBOUND_POOL_CHARGE": str(THREADS)}
     with web_server(str(connection.settings_dict["NAME"]), tmp_path, env=env, threads=THREADS) as server:
         yield server
 
