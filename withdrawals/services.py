@@ -33,8 +33,9 @@ from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
 from withdrawals.limits import total_after_request, total_after_reversal, withdrawn_before
-from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payloads import withdrawal_payload
+from withdrawals.runs import lost_runs_forget
 from withdrawals.selectors import NOT_COUNTED
 
 logger = logging.getLogger(__name__)
@@ -259,6 +260,9 @@ def withdrawal_approve(*, withdrawal_id: uuid.UUID | str, source: str, actor: st
 LEASE = dt.timedelta(minutes=5)
 #: ``error_class`` of a send cut at our deadline (acquirers.calls).
 ABANDONED = DeadlineExceeded.__name__
+#: ``error_class`` of a call whose run died before recording its answer (its
+#: worker process killed, its database connection lost): outcome "timeout".
+INTERRUPTED = "RunInterrupted"
 
 
 def payout_settle_window() -> dt.timedelta:
@@ -360,11 +364,30 @@ def withdrawal_payout_resolve(
         )
 
 
+def withdrawal_payout_resume(*, withdrawal_id: uuid.UUID | str) -> bool:
+    """Staff: run again a payout held because its runs kept dying with their
+    worker process (``HoldReason.PAYOUT_INTERRUPTED``), e.g. once the cause
+    is fixed. The count of lost runs starts over; the run asks the acquirer
+    that may hold the payout first, as every run does. False when it is not
+    held so (paid, settled or resumed meanwhile)."""
+    with transaction.atomic():
+        withdrawal = Withdrawal.objects.select_for_update().get(pk=withdrawal_id)
+        if withdrawal.status != S.APPROVED or withdrawal.hold_reason != HoldReason.PAYOUT_INTERRUPTED:
+            return False
+        lost_runs_forget(withdrawal.pk)
+        withdrawal.hold_reason, withdrawal.held_since = "", None
+        withdrawal.save(update_fields=["hold_reason", "held_since", "updated_at"])
+        transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))
+    return True
+
+
 def withdrawals_resume_held(account_id: uuid.UUID | str) -> int:
-    """The account may cash out again: its held withdrawals are processed now."""
+    """The account may cash out again: its withdrawals held because of it
+    are processed now (not those whose runs kept dying: staff's)."""
     ids = list(
         Withdrawal.objects.filter(account_id=account_id, status=S.APPROVED)
         .exclude(hold_reason="")
+        .exclude(hold_reason=HoldReason.PAYOUT_INTERRUPTED)
         .values_list("pk", flat=True)
     )
     for withdrawal_id in ids:
@@ -376,7 +399,8 @@ def payouts_poll(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: i
     """Beat: withdrawals left approved (worker died, acquirer still
     processing, broker down) get processed again; pending ones of accounts
     without manual approval too. Held ones wait until their account may cash
-    out again; undetermined ones past the settle window are only asked about."""
+    out again, or staff resume them (runs that kept dying); undetermined ones
+    past the settle window are only asked about."""
     now = timezone.now()
     cutoff = now - older_than
     stuck = (
@@ -384,6 +408,7 @@ def payouts_poll(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: i
         .filter(Q(status=S.APPROVED) | Q(status=S.PENDING, account__withdrawals_need_approval=False))
         .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
         .filter(Q(hold_reason="") | Q(account__is_blocked=False, account__status=Account.Status.APPROVED))
+        .exclude(hold_reason=HoldReason.PAYOUT_INTERRUPTED)
     )
     ids = list(stuck.order_by("updated_at").values_list("pk", flat=True)[:limit])
     for withdrawal_id in ids:
