@@ -42,7 +42,8 @@ from withdrawals.admin_parts import (
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payouts import ProcessOutcome, withdrawal_payout_ask
-from withdrawals.services import payout_settle_window, withdrawal_payout_resume, withdrawal_transition
+from withdrawals.runs import withdrawal_payout_resume
+from withdrawals.services import payout_settle_window, withdrawal_transition
 
 
 def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bool:

@@ -40,8 +40,9 @@ from withdrawals import exceptions as err
 from withdrawals import services
 from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.runs import IN_PROGRESS, calls_interrupted
 from withdrawals.selectors import payout_hold_reason
-from withdrawals.services import INTERRUPTED, LEASE, payout_sends_in_flight, payout_settle_window
+from withdrawals.services import LEASE, payout_sends_in_flight, payout_settle_window
 
 logger = logging.getLogger(__name__)
 
@@ -65,14 +66,6 @@ class ProcessOutcome(enum.StrEnum):
 #: What :func:`withdrawal_process` returns: the withdrawal's status, or one of the words above.
 Processed: TypeAlias = WithdrawalStatus | ProcessOutcome
 
-#: The outcome of an attempt row until its call returns.
-IN_PROGRESS = "in_progress"
-#: ``error_message`` of an attempt whose run ended before recording its answer.
-INTERRUPTED_MESSAGE = (
-    "execução interrompida antes de registrar a resposta (processo do worker perdido ou conexão com o banco "
-    "caída): a adquirente pode ter recebido a chamada"
-)
-
 
 class _NotApproved(Exception):
     """The withdrawal left ``approved`` while this run was at it."""
@@ -87,7 +80,7 @@ def withdrawal_process(
 ) -> Processed:
     """Move a withdrawal forward: auto-approve when the account allows it,
     then pay out through the chain. Idempotent and safe to run twice.
-    ``lease_token`` (32 chars): this run's own. ``take_over``: the token(s)
+    ``lease_token`` (32 chars): this run's own. ``take_over``: the tokens
     of runs known to be dead (the caller's own attempt that lost its
     database connection, a run whose process died), whose lease this run may
     take while one of them still holds it."""
@@ -108,7 +101,7 @@ def withdrawal_process(
     if withdrawal.status != S.APPROVED:
         return S(withdrawal.status)
     if withdrawal.hold_reason == HoldReason.PAYOUT_INTERRUPTED:
-        return ProcessOutcome.ON_HOLD  # until staff resume it (withdrawal_payout_resume)
+        return ProcessOutcome.ON_HOLD  # until staff resume it (withdrawals.runs)
 
     now = timezone.now()
     token = lease_token or uuid.uuid4().hex
@@ -155,7 +148,7 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
     )
     # This run holds the lease and has called nobody yet: a call still "in
     # progress" is a dead run's (its process or its connection died).
-    _interrupted([pk for pk, _, _, _, outcome in rows if outcome == IN_PROGRESS])
+    calls_interrupted([pk for pk, _, _, _, outcome in rows if outcome == IN_PROGRESS])
     history = [(acquirer_id, action, released) for _, acquirer_id, action, released, _ in rows]
     # Acquirers that refused or failed it for good: we moved past them, so
     # they are never asked to pay again.
@@ -302,18 +295,6 @@ def _new_attempt(withdrawal: Withdrawal, acquirer: Acquirer, action: str) -> Pay
     )
 
 
-def _interrupted(attempt_ids: list[int]) -> None:
-    """Calls whose run died before recording their answer: unclear, as a
-    timeout is. A send among them counts as in flight for the lease after it
-    was made (``payout_sends_in_flight``): the acquirer may have it and record
-    it late, so its "failed" or "not found" is not taken as final meanwhile,
-    and only it, under the same idempotency id, may settle the payout."""
-    if attempt_ids:
-        PayoutAttempt.objects.filter(pk__in=attempt_ids, outcome=IN_PROGRESS).update(
-            outcome=Outcome.TIMEOUT, error_class=INTERRUPTED, error_message=INTERRUPTED_MESSAGE
-        )
-
-
 def _attempt(
     attempt: PayoutAttempt,
     acquirer: Acquirer,
@@ -393,47 +374,6 @@ def _settle(withdrawal: Withdrawal, acquirer: Acquirer, result: PayoutResult) ->
         return S.PAID
     metrics.PAYOUTS.labels(acquirer.key, ProcessOutcome.PROCESSING).inc()
     return ProcessOutcome.PROCESSING  # confirmed later by a notification or by the poller
-
-
-def withdrawal_payout_interrupted(*, withdrawal_id: uuid.UUID | str, runs_lost: int, take_over: str = "") -> Processed:
-    """The payout's last ``runs_lost`` runs died with their worker process
-    (``PAYOUT_MAX_LOST_RUNS`` in a row): it is held for staff
-    (``HoldReason.PAYOUT_INTERRUPTED``, the "pagamento parado" filter) rather
-    than run again, which would kill one more worker. The money stays
-    debited. When a send is on record, the payout is also undetermined (only
-    its acquirer's answer, or staff's, settles it). ``take_over``: the dead
-    run's lease token, released here. Nothing runs it again until staff
-    resume it (:func:`withdrawals.services.withdrawal_payout_resume`)."""
-    with transaction.atomic():
-        locked = Withdrawal.objects.select_for_update().get(pk=withdrawal_id)
-        if locked.status != S.APPROVED:
-            return S(locked.status)
-        now = timezone.now()
-        if locked.hold_reason != HoldReason.PAYOUT_INTERRUPTED:
-            locked.hold_reason, locked.held_since = HoldReason.PAYOUT_INTERRUPTED, now
-        if locked.payout_owner_id is not None and locked.payout_unclear_since is None:
-            locked.payout_unclear_since = now
-        if take_over and locked.payout_lease_token == take_over:
-            locked.payout_leased_until, locked.payout_lease_token = None, ""
-        locked.save(
-            update_fields=[
-                "hold_reason",
-                "held_since",
-                "payout_unclear_since",
-                "payout_leased_until",
-                "payout_lease_token",
-                "updated_at",
-            ]
-        )
-        stale = PayoutAttempt.objects.filter(withdrawal_id=locked.pk, outcome=IN_PROGRESS)
-        _interrupted(list(stale.values_list("pk", flat=True)))
-    logger.error(
-        "withdrawal %s: %s payout runs in a row died with their worker process; held for staff",
-        withdrawal_id,
-        runs_lost,
-    )
-    metrics.PAYOUTS.labels("none", ProcessOutcome.ON_HOLD).inc()
-    return ProcessOutcome.ON_HOLD
 
 
 def withdrawal_payout_ask(*, withdrawal_id: uuid.UUID | str) -> Processed:

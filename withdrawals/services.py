@@ -35,7 +35,6 @@ from withdrawals import exceptions as err
 from withdrawals.limits import total_after_request, total_after_reversal, withdrawn_before
 from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payloads import withdrawal_payload
-from withdrawals.runs import lost_runs_forget
 from withdrawals.selectors import NOT_COUNTED
 
 logger = logging.getLogger(__name__)
@@ -260,9 +259,6 @@ def withdrawal_approve(*, withdrawal_id: uuid.UUID | str, source: str, actor: st
 LEASE = dt.timedelta(minutes=5)
 #: ``error_class`` of a send cut at our deadline (acquirers.calls).
 ABANDONED = DeadlineExceeded.__name__
-#: ``error_class`` of a call whose run died before recording its answer (its
-#: worker process killed, its database connection lost): outcome "timeout".
-INTERRUPTED = "RunInterrupted"
 
 
 def payout_settle_window() -> dt.timedelta:
@@ -362,23 +358,6 @@ def withdrawal_payout_resolve(
             e2e_id=e2e_id,
             reason=f"resolved by staff: {reason}",
         )
-
-
-def withdrawal_payout_resume(*, withdrawal_id: uuid.UUID | str) -> bool:
-    """Staff: run again a payout held because its runs kept dying with their
-    worker process (``HoldReason.PAYOUT_INTERRUPTED``), e.g. once the cause
-    is fixed. The count of lost runs starts over; the run asks the acquirer
-    that may hold the payout first, as every run does. False when it is not
-    held so (paid, settled or resumed meanwhile)."""
-    with transaction.atomic():
-        withdrawal = Withdrawal.objects.select_for_update().get(pk=withdrawal_id)
-        if withdrawal.status != S.APPROVED or withdrawal.hold_reason != HoldReason.PAYOUT_INTERRUPTED:
-            return False
-        lost_runs_forget(withdrawal.pk)
-        withdrawal.hold_reason, withdrawal.held_since = "", None
-        withdrawal.save(update_fields=["hold_reason", "held_since", "updated_at"])
-        transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))
-    return True
 
 
 def withdrawals_resume_held(account_id: uuid.UUID | str) -> int:

@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from withdrawals.exceptions import PayoutUndetermined
-from withdrawals.payouts import withdrawal_payout_interrupted, withdrawal_process
-from withdrawals.runs import lost_run_note, lost_runs, lost_runs_forget, run_token
+from withdrawals.payouts import ProcessOutcome, withdrawal_process
+from withdrawals.runs import lost_run_note, lost_runs, lost_runs_forget, run_token, withdrawal_payout_hold_interrupted
 from withdrawals.services import payouts_poll
 
 logger = logging.getLogger(__name__)
@@ -134,9 +134,10 @@ def process_withdrawal(self: PayoutRunTask, withdrawal_id: str, db_retries: int 
     if lost is not None:
         if lost.count >= settings.PAYOUT_MAX_LOST_RUNS:
             # It kills its worker every time: run no more, staff's now.
-            return withdrawal_payout_interrupted(
+            status = withdrawal_payout_hold_interrupted(
                 withdrawal_id=withdrawal_id, runs_lost=lost.count, take_over=lost.token
             )
+            return status or ProcessOutcome.ON_HOLD
         dead.add(lost.token)
     dead.discard("")
     lease_token = run_token(

@@ -155,7 +155,7 @@ def interrupted_payouts_resumed(ids: dict[str, str]) -> list[str]:
     payout leaving ``approved``: the payout was taken up again, not left to
     its lease and beat's poll."""
     from withdrawals.models import PayoutAttempt, WithdrawalTransition
-    from withdrawals.services import INTERRUPTED
+    from withdrawals.runs import INTERRUPTED
 
     violations = []
     interrupted = PayoutAttempt.objects.filter(

@@ -23,16 +23,16 @@ from acquirers.services import acquirer_slots_set
 from tests.factories import AccountFactory, AcquirerFactory
 from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus
-from withdrawals.payouts import withdrawal_payout_interrupted, withdrawal_process
-from withdrawals.runs import lost_run_note, lost_runs, lost_runs_forget, run_token
-from withdrawals.services import (
-    LEASE,
-    payouts_poll,
-    withdrawal_approve,
+from withdrawals.payouts import withdrawal_process
+from withdrawals.runs import (
+    lost_run_note,
+    lost_runs,
+    lost_runs_forget,
+    run_token,
+    withdrawal_payout_hold_interrupted,
     withdrawal_payout_resume,
-    withdrawal_request,
-    withdrawals_resume_held,
 )
+from withdrawals.services import LEASE, payouts_poll, withdrawal_approve, withdrawal_request, withdrawals_resume_held
 
 S = WithdrawalStatus
 SEED = 20_000
@@ -161,7 +161,7 @@ def test_a_payout_held_because_its_runs_kept_dying_runs_again_only_when_staff_re
     died_mid_send(withdrawal, acquirer, dead)
     lost_run_note(withdrawal_id=withdrawal.pk, token=dead)
 
-    assert withdrawal_payout_interrupted(withdrawal_id=withdrawal.pk, runs_lost=3, take_over=dead) == "on_hold"
+    assert withdrawal_payout_hold_interrupted(withdrawal_id=withdrawal.pk, runs_lost=3, take_over=dead) is None
     withdrawal.refresh_from_db()
     assert (withdrawal.hold_reason, withdrawal.status) == (HoldReason.PAYOUT_INTERRUPTED, S.APPROVED)
     assert withdrawal.held_since is not None
