@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import secrets
 import signal
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,12 +25,9 @@ from django.test import Client
 
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
-from acquirers.models import Acquirer, AcquirerSlot
-from acquirers.services import acquirer_slots_set
-from tests.acquirers.conftest import EFI_CHAVE, EFI_ENV, PKI, efi_options, warm_up
+from acquirers.models import Acquirer
 from tests.acquirers.fake_efi import FakeEfi
-from tests.factories import AcquirerFactory
-from tests.faults.conftest import SEED
+from tests.faults.conftest import SEED, efi_cashout, wait_until_paid
 from tests.helpers import admin_action
 from tests.realworld import CeleryWorker, celery_workers_apart, wait_for
 from webhooks.models import WebhookEvent
@@ -50,31 +45,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def efi() -> Iterator[FakeEfi]:
-    fake = FakeEfi(
-        pki=PKI,
-        client_id=f"efi-client-{secrets.token_hex(4)}",  # a token cache of its own
-        client_secret=EFI_ENV["PIX_TEST_EFI_CLIENT_SECRET"],
-        chave=EFI_CHAVE,
-        outcome="paid",  # REALIZADO right after its 201 EM_PROCESSAMENTO answer
-    )
-    with fake.running():
-        yield fake
-    assert fake.violations == [], "\n".join(fake.violations)
-
-
-@pytest.fixture
 def efi_acquirer(account: Account, efi: FakeEfi) -> Acquirer:
-    acquirer: Acquirer = AcquirerFactory(
-        key=f"efi_lost_{uuid.uuid4().hex[:8]}",
-        adapter="efi_pix",
-        options=efi_options(efi),
-        connect_timeout_ms=2000,
-        read_timeout_ms=10_000,  # the kill, not a timeout, ends the send
-    )
-    acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHOUT, acquirers=[acquirer])
-    warm_up(acquirer)  # the token is shared through Redis: the send is the first call
-    return acquirer
+    return efi_cashout(account, efi, name="efi_lost", read_timeout_ms=10_000)  # the kill, not a timeout, ends the send
 
 
 def pool_children(worker: CeleryWorker) -> list[int]:
@@ -128,17 +100,7 @@ def test_a_payout_whose_pool_child_is_killed_mid_send_is_paid_within_seconds_and
         withdrawal = withdrawal_request(account=account, amount=AMOUNT, key_type="cpf", key_value=CPF)
         wait_for(lambda: killed, timeout=30, interval=0.02)
         died = time.monotonic()
-
-        def paid() -> bool:
-            withdrawal.refresh_from_db()
-            return withdrawal.status == S.PAID
-
-        try:
-            wait_for(paid, timeout=PROMPTLY, interval=0.05)
-        except AssertionError:
-            raise AssertionError(
-                f"not paid within {PROMPTLY}s of the kill:\n{workers.payouts.output()[-6000:]}"
-            ) from None
+        wait_until_paid(withdrawal, workers.payouts, within=PROMPTLY, since=" of the kill")
         resumed_in = time.monotonic() - died
         log = workers.payouts.output()
 
@@ -223,12 +185,7 @@ def test_a_payout_that_kills_its_child_every_time_stops_held_for_staff_who_resum
             admin_client, "/admin/withdrawals/withdrawal/", "resume_payout", [withdrawal.pk], reason="Causa corrigida"
         )
         assert resumed.status_code == 200
-
-        def paid() -> bool:
-            withdrawal.refresh_from_db()
-            return withdrawal.status == S.PAID
-
-        wait_for(paid, timeout=PROMPTLY, interval=0.05)
+        wait_until_paid(withdrawal, workers.payouts, within=PROMPTLY, since=" of staff resuming it")
 
     assert len(efi.calls_of("send")) == 1
     assert list(efi.sends) == [withdrawal.idempotency_id]
