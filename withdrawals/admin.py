@@ -18,6 +18,7 @@ from core.admin import (
     Confirmation,
     TransitionActions,
     UUIDSearchMixin,
+    confirm_first,
 )
 from core.admin_lists import (
     CsvExportMixin,
@@ -29,6 +30,7 @@ from core.admin_lists import (
     csv_money,
     titled,
 )
+from core.plural import plural
 from withdrawals.admin_parts import (
     QUEUE_ORDER,
     ApprovalQueueFilter,
@@ -40,6 +42,7 @@ from withdrawals.admin_parts import (
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payouts import ProcessOutcome, withdrawal_payout_ask
+from withdrawals.runs import withdrawal_payout_resume
 from withdrawals.services import payout_settle_window, withdrawal_transition
 
 
@@ -66,6 +69,35 @@ _transitions = TransitionActions(
 
 def _liquid(withdrawal: Withdrawal) -> int:
     return withdrawal.liquid_amount
+
+
+RESUME = "Retomar pagamento interrompido"
+
+
+def _resume(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Withdrawal], reason: str) -> None:
+    """Staff run again payouts held because their runs kept dying with their
+    worker (README, "Queues and workers"); each resumption is logged with the reason."""
+    done = skipped = 0
+    for withdrawal in queryset.order_by("pk"):
+        if withdrawal_payout_resume(withdrawal_id=withdrawal.pk):
+            done += 1
+            modeladmin.log_change(request, withdrawal, f"{RESUME}. Motivo: {reason}")
+        else:
+            skipped += 1
+    if done:
+        modeladmin.message_user(
+            request, plural(done, f"{RESUME}: {{n}} saque.", f"{RESUME}: {{n}} saques."), messages.SUCCESS
+        )
+    if skipped:
+        modeladmin.message_user(
+            request,
+            plural(
+                skipped,
+                "{n} saque ignorado: não está retido por processamento interrompido.",
+                "{n} saques ignorados: não estão retidos por processamento interrompido.",
+            ),
+            messages.WARNING,
+        )
 
 
 def _total_debit(withdrawal: Withdrawal) -> int:
@@ -118,6 +150,7 @@ class WithdrawalAdmin(
         "approve": (WithdrawalStatus.PENDING,),
         "cancel": (WithdrawalStatus.PENDING,),
         "mark_returned": (WithdrawalStatus.PAID,),
+        "resume_payout": (WithdrawalStatus.APPROVED,),
     }
     list_filter = (
         ApprovalQueueFilter,
@@ -177,6 +210,22 @@ class WithdrawalAdmin(
                 note="Nada é creditado agora: é criado um pedido que outro membro da equipe precisa aprovar.",
             ),
         ),
+        # The payout was approved already; its runs kept dying with their
+        # worker (HoldReason.PAYOUT_INTERRUPTED). Run again, asking the
+        # acquirer that may hold it first, once the cause is dealt with.
+        confirm_first(
+            _resume,
+            name="resume_payout",
+            description=RESUME,
+            permission="approve_withdrawal",
+            confirmation=Confirmation(
+                effect="Retomar executa de novo o pagamento dos saques retidos porque o processo que os executava "
+                "morreu repetidamente; a adquirente que pode ter o pagamento é consultada antes de qualquer envio",
+                column="Enviado via Pix",
+                amount=_liquid,
+                from_statuses=(WithdrawalStatus.APPROVED,),
+            ),
+        ),
     ]
 
     def get_ordering(self, request: HttpRequest) -> Any:
@@ -211,7 +260,7 @@ class WithdrawalAdmin(
 ASK_RESULTS: dict[str, str] = {
     ProcessOutcome.UNDETERMINED: "ainda indeterminado",
     ProcessOutcome.HELD: "outra execução está tratando o pagamento agora",
-    ProcessOutcome.ON_HOLD: "retido: a conta não pode sacar agora",
+    ProcessOutcome.ON_HOLD: 'retido: veja o motivo em "retido por"',
     ProcessOutcome.DEFERRED: "adiado: adquirentes indisponíveis, nova tentativa em seguida",
     ProcessOutcome.PROCESSING: "aceito pela adquirente, pagamento em processamento",
     ProcessOutcome.AWAITING_APPROVAL: "aguardando aprovação",

@@ -61,7 +61,7 @@ class ApprovalQueueFilter(admin.SimpleListFilter):
 
 class PayoutStateFilter(admin.SimpleListFilter):
     """Approved withdrawals whose payout waits: on an acquirer that has not
-    said where it stands, or held because of their account."""
+    said where it stands, or held (their account, or runs that kept dying)."""
 
     title = "pagamento parado"
     parameter_name = "payout"
@@ -70,7 +70,7 @@ class PayoutStateFilter(admin.SimpleListFilter):
         return [
             ("undetermined", "Pagamento indeterminado"),
             ("staff", "Indeterminado além da janela (equipe)"),
-            ("held", "Retido: conta bloqueada ou não aprovada"),
+            ("held", "Retido: conta bloqueada ou não aprovada, ou processamento interrompido"),
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:

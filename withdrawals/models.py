@@ -36,6 +36,9 @@ class HoldReason(models.TextChoices):
 
     ACCOUNT_BLOCKED = "account_blocked", "Conta bloqueada"
     ACCOUNT_NOT_APPROVED = "account_not_approved", "Conta não aprovada"
+    # Its payout runs kept dying with their worker process (settings.PAYOUT_MAX_LOST_RUNS
+    # in a row): not run again until staff resume it (withdrawals.runs).
+    PAYOUT_INTERRUPTED = "payout_interrupted", "Processamento interrompido repetidamente"
 
 
 class Withdrawal(models.Model):

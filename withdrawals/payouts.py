@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeAlias
 
 from django.db import transaction
@@ -39,7 +39,8 @@ from core import metrics
 from withdrawals import exceptions as err
 from withdrawals import services
 from withdrawals.exceptions import PayoutUndetermined
-from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.runs import IN_PROGRESS, calls_interrupted
 from withdrawals.selectors import payout_hold_reason
 from withdrawals.services import LEASE, payout_sends_in_flight, payout_settle_window
 
@@ -56,7 +57,7 @@ class ProcessOutcome(enum.StrEnum):
 
     AWAITING_APPROVAL = "awaiting_approval"  # pending: staff approve it
     HELD = "held"  # another run holds the payout's lease
-    ON_HOLD = "on_hold"  # its account may not cash out now (hold_reason)
+    ON_HOLD = "on_hold"  # not sent for now: its account may not cash out, or its runs kept dying (hold_reason)
     DEFERRED = "deferred"  # acquirers left cooling down or busy: tried again after
     PROCESSING = "processing"  # accepted; paid later (a notification, the poller)
     UNDETERMINED = "undetermined"  # no definitive answer past the settle window: staff's queue
@@ -74,11 +75,17 @@ def _status_of(withdrawal: Withdrawal) -> WithdrawalStatus:
     return S(Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk))
 
 
-def withdrawal_process(*, withdrawal_id: uuid.UUID | str, lease_token: str = "", take_over: str = "") -> Processed:
+def withdrawal_process(
+    *, withdrawal_id: uuid.UUID | str, lease_token: str = "", take_over: str | Collection[str] = ""
+) -> Processed:
     """Move a withdrawal forward: auto-approve when the account allows it,
     then pay out through the chain. Idempotent and safe to run twice.
-    ``lease_token`` (32 chars): this run's own. ``take_over``: the token of a
-    dead run of the caller's, whose lease this run may take while it still holds it."""
+    ``lease_token`` (32 chars): this run's own. ``take_over``: the tokens
+    of runs known to be dead (the caller's own attempt that lost its
+    database connection, a run whose process died), whose lease this run may
+    take while one of them still holds it."""
+    dead = [take_over] if isinstance(take_over, str) else list(take_over)
+    dead = [token for token in dead if token]
     withdrawal = Withdrawal.objects.select_related("account").get(pk=withdrawal_id)
     if withdrawal.status == S.PENDING:
         if withdrawal.account.withdrawals_need_approval:
@@ -93,13 +100,15 @@ def withdrawal_process(*, withdrawal_id: uuid.UUID | str, lease_token: str = "",
         return S.APPROVED
     if withdrawal.status != S.APPROVED:
         return S(withdrawal.status)
+    if withdrawal.hold_reason == HoldReason.PAYOUT_INTERRUPTED:
+        return ProcessOutcome.ON_HOLD  # until staff resume it (withdrawals.runs)
 
     now = timezone.now()
     token = lease_token or uuid.uuid4().hex
     free = Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now)
     claimed = (
         Withdrawal.objects.filter(pk=withdrawal.pk, status=S.APPROVED)
-        .filter(free | Q(payout_lease_token=take_over) if take_over else free)
+        .filter(free | Q(payout_lease_token__in=dead) if dead else free)
         .update(payout_leased_until=now + LEASE, payout_lease_token=token, updated_at=now)
     )
     if not claimed:
@@ -128,15 +137,19 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
         key_type=withdrawal.pix_key_type,
         key_value=withdrawal.pix_key,
     )
-    history = list(
+    rows = list(
         PayoutAttempt.objects.filter(withdrawal=withdrawal)
         .exclude(action=PayoutAttempt.Action.NOTICE)
         # A send found its acquirer busy between admission and the call: it
         # was never made, so that acquirer holds nothing of it.
         .exclude(action=PayoutAttempt.Action.SEND, outcome=Outcome.BUSY)
         .order_by("id")
-        .values_list("acquirer_id", "action", "released")
+        .values_list("pk", "acquirer_id", "action", "released", "outcome")
     )
+    # This run holds the lease and has called nobody yet: a call still "in
+    # progress" is a dead run's (its process or its connection died).
+    calls_interrupted([pk for pk, _, _, _, outcome in rows if outcome == IN_PROGRESS])
+    history = [(acquirer_id, action, released) for _, acquirer_id, action, released, _ in rows]
     # Acquirers that refused or failed it for good: we moved past them, so
     # they are never asked to pay again.
     done_with = {a for a, _, released in history if released}
@@ -255,6 +268,8 @@ def _begin_send(withdrawal: Withdrawal, acquirer: Acquirer) -> PayoutAttempt | N
         locked = Withdrawal.objects.select_for_update().get(pk=withdrawal.pk)
         if locked.status != S.APPROVED:
             raise _NotApproved()
+        if locked.hold_reason == HoldReason.PAYOUT_INTERRUPTED:
+            return None  # held for staff meanwhile (a run that outlived its lease)
         account = Account.objects.only("status", "is_blocked").get(pk=locked.account_id)
         hold = payout_hold_reason(account)
         now = timezone.now()
@@ -276,7 +291,7 @@ def _begin_send(withdrawal: Withdrawal, acquirer: Acquirer) -> PayoutAttempt | N
 
 def _new_attempt(withdrawal: Withdrawal, acquirer: Acquirer, action: str) -> PayoutAttempt:
     return PayoutAttempt.objects.create(
-        withdrawal=withdrawal, acquirer=acquirer, action=action, outcome="in_progress", latency_ms=0
+        withdrawal=withdrawal, acquirer=acquirer, action=action, outcome=IN_PROGRESS, latency_ms=0
     )
 
 

@@ -33,7 +33,7 @@ from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
 from withdrawals.limits import total_after_request, total_after_reversal, withdrawn_before
-from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payloads import withdrawal_payload
 from withdrawals.selectors import NOT_COUNTED
 
@@ -361,10 +361,12 @@ def withdrawal_payout_resolve(
 
 
 def withdrawals_resume_held(account_id: uuid.UUID | str) -> int:
-    """The account may cash out again: its held withdrawals are processed now."""
+    """The account may cash out again: its withdrawals held because of it
+    are processed now (not those whose runs kept dying: staff's)."""
     ids = list(
         Withdrawal.objects.filter(account_id=account_id, status=S.APPROVED)
         .exclude(hold_reason="")
+        .exclude(hold_reason=HoldReason.PAYOUT_INTERRUPTED)
         .values_list("pk", flat=True)
     )
     for withdrawal_id in ids:
@@ -376,7 +378,8 @@ def payouts_poll(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: i
     """Beat: withdrawals left approved (worker died, acquirer still
     processing, broker down) get processed again; pending ones of accounts
     without manual approval too. Held ones wait until their account may cash
-    out again; undetermined ones past the settle window are only asked about."""
+    out again, or staff resume them (runs that kept dying); undetermined ones
+    past the settle window are only asked about."""
     now = timezone.now()
     cutoff = now - older_than
     stuck = (
@@ -384,6 +387,7 @@ def payouts_poll(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: i
         .filter(Q(status=S.APPROVED) | Q(status=S.PENDING, account__withdrawals_need_approval=False))
         .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
         .filter(Q(hold_reason="") | Q(account__is_blocked=False, account__status=Account.Status.APPROVED))
+        .exclude(hold_reason=HoldReason.PAYOUT_INTERRUPTED)
     )
     ids = list(stuck.order_by("updated_at").values_list("pk", flat=True)[:limit])
     for withdrawal_id in ids:

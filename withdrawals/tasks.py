@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import uuid
 from typing import Any
 
 import psycopg
+from billiard.einfo import ExceptionInfo, ExceptionWithTraceback  # type: ignore[attr-defined]  # not in the stub
+from billiard.exceptions import WorkerLostError
 from celery import Task, shared_task
+from celery.worker.request import Request
+from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from withdrawals.exceptions import PayoutUndetermined
-from withdrawals.payouts import withdrawal_process
+from withdrawals.payouts import ProcessOutcome, withdrawal_process
+from withdrawals.runs import lost_run_note, lost_runs, lost_runs_forget, run_token, withdrawal_payout_hold_interrupted
 from withdrawals.services import payouts_poll
 
 logger = logging.getLogger(__name__)
@@ -33,9 +39,54 @@ TRANSIENT_DB_ERRORS: tuple[type[Exception], ...] = (
 TRANSIENT_RETRY_COUNTDOWNS = (2, 4, 8, 16, 32)
 
 
+class PayoutRunRequest(Request):
+    """A payout run as the worker's main process sees it (Celery's custom
+    request class): when the pool child running it dies, the main process
+    notes the lease token the dead run held (``withdrawals.runs``) before the
+    message goes back to the queue, so its redelivery takes the payout back
+    at once and counts the runs lost in a row."""
+
+    def on_failure(self, exc_info: ExceptionInfo, send_failed_event: bool = True, return_ok: bool = False) -> None:
+        exc = exc_info.exception
+        if isinstance(exc, ExceptionWithTraceback):
+            exc = exc.exc
+        # The child is gone (billiard reports SIGKILL as WorkerLostError, an
+        # exit as SystemExit): nothing of the run can act any more.
+        if isinstance(exc, (WorkerLostError, SystemExit)):
+            self._note_lost()
+        super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
+
+    def _note_lost(self) -> None:
+        withdrawal_id = self.args[0] if self.args else self.kwargs.get("withdrawal_id")
+        if not withdrawal_id:
+            return
+        token = ""
+        if self.worker_pid:
+            retries = int(self.request_dict.get("retries") or 0)
+            token = run_token(node=self.hostname, pid=int(self.worker_pid), task_id=self.id, retries=retries)
+        count = lost_run_note(withdrawal_id=withdrawal_id, token=token)
+        logger.warning(
+            "withdrawal %s: its payout run died with pool child %s (%s in a row); sent again at once",
+            withdrawal_id,
+            self.worker_pid,
+            count,
+        )
+
+
+class PayoutRunTask(Task[Any, Any]):
+    """Payout runs: the worker's main process handles them as :class:`PayoutRunRequest`."""
+
+    Request = f"{__name__}:PayoutRunRequest"
+
+
 @shared_task(
     bind=True,
+    base=PayoutRunTask,
     acks_late=True,
+    # A run whose pool child dies (OOM killer, SIGKILL) is handed back to the
+    # queue at once, not acknowledged and lost; PayoutRunRequest lets it take
+    # the payout back, and bounds how often (PAYOUT_MAX_LOST_RUNS).
+    reject_on_worker_lost=True,
     ignore_result=True,
     # The acquirer that may hold the payout is asked again, with growing
     # backoff, for the settle window (PAYOUT_SETTLE_WINDOW_MINUTES); past it
@@ -46,22 +97,25 @@ TRANSIENT_RETRY_COUNTDOWNS = (2, 4, 8, 16, 32)
     # Beat's poller is the net under these; both only ever ask before sending.
     max_retries=20,
 )
-def process_withdrawal(self: Task[Any, Any], withdrawal_id: str, db_retries: int = 0, left_lease: str = "") -> str:
+def process_withdrawal(self: PayoutRunTask, withdrawal_id: str, db_retries: int = 0, left_lease: str = "") -> str:
     """Approve (when automatic) and pay out. Idempotent: a lease on the row
     and the attempt history make a second run ask before it ever sends.
 
     A run whose database connection is lost is retried within seconds
     (``TRANSIENT_RETRY_COUNTDOWNS``, counted by ``db_retries``) rather than
-    left to the poller. The retry is harmless, like any second run:
+    left to the poller; one whose pool child dies is handed back to the queue
+    at once (``PayoutRunRequest``). The second run is harmless, like any:
 
-    - it takes back the lease its dead attempt could not release (that
-      release needed the lost connection too) instead of waiting it out: the
-      retry carries that attempt's token (``left_lease``) and swaps it for a
-      fresh one of its own in one conditional UPDATE, so of two deliveries of
-      the same message (brokers deliver at least once) only the first takes
-      it; the other, and any other run (poller, staff's "ask again"), finds
-      the payout held. Every run has its own token: a duplicate delivery of
-      a first run claims nothing a running one holds;
+    - it takes back the lease its dead attempt could not release instead of
+      waiting it out: the retry carries that attempt's token (``left_lease``),
+      the redelivery finds the dead child's in ``withdrawals.runs``, and
+      either swaps it for one of its own in one conditional UPDATE, so of two
+      deliveries of the same message (brokers deliver at least once) only the
+      first takes it; the other, and any other run (poller, staff's "ask
+      again"), finds the payout held. Every run alive has its own token
+      (``withdrawals.runs.run_token``): a duplicate delivery of a message
+      claims nothing a running one holds. A payout whose runs died
+      ``PAYOUT_MAX_LOST_RUNS`` times in a row is held for staff instead;
     - it asks before it sends: a send is recorded (committed) before the
       acquirer is called, so whatever the attempt got to, the retry finds it
       in the history and asks that acquirer for the payout's status first;
@@ -73,9 +127,26 @@ def process_withdrawal(self: Task[Any, Any], withdrawal_id: str, db_retries: int
       the row lock, a no-op when repeated: a transaction cut by the lost
       connection rolled back whole, one that committed is seen as done.
     """
-    lease_token = uuid.uuid4().hex
+    request = self.request
+    dead = {left_lease}
+    # Handed back to the queue: its last run may have died with its process.
+    lost = lost_runs(withdrawal_id) if (request.delivery_info or {}).get("redelivered") else None
+    if lost is not None:
+        if lost.count >= settings.PAYOUT_MAX_LOST_RUNS:
+            # It kills its worker every time: run no more, staff's now.
+            status = withdrawal_payout_hold_interrupted(
+                withdrawal_id=withdrawal_id, runs_lost=lost.count, take_over=lost.token
+            )
+            return status or ProcessOutcome.ON_HOLD
+        dead.add(lost.token)
+    dead.discard("")
+    lease_token = run_token(
+        node=request.hostname or "", pid=os.getpid(), task_id=request.id or "", retries=request.retries or 0
+    )
+    if lease_token in dead:  # a new child got the dead one's pid: a token of its own all the same
+        lease_token = uuid.uuid4().hex
     try:
-        return withdrawal_process(withdrawal_id=withdrawal_id, lease_token=lease_token, take_over=left_lease)
+        return withdrawal_process(withdrawal_id=withdrawal_id, lease_token=lease_token, take_over=dead)
     except TRANSIENT_DB_ERRORS as exc:
         # Discard the broken connection (the pool drops a dead one) so that
         # nothing after this, in this process, gets it again.
@@ -92,6 +163,9 @@ def process_withdrawal(self: Task[Any, Any], withdrawal_id: str, db_retries: int
             countdown=countdown,
             exc=exc,
         ) from exc
+    finally:
+        if lost is not None:
+            lost_runs_forget(withdrawal_id)  # this run did not die: losses count in a row
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -48,6 +48,10 @@ ACQUIRER_MAX_IN_FLIGHT = env.int("ACQUIRER_MAX_IN_FLIGHT", default=48)
 # found", sent the same payout again under the same id) before the payout
 # goes to staff's queue of undetermined payouts. It never goes elsewhere meanwhile.
 PAYOUT_SETTLE_WINDOW_MINUTES = env.int("PAYOUT_SETTLE_WINDOW_MINUTES", default=30)
+# Payout runs whose worker process died under them (a pool child killed) before
+# the withdrawal is held for staff ("processamento interrompido") instead of
+# being run again: a payout that kills its worker every time stops there.
+PAYOUT_MAX_LOST_RUNS = env.int("PAYOUT_MAX_LOST_RUNS", default=3)
 
 # --------------------------------------------------------------------------- webhooks (decisions §6)
 # Loopback/private/reserved destinations are refused unless this is on

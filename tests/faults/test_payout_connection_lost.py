@@ -13,11 +13,9 @@ its lease.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +25,11 @@ from django.utils import timezone
 
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
-from acquirers.models import Acquirer, AcquirerSlot
+from acquirers.models import AcquirerSlot
 from acquirers.services import acquirer_slots_set
-from tests.acquirers.conftest import EFI_CHAVE, EFI_ENV, PKI, efi_options, warm_up
 from tests.acquirers.fake_efi import FakeEfi
 from tests.factories import AcquirerFactory
-from tests.faults.conftest import SEED
+from tests.faults.conftest import SEED, efi_cashout, wait_until_paid
 from tests.faults.test_database_dropped import pg_connect
 from tests.realworld import celery_workers_apart, wait_for
 from webhooks.models import WebhookEvent
@@ -48,20 +45,6 @@ PROMPTLY = 15.0
 
 # The workers are other processes: they see only committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def efi() -> Iterator[FakeEfi]:
-    fake = FakeEfi(
-        pki=PKI,
-        client_id=f"efi-client-{secrets.token_hex(4)}",  # a token cache of its own
-        client_secret=EFI_ENV["PIX_TEST_EFI_CLIENT_SECRET"],
-        chave=EFI_CHAVE,
-        outcome="paid",  # REALIZADO right after its 201 EM_PROCESSAMENTO answer
-    )
-    with fake.running():
-        yield fake
-    assert fake.violations == [], "\n".join(fake.violations)
 
 
 def terminate_backends_of(application_name: str) -> int:
@@ -89,15 +72,7 @@ def waiting_on_a_lock(application_name: str) -> bool:
 def test_a_payout_whose_database_connection_is_terminated_mid_send_is_paid_within_seconds_and_once(
     database_name: str, account: Account, efi: FakeEfi, tmp_path: Path
 ) -> None:
-    acquirer: Acquirer = AcquirerFactory(
-        key=f"efi_dropped_{uuid.uuid4().hex[:8]}",
-        adapter="efi_pix",
-        options=efi_options(efi),
-        connect_timeout_ms=2000,
-        read_timeout_ms=3000,
-    )
-    acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHOUT, acquirers=[acquirer])
-    warm_up(acquirer)  # the token is shared through Redis: the send is the first call
+    efi_cashout(account, efi, name="efi_dropped", read_timeout_ms=3000)
 
     with celery_workers_apart(database_name, tmp_path, concurrency=1, webhook_concurrency=1) as workers:
         terminated: list[int] = []
@@ -135,15 +110,7 @@ def test_a_payout_whose_database_connection_is_terminated_mid_send_is_paid_withi
         # Auto-approved: committed, and its payout run enqueued, as it returns.
         withdrawal = withdrawal_request(account=account, amount=AMOUNT, key_type="cpf", key_value=CPF)
         withdrawal_id.append(withdrawal.pk)
-
-        def paid() -> bool:
-            withdrawal.refresh_from_db()
-            return withdrawal.status == S.PAID
-
-        try:
-            wait_for(paid, timeout=PROMPTLY, interval=0.05)
-        except AssertionError:
-            raise AssertionError(f"not paid within {PROMPTLY}s:\n{workers.payouts.output()[-4000:]}") from None
+        wait_until_paid(withdrawal, workers.payouts, within=PROMPTLY)
         elapsed = time.monotonic() - started
         log = workers.payouts.output()
 

@@ -166,6 +166,7 @@ def soak(args: argparse.Namespace, logs: Path) -> dict[str, list[str]]:
                     ),
                     "every acknowledged record exists once": lambda: invariants.records(service.base, models, ids),
                     "no payout sent twice": lambda: invariants.payouts_once(ids),
+                    "interrupted payouts resumed within a minute": lambda: invariants.interrupted_payouts_resumed(ids),
                     "every status change delivered, signed": lambda: invariants.webhooks(
                         models, ids, list(receiver.requests)
                     ),

@@ -27,14 +27,18 @@ SPACING = 20.0
 LEAD = 15.0
 #: How long a lasting fault lasts.
 HOLD = 15.0
-#: Faults that can catch a payout mid-way. Its run held the withdrawal's lease
-#: (withdrawals.services.LEASE, 5 min) and beat's poll (every minute, payouts
-#: idle for 2) hands it back only after that: each cycle starts with them, so
-#: the run waits the least for what they leave.
-SLOW = ("pg_terminate", "worker_child")
-FAST = ("redis_restart", "receiver_500", "receiver_hang", "acquirer_slow")
+#: Faults whose after-effects may wait for beat's poll of stuck payouts (every
+#: minute, payouts idle for 2, once the lease of 5 minutes has run out): each
+#: cycle starts with them, so the run waits the least for what they leave.
+SLOW = ("pg_terminate",)
+#: A pool child killed is not among them: its payout is handed back at once
+#: and taken up again within seconds (README, "Queues and workers"); the
+#: invariant "interrupted payouts resumed within a minute" holds it to that.
+FAST = ("worker_child", "redis_restart", "receiver_500", "receiver_hang", "acquirer_slow")
 #: Seconds after a slow fault within which what it left must have settled.
 SETTLE_AFTER = 5 * 60 + 60 + 40
+#: Seconds after a pool child is killed within which what it left must have settled.
+WORKER_CHILD_SETTLE_AFTER = 60
 #: The acquirer a fault slows down: the first of every account's cash-in chain.
 SLOWED_ACQUIRER = "soak_primary"
 
@@ -73,9 +77,11 @@ def schedule(seed: int, traffic_seconds: float) -> list[tuple[float, str]]:
 
 def settle_by(plan: list[tuple[float, str]], traffic_seconds: float) -> float:
     """Seconds from the start by which every event must have settled: SETTLE_AFTER
-    past the last SLOW fault, and never less than 90 s after the traffic."""
+    past the last SLOW fault, WORKER_CHILD_SETTLE_AFTER past the last pool child
+    killed, and never less than 90 s after the traffic."""
     last_slow = max((at for at, kind in plan if kind in SLOW), default=0.0)
-    return max(last_slow + SETTLE_AFTER, traffic_seconds + 90.0)
+    last_kill = max((at for at, kind in plan if kind == "worker_child"), default=0.0)
+    return max(last_slow + SETTLE_AFTER, last_kill + WORKER_CHILD_SETTLE_AFTER, traffic_seconds + 90.0)
 
 
 def terminate_backends() -> int:

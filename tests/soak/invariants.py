@@ -144,6 +144,40 @@ def payouts_once(ids: dict[str, str]) -> list[str]:
     return violations
 
 
+#: Seconds within which a payout run that died mid-call is taken up again (issue 29).
+RESUMED_WITHIN = 60.0
+
+
+def interrupted_payouts_resumed(ids: dict[str, str]) -> list[str]:
+    """Every payout call whose run died under it (a pool child killed, a
+    connection terminated: the next run marks it RunInterrupted) was
+    followed within a minute by the next call on that payout or by the
+    payout leaving ``approved``: the payout was taken up again, not left to
+    its lease and beat's poll."""
+    from withdrawals.models import PayoutAttempt, WithdrawalTransition
+    from withdrawals.runs import INTERRUPTED
+
+    violations = []
+    interrupted = PayoutAttempt.objects.filter(
+        withdrawal__account_id__in=ids.values(), error_class=INTERRUPTED
+    ).order_by("id")
+    for attempt in interrupted:
+        later = PayoutAttempt.objects.filter(withdrawal_id=attempt.withdrawal_id, id__gt=attempt.id)
+        settled = WithdrawalTransition.objects.filter(
+            withdrawal_id=attempt.withdrawal_id, from_status="approved", created_at__gte=attempt.created_at
+        )
+        moments = [
+            row.created_at for row in (later.order_by("id").first(), settled.order_by("id").first()) if row is not None
+        ]
+        waited = (min(moments) - attempt.created_at).total_seconds() if moments else None
+        if waited is None or waited > RESUMED_WITHIN:
+            shown = "never" if waited is None else f"after {waited:.0f}s"
+            violations.append(
+                f"withdrawal {attempt.withdrawal_id}: its {attempt.action} cut by a dead run was taken up {shown}"
+            )
+    return violations
+
+
 def unverified(secret: str, request: ReceivedRequest) -> str:
     """Why a delivery fails Standard Webhooks verification ("" if it passes),
     with the reference library's signing, as of when it arrived (checked
