@@ -40,6 +40,10 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
+    # Staff sign-in's second factor: TOTP devices and recovery codes (static tokens).
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "api.apps.ApiConfig",
     "accounts",
     "acquirers",
@@ -47,6 +51,7 @@ INSTALLED_APPS = [
     "withdrawals",
     "webhooks",
     "provisioning",
+    "staff",
 ]
 
 MIDDLEWARE = [
@@ -70,6 +75,8 @@ SITE_MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Which second factor, if any, verified this session (request.user.is_verified()).
+    "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # Last, as django-axes requires: it turns a locked-out login into its page.
     "axes.middleware.AxesMiddleware",
@@ -211,6 +218,21 @@ AXES_CLIENT_IP_CALLABLE = "core.admin.login_client_address"
 # Failures during a lockout do not extend it: the cool-off ends on time.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
+# A wrong second-factor code is a failed login too (staff/views.py): never keep what was typed.
+AXES_SENSITIVE_PARAMETERS = ["otp_token"]
+
+# --------------------------------------------------------------------------- staff second factor (django-otp)
+# Every staff member signs in with a password and then a TOTP code from an
+# authenticator app, or one of their single-use recovery codes (staff/,
+# observability.admin_site); a member without one enrols at their first
+# sign-in. Only local settings (`make run`) may turn the requirement off;
+# production settings refuse to start with it off.
+ADMIN_OTP_REQUIRED = env.bool("ADMIN_OTP_REQUIRED", default=True)
+# django-otp's own throttle: after n wrong codes in a row a device checks no
+# code for 2^(n-1) seconds. On top, ADMIN_LOGIN_FAILURE_LIMIT wrong codes in a
+# row lock the second step for ADMIN_LOGIN_COOLOFF_MINUTES (staff.selectors).
+OTP_TOTP_THROTTLE_FACTOR = 1
+OTP_STATIC_THROTTLE_FACTOR = 1
 
 # --------------------------------------------------------------------------- API
 REST_FRAMEWORK = {
@@ -334,6 +356,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # off unless a settings module turns it on (local, test); production refuses it.
 PIX_SANDBOX = env.bool("PIX_SANDBOX", default=False)
 PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
+# How staff's authenticator apps name this back office.
+OTP_TOTP_ISSUER = PLATFORM_NAME
 SERVICE_VERSION = "1.0.0"
 # Requests per credential per minute (decisions §7); 0 turns the limit off.
 API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)

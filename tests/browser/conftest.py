@@ -22,6 +22,8 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.test import Client
 
+from tests.helpers import staff_login
+
 CHROMIUM = os.environ.get("PIX_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(os.environ.get("PIX_TEST_ARTIFACTS", Path(settings.BASE_DIR) / "var" / "test-artifacts"))
 VIEWPORT = {"width": 1440, "height": 900}
@@ -61,7 +63,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def staff_page(browser: Any, live_server: Any, django_user_model: Any) -> Iterator[Callable[..., Any]]:
     """``staff_page(group)`` (or ``staff_page(superuser=True)``): a new browser
-    page logged in to the back office as a new staff member, at 1440x900,
+    page logged in to the back office (password and second factor) as a new staff member, at 1440x900,
     pt-BR, America/Sao_Paulo. Every action the page takes is a real request
     to the live server; Playwright's default timeout bounds each wait."""
     contexts: list[Any] = []
@@ -74,8 +76,7 @@ def staff_page(browser: Any, live_server: Any, django_user_model: Any) -> Iterat
             user = django_user_model.objects.create_user(username=name, password="x", is_staff=True)
             if group is not None:
                 user.groups.add(Group.objects.get(name=group))
-        client = Client()
-        client.force_login(user)
+        client = staff_login(Client(), user)
         context = browser.new_context(
             base_url=live_server.url, viewport=VIEWPORT, locale="pt-BR", timezone_id="America/Sao_Paulo"
         )
