@@ -112,7 +112,9 @@ def test_a_code_typed_again_at_once_waits_for_django_otps_throttle(client: Clien
     assert app.throttling_failure_count == 1  # not even checked
 
 
-def test_wrong_codes_in_a_row_lock_the_member_out_and_sign_them_out(client: Client, member: Any, app: TOTPDevice) -> None:
+def test_wrong_codes_in_a_row_lock_the_member_out_and_sign_them_out(
+    client: Client, member: Any, app: TOTPDevice
+) -> None:
     sign_in(client)
     for _ in range(settings.AXES_FAILURE_LIMIT - 1):
         assert submit(client, wrong_code(app)).status_code == 200
@@ -183,8 +185,10 @@ def test_a_recovery_code_signs_in_once(client: Client, member: Any, recovery_cod
     assert (done.status_code, done["Location"]) == (302, INDEX)
     index = client.get(INDEX)
     assert index.status_code == 200
-    assert "Você entrou com um código de recuperação, que não vale mais. Códigos restantes: 9." in index.content.decode()
-    assert LogEntry.objects.filter(user=member, change_message__startswith="Entrou com um código de recuperação").exists()
+    said = "Você entrou com um código de recuperação, que não vale mais. Códigos restantes: 9."
+    assert said in index.content.decode()
+    logged = LogEntry.objects.filter(user=member, change_message__startswith="Entrou com um código de recuperação")
+    assert logged.exists()
     assert not StaticToken.objects.filter(token=code).exists()
 
     client.logout()
