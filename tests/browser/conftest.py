@@ -77,11 +77,8 @@ def staff_page(browser: Any, live_server: Any, django_user_model: Any) -> Iterat
             if group is not None:
                 user.groups.add(Group.objects.get(name=group))
         client = staff_login(Client(), user)
-        context = browser.new_context(
-            base_url=live_server.url, viewport=VIEWPORT, locale="pt-BR", timezone_id="America/Sao_Paulo"
-        )
-        context.set_default_timeout(15_000)
-        context.add_cookies(
+        page = new_page(browser, live_server, contexts)
+        page.context.add_cookies(
             [
                 {
                     "name": settings.SESSION_COOKIE_NAME,
@@ -90,15 +87,35 @@ def staff_page(browser: Any, live_server: Any, django_user_model: Any) -> Iterat
                 }
             ]
         )
-        contexts.append(context)
-        page = context.new_page()
-        # A page error (an exception in the page's script) fails the test, as a user would notice it.
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.errors = errors
         return page
 
     yield open_page
+    for context in contexts:
+        context.close()
+
+
+def new_page(browser: Any, live_server: Any, contexts: list[Any]) -> Any:
+    """A page in a browser context of its own (kept in ``contexts`` to be
+    closed), signed in to nothing."""
+    context = browser.new_context(
+        base_url=live_server.url, viewport=VIEWPORT, locale="pt-BR", timezone_id="America/Sao_Paulo"
+    )
+    context.set_default_timeout(15_000)
+    contexts.append(context)
+    page = context.new_page()
+    # A page error (an exception in the page's script) fails the test, as a user would notice it.
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors
+    return page
+
+
+@pytest.fixture
+def signed_out_page(browser: Any, live_server: Any) -> Iterator[Callable[[], Any]]:
+    """``signed_out_page()``: a new browser page signed in to nothing, to sign
+    in through the back office's own pages (password, then the second factor)."""
+    contexts: list[Any] = []
+    yield lambda: new_page(browser, live_server, contexts)
     for context in contexts:
         context.close()
 
