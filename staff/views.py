@@ -114,6 +114,28 @@ def refused(request: HttpRequest, site: admin.AdminSite, form: CodeForm, checked
     return None
 
 
+def code_step(
+    request: HttpRequest,
+    site: admin.AdminSite,
+    check: Callable[[str], CodeCheck],
+    passed: Callable[[CodeCheck], HttpResponse],
+) -> CodeForm | HttpResponse:
+    """The code form of a page. While the member is locked out, the lockout
+    page; a submitted code is checked by ``check``: a right one answers with
+    ``passed(checked)``, a wrong one is refused (counted, perhaps locking the
+    member out). Otherwise the form to show, its error included."""
+    if (until := second_step_locked_until(request.user)) is not None:
+        return locked(request, site, until)
+    form = CodeForm(request.POST if request.method == "POST" else None)
+    if form.is_bound and form.is_valid():
+        checked = check(form.cleaned_data[CODE_FIELD])
+        if checked.device is not None:
+            return passed(checked)
+        if (answer := refused(request, site, form, checked)) is not None:
+            return answer
+    return form
+
+
 def signed_in(request: HttpRequest, checked: CodeCheck) -> None:
     """The session is verified by ``checked.device``: a new session id (a
     privilege gained), and the failures django-axes counted for this member
@@ -146,16 +168,14 @@ def verify_view(request: HttpRequest, site: admin.AdminSite) -> HttpResponse:
         return HttpResponseRedirect(wanted)
     if not has_second_factor(user):
         return HttpResponseRedirect(with_next("admin:otp_enrol", wanted))
-    if (until := second_step_locked_until(user)) is not None:
-        return locked(request, site, until)
-    form = CodeForm(request.POST if request.method == "POST" else None)
-    if form.is_bound and form.is_valid():
-        checked = second_factor_verify(user=user, code=form.cleaned_data[CODE_FIELD])
-        if checked.device is not None:
-            signed_in(request, checked)
-            return HttpResponseRedirect(wanted)
-        if (answer := refused(request, site, form, checked)) is not None:
-            return answer
+
+    def passed(checked: CodeCheck) -> HttpResponse:
+        signed_in(request, checked)
+        return HttpResponseRedirect(wanted)
+
+    form = code_step(request, site, lambda code: second_factor_verify(user=user, code=code), passed)
+    if isinstance(form, HttpResponse):
+        return form
     context = {"title": "Verificação em duas etapas", "form": form, "next": wanted, "username": user.get_username()}
     return page(request, site, "admin/staff/second_step.html", context)
 
@@ -167,16 +187,14 @@ def enrol_view(request: HttpRequest, site: admin.AdminSite) -> HttpResponse:
     user = request.user
     if has_second_factor(user):  # a new app only after a colleague's reset
         return HttpResponseRedirect(with_next("admin:otp_verify", wanted))
-    if (until := second_step_locked_until(user)) is not None:
-        return locked(request, site, until)
-    form = CodeForm(request.POST if request.method == "POST" else None)
-    if form.is_bound and form.is_valid():
-        checked = second_factor_enrol(user=user, code=form.cleaned_data[CODE_FIELD])
-        if checked.device is not None:
-            signed_in(request, checked)
-            return show_recovery_codes(request, checked.recovery_codes, back=wanted, enrolled=True)
-        if (answer := refused(request, site, form, checked)) is not None:
-            return answer
+
+    def passed(checked: CodeCheck) -> HttpResponse:
+        signed_in(request, checked)
+        return show_recovery_codes(request, checked.recovery_codes, back=wanted, enrolled=True)
+
+    form = code_step(request, site, lambda code: second_factor_enrol(user=user, code=code), passed)
+    if isinstance(form, HttpResponse):
+        return form
     device = enrolment_device(user=user)
     secret = base64.b32encode(device.bin_key).decode()
     context = {
@@ -194,14 +212,14 @@ def recovery_codes_view(request: HttpRequest, site: admin.AdminSite) -> HttpResp
     """A verified member's second factor: recovery codes left, and new ones
     after a code from the app (a recovery code cannot make more)."""
     user = request.user
-    form = CodeForm(request.POST if request.method == "POST" else None)
-    if form.is_bound and form.is_valid():
-        checked = second_factor_verify(user=user, code=form.cleaned_data[CODE_FIELD], app_only=True)
-        if checked.device is not None:
-            codes = recovery_codes_regenerate(user=user)
-            return show_recovery_codes(request, codes, back=reverse("admin:otp_recovery_codes"))
-        if (answer := refused(request, site, form, checked)) is not None:
-            return answer
+
+    def passed(checked: CodeCheck) -> HttpResponse:
+        codes = recovery_codes_regenerate(user=user)
+        return show_recovery_codes(request, codes, back=reverse("admin:otp_recovery_codes"))
+
+    form = code_step(request, site, lambda code: second_factor_verify(user=user, code=code, app_only=True), passed)
+    if isinstance(form, HttpResponse):
+        return form
     context = {
         "title": "Verificação em duas etapas",
         "form": form,

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import Group
 from django_otp.oath import totp
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
@@ -20,21 +19,19 @@ from playwright.sync_api import expect
 from staff.views import WRONG_CODE
 from tests.browser.conftest import screenshot
 from tests.helpers import app_code, wrong_code
-from tests.staff.conftest import PASSWORD, past_the_throttle
+from tests.staff.conftest import PASSWORD, enrolled_app, new_member, past_the_throttle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def member(django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user(username="carla", password=PASSWORD, is_staff=True)
-    user.groups.add(Group.objects.get(name="operations"))
-    return user
+    return new_member(django_user_model, "carla")
 
 
 @pytest.fixture
 def app(member: Any) -> TOTPDevice:
-    return TOTPDevice.objects.create(user=member, name="Aplicativo autenticador", confirmed=True)
+    return enrolled_app(member)
 
 
 def sign_in(page: Any, admin_url: Any, username: str = "carla") -> None:

@@ -19,17 +19,26 @@ HOME = "203.0.113.7"
 ELSEWHERE = "198.51.100.9"
 
 
-@pytest.fixture
-def member(db: Any, django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user(username="ana", password=PASSWORD, is_staff=True)
+def new_member(django_user_model: Any, username: str) -> Any:
+    """A member of ``operations`` who signs in with ``PASSWORD``."""
+    user = django_user_model.objects.create_user(username=username, password=PASSWORD, is_staff=True)
     user.groups.add(Group.objects.get(name="operations"))
     return user
 
 
+def enrolled_app(user: Any) -> TOTPDevice:
+    """``user``'s authenticator app, enrolled."""
+    return TOTPDevice.objects.create(user=user, name="Aplicativo autenticador", confirmed=True)
+
+
+@pytest.fixture
+def member(db: Any, django_user_model: Any) -> Any:
+    return new_member(django_user_model, "ana")
+
+
 @pytest.fixture
 def app(member: Any) -> TOTPDevice:
-    """``member``'s enrolled authenticator app."""
-    return TOTPDevice.objects.create(user=member, name="Aplicativo autenticador", confirmed=True)
+    return enrolled_app(member)
 
 
 @pytest.fixture
