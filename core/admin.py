@@ -303,13 +303,28 @@ def reveal_later(
     return response
 
 
-def reveal_view(modeladmin: Any, request: HttpRequest, token: str) -> HttpResponse:
-    """Shows what :func:`reveal_later` stored, once, to the session that
-    stored it: it is removed as it is read, and the page is never cached."""
-    stored = None
+def take_revealed(request: HttpRequest, token: str) -> dict[str, Any] | None:
+    """What :func:`reveal_later` stored under ``token`` for this session,
+    removed as it is read: ``None`` once read, expired, or another session's."""
+    stored: dict[str, Any] | None = None
     if request.session.pop(REVEAL_PREFIX + token, None) is not None:
         stored = cache.get(REVEAL_PREFIX + token)
         cache.delete(REVEAL_PREFIX + token)
+    return stored
+
+
+def shown_once(request: HttpRequest, template: str, context: dict[str, Any]) -> TemplateResponse:
+    """The page that shows a secret: kept by no cache, the browser's included."""
+    response = TemplateResponse(request, template, context)
+    add_never_cache_headers(response)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def reveal_view(modeladmin: Any, request: HttpRequest, token: str) -> HttpResponse:
+    """Shows what :func:`reveal_later` stored, once, to the session that
+    stored it: it is removed as it is read, and the page is never cached."""
+    stored = take_revealed(request, token)
     if stored is None:
         modeladmin.message_user(
             request,
@@ -319,10 +334,7 @@ def reveal_view(modeladmin: Any, request: HttpRequest, token: str) -> HttpRespon
         opts = modeladmin.model._meta
         return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
     context = {**modeladmin.admin_site.each_context(request), "opts": modeladmin.model._meta, **stored["context"]}
-    response = TemplateResponse(request, stored["template"], context)
-    add_never_cache_headers(response)
-    response["Cache-Control"] = "no-store"
-    return response
+    return shown_once(request, stored["template"], context)
 
 
 def reveal_url(modeladmin: Any) -> URLPattern:

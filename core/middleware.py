@@ -153,13 +153,16 @@ class SiteOnlyMiddleware:
 SITE_REQUIRED = (
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The back office's second factor: without it no staff session is ever verified.
+    "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "axes.middleware.AxesMiddleware",
 )
 
 
 def check_site_middleware(**_: Any) -> list[checks.CheckMessage]:
-    """The silenced admin.E408-E410 and axes.W002, against SITE_MIDDLEWARE (in order)."""
+    """The silenced admin.E408-E410 and axes.W002, against SITE_MIDDLEWARE (in order), and
+    django-otp's middleware after Django's authentication."""
     site = list(getattr(settings, "SITE_MIDDLEWARE", []))
     problems: list[checks.CheckMessage] = []
     if "core.middleware.SiteOnlyMiddleware" not in settings.MIDDLEWARE:

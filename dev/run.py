@@ -93,6 +93,7 @@ def banner(keys: dict[str, str], admin: dict[str, str] | None, port: str) -> str
         f"  Swagger UI: {base}/api/docs/",
         f"  Admin:      {base}/{settings.ADMIN_URL}"
         + (f"  (user {admin['username']}, password {admin['password']})" if admin else ""),
+        second_factor_line(base),
         "",
         "Demo account keys (permission: all):",
         f"  X-Public-Key: {keys['public_key']}",
@@ -109,6 +110,19 @@ def banner(keys: dict[str, str], admin: dict[str, str] | None, port: str) -> str
         "",
     ]
     return "\n".join(lines)
+
+
+def second_factor_line(base: str) -> str:
+    """What staff's second factor asks of the demo admin in this run."""
+    from django.conf import settings
+
+    enrol = f"{base}/{settings.ADMIN_URL}otp/enrol/"
+    if settings.ADMIN_OTP_REQUIRED:
+        return f"  Staff 2FA:  required (ADMIN_OTP_REQUIRED): the first sign-in enrols an authenticator app ({enrol})"
+    return (
+        "  Staff 2FA:  optional in local settings, required in production: password alone here;"
+        f" try it by enrolling at {enrol}"
+    )
 
 
 def _metrics_env(var: Path, port: str) -> dict[str, str]:

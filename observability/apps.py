@@ -14,5 +14,7 @@ class PixAdminConfig(AdminConfig):
         from django.contrib import admin
 
         from observability.admin_axes import register
+        from staff.admin import register as register_staff
 
         register(admin.site)
+        register_staff(admin.site)

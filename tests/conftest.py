@@ -15,6 +15,7 @@ from accounts.models import Account, ApiCredential
 from accounts.services import IssuedCredential, credential_issue
 from core.snapshots import forget_all
 from tests.factories import AccountFactory
+from tests.helpers import staff_login
 
 
 @pytest.fixture(autouse=True)
@@ -45,13 +46,12 @@ def client_for(issued: IssuedCredential) -> APIClient:
 
 @pytest.fixture
 def staff_client(client: Client, django_user_model: Any) -> Callable[[str], Client]:
-    """A client logged in as a staff user of one of the back-office groups."""
+    """A client logged in (password and second factor) as a staff user of one of the back-office groups."""
 
     def login(group: str) -> Client:
         user = django_user_model.objects.create_user(username=f"{group}-user", password="x", is_staff=True)
         user.groups.add(Group.objects.get(name=group))
-        client.force_login(user)
-        return client
+        return staff_login(client, user)
 
     return login
 
@@ -64,11 +64,15 @@ def staff_member(db: Any, django_user_model: Any) -> Callable[[str, str], Client
     def login(group: str, username: str) -> Client:
         user = django_user_model.objects.create_user(username=username, password="x", is_staff=True)
         user.groups.add(Group.objects.get(name=group))
-        member = Client()
-        member.force_login(user)
-        return member
+        return staff_login(Client(), user)
 
     return login
+
+
+@pytest.fixture
+def admin_client(db: Any, admin_user: Any) -> Client:
+    """pytest-django's, signed in past the second factor as staff are."""
+    return staff_login(Client(), admin_user)
 
 
 @pytest.fixture(scope="module")

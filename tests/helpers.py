@@ -10,6 +10,7 @@ from typing import Any, cast, overload
 from zoneinfo import ZoneInfo
 
 from django.http import StreamingHttpResponse
+from django.test import Client
 from django.utils.module_loading import import_string
 from rest_framework.test import APIClient
 
@@ -82,3 +83,45 @@ def project_formatters() -> list[logging.Formatter]:
         factory = options.pop("()", None)
         made.append(logging.Formatter(options["format"]) if factory is None else import_string(factory)(**options))
     return made
+
+
+def staff_login(client: Client, user: Any) -> Client:
+    """``client`` signed in to the back office as ``user`` as staff sign in:
+    past the password and the second factor (an enrolled authenticator app,
+    django-otp's session key). ``client.force_login`` alone is the password
+    step only: the admin then sends the member to the code step."""
+    from django_otp import DEVICE_ID_SESSION_KEY
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    client.force_login(user)
+    device = TOTPDevice.objects.filter(user=user, confirmed=True).first()
+    device = device or TOTPDevice.objects.create(user=user, name="Aplicativo autenticador", confirmed=True)
+    session = client.session
+    session[DEVICE_ID_SESSION_KEY] = device.persistent_id
+    session.save()
+    return client
+
+
+def app_code(device: Any) -> str:
+    """The code ``device``'s authenticator app shows now, as a staff member
+    types it; the next one when this one was used already (django-otp takes
+    each time step once, and accepts one step either side)."""
+    import time
+
+    from django_otp.oath import hotp
+
+    device.refresh_from_db()
+    now = int((time.time() - device.t0) // device.step) + device.drift
+    counter = max(now, device.last_t + 1)
+    return f"{hotp(device.bin_key, counter, device.digits):0{device.digits}d}"
+
+
+def wrong_code(device: Any) -> str:
+    """Six digits ``device`` refuses now (none of the codes of the steps it accepts)."""
+    import time
+
+    from django_otp.oath import hotp
+
+    now = int((time.time() - device.t0) // device.step) + device.drift
+    accepted = {f"{hotp(device.bin_key, now + step, device.digits):06d}" for step in range(-2, 3)}
+    return next(code for code in ("000000", "111111", "222222", "333333", "444444", "555555") if code not in accepted)

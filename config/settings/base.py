@@ -4,7 +4,6 @@ the environment through one ``env`` object; every variable is listed in
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,10 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
+    # Staff sign-in's second factor: TOTP devices and recovery codes (static tokens).
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "api.apps.ApiConfig",
     "accounts",
     "acquirers",
@@ -47,6 +50,7 @@ INSTALLED_APPS = [
     "withdrawals",
     "webhooks",
     "provisioning",
+    "staff",
 ]
 
 MIDDLEWARE = [
@@ -70,6 +74,8 @@ SITE_MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Which second factor, if any, verified this session (request.user.is_verified()).
+    "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # Last, as django-axes requires: it turns a locked-out login into its page.
     "axes.middleware.AxesMiddleware",
@@ -191,26 +197,9 @@ WHITENOISE_USE_FINDERS = True
 
 ADMIN_URL = env.str("ADMIN_URL", default="admin/")
 
-# --------------------------------------------------------------------------- admin login throttling (django-axes)
-# Failed staff logins are counted in the database per username and client
-# address together: after ADMIN_LOGIN_FAILURE_LIMIT failures that pair is
-# refused, right password included, for ADMIN_LOGIN_COOLOFF_MINUTES. The pair
-# (not the username alone) so nobody can lock a colleague out from elsewhere.
-# The address is REMOTE_ADDR, or behind the TLS proxy (TRUST_X_FORWARDED_PROTO)
-# the one it appends to X-Forwarded-For: see core.admin.login_client_address.
-AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
-]
-AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
-AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
-AXES_COOLOFF_TIME = dt.timedelta(minutes=env.float("ADMIN_LOGIN_COOLOFF_MINUTES", default=15.0))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "core.admin.login_client_address"
-# Failures during a lockout do not extend it: the cool-off ends on time.
-AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
+# --------------------------------------------------------------------------- staff sign-in
+# django-axes' login throttling and django-otp's second factor: config/settings/signin.py.
+from .signin import *  # noqa: E402, F403
 
 # --------------------------------------------------------------------------- API
 REST_FRAMEWORK = {
@@ -334,6 +323,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # off unless a settings module turns it on (local, test); production refuses it.
 PIX_SANDBOX = env.bool("PIX_SANDBOX", default=False)
 PLATFORM_NAME = env.str("PLATFORM_NAME", default="PIX Service")
+# How staff's authenticator apps name this back office.
+OTP_TOTP_ISSUER = PLATFORM_NAME
 SERVICE_VERSION = "1.0.0"
 # Requests per credential per minute (decisions §7); 0 turns the limit off.
 API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)

@@ -8,3 +8,7 @@ DEBUG = env.bool("DEBUG", default=True)
 WEBHOOKS_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOKS_ALLOW_PRIVATE_NETWORKS", default=True)
 # The demo's acquirers are sandbox ones (decisions §8).
 PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)
+# Staff's second factor is opt-in here, so `make run`'s demo admin signs in
+# with its password alone; a member who enrols is asked for codes as in
+# production (which forces it on). ADMIN_OTP_REQUIRED=true tries the whole flow.
+ADMIN_OTP_REQUIRED = env.bool("ADMIN_OTP_REQUIRED", default=False)

@@ -32,6 +32,13 @@ if env.bool("PIX_SANDBOX", default=False):
         "credential mark its own charges paid. Set PIX_SANDBOX=false."
     )
 PIX_SANDBOX = False
+if not env.bool("ADMIN_OTP_REQUIRED", default=True):
+    # A console that moves money never opens on a password alone.
+    raise ImproperlyConfigured(
+        "ADMIN_OTP_REQUIRED must be on in production: staff sign in to the back office with a second "
+        "factor (TOTP). Remove ADMIN_OTP_REQUIRED=false."
+    )
+ADMIN_OTP_REQUIRED = True
 
 # X-Forwarded-Proto is believed only when a proxy in front sets it (and drops
 # a client's); with gunicorn reachable directly, any client could claim https.

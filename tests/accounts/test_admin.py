@@ -21,6 +21,7 @@ from accounts.services import credential_issue, credential_revoke, ledger_post
 from acquirers.models import AcquirerGrant
 from core.tokens import hash_secret
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.helpers import staff_login
 from tests.security.test_secrets import stored_values
 from webhooks.models import WebhookEndpoint
 
@@ -250,7 +251,7 @@ def test_add_account_without_approve_permission_starts_pending(client: Client, d
     clerk.user_permissions.set(
         Permission.objects.filter(content_type__app_label="accounts", codename__in=["add_account", "view_account"])
     )
-    client.force_login(clerk)
+    staff_login(client, clerk)
 
     response = client.post(reverse("admin:accounts_account_add"), account_form(status="approved") | inline_management())
 
@@ -582,7 +583,7 @@ def test_acquirer_options_are_hidden_from_view_only_staff(
     assert "very-secret-value-123" in html(admin_client.get(change_url(acquirer)))
     viewer = django_user_model.objects.create_user(username="viewer", password="x", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(content_type__app_label="acquirers", codename="view_acquirer"))
-    client.force_login(viewer)
+    staff_login(client, viewer)
 
     response = client.get(change_url(acquirer))
     assert response.status_code == 200

@@ -22,6 +22,8 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.test import Client
 
+from tests.helpers import staff_login
+
 CHROMIUM = os.environ.get("PIX_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(os.environ.get("PIX_TEST_ARTIFACTS", Path(settings.BASE_DIR) / "var" / "test-artifacts"))
 VIEWPORT = {"width": 1440, "height": 900}
@@ -61,7 +63,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def staff_page(browser: Any, live_server: Any, django_user_model: Any) -> Iterator[Callable[..., Any]]:
     """``staff_page(group)`` (or ``staff_page(superuser=True)``): a new browser
-    page logged in to the back office as a new staff member, at 1440x900,
+    page logged in to the back office (password and second factor) as a new staff member, at 1440x900,
     pt-BR, America/Sao_Paulo. Every action the page takes is a real request
     to the live server; Playwright's default timeout bounds each wait."""
     contexts: list[Any] = []
@@ -74,13 +76,9 @@ def staff_page(browser: Any, live_server: Any, django_user_model: Any) -> Iterat
             user = django_user_model.objects.create_user(username=name, password="x", is_staff=True)
             if group is not None:
                 user.groups.add(Group.objects.get(name=group))
-        client = Client()
-        client.force_login(user)
-        context = browser.new_context(
-            base_url=live_server.url, viewport=VIEWPORT, locale="pt-BR", timezone_id="America/Sao_Paulo"
-        )
-        context.set_default_timeout(15_000)
-        context.add_cookies(
+        client = staff_login(Client(), user)
+        page = new_page(browser, live_server, contexts)
+        page.context.add_cookies(
             [
                 {
                     "name": settings.SESSION_COOKIE_NAME,
@@ -89,15 +87,35 @@ def staff_page(browser: Any, live_server: Any, django_user_model: Any) -> Iterat
                 }
             ]
         )
-        contexts.append(context)
-        page = context.new_page()
-        # A page error (an exception in the page's script) fails the test, as a user would notice it.
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.errors = errors
         return page
 
     yield open_page
+    for context in contexts:
+        context.close()
+
+
+def new_page(browser: Any, live_server: Any, contexts: list[Any]) -> Any:
+    """A page in a browser context of its own (kept in ``contexts`` to be
+    closed), signed in to nothing."""
+    context = browser.new_context(
+        base_url=live_server.url, viewport=VIEWPORT, locale="pt-BR", timezone_id="America/Sao_Paulo"
+    )
+    context.set_default_timeout(15_000)
+    contexts.append(context)
+    page = context.new_page()
+    # A page error (an exception in the page's script) fails the test, as a user would notice it.
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors
+    return page
+
+
+@pytest.fixture
+def signed_out_page(browser: Any, live_server: Any) -> Iterator[Callable[[], Any]]:
+    """``signed_out_page()``: a new browser page signed in to nothing, to sign
+    in through the back office's own pages (password, then the second factor)."""
+    contexts: list[Any] = []
+    yield lambda: new_page(browser, live_server, contexts)
     for context in contexts:
         context.close()
 

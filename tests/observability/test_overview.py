@@ -25,6 +25,7 @@ from tests.factories import (
     ChargeFactory,
     WithdrawalFactory,
 )
+from tests.helpers import staff_login
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 pytestmark = pytest.mark.django_db
@@ -190,7 +191,7 @@ def test_apps_in_a_merchants_order_with_pt_br_names(admin_client: Client) -> Non
 
 def test_staff_without_access_to_charges_see_no_overview(client: Client, django_user_model: Any) -> None:
     user = django_user_model.objects.create_user(username="nobody", password="x", is_staff=True)
-    client.force_login(user)
+    staff_login(client, user)
     response = client.get(reverse("admin:index"))
     assert response.status_code == 200
     assert 'id="overview"' not in response.content.decode()

@@ -21,7 +21,7 @@ from payments.admin import ChargeAdmin
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
 from tests.factories import AccountFactory, AcquirerFactory
-from tests.helpers import admin_action, admin_messages
+from tests.helpers import admin_action, admin_messages, staff_login
 
 pytestmark = pytest.mark.django_db
 
@@ -389,5 +389,5 @@ def test_csv_export_needs_the_view_permission(
 ) -> None:
     assert staff_client("support").get(EXPORT).status_code == 200  # who sees the list may export it
     nobody = django_user_model.objects.create_user(username="nobody", password="x", is_staff=True)
-    client.force_login(nobody)
+    staff_login(client, nobody)
     assert client.get(EXPORT).status_code == 403

@@ -26,7 +26,7 @@ from payments.late_payments import late_payment_return_pursue
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, LatePaymentResolution
 from payments.services import charge_transition
 from tests.factories import AcquirerFactory
-from tests.helpers import admin_action, admin_messages
+from tests.helpers import admin_action, admin_messages, staff_login
 from tests.realworld import run_concurrently
 
 S = ChargeStatus
@@ -119,9 +119,7 @@ def test_once_the_cancel_reached_the_sandbox_its_payer_cannot_pay(api: APIClient
 def test_a_late_payment_credited_by_a_second_staff_member(api: APIClient, account: Account) -> None:
     charge, late = canceled_and_paid(api)
     maker, checker = staff("maker", "operations"), staff("checker", "finance")
-    maker_client, checker_client = Client(), Client()
-    maker_client.force_login(maker)
-    checker_client.force_login(checker)
+    maker_client, checker_client = staff_login(Client(), maker), staff_login(Client(), checker)
 
     asked = admin_action(maker_client, LATE, "request_late_credit", [late.pk], reason="Cliente confirmou o pedido")
     assert any("1 pedido de aprovação criado" in m for m in admin_messages(asked))

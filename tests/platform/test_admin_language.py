@@ -20,6 +20,7 @@ from core.plural import plural
 from payments.models import ChargeStatus, ChargeTransition
 from payments.services import charge_transition
 from tests import factories
+from tests.helpers import staff_login
 from webhooks.services import endpoint_create
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +53,7 @@ def pages(client: Client, django_user_model: Any) -> list[str]:
     endpoint_create(account=account, url="https://loja.example/webhooks", description="loja")
     paid = factories.ChargeFactory(account=account)
     charge_transition(charge_id=paid.pk, to_status=ChargeStatus.PAID, source=ChargeTransition.Source.SANDBOX)
-    client.force_login(django_user_model.objects.create_superuser("root", "root@example.com", "x"))
+    staff_login(client, django_user_model.objects.create_superuser("root", "root@example.com", "x"))
     urls = [reverse("admin:index")]
     for model in admin.site._registry:
         opts = model._meta

@@ -24,7 +24,7 @@ from payments.refunds import charge_refund_release, charge_refund_reserve
 from payments.services import charge_transition
 from tests.conftest import client_for
 from tests.factories import AccountFactory, ChargeFactory
-from tests.helpers import SAO_PAULO, VALIDATION
+from tests.helpers import SAO_PAULO, VALIDATION, staff_login
 from withdrawals.models import WithdrawalStatus
 from withdrawals.services import withdrawal_request, withdrawal_transition
 
@@ -326,7 +326,7 @@ def test_the_page_reads_in_pt_br(settlement_page: Callable[..., Any]) -> None:
 
 def test_staff_without_the_ledger_do_not_see_it(history: Account, client: Any, django_user_model: Any) -> None:
     user = django_user_model.objects.create_user(username="nobody", password="x", is_staff=True)
-    client.force_login(user)
+    staff_login(client, user)
     assert client.get(f"/admin/accounts/account/{history.pk}/settlement/").status_code == 403
     client.logout()
     anonymous = client.get(f"/admin/accounts/account/{history.pk}/settlement/")
