@@ -8,3 +8,5 @@ DEBUG = env.bool("DEBUG", default=True)
 WEBHOOKS_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOKS_ALLOW_PRIVATE_NETWORKS", default=True)
 # The demo's acquirers are sandbox ones (decisions §8).
 PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)
+# E-mails (credential claim links) are printed by the web process, not sent.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
