@@ -1,0 +1,347 @@
+"""Back office for account change requests (``accounts.account_changes``):
+what the account page's form does with a change of the contact e-mail,
+manual approval of withdrawals or the withdrawal limits (asks, or applies
+at once when it only tightens them), and the queue where another staff
+member approves or rejects what was asked, with the conventions of the
+maker-checker queue (``accounts.approvals_admin``). Registered by
+``accounts.admin``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.auth.models import User
+from django.contrib.contenttypes.models import ContentType
+from django.db import transaction
+from django.db.models import Case, QuerySet, Value, When
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from accounts.account_changes import (
+    APPROVE_PERMISSION,
+    CONTROLLED_FIELDS,
+    account_change_approve,
+    account_change_reject,
+    account_change_request,
+    loosens,
+)
+from accounts.approvals_admin import staff_user
+from accounts.exceptions import ApprovalRefused
+from accounts.models import Account, AccountChangeRequest
+from accounts.staff_models import shown_value
+from core.admin import ReadOnlyAdminMixin, confirmation_page, reason_form
+from core.plural import plural
+
+State = AccountChangeRequest.State
+DECIDE_TEMPLATE = "admin/accounts/accountchangerequest/confirm_decision.html"
+
+#: The account form's reason for a change of a controlled field (not a model field).
+CHANGE_REASON = "change_reason"
+CHANGE_REASON_FIELDSET = (
+    "Motivo das alterações que decidem para onde o dinheiro pode ir",
+    {
+        "fields": (CHANGE_REASON,),
+        "description": "E-mail de contato, aprovação manual e limites de saque: uma alteração que os afrouxa "
+        "vira um pedido que outra pessoa da equipe aprova; uma que só os torna mais restritos vale já. "
+        "Em ambos os casos o motivo é obrigatório e fica no histórico.",
+    },
+)
+
+
+def change_reason_field() -> forms.CharField:
+    return forms.CharField(
+        label="Motivo",
+        max_length=500,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
+        help_text="Obrigatório ao alterar o e-mail de contato, a aprovação manual ou os limites de saque.",
+    )
+
+
+def controlled_changes(form: forms.ModelForm[Account]) -> list[tuple[str, Any, Any]]:
+    """``(field, old, new)`` of every controlled field the form changes (an existing account only)."""
+    if form.instance._state.adding:
+        return []
+    changed = []
+    for field in CONTROLLED_FIELDS:
+        if field in form.changed_data and field in form.cleaned_data:
+            old, new = form.initial.get(field), form.cleaned_data[field]
+            if old != new:
+                changed.append((field, old, new))
+    return changed
+
+
+def clean_controlled_changes(form: forms.ModelForm[Account]) -> None:
+    """The form's checks: a reason for any controlled change, and no second
+    request for a field that already has one waiting."""
+    changes = controlled_changes(form)
+    if changes and not (form.cleaned_data.get(CHANGE_REASON) or "").strip():
+        form.add_error(
+            CHANGE_REASON, "Informe o motivo da alteração do e-mail de contato, da aprovação ou dos limites."
+        )
+    waiting = dict(
+        AccountChangeRequest.objects.filter(account_id=form.instance.pk, state=State.PENDING).values_list("field", "pk")
+    )
+    for field, old, new in changes:
+        if loosens(field, old, new) and field in waiting:
+            form.add_error(field, f"Já existe um pedido de alteração (#{waiting[field]}) aguardando aprovação.")
+
+
+def requested_fields(form: forms.ModelForm[Account]) -> set[str]:
+    """The fields the form only asks to change (they loosen): left unsaved."""
+    return {field for field, old, new in controlled_changes(form) if loosens(field, old, new)}
+
+
+def _label(field: str) -> str:
+    return str(AccountChangeRequest.Field(field).label)
+
+
+def save_controlled_changes(modeladmin: Any, request: HttpRequest, account: Account, form: Any) -> set[str]:
+    """Called by the account page's save: asks for every loosening change (a
+    pending request each, the account left as it is) and logs the tightening
+    ones, which the page's save applies. Returns the fields it asked for."""
+    reason = (form.cleaned_data.get(CHANGE_REASON) or "").strip()
+    asked: set[str] = set()
+    for field, old, new in controlled_changes(form):
+        change = f"{_label(field)}: {shown_value(field, old)} → {shown_value(field, new)}"
+        if not loosens(field, old, new):
+            modeladmin.log_change(
+                request, account, f"Alteração mais restritiva aplicada já ({change}). Motivo: {reason}"
+            )
+            continue
+        try:
+            pending = account_change_request(
+                account=account, field=field, new_value=new, requested_by=staff_user(request), reason=reason
+            )
+        except ApprovalRefused as exc:
+            modeladmin.message_user(request, exc.message, messages.ERROR)
+        else:
+            modeladmin.log_change(
+                request,
+                account,
+                f"Pedido de alteração #{pending.pk} ({change}), aguardando aprovação. Motivo: {reason}",
+            )
+            modeladmin.log_addition(request, pending, f"Pedido: {change}. Motivo: {reason}")
+            modeladmin.message_user(
+                request,
+                f"{change}: nada mudou ainda. O pedido #{pending.pk} aguarda a aprovação de outra pessoa da equipe "
+                "(Contas: Pedidos de alteração de conta).",
+                messages.WARNING,
+            )
+        asked.add(field)
+        # The form's instance keeps the value the account still has.
+        setattr(account, field, old)
+    return asked
+
+
+@admin.display(description="alterações aguardando aprovação")
+def pending_changes(modeladmin: Any, account: Account) -> str:
+    waiting = AccountChangeRequest.objects.filter(account=account, state=State.PENDING).order_by("requested_at")
+    rows = [
+        (
+            reverse("admin:accounts_accountchangerequest_change", args=[quote(pending.pk)]),
+            f"#{pending.pk} {pending.get_field_display()}: {pending.shown(pending.old_value)} → "
+            f"{pending.shown(pending.new_value)}",
+        )
+        for pending in waiting
+    ]
+    if not rows:
+        return "Nenhuma"
+    return format_html(
+        '<ul class="account-changes" style="margin: 0; padding: 0">{}</ul>',
+        format_html_join("", '<li style="list-style: none"><a href="{}">{}</a></li>', rows),
+    )
+
+
+# --------------------------------------------------------------------------- the queue
+
+
+def _log_on_account(request: HttpRequest, pending: AccountChangeRequest, message: str) -> None:
+    """The decision also goes to the account's own history."""
+    LogEntry.objects.create(
+        user_id=staff_user(request).pk,
+        content_type=ContentType.objects.get_for_model(Account),
+        object_id=str(pending.account_id),
+        object_repr=str(pending.account)[:200],
+        action_flag=CHANGE,
+        change_message=message[:1000],
+    )
+
+
+def _decide(
+    modeladmin: Any,
+    request: HttpRequest,
+    queryset: QuerySet[AccountChangeRequest],
+    note: str,
+    *,
+    decide: Callable[[Any, User, str], AccountChangeRequest],
+    verb: str,
+) -> None:
+    counts: dict[str, int] = {}
+    skipped = queryset.exclude(state=State.PENDING).count()
+    for pending in queryset.filter(state=State.PENDING).order_by("pk"):
+        try:
+            # The decision, the account's change and the audit entries commit together.
+            with transaction.atomic():
+                decided = decide(pending.pk, staff_user(request), note)
+                summary = (
+                    f"{verb} pedido de alteração #{decided.pk} ({decided.get_field_display()}: "
+                    f"{decided.shown(decided.old_value)} → {decided.shown(decided.new_value)})"
+                )
+                if decided.state == State.FAILED:
+                    summary += f": não aplicado, {decided.outcome}"
+                message = f"{summary}. Observação: {note}"
+                modeladmin.log_change(request, decided, message)
+                _log_on_account(request, decided, message)
+        except ApprovalRefused as exc:
+            modeladmin.message_user(request, exc.message, messages.ERROR)
+            continue
+        counts[decided.state] = counts.get(decided.state, 0) + 1
+        if decided.state == State.FAILED:
+            modeladmin.message_user(request, f"Pedido de alteração #{decided.pk}: {decided.outcome}", messages.ERROR)
+    if counts.get(State.APPROVED):
+        modeladmin.message_user(
+            request,
+            plural(counts[State.APPROVED], "{n} pedido aprovado e aplicado.", "{n} pedidos aprovados e aplicados."),
+            messages.SUCCESS,
+        )
+    if counts.get(State.REJECTED):
+        modeladmin.message_user(
+            request,
+            plural(counts[State.REJECTED], "{n} pedido rejeitado.", "{n} pedidos rejeitados."),
+            messages.SUCCESS,
+        )
+    if skipped:
+        modeladmin.message_user(
+            request,
+            plural(skipped, "{n} pedido já decidido ignorado.", "{n} pedidos já decididos ignorados."),
+            messages.WARNING,
+        )
+
+
+def _decision_action(
+    name: str, description: str, effect: str, decide: Callable[[Any, User, str], AccountChangeRequest], verb: str
+) -> Callable[[Any, HttpRequest, QuerySet[AccountChangeRequest]], HttpResponse | None]:
+    def action(modeladmin: Any, request: HttpRequest, queryset: QuerySet[AccountChangeRequest]) -> HttpResponse | None:
+        waiting = list(queryset.filter(state=State.PENDING).select_related("account", "requested_by").order_by("pk"))
+        if not waiting:
+            modeladmin.message_user(
+                request, f"{description}: nenhum pedido selecionado aguarda decisão.", messages.WARNING
+            )
+            return None
+        form = reason_form(request)
+        if form.is_valid():
+            _decide(modeladmin, request, queryset, form.cleaned_data["reason"], decide=decide, verb=verb)
+            return None
+        rows = [
+            (
+                pending,
+                pending.shown(pending.old_value),
+                pending.shown(pending.new_value),
+                pending.shown(getattr(pending.account, pending.field)),
+            )
+            for pending in waiting
+        ]
+        return confirmation_page(
+            modeladmin,
+            request,
+            queryset,
+            name=name,
+            description=description,
+            template=DECIDE_TEMPLATE,
+            form=form,
+            effect=effect,
+            rows=rows,
+        )
+
+    action.__name__ = name
+    return admin.action(description=description, permissions=["decide"])(action)
+
+
+@admin.register(AccountChangeRequest)
+class AccountChangeRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[AccountChangeRequest]):
+    """The queue of account changes waiting for a second staff member."""
+
+    list_display = (
+        "id",
+        "account",
+        "field",
+        "old_display",
+        "new_display",
+        "reason",
+        "state",
+        "requested_by",
+        "requested_at",
+        "decided_by",
+        "decided_at",
+    )
+    list_filter = ("state", "field")
+    ordering = (Case(When(state=State.PENDING, then=Value(0)), default=Value(1)).asc(), "requested_at", "id")
+    list_select_related = ("account", "requested_by", "decided_by")
+    search_fields = ("account__name", "=account__document")
+    fields = (
+        "account",
+        "field",
+        "old_display",
+        "new_display",
+        "reason",
+        "state",
+        "requested_by",
+        "requested_at",
+        "decided_by",
+        "decided_at",
+        "decision_note",
+        "outcome",
+    )
+    readonly_fields = fields
+    actions = (
+        _decision_action(
+            "approve_changes",
+            "Aprovar e aplicar os pedidos selecionados",
+            "Ao aprovar, o campo da conta passa ao valor pedido agora, se ainda tiver o valor que o pedido viu. "
+            "Só outra pessoa, que não fez o pedido, pode aprová-lo. Confira o pedido com a conta (por um canal "
+            "já conhecido) antes: o e-mail de contato recebe os links das credenciais",
+            lambda pk, staff, note: account_change_approve(request_id=pk, approver=staff, note=note),
+            "Aprovado",
+        ),
+        _decision_action(
+            "reject_changes",
+            "Rejeitar os pedidos selecionados",
+            "Ao rejeitar, a conta fica como está",
+            lambda pk, staff, note: account_change_reject(request_id=pk, staff=staff, note=note),
+            "Rejeitado",
+        ),
+    )
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        pending = self.get_object(request, unquote(object_id))
+        extra_context = {
+            **(extra_context or {}),
+            "decide_actions": (
+                [("approve_changes", "Aprovar e aplicar"), ("reject_changes", "Rejeitar")]
+                if pending is not None and pending.state == State.PENDING and self.has_decide_permission(request)
+                else []
+            ),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def has_decide_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(APPROVE_PERMISSION)
+
+    @admin.display(description="valor atual no pedido")
+    def old_display(self, pending: AccountChangeRequest) -> str:
+        return pending.shown(pending.old_value)
+
+    @admin.display(description="valor pedido")
+    def new_display(self, pending: AccountChangeRequest) -> str:
+        return pending.shown(pending.new_value)
