@@ -21,6 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.cache import add_never_cache_headers
 
+from core.exceptions import PixServiceError
 from core.money import brl
 from core.plural import plural
 
@@ -109,6 +110,8 @@ class Confirmation:
     status_field: str = "status"
     #: Shown under the title: e.g. that a second staff member must approve.
     note: str = ""
+    #: More columns, ``(heading, value(record))``: e.g. where a withdrawal's Pix goes and to whom.
+    columns: tuple[tuple[str, Callable[[Any], str]], ...] = ()
 
 
 def reason_form(request: HttpRequest) -> ReasonForm:
@@ -189,7 +192,13 @@ def confirm_first(
             form=form,
             confirmation=confirmation,
             rows=[
-                (record, getattr(record, f"get_{field}_display")(), brl(record.amount), brl(amount))
+                (
+                    record,
+                    getattr(record, f"get_{field}_display")(),
+                    brl(record.amount),
+                    brl(amount),
+                    [value(record) for _, value in confirmation.columns],
+                )
                 for record, amount in zip(records, amounts, strict=True)
             ],
             total=brl(sum(amounts)),
@@ -215,6 +224,8 @@ class TransitionActions:
     refused: type[Exception]
     done_message: tuple[str, str]
     skipped_message: tuple[str, str]
+    #: Refusals staff must read (not a status that moved on): shown per record, nothing changed.
+    reported: tuple[type[PixServiceError], ...] = ()
 
     def action(
         self,
@@ -236,8 +247,13 @@ class TransitionActions:
             for record in queryset.select_related(None).only("pk", "status"):
                 changed = False
                 if record.status in from_statuses:
-                    with contextlib.suppress(self.refused):  # moved on since the list was loaded
+                    try:
                         changed = self.move(record.pk, to_status, description, request)
+                    except self.refused:  # moved on since the list was loaded
+                        pass
+                    except self.reported as exc:
+                        modeladmin.message_user(request, f"{record.pk}: {exc.message}", messages.ERROR)
+                        continue
                 if changed:
                     done += 1
                     # The history is staff's: statuses by their pt-BR labels.
