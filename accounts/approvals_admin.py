@@ -65,7 +65,8 @@ def request_approval_action(
                 request,
                 f"{description}: "
                 + plural(created, "{n} pedido de aprovação criado.", "{n} pedidos de aprovação criados.")
-                + " Nada foi creditado: outro membro da equipe precisa aprovar em Pedidos de aprovação (Contas).",
+                + f" Nada foi {'debitado' if action in DEBITING_ACTIONS else 'creditado'}: outro membro da equipe "
+                "precisa aprovar em Pedidos de aprovação (Contas).",
                 messages.SUCCESS,
             )
         if skipped := queryset.count() - eligible.count():
@@ -168,7 +169,7 @@ def _signed_amount(pending: MoneyActionRequest) -> int:
 
 
 #: Actions whose amount leaves the account (all the others credit it).
-DEBITING_ACTIONS = frozenset({MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT})
+DEBITING_ACTIONS = frozenset({MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT, MoneyActionRequest.Action.REFUND_CHARGE})
 
 
 PENDING_ONLY = (State.PENDING,)
@@ -268,6 +269,7 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
                 "accounts.approve_withdrawal_return",
                 "accounts.approve_undetermined_payout_failure",
                 "accounts.approve_sent_payout_redebit",
+                "accounts.approve_charge_refund",
             )
         )
 
