@@ -190,7 +190,9 @@ def test_an_operations_member_alone_moves_no_money_out(
     assert secret is not None
     api = APIClient()
     api.credentials(HTTP_X_PUBLIC_KEY=issued.public_key, HTTP_X_SECRET_KEY=secret.group())
-    asked_out = api.post("/api/withdrawals", {"amount": 200_000, "key_type": "cnpj", "key_value": "11222333000181"}, format="json")
+    asked_out = api.post(
+        "/api/withdrawals", {"amount": 200_000, "key_type": "cnpj", "key_value": "11222333000181"}, format="json"
+    )
     assert asked_out.status_code == 201, asked_out.content
     withdrawal = Withdrawal.objects.get(pk=asked_out.json()["data"]["id"])
     before = money(merchant)
@@ -236,3 +238,36 @@ def paid_charge(account: Account) -> Charge:
     )
     charge_transition(charge_id=charge.pk, to_status=ChargeStatus.PAID, source="sandbox")
     return charge
+
+
+def test_no_back_office_group_manages_staff_or_decides_what_it_asks() -> None:
+    """Whoever may grant permissions may give herself, or a second login of
+    hers, both halves of every maker-checker: no group ever gets a permission
+    of auth (only superusers manage staff: README, "Money safety"). And the
+    group that asks (operations) never holds the approvals of what it asks."""
+    from django.contrib.auth.models import Group
+
+    granted = {
+        group.name: {
+            f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.select_related("content_type")
+        }
+        for group in Group.objects.filter(name__in=["support", "operations", "finance"])
+    }
+
+    assert set(granted) == {"support", "operations", "finance"}
+    assert {name: [p for p in perms if p.startswith("auth.")] for name, perms in granted.items()} == {
+        "support": [],
+        "operations": [],
+        "finance": [],
+    }
+    approvals = {
+        "accounts.approve_account_change",
+        "accounts.approve_charge_refund",
+        "accounts.approve_chargeback_resolution",
+        "accounts.approve_withdrawal_return",
+        "accounts.approve_undetermined_payout_failure",
+        "accounts.approve_sent_payout_redebit",
+    }
+    assert granted["operations"] & approvals == set()
+    assert granted["finance"] >= approvals
+    assert "withdrawals.approve_withdrawal" not in granted["finance"]
