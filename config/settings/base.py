@@ -350,33 +350,6 @@ WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)
 # charge with 4 KiB of metadata, an acquirer callback of 50 Pix) is far below.
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=256 * 1024)
 
-# --------------------------------------------------------------------------- e-mail and the insider rules
-# Django's e-mail framework. Production sends through SMTP (these variables);
-# local settings print e-mails on the console (`make run`), tests keep them in
-# memory (django.core.mail.outbox). Production refuses a backend that would
-# print or file an e-mail (a credential's claim link would land in logs).
-EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
-EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
-EMAIL_PORT = env.int("EMAIL_PORT", default=587)
-EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
-EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
-EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=True)
-EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
-# The SMTP conversation's deadline (seconds): a staff request sending a link waits at most this.
-EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10.0)
-DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="PIX Service <nao-responda@localhost>")
-# E-mails being sent at once per process; past it staff are told to try again (core.bulkhead).
-EMAIL_MAX_IN_FLIGHT = env.int("EMAIL_MAX_IN_FLIGHT", default=4)
-# Where merchants open the links e-mailed to them (https://pix.example.com).
-# Empty: the host of the back-office request that sent the link.
-PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
-# How long a credential's claim link works (README, "Back office").
-CREDENTIAL_LINK_HOURS = env.float("CREDENTIAL_LINK_HOURS", default=24.0)
-# Segregation of duties: whoever issued or rotated a credential that can cash
-# out, or asked for or approved a change of the contact e-mail, of an account
-# cannot approve that account's withdrawals for this many days.
-STAFF_SEGREGATION_DAYS = env.int("STAFF_SEGREGATION_DAYS", default=30)
-
 # --------------------------------------------------------------------------- operations
 # /metrics is off (404) until a token is set; scrapers send it as a Bearer token.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
@@ -390,6 +363,9 @@ WORKER_HEARTBEAT_MAX_AGE = env.float("WORKER_HEARTBEAT_MAX_AGE", default=30.0)
 # beat's periodic work and the measured conversion: config/settings/schedule.py.
 from .outbound import *  # noqa: E402, F403
 from .schedule import *  # noqa: E402, F403
+
+# E-mail, claim links and segregation of duties: config/settings/staff.py.
+from .staff import *  # noqa: E402, F403
 
 WEBHOOK_USER_AGENT = f"PixService-Webhook/{SERVICE_VERSION}"
 

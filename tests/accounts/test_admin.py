@@ -311,8 +311,8 @@ def test_issue_credential_emails_a_claim_link_and_shows_no_secret(admin_client: 
     )
     (email,) = mail.outbox
     assert email.to == ["financeiro@loja.com.br"]
-    assert credential.public_key in email.body
-    assert SECRET.search(email.body) is None  # the secret does not exist yet
+    assert credential.public_key in str(email.body)
+    assert SECRET.search(str(email.body)) is None  # the secret does not exist yet
     assert log_messages(account) == [
         f"Credencial emitida, aguardando resgate por link: {credential.public_key}. Motivo: Pedido do ERP"
     ]
@@ -830,8 +830,7 @@ def test_the_document_is_typed_with_or_without_punctuation_and_checked(admin_cli
 
     response = admin_client.post(
         change_url(account),
-        account_form(document="11.222.333/0001-81", email="c@x.com.br", change_reason="Cadastro")
-        | inline_management(),
+        account_form(document="11.222.333/0001-81", email="c@x.com.br", change_reason="Cadastro") | inline_management(),
     )
     assert response.status_code == 302
     account.refresh_from_db()

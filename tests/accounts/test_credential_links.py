@@ -63,7 +63,7 @@ def issue(account: Account, operator: User, permission: str = "all") -> tuple[Ap
     """A credential waiting for its claim, and the token of the link e-mailed for it."""
     credential = credential_issue_for_claim(account=account, permission=permission, label="ERP")
     credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
-    return credential, token_in(mail.outbox[-1].body)
+    return credential, token_in(str(mail.outbox[-1].body))
 
 
 def token_in(body: str) -> str:
@@ -105,9 +105,9 @@ def test_the_link_goes_to_the_contact_email_and_only_its_hash_is_stored(account:
     assert email.to == ["financeiro@lojaazul.com.br"]
     assert "resgate a chave secreta" in email.subject
     for words in ("Olá, Loja Azul Ltda.", credential.public_key, "Permissão: Todas", "uma única vez"):
-        assert words in email.body
-    assert f"{BASE}/resgatar-credencial/{token}/" in email.body  # PUBLIC_BASE_URL, else the back office's host
-    assert SECRET.search(email.body) is None  # no secret exists yet
+        assert words in str(email.body)
+    assert f"{BASE}/resgatar-credencial/{token}/" in str(email.body)  # PUBLIC_BASE_URL, else the back office's host
+    assert SECRET.search(str(email.body)) is None  # no secret exists yet
     assert state(credential) == (False, "", "")
     link = CredentialLink.objects.get(credential=credential)
     assert (link.token_hash, link.sent_to, link.sent_by) == (hash_secret(token), account.email, operator)
@@ -147,7 +147,7 @@ def test_an_email_that_did_not_leave_delivers_nothing_and_the_link_can_be_sent_a
 
     assert state(credential) == (False, "", "")
     credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
-    assert press_the_button(token_in(mail.outbox[-1].body)).status_code == 200
+    assert press_the_button(token_in(str(mail.outbox[-1].body))).status_code == 200
     assert state(credential)[0] is True
 
 
@@ -236,7 +236,7 @@ def test_an_expired_link_shows_a_clear_page_and_changes_nothing(
 def test_a_link_sent_again_replaces_the_old_one(account: Account, operator: User) -> None:
     credential, first = issue(account, operator)
     credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
-    second = token_in(mail.outbox[-1].body)
+    second = token_in(str(mail.outbox[-1].body))
 
     old = Client().post(claim_url(first))
 
@@ -313,8 +313,8 @@ def test_staff_send_the_link_again_from_the_credentials_list(
 
     assert admin_messages(done)[0].startswith(f"{credential.public_key} (Todas): link de resgate enviado para ")
     assert SECRET.search(html(done)) is None
-    second = token_in(mail.outbox[-1].body)
-    assert f"http://testserver/resgatar-credencial/{second}/" in mail.outbox[-1].body
+    second = token_in(str(mail.outbox[-1].body))
+    assert f"http://testserver/resgatar-credencial/{second}/" in str(mail.outbox[-1].body)
     assert second not in html(done)
     assert Client().post(claim_url(first)).status_code == 410
     assert press_the_button(second).status_code == 200
