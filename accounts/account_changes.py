@@ -133,11 +133,15 @@ def account_change_approve(*, request_id: Any, approver: User, note: str = "") -
             setattr(account, request.field, request.new_value)
             account.save(update_fields=[request.field, "updated_at"])
             request.state = State.APPROVED
-        request.decided_by = approver
-        request.decided_at = timezone.now()
-        request.decision_note = note.strip()
-        request.save()
+        _record_decision(request, approver, note)
     return request
+
+
+def _record_decision(request: AccountChangeRequest, staff: User, note: str) -> None:
+    request.decided_by = staff
+    request.decided_at = timezone.now()
+    request.decision_note = note.strip()
+    request.save()
 
 
 def account_change_reject(*, request_id: Any, staff: User, note: str = "") -> AccountChangeRequest:
@@ -145,8 +149,5 @@ def account_change_reject(*, request_id: Any, staff: User, note: str = "") -> Ac
     with transaction.atomic():
         request = _decision(request_id, staff)
         request.state = State.REJECTED
-        request.decided_by = staff
-        request.decided_at = timezone.now()
-        request.decision_note = note.strip()
-        request.save()
+        _record_decision(request, staff, note)
     return request

@@ -9,17 +9,15 @@ maker-checker queue (``accounts.approvals_admin``). Registered by
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.utils import quote
 from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
-from django.db import transaction
-from django.db.models import Case, QuerySet, Value, When
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -32,12 +30,18 @@ from accounts.account_changes import (
     account_change_request,
     loosens,
 )
-from accounts.approvals_admin import staff_user
+from accounts.admin_decisions import (
+    DECISION_COLUMNS,
+    QUEUE_ORDERING,
+    DecideButtonsMixin,
+    RequestQueue,
+    decide_each,
+    staff_user,
+)
 from accounts.exceptions import ApprovalRefused
 from accounts.models import Account, AccountChangeRequest
 from accounts.staff_models import shown_value
-from core.admin import ReadOnlyAdminMixin, confirmation_page, reason_form
-from core.plural import plural
+from core.admin import ReadOnlyAdminMixin, confirm_or_perform
 
 State = AccountChangeRequest.State
 DECIDE_TEMPLATE = "admin/accounts/accountchangerequest/confirm_decision.html"
@@ -175,55 +179,15 @@ def _log_on_account(request: HttpRequest, pending: AccountChangeRequest, message
     )
 
 
-def _decide(
-    modeladmin: Any,
-    request: HttpRequest,
-    queryset: QuerySet[AccountChangeRequest],
-    note: str,
-    *,
-    decide: Callable[[Any, User, str], AccountChangeRequest],
-    verb: str,
-) -> None:
-    counts: dict[str, int] = {}
-    skipped = queryset.exclude(state=State.PENDING).count()
-    for pending in queryset.filter(state=State.PENDING).order_by("pk"):
-        try:
-            # The decision, the account's change and the audit entries commit together.
-            with transaction.atomic():
-                decided = decide(pending.pk, staff_user(request), note)
-                summary = (
-                    f"{verb} pedido de alteração #{decided.pk} ({decided.get_field_display()}: "
-                    f"{decided.shown(decided.old_value)} → {decided.shown(decided.new_value)})"
-                )
-                if decided.state == State.FAILED:
-                    summary += f": não aplicado, {decided.outcome}"
-                message = f"{summary}. Observação: {note}"
-                modeladmin.log_change(request, decided, message)
-                _log_on_account(request, decided, message)
-        except ApprovalRefused as exc:
-            modeladmin.message_user(request, exc.message, messages.ERROR)
-            continue
-        counts[decided.state] = counts.get(decided.state, 0) + 1
-        if decided.state == State.FAILED:
-            modeladmin.message_user(request, f"Pedido de alteração #{decided.pk}: {decided.outcome}", messages.ERROR)
-    if counts.get(State.APPROVED):
-        modeladmin.message_user(
-            request,
-            plural(counts[State.APPROVED], "{n} pedido aprovado e aplicado.", "{n} pedidos aprovados e aplicados."),
-            messages.SUCCESS,
-        )
-    if counts.get(State.REJECTED):
-        modeladmin.message_user(
-            request,
-            plural(counts[State.REJECTED], "{n} pedido rejeitado.", "{n} pedidos rejeitados."),
-            messages.SUCCESS,
-        )
-    if skipped:
-        modeladmin.message_user(
-            request,
-            plural(skipped, "{n} pedido já decidido ignorado.", "{n} pedidos já decididos ignorados."),
-            messages.WARNING,
-        )
+QUEUE = RequestQueue(
+    label="Pedido de alteração",
+    not_done="não aplicado",
+    approved=("{n} pedido aprovado e aplicado.", "{n} pedidos aprovados e aplicados."),
+    describe=lambda decided: (
+        f"({decided.get_field_display()}: {decided.shown(decided.old_value)} → {decided.shown(decided.new_value)})"
+    ),
+    log_on_target=_log_on_account,
+)
 
 
 def _decision_action(
@@ -236,29 +200,28 @@ def _decision_action(
                 request, f"{description}: nenhum pedido selecionado aguarda decisão.", messages.WARNING
             )
             return None
-        form = reason_form(request)
-        if form.is_valid():
-            _decide(modeladmin, request, queryset, form.cleaned_data["reason"], decide=decide, verb=verb)
-            return None
-        rows = [
-            (
-                pending,
-                pending.shown(pending.old_value),
-                pending.shown(pending.new_value),
-                pending.shown(getattr(pending.account, pending.field)),
-            )
-            for pending in waiting
-        ]
-        return confirmation_page(
+        return confirm_or_perform(
             modeladmin,
             request,
             queryset,
             name=name,
             description=description,
             template=DECIDE_TEMPLATE,
-            form=form,
-            effect=effect,
-            rows=rows,
+            perform=lambda note: decide_each(
+                modeladmin, request, queryset, note, decide=decide, verb=verb, queue=QUEUE
+            ),
+            page=lambda: {
+                "effect": effect,
+                "rows": [
+                    (
+                        pending,
+                        pending.shown(pending.old_value),
+                        pending.shown(pending.new_value),
+                        pending.shown(getattr(pending.account, pending.field)),
+                    )
+                    for pending in waiting
+                ],
+            },
         )
 
     action.__name__ = name
@@ -266,40 +229,20 @@ def _decision_action(
 
 
 @admin.register(AccountChangeRequest)
-class AccountChangeRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[AccountChangeRequest]):
+class AccountChangeRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.ModelAdmin[AccountChangeRequest]):
     """The queue of account changes waiting for a second staff member."""
 
-    list_display = (
-        "id",
-        "account",
-        "field",
-        "old_display",
-        "new_display",
-        "reason",
-        "state",
-        "requested_by",
-        "requested_at",
-        "decided_by",
-        "decided_at",
-    )
+    decide_buttons: ClassVar[list[tuple[str, str]]] = [
+        ("approve_changes", "Aprovar e aplicar"),
+        ("reject_changes", "Rejeitar"),
+    ]
+
+    list_display = ("id", "account", "field", "old_display", "new_display", *DECISION_COLUMNS)
     list_filter = ("state", "field")
-    ordering = (Case(When(state=State.PENDING, then=Value(0)), default=Value(1)).asc(), "requested_at", "id")
+    ordering = QUEUE_ORDERING
     list_select_related = ("account", "requested_by", "decided_by")
     search_fields = ("account__name", "=account__document")
-    fields = (
-        "account",
-        "field",
-        "old_display",
-        "new_display",
-        "reason",
-        "state",
-        "requested_by",
-        "requested_at",
-        "decided_by",
-        "decided_at",
-        "decision_note",
-        "outcome",
-    )
+    fields = ("account", "field", "old_display", "new_display", *DECISION_COLUMNS, "decision_note", "outcome")
     readonly_fields = fields
     actions = (
         _decision_action(
@@ -319,21 +262,6 @@ class AccountChangeRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[AccountChan
             "Rejeitado",
         ),
     )
-
-    def change_view(
-        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        pending = self.get_object(request, unquote(object_id))
-        extra_context = {
-            **(extra_context or {}),
-            "decide_actions": (
-                [("approve_changes", "Aprovar e aplicar"), ("reject_changes", "Rejeitar")]
-                if pending is not None and pending.state == State.PENDING and self.has_decide_permission(request)
-                else []
-            ),
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        }
-        return super().change_view(request, object_id, form_url, extra_context)
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(APPROVE_PERMISSION)

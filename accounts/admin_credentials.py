@@ -7,6 +7,7 @@ Registered by ``accounts.admin``, which imports this module."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -31,7 +32,7 @@ from accounts.credential_links import (
 from accounts.exceptions import CredentialLinkNotSent, CredentialLinkRefused
 from accounts.models import Account, ApiCredential, CredentialLink
 from accounts.services import credential_revoke
-from core.admin import ReadOnlyAdminMixin, confirmation_page, reason_form
+from core.admin import ReadOnlyAdminMixin, confirm_or_perform
 
 ISSUE_TEMPLATE = "admin/accounts/account/issue_credential.html"
 CONFIRM_TEMPLATE = "admin/accounts/apicredential/confirm_link.html"
@@ -176,25 +177,41 @@ def issue_credential_view(modeladmin: admin.ModelAdmin[Account], request: HttpRe
     return response
 
 
-def _confirm(
+def link_action(
     modeladmin: Any,
     request: HttpRequest,
     queryset: QuerySet[ApiCredential],
+    eligible: QuerySet[ApiCredential],
     *,
     name: str,
     description: str,
     effect: str,
-) -> HttpResponse:
-    return confirmation_page(
+    skipped: tuple[str, str],
+    each: Callable[[ApiCredential, str], None],
+) -> HttpResponse | None:
+    """An action of the credentials list that e-mails claim links: the
+    ``eligible`` ones listed with where their link goes and a reason asked,
+    then ``each(credential, reason)`` for them; the others counted as skipped
+    (``skipped``: what they are, singular and plural)."""
+
+    def perform(reason: str) -> None:
+        if ignored := queryset.count() - eligible.count():
+            modeladmin.message_user(request, _credentials(ignored, *skipped) + ".", messages.WARNING)
+        for credential in eligible.select_related("account").order_by("pk"):
+            each(credential, reason)
+
+    if not eligible.exists():
+        perform("")
+        return None
+    return confirm_or_perform(
         modeladmin,
         request,
-        queryset,
+        eligible,
         name=name,
         description=description,
         template=CONFIRM_TEMPLATE,
-        form=reason_form(request),
-        effect=effect,
-        credentials=list(queryset.select_related("account").order_by("pk")),
+        perform=perform,
+        page=lambda: {"effect": effect, "credentials": list(eligible.select_related("account").order_by("pk"))},
     )
 
 
@@ -256,34 +273,7 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
         permissions=["manage_credentials"],
     )
     def rotate(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> HttpResponse | None:
-        # A revoked key was taken out of use on purpose, and one waiting for its
-        # claim has nothing to rotate: only active ones.
-        active = queryset.filter(is_active=True)
-        form = reason_form(request)
-        if active.exists() and not form.is_valid():
-            return _confirm(
-                self,
-                request,
-                active,
-                name="rotate",
-                description="Rotacionar credenciais",
-                effect="Cada credencial ganha uma nova, com a mesma permissão, que aguarda resgate: o link vai ao "
-                "e-mail de contato da conta e a chave secreta só aparece para quem o abrir. A antiga continua "
-                "ativa até ser revogada.",
-            )
-        if skipped := queryset.count() - active.count():
-            self.message_user(
-                request,
-                _credentials(
-                    skipped, "revogada ou aguardando resgate ignorada", "revogadas ou aguardando resgate ignoradas"
-                )
-                + ".",
-                messages.WARNING,
-            )
-        if not active.exists():
-            return None
-        reason = form.cleaned_data["reason"]
-        for credential in active.select_related("account").order_by("pk"):
+        def rotate_one(credential: ApiCredential, reason: str) -> None:
             try:
                 with transaction.atomic():
                     new = credential_rotate_for_claim(credential=credential)
@@ -293,36 +283,42 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
                     self.log_addition(request, new, f"Emitida por rotação de {credential.public_key}. Motivo: {reason}")
             except CredentialLinkRefused as exc:
                 self.message_user(request, f"{credential.public_key}: {exc.message}", messages.ERROR)
-                continue
+                return
             send_link(self, request, new)
-        return None
+
+        # A revoked key was taken out of use on purpose, and one waiting for its
+        # claim has nothing to rotate: only active ones.
+        return link_action(
+            self,
+            request,
+            queryset,
+            queryset.filter(is_active=True),
+            name="rotate",
+            description="Rotacionar credenciais",
+            effect="Cada credencial ganha uma nova, com a mesma permissão, que aguarda resgate: o link vai ao "
+            "e-mail de contato da conta e a chave secreta só aparece para quem o abrir. A antiga continua "
+            "ativa até ser revogada.",
+            skipped=("revogada ou aguardando resgate ignorada", "revogadas ou aguardando resgate ignoradas"),
+            each=rotate_one,
+        )
 
     @admin.action(description="Reenviar link de resgate (ao e-mail de contato)", permissions=["manage_credentials"])
     def resend_link(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> HttpResponse | None:
-        waiting = queryset.filter(revoked_at=None, secret_hash="")
-        form = reason_form(request)
-        if waiting.exists() and not form.is_valid():
-            return _confirm(
-                self,
-                request,
-                waiting,
-                name="resend_link",
-                description="Reenviar link de resgate",
-                effect="Um novo link vai ao e-mail de contato atual da conta; o enviado antes deixa de funcionar.",
-            )
-        if skipped := queryset.count() - waiting.count():
-            self.message_user(
-                request,
-                _credentials(skipped, "que não aguarda resgate ignorada", "que não aguardam resgate ignoradas") + ".",
-                messages.WARNING,
-            )
-        if not waiting.exists():
-            return None
-        reason = form.cleaned_data["reason"]
-        for credential in waiting.select_related("account").order_by("pk"):
+        def resend_one(credential: ApiCredential, reason: str) -> None:
             if send_link(self, request, credential):
                 self.log_change(request, credential, f"Link de resgate reenviado. Motivo: {reason}")
-        return None
+
+        return link_action(
+            self,
+            request,
+            queryset,
+            queryset.filter(revoked_at=None, secret_hash=""),
+            name="resend_link",
+            description="Reenviar link de resgate",
+            effect="Um novo link vai ao e-mail de contato atual da conta; o enviado antes deixa de funcionar.",
+            skipped=("que não aguarda resgate ignorada", "que não aguardam resgate ignoradas"),
+            each=resend_one,
+        )
 
 
 @admin.register(CredentialLink)

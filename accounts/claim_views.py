@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.credential_links import CLAIM_UNKNOWN, credential_claim, credential_link_check
 from accounts.exceptions import ClaimRefused
+from accounts.models import ApiCredential
 
 TEMPLATE = "claim/credential.html"
 
@@ -35,36 +36,23 @@ def _refused(request: HttpRequest, refused: ClaimRefused) -> HttpResponse:
     return _page(request, {"state": "refused", "message": refused.message, "code": refused.code}, status)
 
 
+def _shown(credential: ApiCredential) -> dict[str, object]:
+    return {
+        "account": credential.account.name,
+        "permission": credential.get_permission_display(),
+        "public_key": credential.public_key,
+    }
+
+
 @require_http_methods(["GET", "POST"])
 def credential_claim_view(request: HttpRequest, token: str) -> HttpResponse:
-    if request.method == "POST":
-        try:
-            claimed = credential_claim(token=token)
-        except ClaimRefused as refused:
-            return _refused(request, refused)
-        credential = claimed.credential
-        return _page(
-            request,
-            {
-                "state": "claimed",
-                "account": credential.account.name,
-                "permission": credential.get_permission_display(),
-                "public_key": credential.public_key,
-                "secret_key": claimed.secret_key,
-            },
-        )
     try:
+        if request.method == "POST":
+            claimed = credential_claim(token=token)
+            return _page(request, {"state": "claimed", **_shown(claimed.credential), "secret_key": claimed.secret_key})
         link = credential_link_check(token=token)
     except ClaimRefused as refused:
         return _refused(request, refused)
-    credential = link.credential
     return _page(
-        request,
-        {
-            "state": "ask",
-            "account": credential.account.name,
-            "permission": credential.get_permission_display(),
-            "public_key": credential.public_key,
-            "expires_at": timezone.localtime(link.expires_at),
-        },
+        request, {"state": "ask", **_shown(link.credential), "expires_at": timezone.localtime(link.expires_at)}
     )

@@ -154,6 +154,29 @@ def confirmation_page(
     return response
 
 
+def confirm_or_perform(
+    modeladmin: Any,
+    request: HttpRequest,
+    queryset: QuerySet[Any],
+    *,
+    name: str,
+    description: str,
+    template: str,
+    perform: Callable[[str], None],
+    page: Callable[[], dict[str, Any]],
+) -> HttpResponse | None:
+    """The two steps of an action that asks a reason: with the confirmation
+    page's reason, ``perform(reason)``; otherwise that page (``template``,
+    with ``page()``'s context: what it shows of the records)."""
+    form = reason_form(request)
+    if form.is_valid():
+        perform(form.cleaned_data["reason"])
+        return None
+    return confirmation_page(
+        modeladmin, request, queryset, name=name, description=description, template=template, form=form, **page()
+    )
+
+
 def confirm_first(
     perform: Callable[[Any, HttpRequest, QuerySet[Any], str], None],
     *,
@@ -177,32 +200,34 @@ def confirm_first(
                 request, f"{description}: nenhum registro selecionado está em um status que permita.", messages.WARNING
             )
             return None
-        form = reason_form(request)
-        if form.is_valid():
-            perform(modeladmin, request, queryset, form.cleaned_data["reason"])
-            return None
-        amounts = [confirmation.amount(record) for record in records]
-        return confirmation_page(
+
+        def page() -> dict[str, Any]:
+            amounts = [confirmation.amount(record) for record in records]
+            return {
+                "confirmation": confirmation,
+                "rows": [
+                    (
+                        record,
+                        getattr(record, f"get_{field}_display")(),
+                        brl(record.amount),
+                        brl(amount),
+                        [value(record) for _, value in confirmation.columns],
+                    )
+                    for record, amount in zip(records, amounts, strict=True)
+                ],
+                "total": brl(sum(amounts)),
+                "skipped": queryset.count() - len(records),
+            }
+
+        return confirm_or_perform(
             modeladmin,
             request,
             queryset,
             name=name,
             description=description,
             template=CONFIRM_TEMPLATE,
-            form=form,
-            confirmation=confirmation,
-            rows=[
-                (
-                    record,
-                    getattr(record, f"get_{field}_display")(),
-                    brl(record.amount),
-                    brl(amount),
-                    [value(record) for _, value in confirmation.columns],
-                )
-                for record, amount in zip(records, amounts, strict=True)
-            ],
-            total=brl(sum(amounts)),
-            skipped=queryset.count() - len(records),
+            perform=lambda reason: perform(modeladmin, request, queryset, reason),
+            page=page,
         )
 
     action.__name__ = name
