@@ -38,7 +38,7 @@ from accounts.admin_account_form import (
 from accounts.admin_account_status import TRANSITIONS, list_action, transition_view
 
 # Also registers the queue of account change requests.
-from accounts.admin_changes import CHANGE_REASON_FIELDSET, pending_changes, requested_fields, save_controlled_changes
+from accounts.admin_changes import CHANGE_REASON_FIELDSET, pending_changes, save_controlled_changes
 
 # Also registers the credentials list.
 from accounts.admin_credentials import CredentialInline, can_manage_credentials, issue_credential_view
@@ -202,12 +202,12 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
         if change:
             # The contact e-mail, manual approval and limits only change through
             # a request another staff member approves, unless they tighten.
-            asked = save_controlled_changes(self, request, obj, form)
+            left = save_controlled_changes(self, request, obj, form)
             # Only the fields this form edits: a full save would write back the
             # status and block flag read when the page was opened, undoing an
             # approval or a block made meanwhile.
             model_fields = {field.name for field in Account._meta.concrete_fields}
-            obj.save(update_fields=[*(f for f in form.fields if f in model_fields and f not in asked), "updated_at"])
+            obj.save(update_fields=[*(f for f in form.fields if f in model_fields and f not in left), "updated_at"])
             return
         # account_create gives the account its balance row. The inlines, the
         # admin log and the redirect that follow hold the form's instance, so
@@ -223,7 +223,7 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
         if add:
             return message
         # Django lists the changed fields by their labels.
-        asked = {form.fields[name].label or name for name in requested_fields(form) | {"change_reason"}}
+        asked = {form.fields[name].label or name for name in {*form.requested, "change_reason"}}
         for entry in message:
             if "changed" in entry:
                 entry["changed"]["fields"] = [label for label in entry["changed"]["fields"] if label not in asked]

@@ -108,6 +108,8 @@ class AccountAdminForm(forms.ModelForm[Account]):
     # Not a field of the account: why the contact e-mail, manual approval or
     # limits change (accounts.admin_changes); shown on an existing account only.
     change_reason = change_reason_field()
+    #: The controlled fields this save only asked to change (accounts.admin_changes).
+    requested: set[str] = set()
 
     class Meta:
         model = Account

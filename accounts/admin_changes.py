@@ -98,51 +98,55 @@ def clean_controlled_changes(form: forms.ModelForm[Account]) -> None:
             form.add_error(field, f"Já existe um pedido de alteração (#{waiting[field]}) aguardando aprovação.")
 
 
-def requested_fields(form: forms.ModelForm[Account]) -> set[str]:
-    """The fields the form only asks to change (they loosen): left unsaved."""
-    return {field for field, old, new in controlled_changes(form) if loosens(field, old, new)}
-
-
 def _label(field: str) -> str:
     return str(AccountChangeRequest.Field(field).label)
 
 
 def save_controlled_changes(modeladmin: Any, request: HttpRequest, account: Account, form: Any) -> set[str]:
-    """Called by the account page's save: asks for every loosening change (a
-    pending request each, the account left as it is) and logs the tightening
-    ones, which the page's save applies. Returns the fields it asked for."""
+    """Called by the account page's save, in its transaction: each change of
+    a controlled field is judged against the field's value under the
+    account's row lock (not the one the form was built with): one that
+    loosens it becomes a pending request, one that only tightens it is
+    logged and left to the page's save. Returns the controlled fields that
+    save must not write (all but the tightened ones); the ones asked for are
+    kept on the form as ``requested`` for the page's change message."""
     reason = (form.cleaned_data.get(CHANGE_REASON) or "").strip()
-    asked: set[str] = set()
-    for field, old, new in controlled_changes(form):
+    current = Account.objects.select_for_update().values(*CONTROLLED_FIELDS).get(pk=account.pk)
+    untouched = set(CONTROLLED_FIELDS)
+    form.requested = set()
+    for field, _, new in controlled_changes(form):
+        old = current[field]
+        # The form's instance keeps the value the account has, unless tightened below.
+        setattr(account, field, old)
+        if old == new:
+            continue
         change = f"{_label(field)}: {shown_value(field, old)} → {shown_value(field, new)}"
         if not loosens(field, old, new):
+            setattr(account, field, new)
+            untouched.discard(field)
             modeladmin.log_change(
                 request, account, f"Alteração mais restritiva aplicada já ({change}). Motivo: {reason}"
             )
             continue
+        form.requested.add(field)
         try:
             pending = account_change_request(
                 account=account, field=field, new_value=new, requested_by=staff_user(request), reason=reason
             )
         except ApprovalRefused as exc:
             modeladmin.message_user(request, exc.message, messages.ERROR)
-        else:
-            modeladmin.log_change(
-                request,
-                account,
-                f"Pedido de alteração #{pending.pk} ({change}), aguardando aprovação. Motivo: {reason}",
-            )
-            modeladmin.log_addition(request, pending, f"Pedido: {change}. Motivo: {reason}")
-            modeladmin.message_user(
-                request,
-                f"{change}: nada mudou ainda. O pedido #{pending.pk} aguarda a aprovação de outra pessoa da equipe "
-                "(Contas: Pedidos de alteração de conta).",
-                messages.WARNING,
-            )
-        asked.add(field)
-        # The form's instance keeps the value the account still has.
-        setattr(account, field, old)
-    return asked
+            continue
+        modeladmin.log_change(
+            request, account, f"Pedido de alteração #{pending.pk} ({change}), aguardando aprovação. Motivo: {reason}"
+        )
+        modeladmin.log_addition(request, pending, f"Pedido: {change}. Motivo: {reason}")
+        modeladmin.message_user(
+            request,
+            f"{change}: nada mudou ainda. O pedido #{pending.pk} aguarda a aprovação de outra pessoa da equipe "
+            "(Contas: Pedidos de alteração de conta).",
+            messages.WARNING,
+        )
+    return untouched
 
 
 @admin.display(description="alterações aguardando aprovação")

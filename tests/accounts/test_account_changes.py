@@ -396,3 +396,55 @@ def test_the_overview_counts_changes_waiting_for_a_person(
     index = staff_member("support", "sofia").get(reverse("admin:index")).content.decode()
     assert 'data-figure="Alterações de conta (e-mail, aprovação, limites)"' in index
     assert f"{CHANGES}?state__exact=pending" in index
+
+
+class Recorded:
+    """A stand-in for the account admin: what the save logs and tells staff."""
+
+    def __init__(self) -> None:
+        self.logged: list[str] = []
+        self.told: list[str] = []
+
+    def log_change(self, request: Any, obj: Any, message: str) -> None:
+        self.logged.append(message)
+
+    def log_addition(self, request: Any, obj: Any, message: str) -> None:
+        self.logged.append(message)
+
+    def message_user(self, request: Any, message: str, level: Any = None) -> None:
+        self.told.append(message)
+
+
+def test_tightening_is_judged_against_the_value_under_the_lock_not_the_form(
+    account: Account, operator: User, rf: Any
+) -> None:
+    from django.contrib import admin as django_admin
+
+    from accounts.admin_changes import save_controlled_changes
+
+    # The page was built with a daily limit of R$ 20.000,00; meanwhile it was lowered to R$ 1.000,00.
+    stale = Account.objects.get(pk=account.pk)
+    Account.objects.filter(pk=account.pk).update(withdrawal_daily_limit=100_000)
+    data = account_form(
+        name=account.name,
+        email=account.email,
+        withdrawals_need_approval="on",
+        withdrawal_daily_limit="3.000,00",
+        change_reason="Contrato",
+    )
+    request = rf.post("/")
+    request.user = operator
+    # The account page's own form class (amounts typed in reais).
+    form = django_admin.site._registry[Account].get_form(request, stale, change=True)(data=data, instance=stale)
+    assert form.is_valid(), form.errors
+    admin = Recorded()
+
+    with transaction.atomic():
+        left = save_controlled_changes(admin, request, form.instance, form)
+
+    # R$ 1.000,00 → R$ 3.000,00 loosens it: asked, not applied, whatever the form saw.
+    assert "withdrawal_daily_limit" in left
+    assert form.instance.withdrawal_daily_limit == 100_000
+    pending = AccountChangeRequest.objects.get(account=account)
+    assert (pending.old_value, pending.new_value) == (100_000, 300_000)
+    assert fields(account)[4] == 100_000
