@@ -380,8 +380,8 @@ def test_a_change_without_a_reason_or_with_a_request_already_open_saves_nothing(
 def test_creating_an_account_sets_its_first_values_as_given(staff_member: Callable[[str, str], Client]) -> None:
     data = account_form(email="novo@loja.com.br", withdrawal_daily_limit="90.000,00") | inline_management()
 
-    created = staff_member("operations", "olivia").post(reverse("admin:accounts_account_add"), data)
-    assert created.status_code == 303
+    response = staff_member("operations", "olivia").post(reverse("admin:accounts_account_add"), data)
+    assert response.status_code == 303
 
     created = Account.objects.get(name="Padaria Nova Ltda")
     assert (created.email, created.withdrawal_daily_limit) == ("novo@loja.com.br", 9_000_000)
