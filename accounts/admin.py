@@ -37,6 +37,9 @@ from accounts.admin_account_form import (
 )
 from accounts.admin_account_status import TRANSITIONS, list_action, transition_view
 
+# Also registers the queue of account change requests.
+from accounts.admin_changes import CHANGE_REASON_FIELDSET, pending_changes, save_controlled_changes
+
 # Also registers the credentials list.
 from accounts.admin_credentials import CredentialInline, can_manage_credentials, issue_credential_view
 from accounts.admin_settlement import settlement_view
@@ -48,8 +51,9 @@ from accounts.services import (
     account_create,
     account_rotate_postback_secret,
 )
-from core.admin import ReadOnlyAdminMixin, reveal_later, reveal_url
+from core.admin import ReadOnlyAdminMixin
 from core.admin_money import ReaisFieldsMixin
+from core.admin_reveal import reveal_later, reveal_url
 from core.money import brl
 
 if TYPE_CHECKING:
@@ -175,18 +179,20 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
             format_html_join("", '<li style="list-style: none"><a href="{}">{}</a>{}</li>', items),
         )
 
+    pending_changes = pending_changes
+
     def get_fieldsets(self, request: HttpRequest, obj: Account | None = None) -> _FieldsetSpec:
         # The postback secret is never on this page: it is shown once, when
         # the account is created or the secret rotated (support never sees it).
         if obj is None:
             return (ADD_IDENTITY, *CONFIGURATION)
-        return (SUMMARY, IDENTITY, *CONFIGURATION)
+        return (SUMMARY, IDENTITY, *CONFIGURATION, CHANGE_REASON_FIELDSET)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Account | None = None) -> tuple[str, ...]:
         if obj is None:
             return () if self.has_approve_permission(request) else ("status",)
         # After creation the status moves only through the approve/reject actions.
-        return ("balance_summary", "related_records", "is_blocked", "status")
+        return ("balance_summary", "related_records", "pending_changes", "is_blocked", "status")
 
     def get_inlines(self, request: HttpRequest, obj: Account | None) -> tuple[type[InlineModelAdmin[Any, Any]], ...]:
         if obj is None:
@@ -195,10 +201,14 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
 
     def save_model(self, request: HttpRequest, obj: Account, form: AccountAdminForm, change: bool) -> None:
         if change:
+            # The contact e-mail, manual approval and limits only change through
+            # a request another staff member approves, unless they tighten.
+            left = save_controlled_changes(self, request, obj, form)
             # Only the fields this form edits: a full save would write back the
             # status and block flag read when the page was opened, undoing an
             # approval or a block made meanwhile.
-            obj.save(update_fields=[*form.fields, "updated_at"])
+            model_fields = {field.name for field in Account._meta.concrete_fields}
+            obj.save(update_fields=[*(f for f in form.fields if f in model_fields and f not in left), "updated_at"])
             return
         # account_create gives the account its balance row. The inlines, the
         # admin log and the redirect that follow hold the form's instance, so
@@ -207,6 +217,18 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
         obj.pk = created.pk
         obj.refresh_from_db()
         obj._state.adding = False
+
+    def construct_change_message(self, request: HttpRequest, form: Any, formsets: Any, add: bool = False) -> Any:
+        # What is only asked for did not change: the request's own entry says so.
+        message = super().construct_change_message(request, form, formsets, add)
+        if add:
+            return message
+        # Django lists the changed fields by their labels.
+        asked = {form.fields[name].label or name for name in {*form.requested, "change_reason"}}
+        for entry in message:
+            if "changed" in entry:
+                entry["changed"]["fields"] = [label for label in entry["changed"]["fields"] if label not in asked]
+        return [entry for entry in message if "changed" not in entry or entry["changed"]["fields"]]
 
     def response_add(self, request: HttpRequest, obj: Account, post_url_continue: str | None = None) -> HttpResponse:
         # The postback secret was made with the row: shown now, once, to whoever

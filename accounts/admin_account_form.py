@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.db.models import CheckConstraint, Q
 
+from accounts.admin_changes import CHANGE_REASON, change_reason_field, clean_controlled_changes
 from accounts.models import Account, PaymentMethod
 from core.documents import normalize_document
 from core.money import brl
@@ -104,12 +105,21 @@ class AccountAdminForm(forms.ModelForm[Account]):
         label="CPF/CNPJ", max_length=20, required=False, help_text="Com ou sem pontuação: 11.222.333/0001-81."
     )
 
+    # Not a field of the account: why the contact e-mail, manual approval or
+    # limits change (accounts.admin_changes); shown on an existing account only.
+    change_reason = change_reason_field()
+    #: The controlled fields this save only asked to change (accounts.admin_changes).
+    requested: set[str] = set()
+
     class Meta:
         model = Account
         fields = "__all__"  # noqa: DJ007 - the admin's fieldsets pick the fields shown
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self.instance._state.adding:
+            # Creating an account changes nothing: its first values are set as given.
+            self.fields.pop(CHANGE_REASON, None)
         if self.instance.document:
             # Shown as staff read it; an untouched value does not count as changed.
             self.initial["document"] = format_document(self.instance.document)
@@ -130,12 +140,14 @@ class AccountAdminForm(forms.ModelForm[Account]):
             holds, words = _COMPARISONS[comparison]
             if not holds(value, limit):
                 self.add_error(field, f"Deve ser {words} {_shown_limit(field, limit)}.")
+        if CHANGE_REASON in self.fields:
+            clean_controlled_changes(self)
         return cleaned
 
 
 IDENTITY = ("Identificação", {"fields": ("name", "document", "email", "status", "is_blocked")})
 ADD_IDENTITY = ("Identificação", {"fields": ("name", "document", "email", "status")})
-SUMMARY = ("Resumo", {"fields": ("balance_summary", "related_records")})
+SUMMARY = ("Resumo", {"fields": ("balance_summary", "related_records", "pending_changes")})
 CONFIGURATION: _FieldsetSpec = (
     ("Métodos de pagamento e recursos", {"fields": ("payment_methods", "can_select_pix_cash_in_acquirer")}),
     ("Taxa de cash-in", {"fields": ("cashin_fee_fixed", "cashin_fee_bps")}),
@@ -165,4 +177,5 @@ RELATED_LISTS = (
     ("admin:webhooks_webhookevent_changelist", "Eventos de webhook", "webhook_events"),
     ("admin:accounts_apicredential_changelist", "Credenciais de API", "credentials"),
     ("admin:accounts_moneyactionrequest_changelist", "Pedidos de aprovação", "money_action_requests"),
+    ("admin:accounts_accountchangerequest_changelist", "Pedidos de alteração de conta", "change_requests"),
 )

@@ -1,13 +1,17 @@
-"""Back office for API credentials: the list (view, revoke, rotate), the
-read-only inline and the issuing page of the account's page. A secret key is
-shown on one page only, once (``core.admin.reveal_later``); the stored hash
-never. Registered by ``accounts.admin``, which imports this module."""
+"""Back office for API credentials: the list (view, revoke, rotate, send the
+claim link again), the read-only inline and the issuing page of the
+account's page. Staff never see a secret key: a credential issued or
+rotated here waits for its claim, and its secret is shown to whoever opens
+the link e-mailed to the account's contact (``accounts.credential_links``).
+Registered by ``accounts.admin``, which imports this module."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
+from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
@@ -16,42 +20,26 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, reverse
+from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 
-from accounts.models import Account, ApiCredential
-from accounts.services import IssuedCredential, credential_issue, credential_revoke, credential_rotate
-from core.admin import ReadOnlyAdminMixin, reveal_later, reveal_url
+from accounts.approvals_admin import staff_user
+from accounts.credential_links import (
+    credential_issue_for_claim,
+    credential_link_send,
+    credential_rotate_for_claim,
+)
+from accounts.exceptions import CredentialLinkNotSent, CredentialLinkRefused
+from accounts.models import Account, ApiCredential, CredentialLink
+from accounts.services import credential_revoke
+from core.admin import ReadOnlyAdminMixin, confirm_or_perform
 
-SECRETS_TEMPLATE = "admin/accounts/credential_secrets.html"
 ISSUE_TEMPLATE = "admin/accounts/account/issue_credential.html"
+CONFIRM_TEMPLATE = "admin/accounts/apicredential/confirm_link.html"
 
 
 def can_manage_credentials(request: HttpRequest) -> bool:
     return request.user.has_perm("accounts.manage_credentials")
-
-
-def show_secrets_once(
-    request: HttpRequest, *, title: str, issued: Sequence[IssuedCredential], url_name: str, back_url: str
-) -> HttpResponse:
-    """Redirects to the one page that ever shows a secret key (Post/Redirect/Get:
-    reloading it issues nothing and shows nothing again)."""
-    shown = [
-        {
-            "account": str(item.credential.account),
-            "permission": item.credential.get_permission_display(),
-            "label": item.credential.label,
-            "public_key": item.credential.public_key,
-            "secret_key": item.secret_key,
-        }
-        for item in issued
-    ]
-    return reveal_later(
-        request,
-        template=SECRETS_TEMPLATE,
-        context={"title": title, "issued": shown},
-        url_name=url_name,
-        back_url=back_url,
-    )
 
 
 def _credentials(count: int, singular: str, plural: str) -> str:
@@ -60,15 +48,62 @@ def _credentials(count: int, singular: str, plural: str) -> str:
 
 
 def _secret_hint(credential: ApiCredential) -> str:
-    return f"sk_…{credential.secret_hint}"
+    return f"sk_…{credential.secret_hint}" if credential.secret_hint else "—"
+
+
+def _status(credential: ApiCredential) -> str:
+    if credential.revoked_at is not None:
+        return "Revogada"
+    if not credential.awaiting_claim:
+        return "Ativa"
+    link = credential.claim_links.filter(used_at=None, replaced_at=None).first()
+    if link is None:
+        return "Aguardando resgate: nenhum link enviado"
+    if link.expires_at <= timezone.now():
+        return f"Aguardando resgate: o link enviado para {link.sent_to} expirou"
+    until = timezone.localtime(link.expires_at)
+    return f"Aguardando resgate: link enviado para {link.sent_to}, válido até {until:%d/%m/%Y %H:%M}"
+
+
+def public_base_url(request: HttpRequest) -> str:
+    """Where merchants open the links: ``PUBLIC_BASE_URL``, else this back office's own address."""
+    return str(settings.PUBLIC_BASE_URL or request.build_absolute_uri("/"))
+
+
+def send_link(modeladmin: Any, request: HttpRequest, credential: ApiCredential) -> bool:
+    """E-mail ``credential``'s claim link (committed first: call it outside a
+    transaction) and tell staff where it went; never what it says."""
+    try:
+        link = credential_link_send(
+            credential_id=credential.pk, sent_by=staff_user(request), base_url=public_base_url(request)
+        )
+    except (CredentialLinkRefused, CredentialLinkNotSent) as exc:
+        modeladmin.message_user(request, f"{credential.public_key}: {exc.message}", messages.ERROR)
+        return False
+    modeladmin.message_user(
+        request,
+        f"{credential.public_key} ({credential.get_permission_display()}): link de resgate enviado para "
+        f"{link.sent_to}, válido até {timezone.localtime(link.expires_at):%d/%m/%Y %H:%M}. A chave secreta só "
+        "aparece para quem abrir o link; a equipe não a vê.",
+        messages.SUCCESS,
+    )
+    return True
 
 
 class CredentialInline(ReadOnlyAdminMixin, admin.TabularInline[ApiCredential, Account]):
     """Existing credentials, read-only: issuing, rotating and revoking have
-    their own screens, so the secret is only ever shown on one page."""
+    their own screens, and no secret is ever shown here."""
 
     model = ApiCredential
-    fields = ("public_key", "label", "permission", "is_active", "secret_hint_display", "created_at", "last_used_at")
+    fields = (
+        "public_key",
+        "label",
+        "permission",
+        "status_display",
+        "secret_hint_display",
+        "created_at",
+        "last_used_at",
+    )
     readonly_fields = fields
     # Never rendered, whatever "fields" becomes.
     exclude = ("secret_hash",)
@@ -81,17 +116,25 @@ class CredentialInline(ReadOnlyAdminMixin, admin.TabularInline[ApiCredential, Ac
     def secret_hint_display(self, credential: ApiCredential) -> str:
         return _secret_hint(credential)
 
+    @admin.display(description="situação")
+    def status_display(self, credential: ApiCredential) -> str:
+        return _status(credential)
+
 
 class IssueCredentialForm(forms.Form):
     permission = forms.ChoiceField(
         label="Permissão", choices=ApiCredential.Permission.choices, initial=ApiCredential.Permission.ALL
     )
     label = forms.CharField(label="Rótulo", max_length=100, required=False)
+    reason = forms.CharField(
+        label="Motivo", max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), strip=True
+    )
 
 
 def issue_credential_view(modeladmin: admin.ModelAdmin[Account], request: HttpRequest, object_id: str) -> HttpResponse:
-    """The account page's "Emitir credencial": the form, then the new secret
-    key shown once."""
+    """The account page's "Emitir credencial": the form (with a reason), then
+    the credential made waiting for its claim and its link e-mailed to the
+    account's contact. Nothing secret is ever on a page here."""
     if not can_manage_credentials(request):
         raise PermissionDenied
     opts = modeladmin.opts
@@ -100,36 +143,84 @@ def issue_credential_view(modeladmin: admin.ModelAdmin[Account], request: HttpRe
         modeladmin.message_user(request, "Conta não encontrada.", messages.WARNING)
         return redirect(f"admin:{opts.app_label}_{opts.model_name}_changelist")
     context = {**modeladmin.admin_site.each_context(request), "opts": opts, "account": account}
-    change_url = reverse(
-        f"admin:{opts.app_label}_{opts.model_name}_change",
-        args=[quote(account.pk)],
-        current_app=modeladmin.admin_site.name,
-    )
     form = IssueCredentialForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        with transaction.atomic():
-            issued = credential_issue(
-                account=account, permission=form.cleaned_data["permission"], label=form.cleaned_data["label"]
-            )
-            modeladmin.log_change(request, account, f"Credencial emitida: {issued.credential.public_key}")
-        return show_secrets_once(
-            request,
-            title="Credencial emitida",
-            issued=[issued],
-            url_name=f"admin:{opts.app_label}_{opts.model_name}_reveal",
-            back_url=change_url,
-        )
-    return TemplateResponse(
-        request, ISSUE_TEMPLATE, {**context, "title": f"Emitir credencial para {account}", "form": form}
+        reason = form.cleaned_data["reason"]
+        try:
+            with transaction.atomic():
+                credential = credential_issue_for_claim(
+                    account=account, permission=form.cleaned_data["permission"], label=form.cleaned_data["label"]
+                )
+                message = f"Credencial emitida, aguardando resgate por link: {credential.public_key}. Motivo: {reason}"
+                modeladmin.log_change(request, account, message)
+                # On the credential's own history (the log takes any record's type).
+                logger: Any = modeladmin
+                logger.log_addition(request, credential, f"Emitida pela equipe. Motivo: {reason}")
+        except CredentialLinkRefused as exc:
+            form.add_error(None, exc.message)
+        else:
+            send_link(modeladmin, request, credential)
+            done = redirect(f"admin:{opts.app_label}_{opts.model_name}_change", quote(account.pk))
+            done.status_code = 303
+            return done
+    response = TemplateResponse(
+        request,
+        ISSUE_TEMPLATE,
+        {
+            **context,
+            "title": f"Emitir credencial para {account}",
+            "form": form,
+            "link_hours": f"{settings.CREDENTIAL_LINK_HOURS:g}",
+        },
+    )
+    add_never_cache_headers(response)
+    return response
+
+
+def link_action(
+    modeladmin: Any,
+    request: HttpRequest,
+    queryset: QuerySet[ApiCredential],
+    eligible: QuerySet[ApiCredential],
+    *,
+    name: str,
+    description: str,
+    effect: str,
+    skipped: tuple[str, str],
+    each: Callable[[ApiCredential, str], None],
+) -> HttpResponse | None:
+    """An action of the credentials list that e-mails claim links: the
+    ``eligible`` ones listed with where their link goes and a reason asked,
+    then ``each(credential, reason)`` for them; the others counted as skipped
+    (``skipped``: what they are, singular and plural)."""
+
+    def perform(reason: str) -> None:
+        if ignored := queryset.count() - eligible.count():
+            modeladmin.message_user(request, _credentials(ignored, *skipped) + ".", messages.WARNING)
+        for credential in eligible.select_related("account").order_by("pk"):
+            each(credential, reason)
+
+    if not eligible.exists():
+        perform("")
+        return None
+    return confirm_or_perform(
+        modeladmin,
+        request,
+        eligible,
+        name=name,
+        description=description,
+        template=CONFIRM_TEMPLATE,
+        perform=perform,
+        page=lambda: {"effect": effect, "credentials": list(eligible.select_related("account").order_by("pk"))},
     )
 
 
 @admin.register(ApiCredential)
 class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
-    """View, revoke and rotate. Issuing is on the account's page; the stored
-    hash is never shown, and the secret exists only on the page that issues it."""
+    """View, revoke, rotate and send a claim link again. Issuing is on the
+    account's page; no secret and no hash is ever shown."""
 
-    list_display = ("public_key", "account", "permission", "is_active", "created_at", "last_used_at")
+    list_display = ("public_key", "account", "permission", "status_display", "created_at", "last_used_at")
     list_filter = ("permission", "is_active")
     search_fields = ("public_key", "account__name")
     list_select_related = ("account",)
@@ -140,6 +231,7 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
         "public_key",
         "secret_hint_display",
         "permission",
+        "status_display",
         "is_active",
         "created_at",
         "last_used_at",
@@ -148,7 +240,7 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
     readonly_fields = fields
     # Never rendered, whatever "fields" becomes.
     exclude = ("secret_hash",)
-    actions = ("revoke", "rotate")
+    actions = ("revoke", "rotate", "resend_link")
 
     def has_manage_credentials_permission(self, request: HttpRequest) -> bool:
         return can_manage_credentials(request)
@@ -156,6 +248,10 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
     @admin.display(description="chave secreta")
     def secret_hint_display(self, credential: ApiCredential) -> str:
         return _secret_hint(credential)
+
+    @admin.display(description="situação")
+    def status_display(self, credential: ApiCredential) -> str:
+        return _status(credential)
 
     @admin.action(description="Revogar credenciais selecionadas", permissions=["manage_credentials"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> None:
@@ -172,32 +268,67 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
                 request, _credentials(skipped, "já estava revogada", "já estavam revogadas") + ".", messages.WARNING
             )
 
-    @admin.action(description="Rotacionar credenciais selecionadas", permissions=["manage_credentials"])
+    @admin.action(
+        description="Rotacionar credenciais selecionadas (link ao e-mail de contato)",
+        permissions=["manage_credentials"],
+    )
     def rotate(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> HttpResponse | None:
-        issued: list[IssuedCredential] = []
-        # A revoked key was taken out of use on purpose; rotating it would put
-        # its permission back into circulation under a new key.
-        for credential in queryset.filter(is_active=True).select_related("account").order_by("pk"):
-            with transaction.atomic():
-                new = credential_rotate(credential=credential)
-                self.log_change(request, credential, f"Rotacionada: nova credencial {new.credential.public_key}")
-                self.log_addition(request, new.credential, f"Emitida por rotação de {credential.public_key}")
-            issued.append(new)
-        if skipped := queryset.filter(is_active=False).count():
-            self.message_user(
-                request, _credentials(skipped, "revogada ignorada", "revogadas ignoradas") + ".", messages.WARNING
-            )
-        if not issued:
-            return None
-        return show_secrets_once(
+        def rotate_one(credential: ApiCredential, reason: str) -> None:
+            try:
+                with transaction.atomic():
+                    new = credential_rotate_for_claim(credential=credential)
+                    self.log_change(
+                        request, credential, f"Rotacionada: nova credencial {new.public_key}. Motivo: {reason}"
+                    )
+                    self.log_addition(request, new, f"Emitida por rotação de {credential.public_key}. Motivo: {reason}")
+            except CredentialLinkRefused as exc:
+                self.message_user(request, f"{credential.public_key}: {exc.message}", messages.ERROR)
+                return
+            send_link(self, request, new)
+
+        # A revoked key was taken out of use on purpose, and one waiting for its
+        # claim has nothing to rotate: only active ones.
+        return link_action(
+            self,
             request,
-            title="Credenciais rotacionadas",
-            issued=issued,
-            url_name=f"admin:{self.opts.app_label}_{self.opts.model_name}_reveal",
-            # The changelist the action was run from, filters included.
-            back_url=request.get_full_path(),
+            queryset,
+            queryset.filter(is_active=True),
+            name="rotate",
+            description="Rotacionar credenciais",
+            effect="Cada credencial ganha uma nova, com a mesma permissão, que aguarda resgate: o link vai ao "
+            "e-mail de contato da conta e a chave secreta só aparece para quem o abrir. A antiga continua "
+            "ativa até ser revogada.",
+            skipped=("revogada ou aguardando resgate ignorada", "revogadas ou aguardando resgate ignoradas"),
+            each=rotate_one,
         )
 
-    def get_urls(self) -> list[URLPattern]:
-        # Before the defaults: their "<path:object_id>/" catch-all would swallow it.
-        return [reveal_url(self), *super().get_urls()]
+    @admin.action(description="Reenviar link de resgate (ao e-mail de contato)", permissions=["manage_credentials"])
+    def resend_link(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> HttpResponse | None:
+        def resend_one(credential: ApiCredential, reason: str) -> None:
+            if send_link(self, request, credential):
+                self.log_change(request, credential, f"Link de resgate reenviado. Motivo: {reason}")
+
+        return link_action(
+            self,
+            request,
+            queryset,
+            queryset.filter(revoked_at=None, secret_hash=""),
+            name="resend_link",
+            description="Reenviar link de resgate",
+            effect="Um novo link vai ao e-mail de contato atual da conta; o enviado antes deixa de funcionar.",
+            skipped=("que não aguarda resgate ignorada", "que não aguardam resgate ignoradas"),
+            each=resend_one,
+        )
+
+
+@admin.register(CredentialLink)
+class CredentialLinkAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[CredentialLink]):
+    """Where each claim link went, who sent it, and whether it was used: the
+    evidence segregation of duties reads. The token is never stored."""
+
+    list_display = ("id", "credential", "sent_to", "sent_by", "created_at", "expires_at", "used_at", "replaced_at")
+    list_select_related = ("credential", "sent_by")
+    search_fields = ("credential__public_key", "sent_to", "credential__account__name")
+    fields = ("credential", "sent_to", "sent_by", "created_at", "expires_at", "used_at", "replaced_at")
+    readonly_fields = fields
+    exclude = ("token_hash",)

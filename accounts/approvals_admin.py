@@ -5,21 +5,26 @@ approves or rejects. Registered by ``accounts.admin``."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.admin.utils import unquote
 from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Case, QuerySet, Value, When
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
+from accounts.admin_decisions import (
+    DECISION_COLUMNS,
+    QUEUE_ORDERING,
+    DecideButtonsMixin,
+    RequestQueue,
+    decide_each,
+    staff_user,
+)
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
 from accounts.services import money_action_approve, money_action_reject, money_action_request
@@ -28,12 +33,6 @@ from core.money import brl
 from core.plural import plural
 
 State = MoneyActionRequest.State
-
-
-def staff_user(request: HttpRequest) -> User:
-    if not isinstance(request.user, User):
-        raise PermissionDenied
-    return request.user
 
 
 def request_approval_action(
@@ -65,7 +64,8 @@ def request_approval_action(
                 request,
                 f"{description}: "
                 + plural(created, "{n} pedido de aprovação criado.", "{n} pedidos de aprovação criados.")
-                + " Nada foi creditado: outro membro da equipe precisa aprovar em Pedidos de aprovação (Contas).",
+                + f" Nada foi {'debitado' if action in DEBITING_ACTIONS else 'creditado'}: outro membro da equipe "
+                "precisa aprovar em Pedidos de aprovação (Contas).",
                 messages.SUCCESS,
             )
         if skipped := queryset.count() - eligible.count():
@@ -95,67 +95,27 @@ def _log_on_target(request: HttpRequest, pending: MoneyActionRequest, message: s
     )
 
 
-def _decide(
-    modeladmin: Any,
-    request: HttpRequest,
-    queryset: QuerySet[MoneyActionRequest],
-    note: str,
-    *,
-    decide: Callable[[Any, User, str], MoneyActionRequest],
-    verb: str,
-) -> None:
-    counts: dict[str, int] = {}
-    # Counted before deciding: the ones decided below would count too.
-    skipped = queryset.exclude(state=State.PENDING).count()
-    for pending in queryset.filter(state=State.PENDING).order_by("pk"):
-        try:
-            # The decision, its money and its audit entries commit together.
-            with transaction.atomic():
-                decided = decide(pending.pk, staff_user(request), note)
-                summary = f"{verb} pedido #{decided.pk} ({decided.get_action_display()}, {brl(decided.amount)})"
-                if decided.state == State.FAILED:
-                    summary += f": não executado, {decided.outcome}"
-                message = f"{summary}. Observação: {note}"
-                modeladmin.log_change(request, decided, message)
-                _log_on_target(request, decided, message)
-        except ApprovalRefused as exc:
-            modeladmin.message_user(request, exc.message, messages.ERROR)
-            continue
-        counts[decided.state] = counts.get(decided.state, 0) + 1
-        if decided.state == State.FAILED:
-            modeladmin.message_user(request, f"Pedido #{decided.pk}: {decided.outcome}", messages.ERROR)
-    if counts.get(State.APPROVED):
-        modeladmin.message_user(
-            request,
-            plural(counts[State.APPROVED], "{n} pedido aprovado e executado.", "{n} pedidos aprovados e executados."),
-            messages.SUCCESS,
-        )
-    if counts.get(State.REJECTED):
-        modeladmin.message_user(
-            request,
-            plural(counts[State.REJECTED], "{n} pedido rejeitado.", "{n} pedidos rejeitados."),
-            messages.SUCCESS,
-        )
-    if skipped:
-        modeladmin.message_user(
-            request,
-            plural(skipped, "{n} pedido já decidido ignorado.", "{n} pedidos já decididos ignorados."),
-            messages.WARNING,
-        )
+QUEUE = RequestQueue(
+    label="Pedido",
+    not_done="não executado",
+    approved=("{n} pedido aprovado e executado.", "{n} pedidos aprovados e executados."),
+    describe=lambda decided: f"({decided.get_action_display()}, {brl(decided.amount)})",
+    log_on_target=lambda request, decided, message: _log_on_target(request, decided, message),
+)
 
 
 def _approve(modeladmin: Any, request: HttpRequest, queryset: QuerySet[MoneyActionRequest], note: str) -> None:
     def approve(request_id: Any, staff: User, note: str) -> MoneyActionRequest:
         return money_action_approve(request_id=request_id, approver=staff, note=note)
 
-    _decide(modeladmin, request, queryset, note, decide=approve, verb="Aprovado")
+    decide_each(modeladmin, request, queryset, note, decide=approve, verb="Aprovado", queue=QUEUE)
 
 
 def _reject(modeladmin: Any, request: HttpRequest, queryset: QuerySet[MoneyActionRequest], note: str) -> None:
     def reject(request_id: Any, staff: User, note: str) -> MoneyActionRequest:
         return money_action_reject(request_id=request_id, staff=staff, note=note)
 
-    _decide(modeladmin, request, queryset, note, decide=reject, verb="Rejeitado")
+    decide_each(modeladmin, request, queryset, note, decide=reject, verb="Rejeitado", queue=QUEUE)
 
 
 def _requested_amount(pending: MoneyActionRequest) -> int:
@@ -172,7 +132,11 @@ def _signed_amount(pending: MoneyActionRequest) -> int:
 
 #: Actions whose amount leaves the account (all the others credit it).
 DEBITING_ACTIONS = frozenset(
-    {MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT, MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK}
+    {
+        MoneyActionRequest.Action.REDEBIT_SENT_PAYOUT,
+        MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK,
+        MoneyActionRequest.Action.REFUND_CHARGE,
+    }
 )
 #: Actions whose amount never was the account's (a Pix returned to its payer).
 NOT_MOVING_ACTIONS = frozenset({MoneyActionRequest.Action.RETURN_LATE_PAYMENT})
@@ -182,41 +146,20 @@ PENDING_ONLY = (State.PENDING,)
 
 
 @admin.register(MoneyActionRequest)
-class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRequest]):
-    """The queue of crediting actions waiting for a second staff member."""
+class MoneyActionRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRequest]):
+    """The queue of money actions waiting for a second staff member."""
 
-    list_display = (
-        "id",
-        "action",
-        "account",
-        "amount_display",
-        "target_link",
-        "reason",
-        "state",
-        "requested_by",
-        "requested_at",
-        "decided_by",
-        "decided_at",
-    )
+    decide_buttons: ClassVar[list[tuple[str, str]]] = [
+        ("approve_requests", "Aprovar e executar"),
+        ("reject_requests", "Rejeitar"),
+    ]
+
+    list_display = ("id", "action", "account", "amount_display", "target_link", *DECISION_COLUMNS)
     list_filter = ("state", "action")
-    # A queue: what waits for a decision first, oldest first; then the decided ones.
-    ordering = (Case(When(state=State.PENDING, then=Value(0)), default=Value(1)).asc(), "requested_at", "id")
+    ordering = QUEUE_ORDERING
     list_select_related = ("account", "requested_by", "decided_by")
     search_fields = ("=target_id", "account__name")
-    fields = (
-        "action",
-        "account",
-        "amount_display",
-        "target_link",
-        "reason",
-        "state",
-        "requested_by",
-        "requested_at",
-        "decided_by",
-        "decided_at",
-        "decision_note",
-        "outcome",
-    )
+    fields = ("action", "account", "amount_display", "target_link", *DECISION_COLUMNS, "decision_note", "outcome")
     readonly_fields = fields
     actions = (
         confirm_first(
@@ -250,23 +193,6 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
         ),
     )
 
-    def change_view(
-        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        # Approve or reject from the request's own page: the buttons submit the
-        # list's action for this request, which asks for confirmation and a note.
-        pending = self.get_object(request, unquote(object_id))
-        extra_context = {
-            **(extra_context or {}),
-            "decide_actions": (
-                [("approve_requests", "Aprovar e executar"), ("reject_requests", "Rejeitar")]
-                if pending is not None and pending.state == State.PENDING and self.has_decide_permission(request)
-                else []
-            ),
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        }
-        return super().change_view(request, object_id, form_url, extra_context)
-
     def has_decide_permission(self, request: HttpRequest) -> bool:
         return any(
             request.user.has_perm(permission)
@@ -277,6 +203,7 @@ class MoneyActionRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRe
                 "accounts.approve_sent_payout_redebit",
                 "accounts.approve_late_payment_resolution",
                 "accounts.approve_refund_after_chargeback_redebit",
+                "accounts.approve_charge_refund",
             )
         )
 

@@ -2,7 +2,7 @@
 
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 
-from core.exceptions import AccessDenied, BusinessRuleError
+from core.exceptions import AccessDenied, BusinessRuleError, PixServiceError
 
 MISSING_CREDENTIALS = "Chave pública e chave privada são obrigatórias"
 INVALID_CREDENTIALS = "Chave não encontrada ou inativa"
@@ -44,6 +44,37 @@ class ActionNotExecutable(BusinessRuleError):
     default_code = "action_not_executable"
 
 
+class CredentialLinkRefused(BusinessRuleError):
+    """A credential cannot be delivered by link: its account has no contact
+    e-mail, or it is no longer waiting for its claim (claimed, revoked)."""
+
+    default_code = "credential_link_refused"
+
+
+class CredentialLinkNotSent(PixServiceError):
+    """The link was made but its e-mail did not leave (SMTP refused or did not
+    answer in time, or too many e-mails in flight): nothing was delivered,
+    and sending it again makes a new link."""
+
+    default_code = "credential_link_not_sent"
+
+
+class ClaimRefused(PixServiceError):
+    """A claim link that delivers nothing: unknown, used, expired, replaced
+    by a newer one, or its credential revoked. ``code`` says which."""
+
+    status_code = 410
+    default_code = "claim_refused"
+
+
+class SegregationOfDuties(BusinessRuleError):
+    """A staff member may not approve this account's withdrawals now: they
+    recently issued a credential that can cash out, or asked for or approved
+    a change of the contact e-mail, of that account."""
+
+    default_code = "segregation_of_duties"
+
+
 __all__ = [
     "ACQUIRER_SELECTION_DISABLED",
     "BLOCKED",
@@ -52,7 +83,11 @@ __all__ = [
     "AccessDenied",
     "ActionNotExecutable",
     "ApprovalRefused",
+    "ClaimRefused",
+    "CredentialLinkNotSent",
+    "CredentialLinkRefused",
     "CredentialsInvalid",
     "CredentialsMissing",
     "InvalidTransition",
+    "SegregationOfDuties",
 ]

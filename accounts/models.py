@@ -127,7 +127,9 @@ class ApiCredential(models.Model):
     ref = models.CharField("referência", max_length=64, blank=True, help_text="Referência do operador (pix_bootstrap).")
     label = models.CharField("rótulo", max_length=100, blank=True)
     public_key = models.CharField("chave pública", max_length=64, unique=True)
-    secret_hash = models.CharField("hash da chave secreta", max_length=64)
+    # Empty while the credential waits for its claim link (accounts.credential_links):
+    # the secret is made when the merchant opens it, never before.
+    secret_hash = models.CharField("hash da chave secreta", max_length=64, blank=True)
     secret_hint = models.CharField(
         "final da chave secreta", max_length=16, help_text="Últimos caracteres da chave secreta, para reconhecê-la."
     )
@@ -148,10 +150,19 @@ class ApiCredential(models.Model):
             models.UniqueConstraint(
                 fields=["account", "ref"], condition=~Q(ref=""), name="credential_unique_ref_per_account"
             ),
+            # No credential authenticates without a secret (one waiting for its claim has none).
+            models.CheckConstraint(
+                condition=Q(is_active=False) | ~Q(secret_hash=""), name="credential_active_has_secret"
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.public_key} ({self.get_permission_display()})"
+
+    @property
+    def awaiting_claim(self) -> bool:
+        """Issued by staff, its secret not made yet: it waits for the merchant to open its link."""
+        return not self.secret_hash and self.revoked_at is None
 
     def allows(self, needed: str) -> bool:
         """``needed`` is ``cashin`` or ``cashout``; ``all`` covers both."""
@@ -296,6 +307,8 @@ class MoneyActionRequest(models.Model):
         # to the payer through the acquirer (no balance moves; amount: the Pix).
         CREDIT_LATE_PAYMENT = "credit_late_payment", "Creditar pagamento recebido após o cancelamento"
         RETURN_LATE_PAYMENT = "return_late_payment", "Devolver ao pagador pagamento recebido após o cancelamento"
+        # Sends the merchant's money to the payer, whom an insider can be (README, "Money safety").
+        REFUND_CHARGE = "refund_charge", "Estornar cobrança paga (devolver ao pagador)"
 
     class State(models.TextChoices):
         PENDING = "pending", "Aguardando aprovação"
@@ -311,7 +324,8 @@ class MoneyActionRequest(models.Model):
         Account, on_delete=models.PROTECT, related_name="money_action_requests", verbose_name="conta"
     )
     amount = models.BigIntegerField(
-        "valor", help_text="Em centavos: o que a ação credita (ou debita, nos redébitos pedidos pela conciliação)."
+        "valor",
+        help_text="Em centavos: o que a ação credita, ou debita (redébitos pedidos pela conciliação, estorno).",
     )
     reason = models.TextField("motivo")
     state = models.CharField("situação", max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
@@ -370,7 +384,14 @@ class MoneyActionRequest(models.Model):
                 "approve_late_payment_resolution",
                 "Pode aprovar creditar ou devolver um pagamento recebido após o cancelamento",
             ),
+            ("approve_charge_refund", "Pode aprovar o estorno de uma cobrança paga (o valor volta ao pagador)"),
         ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.get_action_display()}"
+
+
+# Records of what staff asked for and delivered (claim links, change requests):
+# a module of their own, registered with this app's models from here.
+from accounts.staff_models import AccountChangeRequest as AccountChangeRequest  # noqa: E402
+from accounts.staff_models import CredentialLink as CredentialLink  # noqa: E402

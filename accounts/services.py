@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused, InvalidTransition
-from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry, MoneyActionRequest
+from accounts.models import Account, AccountBalance, ApiCredential, CredentialLink, LedgerEntry, MoneyActionRequest
 from core.db import Insert, from_rows, insert_sql, statement_of
 from core.exceptions import InsufficientBalance
 from core.tokens import hash_secret, new_public_key, new_secret_key, new_webhook_secret
@@ -142,10 +142,16 @@ def credential_issue(
 
 
 def credential_revoke(*, credential: ApiCredential) -> bool:
-    """Deactivate for good; requests with it get 401 from now on."""
-    updated = ApiCredential.objects.filter(pk=credential.pk, is_active=True).update(
-        is_active=False, revoked_at=timezone.now()
-    )
+    """Deactivate for good; requests with it get 401 from now on. A credential
+    still waiting for its claim is revoked too: its link stops working."""
+    now = timezone.now()
+    with transaction.atomic():
+        updated = ApiCredential.objects.filter(pk=credential.pk, revoked_at=None).update(
+            is_active=False, revoked_at=now
+        )
+        CredentialLink.objects.filter(credential_id=credential.pk, used_at=None, replaced_at=None).update(
+            replaced_at=now
+        )
     credential.refresh_from_db()
     return bool(updated)
 

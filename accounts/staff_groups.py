@@ -8,8 +8,16 @@
   undetermined payout); runs and resolves reconciliation with acquirers, and
   asks for the one debiting action (debit again a payout the acquirer made
   although it failed here).
-- ``finance``: sees everything and approves or rejects those requests; the
-  one who asked can never approve (``accounts.services.money_action_approve``).
+- ``finance``: sees everything and approves or rejects those requests, the
+  staff refunds of paid charges operations ask for, and the account changes
+  operations ask for (contact e-mail, manual approval, withdrawal limits);
+  the one who asked can never approve (``accounts.services.money_action_approve``,
+  ``accounts.account_changes.account_change_approve``).
+
+No group is ever given a permission of ``auth`` (users, groups, permissions):
+whoever could grant permissions could give themselves, or a second account
+of theirs, both halves of every maker-checker. Only superusers manage staff
+(README, "Money safety": superusers are break-glass operators).
 """
 
 from __future__ import annotations
@@ -57,6 +65,10 @@ FINANCE_EXTRA = (
     "accounts.approve_sent_payout_redebit",
     "accounts.approve_late_payment_resolution",
     "accounts.approve_refund_after_chargeback_redebit",
+    # A refund sends the merchant's money to the payer, whom an insider can be.
+    "accounts.approve_charge_refund",
+    # What decides where an account's money may go (accounts.account_changes).
+    "accounts.approve_account_change",
 )
 
 

@@ -2,6 +2,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path, re_path
 
+from accounts.claim_views import credential_claim_view
 from acquirers.urls import urlpatterns as acquirer_patterns
 from observability.metrics import metrics_view
 from observability.views import DocsView, HealthView, ReadinessView, SchemaView, api_not_found
@@ -28,6 +29,8 @@ urlpatterns = [
     # The API first: it takes nearly every request.
     path("api/", include(api_patterns)),
     path(settings.ADMIN_URL, admin.site.urls),
+    # A credential's claim link, e-mailed to the account's contact (accounts.credential_links).
+    path("resgatar-credencial/<str:token>/", credential_claim_view, name="credential_claim"),
     path("metrics", metrics_view, name="metrics"),
     # Anything else under /api answers in the error envelope, also with DEBUG on
     # (Django's handler404 is bypassed then).

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import secrets
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,13 +12,12 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.core.cache import cache
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
 from django.utils.cache import add_never_cache_headers
 
+from core.exceptions import PixServiceError
 from core.money import brl
 from core.plural import plural
 
@@ -109,6 +106,8 @@ class Confirmation:
     status_field: str = "status"
     #: Shown under the title: e.g. that a second staff member must approve.
     note: str = ""
+    #: More columns, ``(heading, value(record))``: e.g. where a withdrawal's Pix goes and to whom.
+    columns: tuple[tuple[str, Callable[[Any], str]], ...] = ()
 
 
 def reason_form(request: HttpRequest) -> ReasonForm:
@@ -151,6 +150,29 @@ def confirmation_page(
     return response
 
 
+def confirm_or_perform(
+    modeladmin: Any,
+    request: HttpRequest,
+    queryset: QuerySet[Any],
+    *,
+    name: str,
+    description: str,
+    template: str,
+    perform: Callable[[str], None],
+    page: Callable[[], dict[str, Any]],
+) -> HttpResponse | None:
+    """The two steps of an action that asks a reason: with the confirmation
+    page's reason, ``perform(reason)``; otherwise that page (``template``,
+    with ``page()``'s context: what it shows of the records)."""
+    form = reason_form(request)
+    if form.is_valid():
+        perform(form.cleaned_data["reason"])
+        return None
+    return confirmation_page(
+        modeladmin, request, queryset, name=name, description=description, template=template, form=form, **page()
+    )
+
+
 def confirm_first(
     perform: Callable[[Any, HttpRequest, QuerySet[Any], str], None],
     *,
@@ -174,26 +196,34 @@ def confirm_first(
                 request, f"{description}: nenhum registro selecionado está em um status que permita.", messages.WARNING
             )
             return None
-        form = reason_form(request)
-        if form.is_valid():
-            perform(modeladmin, request, queryset, form.cleaned_data["reason"])
-            return None
-        amounts = [confirmation.amount(record) for record in records]
-        return confirmation_page(
+
+        def page() -> dict[str, Any]:
+            amounts = [confirmation.amount(record) for record in records]
+            return {
+                "confirmation": confirmation,
+                "rows": [
+                    (
+                        record,
+                        getattr(record, f"get_{field}_display")(),
+                        brl(record.amount),
+                        brl(amount),
+                        [value(record) for _, value in confirmation.columns],
+                    )
+                    for record, amount in zip(records, amounts, strict=True)
+                ],
+                "total": brl(sum(amounts)),
+                "skipped": queryset.count() - len(records),
+            }
+
+        return confirm_or_perform(
             modeladmin,
             request,
             queryset,
             name=name,
             description=description,
             template=CONFIRM_TEMPLATE,
-            form=form,
-            confirmation=confirmation,
-            rows=[
-                (record, getattr(record, f"get_{field}_display")(), brl(record.amount), brl(amount))
-                for record, amount in zip(records, amounts, strict=True)
-            ],
-            total=brl(sum(amounts)),
-            skipped=queryset.count() - len(records),
+            perform=lambda reason: perform(modeladmin, request, queryset, reason),
+            page=page,
         )
 
     action.__name__ = name
@@ -215,6 +245,8 @@ class TransitionActions:
     refused: type[Exception]
     done_message: tuple[str, str]
     skipped_message: tuple[str, str]
+    #: Refusals staff must read (not a status that moved on): shown per record, nothing changed.
+    reported: tuple[type[PixServiceError], ...] = ()
 
     def action(
         self,
@@ -236,8 +268,13 @@ class TransitionActions:
             for record in queryset.select_related(None).only("pk", "status"):
                 changed = False
                 if record.status in from_statuses:
-                    with contextlib.suppress(self.refused):  # moved on since the list was loaded
+                    try:
                         changed = self.move(record.pk, to_status, description, request)
+                    except self.refused:  # moved on since the list was loaded
+                        pass
+                    except self.reported as exc:
+                        modeladmin.message_user(request, f"{record.pk}: {exc.message}", messages.ERROR)
+                        continue
                 if changed:
                     done += 1
                     # The history is staff's: statuses by their pt-BR labels.
@@ -264,89 +301,6 @@ class TransitionActions:
 
         action.__name__ = name
         return admin.action(description=description, permissions=[permission])(action)
-
-
-# --------------------------------------------------------------------------- secrets shown once
-
-#: Session keys of the tokens of secrets waiting for the page that shows them once.
-REVEAL_PREFIX = "pix_admin_reveal:"
-#: A secret not read within this many seconds of its POST is dropped unseen.
-REVEAL_MAX_AGE = 600
-
-
-def reveal_later(
-    request: HttpRequest, *, template: str, context: dict[str, Any], url_name: str, back_url: str
-) -> HttpResponse:
-    """Post/Redirect/Get for a page that shows a new secret: the answer to the
-    POST is a 303 to the page that shows it once (:func:`reveal_view`).
-    Reloading that page shows nothing again and never repeats the POST (no
-    second credential, no second rotation).
-
-    The secret waits in the cache (Redis), which drops it after
-    ``REVEAL_MAX_AGE`` whether or not the page is opened; the session (a
-    database row, signed but not encrypted, as long-lived as the login) holds
-    only the random token, which also binds the page to this staff member."""
-    now = time.time()
-    for key, at in list(request.session.items()):
-        # Not a number: a secret itself, stored here by an earlier release.
-        if key.startswith(REVEAL_PREFIX) and (not isinstance(at, float) or now - at > REVEAL_MAX_AGE):
-            del request.session[key]
-    token = secrets.token_urlsafe(18)
-    cache.set(
-        REVEAL_PREFIX + token,
-        {"template": template, "context": {**context, "back_url": back_url}},
-        timeout=REVEAL_MAX_AGE,
-    )
-    request.session[REVEAL_PREFIX + token] = now
-    response = HttpResponseRedirect(reverse(url_name, args=[token]))
-    response.status_code = 303
-    return response
-
-
-def take_revealed(request: HttpRequest, token: str) -> dict[str, Any] | None:
-    """What :func:`reveal_later` stored under ``token`` for this session,
-    removed as it is read: ``None`` once read, expired, or another session's."""
-    stored: dict[str, Any] | None = None
-    if request.session.pop(REVEAL_PREFIX + token, None) is not None:
-        stored = cache.get(REVEAL_PREFIX + token)
-        cache.delete(REVEAL_PREFIX + token)
-    return stored
-
-
-def shown_once(request: HttpRequest, template: str, context: dict[str, Any]) -> TemplateResponse:
-    """The page that shows a secret: kept by no cache, the browser's included."""
-    response = TemplateResponse(request, template, context)
-    add_never_cache_headers(response)
-    response["Cache-Control"] = "no-store"
-    return response
-
-
-def reveal_view(modeladmin: Any, request: HttpRequest, token: str) -> HttpResponse:
-    """Shows what :func:`reveal_later` stored, once, to the session that
-    stored it: it is removed as it is read, and the page is never cached."""
-    stored = take_revealed(request, token)
-    if stored is None:
-        modeladmin.message_user(
-            request,
-            "Este segredo já foi exibido e não é mostrado de novo. Se não foi copiado, rotacione-o.",
-            messages.WARNING,
-        )
-        opts = modeladmin.model._meta
-        return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
-    context = {**modeladmin.admin_site.each_context(request), "opts": modeladmin.model._meta, **stored["context"]}
-    return shown_once(request, stored["template"], context)
-
-
-def reveal_url(modeladmin: Any) -> URLPattern:
-    """The URL of ``modeladmin``'s reveal page (before the admin's catch-all)."""
-    opts = modeladmin.model._meta
-
-    def view(request: HttpRequest, token: str) -> HttpResponse:
-        return reveal_view(modeladmin, request, token)
-
-    name = f"{opts.app_label}_{opts.model_name}_reveal"
-    site: admin.AdminSite = modeladmin.admin_site
-    return path("reveal/<str:token>/", site.admin_view(view), name=name)
 
 
 # --------------------------------------------------------------------------- login throttling

@@ -1,5 +1,6 @@
 """Request id propagation into every log line, and redaction of the secrets
-a URL may carry (the acquirer notification token) from every log line."""
+a URL may carry (the acquirer notification token, a credential's claim
+token) from every log line."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ REDACTED = "[redacted]"
 # PSP was registered with (acquirers/urls.py). Matched anywhere in a line: a
 # request line, a bare path, an absolute URL, Django's "Not Found: <path>".
 _NOTIFICATION_TOKEN = re.compile(r"(/acquirers/[^/\s?#\"']+/notifications/)[^/\s?#\"']+")
+# The segment after /resgatar-credencial/ is a credential's one-time claim
+# token (accounts.credential_links): whoever reads it first gets the secret.
+_CLAIM_TOKEN = re.compile(r"(/resgatar-credencial/)[^/\s?#\"']+")
 
 
 def redact(text: str) -> str:
     """``text`` with every URL secret replaced by :data:`REDACTED`."""
-    return _NOTIFICATION_TOKEN.sub(rf"\g<1>{REDACTED}", text)
+    return _CLAIM_TOKEN.sub(rf"\g<1>{REDACTED}", _NOTIFICATION_TOKEN.sub(rf"\g<1>{REDACTED}", text))
 
 
 class RequestIdFilter(logging.Filter):

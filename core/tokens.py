@@ -20,6 +20,11 @@ def new_webhook_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
 
 
+def new_claim_token() -> str:
+    """The token of a one-time link (a credential's claim): URL-safe, 256 random bits."""
+    return secrets.token_urlsafe(32)
+
+
 def new_webhook_code() -> str:
     return secrets.token_hex(16)
 

@@ -187,6 +187,12 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
             waiting.money_actions_pending,
             admin_list(site, "accounts_moneyactionrequest", state__exact="pending"),
         ),
+        (
+            # No amount: a contact e-mail, manual approval or limit waiting for a second person.
+            "Alterações de conta (e-mail, aprovação, limites)",
+            Figure(waiting.account_changes_pending, 0),
+            admin_list(site, "accounts_accountchangerequest", state__exact="pending"),
+        ),
         ("Pagamentos indeterminados", waiting.undetermined_payouts, admin_list(site, "withdrawals_undeterminedpayout")),
         ("Contestações abertas (MED)", waiting.open_chargebacks, charges(status__exact=ChargeStatus.CHARGEBACK)),
         (
@@ -217,7 +223,7 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
         "acquirers": acquirers,
         "acquirer_window_hours": int(selectors.ACQUIRER_WINDOW.total_seconds() // 3600),
         "attention": [
-            {"label": label, "count": figure.count, "amount": brl(figure.amount), "url": url}
+            {"label": label, "count": figure.count, "amount": brl(figure.amount) if figure.amount else "", "url": url}
             for label, figure, url in attention
         ],
         "webhooks": [{"label": label, "count": count, "url": url} for label, count, url in webhooks],

@@ -18,7 +18,7 @@ from django.db.models import Aggregate, Count, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from accounts.models import MoneyActionRequest
+from accounts.models import AccountChangeRequest, MoneyActionRequest
 from acquirers import breaker
 from acquirers.models import Acquirer
 from payments.models import Charge, ChargeAttempt, ChargeCancellation, ChargeStatus, LatePayment
@@ -189,6 +189,7 @@ def acquirer_health(*, now: dt.datetime | None = None) -> list[AcquirerHealth]:
 class Attention:
     withdrawals_awaiting_approval: Figure
     money_actions_pending: Figure
+    account_changes_pending: int
     undetermined_payouts: Figure
     open_chargebacks: Figure
     late_payments_open: Figure
@@ -228,6 +229,7 @@ def attention() -> Attention:
         money_actions_pending=_figure(
             MoneyActionRequest.objects.filter(state=MoneyActionRequest.State.PENDING), "amount"
         ),
+        account_changes_pending=AccountChangeRequest.objects.filter(state=AccountChangeRequest.State.PENDING).count(),
         undetermined_payouts=_figure(UndeterminedPayout.objects.all(), "liquid_amount"),
         open_chargebacks=_figure(Charge.objects.filter(status=ChargeStatus.CHARGEBACK), "amount"),
         # A Pix received after a cancel, waiting to be credited or returned (late_payment_open).

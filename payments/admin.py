@@ -19,7 +19,6 @@ from core.admin import (
     ReadOnlyInlineMixin,
     TransitionActions,
     UUIDSearchMixin,
-    confirm_first,
 )
 from core.admin_lists import (
     CsvExportMixin,
@@ -37,10 +36,10 @@ from core.admin_money import money
 from core.exceptions import PixServiceError
 from core.plural import plural
 from payments.admin_late_payments import ChargeCancellationInline, LatePaymentInline
+from payments.admin_refunds import refund
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.reconciliation import charge_reconcile
-from payments.refunds import RefundOutcome, charge_refund
 from payments.services import charge_transition
 
 
@@ -94,81 +93,6 @@ _transitions = TransitionActions(
 
 def _liquid(charge: Charge) -> int:
     return charge.liquid_amount
-
-
-def _refund_debit(charge: Charge) -> int:
-    # A charge in chargeback already gave its money back (MED): refunding it moves nothing.
-    return charge.liquid_amount if charge.status == ChargeStatus.PAID else 0
-
-
-def _refund(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any], reason: str) -> None:
-    """Paid charges: the acquirer is asked to return the Pix (a devolução,
-    when its adapter can) and the charge becomes refunded once it says the
-    money went back; running it again on a charge whose devolução is still
-    processing asks again (same devolução id). Charges in chargeback, or at
-    acquirers without refunds, are marked refunded only."""
-    counts = dict.fromkeys(RefundOutcome, 0)
-    skipped = 0
-    failures: list[str] = []
-    for record in queryset.select_related(None).only("pk", "status"):
-        if record.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
-            skipped += 1
-            continue
-        try:
-            outcome = charge_refund(charge_id=record.pk, actor=request.user.get_username(), reason=reason)
-        except TransitionNotAllowed:
-            skipped += 1  # moved on since the list was loaded
-            continue
-        except PixServiceError as exc:
-            failures.append(f"{record.pk}: {exc.message}")
-            continue
-        counts[outcome] += 1
-        modeladmin.log_change(request, record, f"Estornar ({record.status}): {outcome}. Motivo: {reason}")
-    done = counts[RefundOutcome.REFUNDED] + counts[RefundOutcome.MARKED]
-    if done:
-        modeladmin.message_user(
-            request, plural(done, "Estornar: {n} cobrança.", "Estornar: {n} cobranças."), messages.SUCCESS
-        )
-    if counts[RefundOutcome.PROCESSING]:
-        modeladmin.message_user(
-            request,
-            plural(
-                counts[RefundOutcome.PROCESSING],
-                "{n} devolução em processamento na adquirente",
-                "{n} devoluções em processamento na adquirente",
-            )
-            + ": a cobrança passa a estornada quando a adquirente confirmar (ou ao estornar de novo).",
-            messages.INFO,
-        )
-    for failure in failures:
-        modeladmin.message_user(request, failure, messages.ERROR)
-    if skipped:
-        modeladmin.message_user(
-            request,
-            plural(
-                skipped,
-                "{n} cobrança ignorada: o status atual não permite.",
-                "{n} cobranças ignoradas: o status atual não permite.",
-            ),
-            messages.WARNING,
-        )
-
-
-refund = confirm_first(
-    _refund,
-    name="refund",
-    description="Estornar",
-    permission="refund_charge",
-    confirmation=Confirmation(
-        effect=(
-            "Estorno: a adquirente devolve o Pix ao pagador (quando o adaptador permite) e o valor líquido "
-            "é debitado do saldo da conta"
-        ),
-        column="Débito na conta",
-        amount=_refund_debit,
-        from_statuses=(ChargeStatus.PAID, ChargeStatus.CHARGEBACK),
-    ),
-)
 
 
 @admin.action(description="Consultar na adquirente", permissions=["change"])

@@ -1,21 +1,28 @@
 """Charge actions that move an account's money only after a second staff
-member approves them (``accounts.approvals``)."""
+member approves them (``accounts.approvals``): resolving a chargeback in the
+account's favour (a credit), staff's refund of a paid charge (the
+merchant's money goes to the payer, whom an insider can be), a refund the
+acquirer made after a chargeback (a debit) and a Pix paid after the cancel
+(credited, or returned to its payer)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
 
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable
 from accounts.models import MoneyActionRequest
 from acquirers import adapters
-from acquirers.adapters.base import InvalidOptions
+from acquirers.adapters.base import AdapterError, InvalidOptions
+from payments import exceptions as err
+from payments import refunds
 from payments.events import CHARGEBACK_RESOLVABLE_FROM
 from payments.exceptions import TransitionNotAllowed
 from payments.late_payments import LatePaymentNotOpen, late_payment_credit, late_payment_return
-from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
+from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition, LatePayment
 from payments.refunds_released import charge_refund_redebit
 from payments.services import charge_transition
 
@@ -102,6 +109,51 @@ def _refund_redebit(target_id: str, actor: str, reason: str) -> None:
         raise ActionNotExecutable("O estorno desta cobrança já foi debitado.")
 
 
+def _quote_refund(target_id: str) -> approvals.Quote:
+    charge = _charge(target_id)
+    if charge.status != ChargeStatus.PAID:
+        raise ActionNotExecutable(err.REFUND_NOT_PAID.format(status=ChargeStatus(charge.status).label.lower()))
+    statuses = set(charge.refunds.values_list("status", flat=True))
+    if ChargeRefund.Status.PROCESSING in statuses:
+        raise ActionNotExecutable(err.REFUND_IN_PROGRESS)
+    if ChargeRefund.Status.FAILED in statuses:
+        # The devolução id is the charge's: asking again would get the same "not made".
+        raise ActionNotExecutable(err.REFUND_ALREADY_FAILED)
+    # What the account is debited: the charge's liquid amount (decisions §4).
+    return approvals.Quote(account_id=charge.account_id, amount=charge.liquid_amount)
+
+
+def _refund(target_id: str, actor: str, reason: str) -> None:
+    """Approved: the refund is reserved now, in the approval's transaction
+    (it may take the balance below zero, as every staff refund: decisions
+    §4), and its acquirer is asked after the commit by the task that pursues
+    refunds asked by API, never while this transaction is open. An acquirer
+    without refunds has nothing to be asked: the charge is marked refunded
+    here (its debit), as staff refunds there always were."""
+    charge = Charge.objects.select_related("acquirer").get(pk=target_id)
+    try:
+        adapter = adapters.build(charge.acquirer)
+    except AdapterError as exc:  # an adapter this process lacks (the sandbox, switched off)
+        raise ActionNotExecutable(f"Adquirente indisponível para a devolução: {exc}"[:500]) from exc
+    if not adapter.supports_refund:
+        if not charge_transition(
+            charge_id=charge.pk,
+            to_status=ChargeStatus.REFUNDED,
+            source=ChargeTransition.Source.STAFF,
+            actor=actor,
+            only_from=(ChargeStatus.PAID,),
+        ):
+            raise ActionNotExecutable("A cobrança não está mais paga.")
+        return
+    if adapter.refund_needs_e2e_id and not charge.e2e_id:
+        raise ActionNotExecutable("Cobrança paga sem e2e id: a devolução não pode ser pedida à adquirente.")
+    if not refunds.charge_refund_reserve(charge_id=charge.pk, reason=reason):
+        raise ActionNotExecutable("A cobrança não está mais paga, ou já tem um estorno em processamento.")
+    refund_id = ChargeRefund.objects.get(charge_id=charge.pk, status=ChargeRefund.Status.PROCESSING).pk
+    # Looked up when called: the hand-off is the refunds module's (tests record it there).
+    transaction.on_commit(lambda: refunds.refund_pursue_later(refund_id=refund_id))
+
+
 def register() -> None:
     # A Pix received after the cancel: credited, or returned to the payer,
     # only once a second staff member approves (payments.late_payments).
@@ -137,5 +189,15 @@ def register() -> None:
             approve_permission="accounts.approve_refund_after_chargeback_redebit",
             quote=_quote_refund_redebit,
             perform=_refund_redebit,
+        )
+    )
+    # The merchant's money goes to the payer: only once a second staff member approves.
+    approvals.register(
+        approvals.MoneyAction(
+            action=MoneyActionRequest.Action.REFUND_CHARGE,
+            target_type="payments.charge",
+            approve_permission="accounts.approve_charge_refund",
+            quote=_quote_refund,
+            perform=_refund,
         )
     )

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
-from django.core.validators import RegexValidator
+from django.core.validators import EmailValidator, RegexValidator
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
@@ -52,6 +52,7 @@ DUPLICATE = "Valor repetido na lista."
 REQUIRED_ON_CREATE = "Este campo é obrigatório ao criar."
 NOT_AVAILABLE = "Uma adquirente ativa precisa estar em available_acquirers."
 DOCUMENT_INVALID = "Informe um CPF (11 dígitos) ou CNPJ (14 caracteres), sem pontuação."
+EMAIL_INVALID = "Informe um endereço de e-mail válido."
 NO_BACK_TO_PENDING = "Uma conta aprovada ou rejeitada não volta a pendente."
 
 
@@ -177,6 +178,11 @@ class AccountSpecSerializer(serializers.Serializer[Any]):
         required=False,
         allow_blank=True,
         validators=[RegexValidator(r"^([0-9]{11}|[0-9A-Z]{12}[0-9]{2})?$", DOCUMENT_INVALID)],
+    )
+    # The contact e-mail credential claim links go to (README, "Money safety"):
+    # set here by an operator with shell access, in the back office only by maker-checker.
+    email = StrictCharField(
+        required=False, allow_blank=True, max_length=254, validators=[EmailValidator(EMAIL_INVALID)]
     )
     status = StrictChoiceField(choices=Account.Status.choices, required=False)
     blocked = StrictBooleanField(required=False, source="is_blocked")

@@ -11,7 +11,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.approvals_admin import request_approval_action
+from accounts.approvals_admin import request_approval_action, staff_user
+from accounts.exceptions import SegregationOfDuties
 from accounts.models import MoneyActionRequest
 from core.admin import (
     ActionsOnlyAdminMixin,
@@ -30,6 +31,7 @@ from core.admin_lists import (
     csv_money,
     titled,
 )
+from core.exceptions import AccessDenied
 from core.plural import plural
 from withdrawals.admin_parts import (
     QUEUE_ORDER,
@@ -38,7 +40,10 @@ from withdrawals.admin_parts import (
     PayoutStateFilter,
     WithdrawalColumns,
     WithdrawalTransitionInline,
+    destination,
+    key_holder,
 )
+from withdrawals.approvals import withdrawal_staff_approve
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payouts import ProcessOutcome, withdrawal_payout_ask
@@ -47,6 +52,9 @@ from withdrawals.services import payout_settle_window, withdrawal_transition
 
 
 def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bool:
+    if to_status == WithdrawalStatus.APPROVED:
+        # The approval service checks segregation of duties (accounts.segregation).
+        return withdrawal_staff_approve(withdrawal_id=pk, staff=staff_user(request))
     return withdrawal_transition(
         withdrawal_id=pk,
         to_status=to_status,
@@ -59,6 +67,7 @@ def _move(pk: Any, to_status: str, description: str, request: HttpRequest) -> bo
 _transitions = TransitionActions(
     move=_move,
     refused=WithdrawalTransitionNotAllowed,
+    reported=(SegregationOfDuties, AccessDenied),
     done_message=("{description}: {n} saque.", "{description}: {n} saques."),
     skipped_message=(
         "{n} saque ignorado: o status atual não permite.",
@@ -178,6 +187,13 @@ class WithdrawalAdmin(
                 column="Enviado via Pix",
                 amount=_liquid,
                 from_statuses=(WithdrawalStatus.PENDING,),
+                note="Confira a chave de destino e o titular. Quem emitiu ou rotacionou uma credencial com "
+                "permissão de saque de uma conta, ou pediu ou aprovou a alteração do e-mail de contato dela, não "
+                "pode aprovar os saques dessa conta por um período (segregação de funções).",
+                columns=(
+                    ("Chave de destino", lambda withdrawal: destination(None, withdrawal)),
+                    ("Titular da chave", key_holder),
+                ),
             ),
         ),
         # Gives back exactly the debit of a withdrawal never sent (a pending

@@ -12,10 +12,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from accounts.admin_account_form import format_document
 from core.admin import ReadOnlyInlineMixin
 from core.admin_lists import labelled, short_id
 from core.admin_money import money
-from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.models import PayoutAttempt, PixKeyType, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import payout_settle_window
 
 
@@ -98,6 +99,21 @@ def destination(modeladmin: Any, withdrawal: Withdrawal) -> str:
     return f"{withdrawal.get_pix_key_type_display()}: {withdrawal.pix_key}"
 
 
+def key_holder(withdrawal: Withdrawal) -> str:
+    """Who receives the Pix, as far as the withdrawal says: it keeps only the
+    key (the API asks for no holder), so a CPF or CNPJ key names the holder's
+    document and any other key says nobody is known."""
+    if withdrawal.pix_key_type in (PixKeyType.CPF, PixKeyType.CNPJ):
+        kind = PixKeyType(withdrawal.pix_key_type).label
+        return f"{kind} {format_document(withdrawal.pix_key)} (a própria chave); nome não informado"
+    return "Desconhecido: o saque informa só a chave, sem o nome nem o documento do titular"
+
+
+@admin.display(description="Titular da chave")
+def destination_holder(modeladmin: Any, withdrawal: Withdrawal) -> str:
+    return key_holder(withdrawal)
+
+
 class WithdrawalColumns:
     """Columns of fields the API serializes: labelled here, not on the model
     (their verbose names would become OpenAPI titles)."""
@@ -114,6 +130,7 @@ class WithdrawalColumns:
     created_at_label = labelled("created_at", "Pedido em")
     paid_at_label = labelled("paid_at", "Pago em")
     destination = destination
+    destination_holder = destination_holder
     short_id = short_id
 
     fieldsets: ClassVar[Any] = (
@@ -133,7 +150,7 @@ class WithdrawalColumns:
                 )
             },
         ),
-        ("Destino", {"fields": ("pix_key_type_label", "pix_key_label", "e2e_id_label")}),
+        ("Destino", {"fields": ("pix_key_type_label", "pix_key_label", "destination_holder", "e2e_id_label")}),
         (
             "Pagamento",
             {
@@ -159,5 +176,9 @@ class WithdrawalColumns:
     )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        computed = [f for f in flatten_fieldsets(self.fieldsets or ()) if f.endswith(("_brl", "_label"))]
+        computed = [
+            f
+            for f in flatten_fieldsets(self.fieldsets or ())
+            if f.endswith(("_brl", "_label")) or f == "destination_holder"
+        ]
         return [*super().get_readonly_fields(request, obj), *computed]  # type: ignore[misc]

@@ -1,19 +1,48 @@
-"""Withdrawal actions that credit an account only after a second staff
-member approves them (``accounts.approvals``)."""
+"""Staff's decisions on withdrawals: approving one (the Pix is sent), which
+segregation of duties may refuse, and the actions that credit an account
+only after a second staff member approves them (``accounts.approvals``)."""
 
 from __future__ import annotations
 
+import uuid
+
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from accounts import approvals
-from accounts.exceptions import ActionNotExecutable, ApprovalRefused
+from accounts.exceptions import ActionNotExecutable, ApprovalRefused, SegregationOfDuties
 from accounts.models import MoneyActionRequest
-from core.exceptions import InsufficientBalance, ValidationFailed
+from accounts.segregation import withdrawal_approval_conflict
+from core.exceptions import AccessDenied, InsufficientBalance, ValidationFailed
 from withdrawals import exceptions as err
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.reconcile_payouts import withdrawal_sent_payout_redebit
 from withdrawals.services import RESOLVE_REASON_MIN_LENGTH, withdrawal_payout_resolve, withdrawal_transition
+
+APPROVE_PERMISSION = "withdrawals.approve_withdrawal"
+
+
+def withdrawal_staff_approve(*, withdrawal_id: uuid.UUID | str, staff: User) -> bool:
+    """A staff member approves a pending withdrawal; its payout is sent after
+    commit (``withdrawal_transition``). Refused, nothing changed, when
+    ``staff`` may not approve withdrawals (:class:`AccessDenied`) or, for
+    ``STAFF_SEGREGATION_DAYS``, this account's ones: they sent a claim link
+    of one of its credentials that can cash out, or asked for or approved a
+    change of its contact e-mail (:class:`SegregationOfDuties`,
+    ``accounts.segregation``). False when it was approved already."""
+    if not staff.is_active or not staff.has_perm(APPROVE_PERMISSION):
+        raise AccessDenied("Sem permissão para aprovar saques.")
+    account_id = Withdrawal.objects.values_list("account_id", flat=True).get(pk=withdrawal_id)
+    conflict = withdrawal_approval_conflict(user_id=staff.pk, account_id=account_id)
+    if conflict is not None:
+        raise SegregationOfDuties(conflict)
+    return withdrawal_transition(
+        withdrawal_id=withdrawal_id,
+        to_status=WithdrawalStatus.APPROVED,
+        source=WithdrawalTransition.Source.STAFF,
+        actor=staff.get_username(),
+    )
 
 
 def _withdrawal(target_id: str, *fields: str) -> Withdrawal:

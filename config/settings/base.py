@@ -362,6 +362,9 @@ WORKER_HEARTBEAT_MAX_AGE = env.float("WORKER_HEARTBEAT_MAX_AGE", default=30.0)
 from .outbound import *  # noqa: E402, F403
 from .schedule import *  # noqa: E402, F403
 
+# E-mail, claim links and segregation of duties: config/settings/staff.py.
+from .staff import *  # noqa: E402, F403
+
 WEBHOOK_USER_AGENT = f"PixService-Webhook/{SERVICE_VERSION}"
 
 # Merchant city written in BR Codes by the sandbox acquirer (field 60).

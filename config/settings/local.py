@@ -12,3 +12,5 @@ PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)
 # with its password alone; a member who enrols is asked for codes as in
 # production (which forces it on). ADMIN_OTP_REQUIRED=true tries the whole flow.
 ADMIN_OTP_REQUIRED = env.bool("ADMIN_OTP_REQUIRED", default=False)
+# E-mails (credential claim links) are printed by the web process, not sent.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")

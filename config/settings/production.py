@@ -39,6 +39,13 @@ if not env.bool("ADMIN_OTP_REQUIRED", default=True):
         "factor (TOTP). Remove ADMIN_OTP_REQUIRED=false."
     )
 ADMIN_OTP_REQUIRED = True
+if EMAIL_BACKEND.rsplit(".", 2)[-2] in ("console", "filebased", "locmem", "dummy"):  # noqa: F405
+    # Such a backend prints, files, keeps or drops what it is given: a
+    # credential's claim link would land in logs staff read, or nowhere.
+    raise ImproperlyConfigured(
+        f"EMAIL_BACKEND={EMAIL_BACKEND!r} does not send e-mail: production sends credential claim links "  # noqa: F405
+        "through SMTP (EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD)."
+    )
 
 # X-Forwarded-Proto is believed only when a proxy in front sets it (and drops
 # a client's); with gunicorn reachable directly, any client could claim https.

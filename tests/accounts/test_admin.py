@@ -10,19 +10,17 @@ import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
-from django.contrib.sessions.models import Session
+from django.core import mail
 from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 
 from accounts.exceptions import InvalidTransition
-from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry
+from accounts.models import Account, AccountBalance, AccountChangeRequest, ApiCredential, LedgerEntry
 from accounts.services import credential_issue, credential_revoke, ledger_post
 from acquirers.models import AcquirerGrant
-from core.tokens import hash_secret
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import staff_login
-from tests.security.test_secrets import stored_values
 from webhooks.models import WebhookEndpoint
 
 pytestmark = pytest.mark.django_db
@@ -294,78 +292,43 @@ def test_account_page_lists_credentials_without_secrets(admin_client: Client) ->
 # --------------------------------------------------------------------------- credentials
 
 
-def test_issue_credential_shows_the_secret_once_and_stores_only_its_hash(admin_client: Client) -> None:
-    account = AccountFactory()
-    assert admin_client.get(issue_url(account)).status_code == 200
+def test_issue_credential_emails_a_claim_link_and_shows_no_secret(admin_client: Client) -> None:
+    account = AccountFactory(email="financeiro@loja.com.br")
+    assert "financeiro@loja.com.br" in html(admin_client.get(issue_url(account)))
 
-    posted = admin_client.post(issue_url(account), {"permission": "cashin", "label": "ERP"})
+    posted = admin_client.post(issue_url(account), {"permission": "cashin", "label": "ERP", "reason": "Pedido do ERP"})
 
-    # Post/Redirect/Get: the POST answers with a redirect, never the secret.
+    # Post/Redirect/Get back to the account page: nothing secret on any page.
     assert posted.status_code == 303
-    assert SECRET.search(html(posted)) is None
-    response = admin_client.get(posted["Location"])
-    assert response.status_code == 200
-    assert "no-store" in response["Cache-Control"]
-    page = html(response)
-    assert "não será exibida novamente" in page
+    assert posted["Location"] == change_url(account)
+    page = admin_client.get(posted["Location"])
     credential = ApiCredential.objects.get(account=account)
-    assert credential.public_key in page
-    assert credential.permission == ApiCredential.Permission.CASHIN
-    assert credential.label == "ERP"
-    secret = SECRET.search(page)
-    assert secret is not None
-    assert credential.secret_hash == hash_secret(secret.group())
-    stored = ApiCredential.objects.filter(pk=credential.pk).values().get()
-    assert all(secret.group() not in str(value) for value in stored.values())
-    assert log_messages(account) == [f"Credencial emitida: {credential.public_key}"]
-    # Nor does it linger in the session once shown.
-    assert all(secret.group() not in str(value) for value in admin_client.session.values())
-
-    later = html(admin_client.get(change_url(credential)))
-    assert credential.public_key in later
-    assert secret.group() not in later
-    assert credential.secret_hash not in later
-    assert secret.group() not in html(admin_client.get(change_url(account)))
-
-
-def test_reloading_the_secret_page_issues_nothing_and_shows_nothing_again(admin_client: Client) -> None:
-    account = AccountFactory()
-    posted = admin_client.post(issue_url(account), {"permission": "all"})
-    first = html(admin_client.get(posted["Location"]))
-    secret = SECRET.search(first)
-    assert secret is not None
-
-    reloaded = admin_client.get(posted["Location"], follow=True)
-
-    assert reloaded.status_code == 200
-    assert SECRET.search(html(reloaded)) is None
-    assert secret.group() not in html(reloaded)
-    assert shown_messages(reloaded) == [
-        "Este segredo já foi exibido e não é mostrado de novo. Se não foi copiado, rotacione-o."
+    assert (credential.permission, credential.label, credential.is_active) == ("cashin", "ERP", False)
+    assert (credential.secret_hash, credential.secret_hint) == ("", "")
+    assert credential.public_key in html(page)
+    assert SECRET.search(html(page)) is None
+    assert shown_messages(page)[0].startswith(
+        f"{credential.public_key} (Cash-in): link de resgate enviado para financeiro@loja.com.br, válido até "
+    )
+    (email,) = mail.outbox
+    assert email.to == ["financeiro@loja.com.br"]
+    assert credential.public_key in str(email.body)
+    assert SECRET.search(str(email.body)) is None  # the secret does not exist yet
+    assert log_messages(account) == [
+        f"Credencial emitida, aguardando resgate por link: {credential.public_key}. Motivo: Pedido do ERP"
     ]
-    assert ApiCredential.objects.filter(account=account).count() == 1
-    # Another session (a shared or stolen link) gets nothing either.
-    assert SECRET.search(html(Client().get(posted["Location"], follow=True))) is None
 
 
-def test_a_secret_never_shown_rests_nowhere_in_the_database(admin_client: Client) -> None:
-    # The redirect after the POST is never followed (a closed tab, a lost
-    # connection): the secret must not wait in a database row meanwhile, not
-    # even in django_session (signed, not encrypted, and as old as the login).
-    account = AccountFactory()
+def test_an_account_without_contact_email_gets_no_credential_from_the_back_office(admin_client: Client) -> None:
+    account = AccountFactory(email="")
+    assert "não tem e-mail de contato" in html(admin_client.get(issue_url(account)))
 
-    posted = admin_client.post(issue_url(account), {"permission": "all"})
+    response = admin_client.post(issue_url(account), {"permission": "all", "reason": "Onboarding"})
 
-    assert posted.status_code == 303
-    sessions = [session.get_decoded() for session in Session.objects.all()]
-    assert sessions
-    assert [value for session in sessions for value in session.values() if SECRET.search(str(value))] == []
-    assert [(t, c) for t, c, v in stored_values() if SECRET.search(v)] == []
-    # Following the redirect still shows it, once; a reload shows nothing.
-    secret = SECRET.search(html(admin_client.get(posted["Location"])))
-    assert secret is not None
-    assert ApiCredential.objects.get(account=account).secret_hash == hash_secret(secret.group())
-    assert SECRET.search(html(admin_client.get(posted["Location"], follow=True))) is None
+    assert response.status_code == 200
+    assert "A conta não tem e-mail de contato" in html(response)
+    assert not ApiCredential.objects.filter(account=account).exists()
+    assert mail.outbox == []
 
 
 def test_issue_credential_rejects_an_unknown_permission(admin_client: Client) -> None:
@@ -419,30 +382,24 @@ def test_revoke_deactivates(admin_client: Client) -> None:
     assert shown_messages(response) == ["1 credencial revogada."]
 
 
-def test_rotate_issues_new_pairs_and_keeps_the_old_ones_active(admin_client: Client) -> None:
-    first = credential_issue(account=AccountFactory(), permission=ApiCredential.Permission.CASHOUT).credential
-    second = credential_issue(account=AccountFactory(), permission=ApiCredential.Permission.CASHIN).credential
+def test_rotate_emails_links_for_new_credentials_and_keeps_the_old_ones_active(admin_client: Client) -> None:
+    first = credential_issue(account=AccountFactory(email="a@loja.com.br"), permission="cashout").credential
+    second = credential_issue(account=AccountFactory(email="b@loja.com.br"), permission="cashin").credential
 
-    posted = admin_client.post(CREDENTIALS, {"action": "rotate", "_selected_action": [first.pk, second.pk]})
-    assert posted.status_code == 303
-    response = admin_client.get(posted["Location"])
+    confirm = admin_client.post(CREDENTIALS, {"action": "rotate", "_selected_action": [first.pk, second.pk]})
+    assert "a@loja.com.br" in html(confirm)
+    assert ApiCredential.objects.count() == 2  # the confirmation page changed nothing
+    response = confirm_action(admin_client, CREDENTIALS, "rotate", first, second, reason="Troca anual")
 
     assert response.status_code == 200
-    assert "no-store" in response["Cache-Control"]
-    page = html(response)
-    for old in (first, second):
+    assert SECRET.search(html(response)) is None
+    for old, address in ((first, "a@loja.com.br"), (second, "b@loja.com.br")):
         old.refresh_from_db()
         assert old.is_active
         new = ApiCredential.objects.exclude(pk=old.pk).get(account=old.account)
-        assert new.is_active
-        assert new.permission == old.permission
-        assert new.public_key in page
-    secrets = SECRET.findall(page)
-    assert {hash_secret(secret) for secret in secrets} == set(
-        ApiCredential.objects.exclude(pk__in=[first.pk, second.pk]).values_list("secret_hash", flat=True)
-    )
-    # Reloading rotates nothing and shows nothing.
-    assert SECRET.search(html(admin_client.get(posted["Location"], follow=True))) is None
+        assert (new.permission, new.is_active, new.secret_hash) == (old.permission, False, "")
+        assert [m.to for m in mail.outbox if new.public_key in m.body] == [[address]]
+        assert log_messages(old) == [f"Rotacionada: nova credencial {new.public_key}. Motivo: Troca anual"]
     assert ApiCredential.objects.count() == 4
 
 
@@ -452,7 +409,7 @@ def test_rotate_skips_revoked_credentials(admin_client: Client) -> None:
 
     response = run_action(admin_client, CREDENTIALS, "rotate", credential)
 
-    assert shown_messages(response) == ["1 credencial revogada ignorada."]
+    assert shown_messages(response) == ["1 credencial revogada ou aguardando resgate ignorada."]
     assert ApiCredential.objects.count() == 1
 
 
@@ -544,7 +501,7 @@ def test_support_can_view_every_project_model(staff_client: Any) -> None:
 
 def test_operations_approves_and_issues_credentials(staff_client: Any) -> None:
     client = staff_client("operations")
-    account = AccountFactory(status=Account.Status.PENDING)
+    account = AccountFactory(status=Account.Status.PENDING, email="ti@loja.com.br")
 
     listing = client.get(ACCOUNTS)
     assert 'value="approve"' in html(listing)
@@ -552,9 +509,11 @@ def test_operations_approves_and_issues_credentials(staff_client: Any) -> None:
     account.refresh_from_db()
     assert account.status == Account.Status.APPROVED
 
-    response = client.post(issue_url(account), {"permission": "all"}, follow=True)
+    response = client.post(issue_url(account), {"permission": "all", "reason": "Onboarding"}, follow=True)
     assert response.status_code == 200
-    assert SECRET.search(html(response)) is not None
+    assert SECRET.search(html(response)) is None  # delivered by e-mail to the account, never shown
+    assert ApiCredential.objects.get(account=account).awaiting_claim
+    assert len(mail.outbox) == 1
 
 
 # --------------------------------------------------------------------------- acquirers and webhooks
@@ -766,10 +725,15 @@ def test_account_page_shows_and_takes_fees_and_limits_in_reais(admin_client: Cli
     assert "Taxa fixa de cash-in" in page
     assert "centavos)" not in page
 
-    data = account_form(name=account.name, withdrawal_minimum="R$ 25,90", withdrawal_daily_limit="1.000")
+    data = account_form(
+        name=account.name, withdrawal_minimum="R$ 25,90", withdrawal_daily_limit="1.000", change_reason="Contrato"
+    )
     assert admin_client.post(change_url(account), data | inline_management()).status_code == 302
     account.refresh_from_db()
-    assert (account.withdrawal_minimum, account.withdrawal_daily_limit) == (2590, 100_000)
+    # The lower daily limit only tightens: applied. The lower minimum loosens: asked for.
+    assert (account.withdrawal_minimum, account.withdrawal_daily_limit) == (123456, 100_000)
+    pending = AccountChangeRequest.objects.get(account=account)
+    assert (pending.field, pending.old_value, pending.new_value) == ("withdrawal_minimum", 123456, 2590)
 
 
 def test_an_amount_with_three_decimals_is_refused_not_rounded(admin_client: Client) -> None:
@@ -866,11 +830,14 @@ def test_the_document_is_typed_with_or_without_punctuation_and_checked(admin_cli
     account = AccountFactory(document="")
 
     response = admin_client.post(
-        change_url(account), account_form(document="11.222.333/0001-81", email="c@x.com.br") | inline_management()
+        change_url(account),
+        account_form(document="11.222.333/0001-81", email="c@x.com.br", change_reason="Cadastro") | inline_management(),
     )
     assert response.status_code == 302
     account.refresh_from_db()
-    assert (account.document, account.email) == ("11222333000181", "c@x.com.br")
+    # The contact e-mail waits for a second person; the document is saved.
+    assert (account.document, account.email) == ("11222333000181", "")
+    assert AccountChangeRequest.objects.get(account=account).new_value == "c@x.com.br"
     assert 'name="document" value="11.222.333/0001-81"' in html(admin_client.get(change_url(account)))
 
     refused = admin_client.post(change_url(account), account_form(document="11.222.333/0001-82") | inline_management())

@@ -263,6 +263,8 @@ def test_demo_file_loads() -> None:
     account = Account.objects.get(ref="demo")
     assert account.is_approved
     assert account.can_select_pix_cash_in_acquirer
+    # Where make run's back office sends credential claim links (printed on the console).
+    assert account.email == "financeiro@lojademo.example"
     assert granted(account) == {"sandbox_alpha", "sandbox_beta", "sandbox_gamma"}
     assert chain(account, AcquirerSlot.Purpose.CASHIN) == ["sandbox_alpha", "sandbox_beta"]
     assert chain(account, AcquirerSlot.Purpose.CASHOUT) == ["sandbox_alpha"]
@@ -473,6 +475,7 @@ BAD_FILES = [
     ("options not an object", _set("acquirers.0.options", "ok"), "acquirers[0].options"),
     ("unknown adapter", _set("acquirers.0.adapter", "nope"), "acquirers[0].adapter"),
     ("options the adapter refuses", _set("acquirers.1.options", {"charge": "maybe"}), "acquirers[1].options"),
+    ("bad contact e-mail", _set("accounts.0.email", "financeiro"), "accounts[0].email"),
     ("bad status", _set("accounts.0.status", "active"), "accounts[0].status"),
     ("approved back to pending", _set("accounts.0.status", "pending"), "accounts[0].status"),
     ("bad payment method", _set("accounts.0.payment_methods", ["boleto"]), "accounts[0].payment_methods[0]"),

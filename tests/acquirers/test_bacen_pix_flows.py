@@ -27,6 +27,7 @@ from payments.reconciliation import charges_reconcile
 from payments.refunds import RefundOutcome, charge_refund_pursue, refund_id_for
 from tests.acquirers.conftest import NOTIFY_TOKEN, bacen_options
 from tests.acquirers.fake_psp import FakePsp, Fault
+from tests.helpers import staff_refund
 
 pytestmark = pytest.mark.django_db
 S = ChargeStatus
@@ -349,9 +350,9 @@ def paid(charge: Charge, fake_psp: FakePsp) -> str:
 
 
 def refund(client: Client, charge: Charge) -> list[str]:
-    # Submitted from the confirmation page, with its reason.
-    data = {"action": "refund", "_selected_action": [str(charge.pk)], "confirmed": "yes", "reason": "Pedido do pagador"}
-    response = client.post(CHARGES, data, follow=True)
+    # Submitted from the confirmation page, with its reason, and approved by a
+    # second staff member before the PSP is asked.
+    response = staff_refund(client, charge, reason="Pedido do pagador")
     assert response.status_code == 200
     return [str(m) for m in get_messages(response.wsgi_request)]
 

@@ -31,7 +31,7 @@ from tests import realworld
 from tests.acquirers.conftest import NOTIFY_TOKEN
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.factories import AccountFactory
-from tests.helpers import admin_action
+from tests.helpers import staff_refund as approved_staff_refund
 from withdrawals.models import Withdrawal
 from withdrawals.services import withdrawal_request
 
@@ -78,8 +78,9 @@ def paid_charge(api: APIClient, bacen_acquirer: Acquirer, fake_psp: FakePsp, acc
 
 
 def staff_refund(client: Client, charge: Charge) -> list[str]:
-    # Through the confirmation page, as staff do: the reason is required.
-    response = admin_action(client, CHARGES, "refund", [charge.pk], reason="pedido do pagador")
+    # Through the confirmation page, as staff do (the reason is required), and
+    # approved by a second staff member before the PSP is asked.
+    response = approved_staff_refund(client, charge, reason="pedido do pagador")
     assert response.status_code == 200
     return [str(m) for m in get_messages(response.wsgi_request)]
 

@@ -18,7 +18,8 @@ from accounts.models import Account, LedgerEntry, MoneyActionRequest
 from accounts.selectors import available_balance
 from acquirers.models import Acquirer, InboundNotification
 from payments.admin import ChargeAdmin
-from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
+from payments.refunds import RefundOutcome, charge_refund_pursue
 from payments.services import charge_transition
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import admin_action, admin_messages, staff_login
@@ -100,10 +101,25 @@ def test_refund_chargeback_and_resolve_move_money(
     admin_action(staff_member("finance", "fernanda"), REQUESTS, "approve_requests", [pending.pk], reason="ok")
     assert available_balance(account) == charge.liquid_amount
     act(admin_client, "refund", charge)
+    # Asked, not done: the money would go to the payer, so a second staff member approves.
+    charge.refresh_from_db()
+    assert (charge.status, available_balance(account)) == (ChargeStatus.PAID, charge.liquid_amount)
+    refund_request = MoneyActionRequest.objects.get(state="pending", action="refund_charge")
+    admin_action(staff_member("finance", "gabriel"), REQUESTS, "approve_requests", [refund_request.pk], reason="ok")
+    assert available_balance(account) == 0  # reserved at the approval
+    # The acquirer is asked after the commit, by the refund's task.
+    assert charge_refund_pursue(refund_id=ChargeRefund.objects.get(charge=charge).pk) == RefundOutcome.REFUNDED
     charge.refresh_from_db()
     assert charge.status == ChargeStatus.REFUNDED
     assert available_balance(account) == 0
-    assert ledger_kinds(account) == ["charge_paid", "charge_chargeback", "chargeback_reversal", "charge_refund"]
+    assert ledger_kinds(account) == [
+        "charge_paid",
+        "charge_chargeback",
+        "chargeback_reversal",
+        "refund_hold",
+        "refund_release",
+        "charge_refund",
+    ]
     reasons = LogEntry.objects.filter(object_id=str(charge.pk), user__username="admin")
     assert all(entry.change_message.endswith(f"Motivo: {REASON}") for entry in reasons)
     assert reasons.count() == 3
