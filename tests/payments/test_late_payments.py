@@ -184,7 +184,9 @@ def test_two_approvers_at_once_resolve_it_exactly_once(api: APIClient, account: 
     if resolution.kind == "credit":
         assert (late.status, available_balance(account)) == ("credited", late.liquid_amount)
     else:
-        assert (late.status, available_balance(account)) == ("returning", 0)
+        # The return is asked after the approval commits; the session's worker
+        # may have finished it already.
+        assert (late.status in ("returning", "returned"), available_balance(account)) == (True, 0)
     assert ledger_sum(account) == available_balance(account)
     failed = MoneyActionRequest.objects.get(state="failed")
     assert "já está" in failed.outcome
