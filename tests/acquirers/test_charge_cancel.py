@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import DatabaseError
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -23,7 +24,7 @@ from accounts.services import money_action_approve, money_action_request
 from acquirers.models import Acquirer, InboundNotification
 from observability import selectors
 from observability.selectors import Figure
-from payments import cancellation
+from payments import cancellation, events
 from payments.cancellation import charge_cancel_pursue
 from payments.late_payments import late_payment_return_pursue
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, LatePaymentResolution
@@ -259,3 +260,45 @@ def test_a_late_payment_returned_is_one_devolucao_even_after_an_unclear_answer(
     assert len(fake_psp.calls_of("devolucao.put")) == 2
     # The money never was the account's: nothing moves on its balance.
     assert available_balance(account) == 0 == ledger_sum(account)
+
+
+# --------------------------------------------------------------------------- an answer that cannot be recorded
+
+
+@pytest.mark.django_db
+def test_a_paid_there_whose_pix_cannot_be_recorded_is_asked_again_then_given_up_never_forever(
+    charge: Charge, fake_psp: FakePsp, staff_client: Callable[[str], Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The finding: an error recording the Pix escaped, the cancellation
+    stayed pending past its horizon, and the sweep asked again forever."""
+    staff_cancel(staff_client("operations"), charge)
+    fake_psp.pay(charge.txid)
+
+    def broken(**kwargs: Any) -> Any:
+        raise DatabaseError("could not serialize access")
+
+    monkeypatch.setattr(events, "charge_event_apply", broken)
+    assert charge_cancel_pursue(charge_id=charge.pk) == C.PENDING
+    pending = ChargeCancellation.objects.get(pk=charge.pk)
+    assert (pending.attempts, pending.next_attempt_at is not None) == (1, True)
+    assert "registro do Pix falhou: DatabaseError" in pending.last_error
+
+    assert charge_cancel_pursue(charge_id=charge.pk, now=pending.give_up_at + dt.timedelta(seconds=1)) == C.GAVE_UP
+    assert LatePayment.objects.count() == 0  # nothing half recorded
+
+
+@pytest.mark.django_db
+def test_the_sweep_leaves_a_cancellation_past_its_horizon_to_staff(
+    charge: Charge, staff_client: Callable[[str], Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handed: list[Any] = []
+    monkeypatch.setattr(cancellation, "cancel_pursue_later", lambda **kwargs: handed.append(kwargs))
+    staff_cancel(staff_client("operations"), charge)
+    past = timezone.now() - dt.timedelta(minutes=10)
+    ChargeCancellation.objects.filter(pk=charge.pk).update(next_attempt_at=past, give_up_at=past)
+
+    assert cancellation.cancellations_sweep() == 0
+
+    assert handed == []
+    gave_up = ChargeCancellation.objects.get(pk=charge.pk)
+    assert (gave_up.state, gave_up.next_attempt_at) == (C.GAVE_UP, None)
