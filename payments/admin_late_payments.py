@@ -40,7 +40,17 @@ class LatePaymentInline(ReadOnlyInlineMixin, admin.TabularInline[LatePayment, Ch
 
 class LatePaymentResolutionInline(ReadOnlyInlineMixin, admin.TabularInline[LatePaymentResolution, LatePayment]):
     model = LatePaymentResolution
-    fields = ("created_at", "kind", "status", "actor", "reason", "attempts", "last_error", "failure_reason")
+    fields = (
+        "created_at",
+        "kind",
+        "status",
+        "actor",
+        "reason",
+        "attempts",
+        "last_error",
+        "unclear_at",
+        "failure_reason",
+    )
     readonly_fields = fields
 
 

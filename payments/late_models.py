@@ -123,7 +123,9 @@ class LatePaymentResolution(models.Model):
     member: credited, or returned to the payer (a devolução with an id of
     its own). At most one that did not fail per late payment (a database
     constraint): the money goes one way, once. A return the acquirer says
-    it did not make fails, and the late payment waits for a decision again."""
+    it did not make fails, and the late payment waits for a decision again
+    (a refusal after an ask left unanswered only once the acquirer confirms
+    it has no such devolução: ``unclear_at``)."""
 
     class Kind(models.TextChoices):
         CREDIT = "credit", "Crédito à conta"
@@ -147,6 +149,12 @@ class LatePaymentResolution(models.Model):
     reason = models.TextField("motivo")
     attempts = models.PositiveIntegerField("pedidos à adquirente", default=0)
     last_error = models.CharField("último erro", max_length=500, blank=True)
+    unclear_at = models.DateTimeField(
+        "último pedido sem resposta em",
+        null=True,
+        blank=True,
+        help_text="A adquirente pode ter feito a devolução: recusa ou não encontrada depois disso não é final.",
+    )
     failure_reason = models.CharField("motivo da recusa", max_length=500, blank=True)
     created_at = models.DateTimeField("criada em", auto_now_add=True)
     finished_at = models.DateTimeField("concluída em", null=True, blank=True)
