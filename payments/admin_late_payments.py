@@ -66,6 +66,7 @@ class LatePaymentAdmin(DetailActionsMixin, ListTotalsMixin, ReadOnlyAdminMixin, 
     amount_brl = money("amount", "Valor recebido")
     platform_tax_brl = money("platform_tax", "Taxa da plataforma")
     liquid_amount_brl = money("liquid_amount", "Valor líquido")
+    returned_there_brl = money("returned_there", "Devolvido na adquirente")
     list_display = ("id", "created_at", "account", "charge", "amount_brl", "status", "source", "acquirer")
     list_filter = ("status", "acquirer", "source")
     list_totals = (("amount", "Valor recebido"),)
@@ -86,6 +87,9 @@ class LatePaymentAdmin(DetailActionsMixin, ListTotalsMixin, ReadOnlyAdminMixin, 
         "payer_info",
         "source",
         "raw",
+        "returned_there_brl",
+        "returned_there_at",
+        "returned_there_evidence",
         "created_at",
         "resolved_at",
     )

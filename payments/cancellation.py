@@ -144,10 +144,11 @@ def _record_paid_there(charge: Charge) -> bool | str | None:
     call = calls.call(charge.acquirer, "charge_status", lambda adapter: adapter.charge_status(charge.txid))
     if call.result is None:
         return f"Paga na adquirente; leitura do Pix falhou: {call.error_message or call.outcome}"[:500]
-    paid = [e for e in call.result.events if e.event is NotificationEvent.CHARGE_PAID]
-    if not paid:
+    if not any(e.event is NotificationEvent.CHARGE_PAID for e in call.result.events):
         return "Paga na adquirente, mas nenhum Pix listado: a consultar de novo."
-    for event in paid:
+    # Each Pix, then what went back to its payer there (a devolução, a MED):
+    # recorded on its late payment, which is then never credited.
+    for event in call.result.events:
         charge_event_apply(acquirer=charge.acquirer, notification=event, source="acquirer")
     return True
 

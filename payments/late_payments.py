@@ -20,6 +20,9 @@ Staff resolve it by maker-checker (``payments.approvals``), one way only
   not make leaves the late payment waiting for a decision again; a refusal
   that follows an ask left unanswered is not such a word until the acquirer
   confirms it (:func:`late_payment_return_pursue`).
+
+A Pix the acquirer says went back to its payer by other means (a devolução
+made there, MED) is never credited: :mod:`payments.late_evidence`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from acquirers import calls
 from acquirers.adapters.base import RefundRequest, RefundStatus
 from acquirers.calls import Outcome
 from core.exceptions import PixServiceError
+from payments.late_evidence import late_credit_refusal
 from payments.models import Charge, ChargeStatus, LatePayment, LatePaymentResolution
 
 logger = logging.getLogger(__name__)
@@ -72,6 +76,10 @@ class LatePaymentNotOpen(PixServiceError):
     """The late payment was resolved already (or is being returned)."""
 
     default_message = "Este pagamento já foi resolvido."
+
+
+class LatePaymentReturnedThere(PixServiceError):
+    """The acquirer says the Pix (or part of it) went back to the payer: it cannot be credited."""
 
 
 # --------------------------------------------------------------------------- recording
@@ -143,12 +151,16 @@ def _open(late_payment_id: int | str) -> LatePayment:
 def late_payment_credit(*, late_payment_id: int | str, actor: str, reason: str) -> LatePaymentResolution:
     """Credit the account with the Pix net of its fee (carried out when a
     second staff member approves). Raises :class:`LatePaymentNotOpen` when it
-    was resolved already; one credit at most (the resolution's constraint and
-    the ledger's unique cause)."""
+    was resolved already, :class:`LatePaymentReturnedThere` when the acquirer
+    says its money went back to the payer; one credit at most (the
+    resolution's constraint and the ledger's unique cause)."""
     with transaction.atomic():
         late = _open(late_payment_id)
         if late.liquid_amount <= 0:
             raise LatePaymentNotOpen("O valor recebido não cobre a taxa: não há o que creditar; devolva ao pagador.")
+        if refusal := late_credit_refusal(late):
+            # Judged under the lock: a reconciliation recording the return meanwhile wins.
+            raise LatePaymentReturnedThere(refusal)
         now = timezone.now()
         resolution = LatePaymentResolution.objects.create(
             late_payment=late,
