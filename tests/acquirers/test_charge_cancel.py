@@ -222,50 +222,10 @@ def test_a_cancel_that_finds_the_charge_paid_there_records_the_pix(
 # --------------------------------------------------------------------------- returned to the payer
 
 
-@pytest.mark.django_db
-def test_a_late_payment_returned_is_one_devolucao_even_after_an_unclear_answer(
-    charge: Charge,
-    fake_psp: FakePsp,
-    account: Account,
-    staff_client: Callable[[str], Client],
-    django_user_model: Any,
-) -> None:
-    staff_cancel(staff_client("operations"), charge)
-    e2e_id = fake_psp.pay(charge.txid)
-    callback(fake_psp, e2e_id)
-    late = LatePayment.objects.get()
-    maker = django_user_model.objects.create_user(username="maker", is_staff=True)
-    checker = django_user_model.objects.create_superuser(username="checker", password="x")
-
-    pending = money_action_request(
-        action=MoneyActionRequest.Action.RETURN_LATE_PAYMENT,
-        target_id=late.pk,
-        requested_by=maker,
-        reason="O pagador pediu o dinheiro de volta",
-    )
-    assert money_action_approve(request_id=pending.pk, approver=checker).state == "approved"
-    (resolution,) = LatePaymentResolution.objects.all()
-    assert LatePayment.objects.get().status == "returning"
-
-    fake_psp.delay = 2.0
-    fake_psp.fail("devolucao.put", Fault.TIMEOUT)  # made there, answered too late
-    assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"
-    assert LatePayment.objects.get().status == "returning"
-    assert late_payment_return_pursue(resolution_id=resolution.pk) == "done"
-    assert late_payment_return_pursue(resolution_id=resolution.pk) == "done"  # ended: not asked again
-
-    assert LatePayment.objects.get().status == "returned"
-    devolucoes = fake_psp.pix[e2e_id]["devolucoes"]
-    assert [(d["id"], d["valor"], d["status"]) for d in devolucoes] == [(resolution.refund_id, "10.00", "DEVOLVIDO")]
-    assert len(fake_psp.calls_of("devolucao.put")) == 2
-    # The money never was the account's: nothing moves on its balance.
-    assert available_balance(account) == 0 == ledger_sum(account)
-
-
 def return_approved(late: LatePayment, django_user_model: Any) -> LatePaymentResolution:
     """Staff order the Pix back to its payer (maker-checker); the ask is the test's to drive."""
-    maker = django_user_model.objects.create_user(username="maker2", is_staff=True)
-    checker = django_user_model.objects.create_superuser(username="checker2", password="x")
+    maker = django_user_model.objects.create_user(username="maker", is_staff=True)
+    checker = django_user_model.objects.create_superuser(username="checker", password="x")
     pending = money_action_request(
         action=MoneyActionRequest.Action.RETURN_LATE_PAYMENT,
         target_id=late.pk,
@@ -281,6 +241,33 @@ def late_paid(charge: Charge, fake_psp: FakePsp, staff_client: Callable[[str], C
     e2e_id = fake_psp.pay(charge.txid)
     assert callback(fake_psp, e2e_id).status_code == 200
     return e2e_id, LatePayment.objects.get()
+
+
+@pytest.mark.django_db
+def test_a_late_payment_returned_is_one_devolucao_even_after_an_unclear_answer(
+    charge: Charge,
+    fake_psp: FakePsp,
+    account: Account,
+    staff_client: Callable[[str], Client],
+    django_user_model: Any,
+) -> None:
+    e2e_id, late = late_paid(charge, fake_psp, staff_client)
+    resolution = return_approved(late, django_user_model)
+    assert LatePayment.objects.get().status == "returning"
+
+    fake_psp.delay = 2.0
+    fake_psp.fail("devolucao.put", Fault.TIMEOUT)  # made there, answered too late
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"
+    assert LatePayment.objects.get().status == "returning"
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "done"
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "done"  # ended: not asked again
+
+    assert LatePayment.objects.get().status == "returned"
+    devolucoes = fake_psp.pix[e2e_id]["devolucoes"]
+    assert [(d["id"], d["valor"], d["status"]) for d in devolucoes] == [(resolution.refund_id, "10.00", "DEVOLVIDO")]
+    assert len(fake_psp.calls_of("devolucao.put")) == 2
+    # The money never was the account's: nothing moves on its balance.
+    assert available_balance(account) == 0 == ledger_sum(account)
 
 
 @pytest.mark.django_db
