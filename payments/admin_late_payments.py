@@ -40,7 +40,17 @@ class LatePaymentInline(ReadOnlyInlineMixin, admin.TabularInline[LatePayment, Ch
 
 class LatePaymentResolutionInline(ReadOnlyInlineMixin, admin.TabularInline[LatePaymentResolution, LatePayment]):
     model = LatePaymentResolution
-    fields = ("created_at", "kind", "status", "actor", "reason", "attempts", "last_error", "failure_reason")
+    fields = (
+        "created_at",
+        "kind",
+        "status",
+        "actor",
+        "reason",
+        "attempts",
+        "last_error",
+        "unclear_at",
+        "failure_reason",
+    )
     readonly_fields = fields
 
 
@@ -56,6 +66,7 @@ class LatePaymentAdmin(DetailActionsMixin, ListTotalsMixin, ReadOnlyAdminMixin, 
     amount_brl = money("amount", "Valor recebido")
     platform_tax_brl = money("platform_tax", "Taxa da plataforma")
     liquid_amount_brl = money("liquid_amount", "Valor líquido")
+    returned_there_brl = money("returned_there", "Devolvido na adquirente")
     list_display = ("id", "created_at", "account", "charge", "amount_brl", "status", "source", "acquirer")
     list_filter = ("status", "acquirer", "source")
     list_totals = (("amount", "Valor recebido"),)
@@ -76,6 +87,9 @@ class LatePaymentAdmin(DetailActionsMixin, ListTotalsMixin, ReadOnlyAdminMixin, 
         "payer_info",
         "source",
         "raw",
+        "returned_there_brl",
+        "returned_there_at",
+        "returned_there_evidence",
         "created_at",
         "resolved_at",
     )

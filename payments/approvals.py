@@ -21,7 +21,13 @@ from payments import exceptions as err
 from payments import refunds
 from payments.events import CHARGEBACK_RESOLVABLE_FROM
 from payments.exceptions import TransitionNotAllowed
-from payments.late_payments import LatePaymentNotOpen, late_payment_credit, late_payment_return
+from payments.late_evidence import late_credit_refusal
+from payments.late_payments import (
+    LatePaymentNotOpen,
+    LatePaymentReturnedThere,
+    late_payment_credit,
+    late_payment_return,
+)
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition, LatePayment
 from payments.refunds_released import charge_refund_redebit
 from payments.services import charge_transition
@@ -71,6 +77,8 @@ def _quote_late_credit(target_id: str) -> approvals.Quote:
     late = _late_payment(target_id)
     if late.liquid_amount <= 0:
         raise ActionNotExecutable("O valor recebido não cobre a taxa: não há o que creditar; devolva ao pagador.")
+    if refusal := late_credit_refusal(late):
+        raise ActionNotExecutable(refusal)
     return approvals.Quote(account_id=late.account_id, amount=late.liquid_amount)
 
 
@@ -90,7 +98,7 @@ def _resolving(resolve: Callable[..., object]) -> Callable[[str, str, str], None
     def perform(target_id: str, actor: str, reason: str) -> None:
         try:
             resolve(late_payment_id=target_id, actor=actor, reason=reason)
-        except LatePaymentNotOpen as exc:
+        except (LatePaymentNotOpen, LatePaymentReturnedThere) as exc:
             raise ActionNotExecutable(exc.message) from exc
 
     return perform

@@ -12,9 +12,10 @@ certain:
   with ``charge_status`` where the adapter can; otherwise the notification or
   the daily reconciliation brings it) for staff to credit or return;
 - anything unclear (timeout, 5xx, a charge it does not know yet, busy, open
-  circuit): asked again with growing backoff (:func:`retry_delay`) until
-  :data:`GIVE_UP_AFTER`, then left for staff (the overview counts it; the
-  admin can ask again).
+  circuit, a Pix paid there that could not be read or recorded): asked again
+  with growing backoff (:func:`retry_delay`) until :data:`GIVE_UP_AFTER`,
+  then left for staff (the overview counts it; the admin can ask again).
+  Beat's sweep applies the same horizon: nothing is asked forever.
 
 An adapter that cannot cancel (``supports_cancel`` off) is not asked: the
 charge's own expiry at the acquirer (``calendario.expiracao``, the account's
@@ -113,7 +114,11 @@ def charge_cancel_pursue(*, charge_id: uuid.UUID | str, now: dt.datetime | None 
     if call.result is CancelResult.PAID:
         # The payer paid before the withdrawal: the Pix is recorded as a late
         # payment before this is answered (an unclear read is asked again).
-        recorded = _record_paid_there(charge)
+        try:
+            recorded = _record_paid_there(charge)
+        except Exception as exc:  # unclear like any other answer: asked again, then given up for staff
+            logger.warning("charge %s: the Pix paid there could not be recorded", charge_id, exc_info=True)
+            recorded = f"Paga na adquirente; registro do Pix falhou: {type(exc).__name__}: {exc}"[:500]
         if recorded is True:
             return _finish(charge_id, State.PAID_THERE, "")
         if recorded is None:
@@ -139,10 +144,11 @@ def _record_paid_there(charge: Charge) -> bool | str | None:
     call = calls.call(charge.acquirer, "charge_status", lambda adapter: adapter.charge_status(charge.txid))
     if call.result is None:
         return f"Paga na adquirente; leitura do Pix falhou: {call.error_message or call.outcome}"[:500]
-    paid = [e for e in call.result.events if e.event is NotificationEvent.CHARGE_PAID]
-    if not paid:
+    if not any(e.event is NotificationEvent.CHARGE_PAID for e in call.result.events):
         return "Paga na adquirente, mas nenhum Pix listado: a consultar de novo."
-    for event in paid:
+    # Each Pix, then what went back to its payer there (a devolução, a MED):
+    # recorded on its late payment, which is then never credited.
+    for event in call.result.events:
         charge_event_apply(acquirer=charge.acquirer, notification=event, source="acquirer")
     return True
 
@@ -207,10 +213,18 @@ def charge_cancel_retry(*, charge_id: uuid.UUID | str) -> bool:
 
 def cancellations_sweep(*, limit: int = 200) -> int:
     """Beat's net under the ask tasks: a cancellation whose next ask is
-    overdue by :data:`SWEEP_GRACE` (its task lost with the broker) is handed
-    to a worker again, at most once per :data:`SWEEP_EVERY`. Returns how many."""
+    overdue by :data:`SWEEP_GRACE` (its task lost with the broker, or one
+    that died on an error) is handed to a worker again, at most once per
+    :data:`SWEEP_EVERY`; one past its ``give_up_at`` is left for staff
+    instead, so nothing is asked forever. Returns how many were handed."""
+    now = timezone.now()
+    gave_up = ChargeCancellation.objects.filter(state=State.PENDING, give_up_at__lte=now).update(
+        state=State.GAVE_UP, next_attempt_at=None
+    )
+    if gave_up:
+        logger.error("%s cancellations without a definitive answer past their horizon: left for staff", gave_up)
     due = (
-        ChargeCancellation.objects.filter(state=State.PENDING, next_attempt_at__lte=timezone.now() - SWEEP_GRACE)
+        ChargeCancellation.objects.filter(state=State.PENDING, next_attempt_at__lte=now - SWEEP_GRACE)
         .order_by("next_attempt_at")
         .values_list("pk", flat=True)[:limit]
     )

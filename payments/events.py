@@ -16,8 +16,10 @@ from acquirers.models import Acquirer
 from core.exceptions import PixServiceError
 from payments import services
 from payments.exceptions import ChargeNotFound
+from payments.late_evidence import late_payment_returned_there, returned_record
 from payments.late_payments import LATE_FROM, late_payment_record
-from payments.models import Charge, ChargeStatus
+from payments.models import Charge, ChargeStatus, LatePayment
+from payments.reconcile_items import reconciliation_item_store
 
 S = ChargeStatus
 E = NotificationEvent
@@ -33,6 +35,10 @@ CHARGEBACK_RESOLVABLE_FROM = frozenset({S.CHARGEBACK})
 
 #: What a Pix for a cancelled (or failed) charge came to.
 LATE_DETAIL = "late payment recorded for staff"
+#: What a refund or chargeback of such a Pix came to.
+LATE_RETURNED_DETAIL = "late payment returned to the payer at the acquirer"
+#: The acquirer's word that a Pix went back to its payer (a devolução, a MED).
+RETURNED_EVENTS = frozenset({E.CHARGE_REFUNDED, E.CHARGE_CHARGEBACK})
 
 
 @dataclass(frozen=True)
@@ -71,10 +77,14 @@ def charge_event_apply(
 
     A payment of a charge cancelled or failed here (the contract refuses
     those → paid) is recorded as a late payment for staff
-    (:mod:`payments.late_payments`), never refused."""
+    (:mod:`payments.late_payments`), never refused; so is the acquirer's
+    word that such a payment went back to the payer (a refund or a MED:
+    :func:`_late_returned`)."""
     charge = Charge.objects.filter(txid=notification.reference).only("pk", "status", "acquirer_id", "amount").first()
     if charge is None or (acquirer is not None and charge.acquirer_id != acquirer.pk):
         raise ChargeNotFound()
+    if notification.event in RETURNED_EVENTS and charge.status in LATE_FROM and not strict:
+        return _late_returned(charge, notification, source)
     if notification.event is E.CHARGE_PAID and charge.status not in PAID_ONCE:
         # Judged under the charge's lock, with the payment applied in the same
         # transaction: a cancel committing meanwhile cannot make this Pix a
@@ -100,6 +110,30 @@ def _late(charge: Charge, notification: Notification, source: str) -> ApplyResul
         raw=notification.raw,
     )
     return ApplyResult(changed=created, detail=LATE_DETAIL)
+
+
+def _late_returned(charge: Charge, notification: Notification, source: str) -> ApplyResult:
+    """A refund or a chargeback (MED) of a charge cancelled or failed here:
+    the late payment went back to the payer. Ours (its return), nothing
+    new; otherwise recorded on it (never credited after this) and an item
+    for staff (:mod:`payments.late_evidence`). No late payment it can name
+    (its e2e id, else the charge's only one): refused, as before (the
+    inbound notification shows it)."""
+    lates = LatePayment.objects.filter(charge_id=charge.pk)
+    if notification.e2e_id:
+        lates = lates.filter(e2e_id=notification.e2e_id)
+    found = list(lates[:2])
+    if len(found) != 1:  # none recorded, or several and the news names none of them
+        raise PixServiceError("Devolução ou contestação de cobrança cancelada sem pagamento registrado.")
+    late = found[0]
+    record = returned_record(
+        charge=charge, e2e_id=late.e2e_id, amount=late.amount, returned=notification.amount, raw=notification.raw
+    )
+    noted = late_payment_returned_there(charge=charge, record=record, source=source)
+    if noted.finding is None:
+        return ApplyResult(changed=False, detail=LATE_RETURNED_DETAIL)
+    reconciliation_item_store(noted.finding, acquirer_id=charge.acquirer_id, direction="received")
+    return ApplyResult(changed=True, detail=LATE_RETURNED_DETAIL)
 
 
 def _apply(charge: Charge, notification: Notification, source: str, strict: bool) -> ApplyResult:

@@ -91,6 +91,15 @@ class LatePayment(models.Model):
     status = models.CharField("situação", max_length=16, choices=Status.choices, default=Status.OPEN)
     created_at = models.DateTimeField("registrado em", auto_now_add=True)
     resolved_at = models.DateTimeField("resolvido em", null=True, blank=True)
+    # What the acquirer says went back to the payer other than by a return of
+    # ours (a devolução made there, or MED): never credited (payments.late_evidence).
+    returned_there = models.BigIntegerField(
+        "devolvido na adquirente",
+        default=0,
+        help_text="Em centavos: o que a adquirente diz ter voltado ao pagador sem devolução nossa (lá ou por MED).",
+    )
+    returned_there_at = models.DateTimeField("devolução vista em", null=True, blank=True)
+    returned_there_evidence = models.JSONField("registro da devolução na adquirente", default=dict, blank=True)
 
     class Meta:
         verbose_name = "pagamento após cancelamento"
@@ -104,6 +113,7 @@ class LatePayment(models.Model):
             models.UniqueConstraint(fields=["e2e_id"], name="late_payment_unique_e2e"),
             models.CheckConstraint(condition=Q(amount__gt=0), name="late_payment_amount_positive"),
             models.CheckConstraint(condition=Q(platform_tax__gte=0), name="late_payment_tax_non_negative"),
+            models.CheckConstraint(condition=Q(returned_there__gte=0), name="late_payment_returned_non_negative"),
             models.CheckConstraint(
                 condition=Q(liquid_amount=F("amount") - F("platform_tax")), name="late_payment_liquid_is_net"
             ),
@@ -123,7 +133,9 @@ class LatePaymentResolution(models.Model):
     member: credited, or returned to the payer (a devolução with an id of
     its own). At most one that did not fail per late payment (a database
     constraint): the money goes one way, once. A return the acquirer says
-    it did not make fails, and the late payment waits for a decision again."""
+    it did not make fails, and the late payment waits for a decision again
+    (a refusal after an ask left unanswered only once the acquirer confirms
+    it has no such devolução: ``unclear_at``)."""
 
     class Kind(models.TextChoices):
         CREDIT = "credit", "Crédito à conta"
@@ -147,6 +159,12 @@ class LatePaymentResolution(models.Model):
     reason = models.TextField("motivo")
     attempts = models.PositiveIntegerField("pedidos à adquirente", default=0)
     last_error = models.CharField("último erro", max_length=500, blank=True)
+    unclear_at = models.DateTimeField(
+        "último pedido sem resposta em",
+        null=True,
+        blank=True,
+        help_text="A adquirente pode ter feito a devolução: recusa ou não encontrada depois disso não é final.",
+    )
     failure_reason = models.CharField("motivo da recusa", max_length=500, blank=True)
     created_at = models.DateTimeField("criada em", auto_now_add=True)
     finished_at = models.DateTimeField("concluída em", null=True, blank=True)

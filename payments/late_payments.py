@@ -17,7 +17,12 @@ Staff resolve it by maker-checker (``payments.approvals``), one way only
   guarded call, asked after the approval commits and again until the
   acquirer answers for certain (an id of its own per return: asking again is
   the same devolução, never a second one). A return the acquirer says it did
-  not make leaves the late payment waiting for a decision again.
+  not make leaves the late payment waiting for a decision again; a refusal
+  that follows an ask left unanswered is not such a word until the acquirer
+  confirms it (:func:`late_payment_return_pursue`).
+
+A Pix the acquirer says went back to its payer by other means (a devolução
+made there, MED) is never credited: :mod:`payments.late_evidence`.
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.fees import cashin_fee
@@ -40,6 +46,7 @@ from acquirers import calls
 from acquirers.adapters.base import RefundRequest, RefundStatus
 from acquirers.calls import Outcome
 from core.exceptions import PixServiceError
+from payments.late_evidence import late_credit_refusal
 from payments.models import Charge, ChargeStatus, LatePayment, LatePaymentResolution
 
 logger = logging.getLogger(__name__)
@@ -53,12 +60,26 @@ LATE_FROM = frozenset({S.CANCELED, S.FAILED})
 REFERENCE_PREFIX = "late_payment:"
 #: How often beat's sweep hands one return left processing to a worker again.
 SWEEP_EVERY = dt.timedelta(minutes=5)
+#: After an ask left unanswered (a timeout, a 5xx), how long a refusal or a
+#: "no such devolução" is taken as "not visible yet" rather than "not made":
+#: a PSP settles a devolução in seconds, but may queue it for hours when its
+#: side of the SPI is down. A return concluded too early pays the payer twice
+#: (staff credit or return the Pix again); one concluded late only waits.
+RETURN_GRACE = dt.timedelta(hours=24)
+
+
+#: What an answer without a definitive outcome says of the ask (:func:`_return_unclear`).
+Unclear = Literal["asked", "not_answered", "not_asked"]
 
 
 class LatePaymentNotOpen(PixServiceError):
     """The late payment was resolved already (or is being returned)."""
 
     default_message = "Este pagamento já foi resolvido."
+
+
+class LatePaymentReturnedThere(PixServiceError):
+    """The acquirer says the Pix (or part of it) went back to the payer: it cannot be credited."""
 
 
 # --------------------------------------------------------------------------- recording
@@ -130,12 +151,16 @@ def _open(late_payment_id: int | str) -> LatePayment:
 def late_payment_credit(*, late_payment_id: int | str, actor: str, reason: str) -> LatePaymentResolution:
     """Credit the account with the Pix net of its fee (carried out when a
     second staff member approves). Raises :class:`LatePaymentNotOpen` when it
-    was resolved already; one credit at most (the resolution's constraint and
-    the ledger's unique cause)."""
+    was resolved already, :class:`LatePaymentReturnedThere` when the acquirer
+    says its money went back to the payer; one credit at most (the
+    resolution's constraint and the ledger's unique cause)."""
     with transaction.atomic():
         late = _open(late_payment_id)
         if late.liquid_amount <= 0:
             raise LatePaymentNotOpen("O valor recebido não cobre a taxa: não há o que creditar; devolva ao pagador.")
+        if refusal := late_credit_refusal(late):
+            # Judged under the lock: a reconciliation recording the return meanwhile wins.
+            raise LatePaymentReturnedThere(refusal)
         now = timezone.now()
         resolution = LatePaymentResolution.objects.create(
             late_payment=late,
@@ -192,7 +217,16 @@ def late_payment_return_pursue(*, resolution_id: int) -> str:
     """Ask the acquirer for the return's devolução (the same id every time)
     and apply a definitive answer: returned, or not made (the late payment
     waits for a decision again). Returns the resolution's status:
-    ``processing`` means ask again later. Holds no transaction while asking."""
+    ``processing`` means ask again later. Holds no transaction while asking.
+
+    Only an explicit "not made" (``NAO_REALIZADO``) is final at once. A
+    refusal of the ask, or "no such devolução", is final only while no
+    earlier ask went unanswered: after one, the PSP may still be processing
+    that first ask, not visible yet, and a failure now would let staff
+    credit or return the Pix again while it lands (the money out twice). It
+    is asked again until :data:`RETURN_GRACE` after the last unanswered ask,
+    then concluded only when the acquirer's read (``refund_status``) confirms
+    there is no such devolução."""
     resolution = LatePaymentResolution.objects.select_related("late_payment__charge", "late_payment__acquirer").get(
         pk=resolution_id
     )
@@ -211,19 +245,69 @@ def late_payment_return_pursue(*, resolution_id: int) -> str:
     result = call.result
     if result is None:
         if call.outcome is Outcome.DECLINED:
-            # The acquirer refused the request itself: no devolução was made.
-            return _return_ended(resolution_id, R.FAILED, call.error_message or "recusada")
-        return _return_unclear(resolution_id, call.error_message or call.outcome)
+            # The acquirer refused the request (the API Pix adapter read our id's state first: none).
+            return _return_refused(resolution, request, call.error_message or "recusada")
+        # A timeout, a 5xx, an unreadable answer: the ask may have made it. Not
+        # asked at all (circuit open, no capacity): nothing learned.
+        asked = call.outcome not in (Outcome.CIRCUIT_OPEN, Outcome.BUSY)
+        return _return_unclear(resolution_id, call.error_message or call.outcome, "asked" if asked else "not_asked")
     if result.status is RefundStatus.FAILED:
         return _return_ended(resolution_id, R.FAILED, result.reason or "sem motivo")
     if result.status is RefundStatus.PROCESSING:
-        return _return_unclear(resolution_id, "em processamento na adquirente")
+        return _return_unclear(resolution_id, "em processamento na adquirente", "asked")
+    if result.status is RefundStatus.NOT_FOUND:
+        # No answer to a request to make it (never "done"): judged like a refusal.
+        return _return_refused(resolution, request, "devolução não encontrada na adquirente", first_unclear=True)
     return _return_ended(resolution_id, R.DONE, "")
 
 
-def _return_unclear(resolution_id: int, error: str) -> str:
+def _return_refused(
+    resolution: LatePaymentResolution, request: RefundRequest, detail: str, *, first_unclear: bool = False
+) -> str:
+    """The ask was refused, or the acquirer knows no such devolução. Failed
+    at once when no earlier ask went unanswered (and ``first_unclear`` is
+    off); else asked again until :data:`RETURN_GRACE` after the last
+    unanswered ask, then failed only if ``refund_status`` finds none.
+    ``first_unclear``: this answer itself is no answer to the ask (a
+    "not found"), so the grace starts now if it has not."""
+    since = resolution.unclear_at
+    if since is None and not first_unclear:
+        return _return_ended(resolution.pk, R.FAILED, detail)
+    if since is None or timezone.now() < since + RETURN_GRACE:
+        why = "não é resposta ao pedido" if since is None else "um pedido anterior ficou sem resposta"
+        note = f"{detail}; {why} e a devolução pode estar em processamento: pedido de novo"
+        return _return_unclear(resolution.pk, note, "not_answered")
+    late = resolution.late_payment
+    look = calls.call(late.acquirer, "refund_status", lambda adapter: adapter.refund_status(request))
+    if look.result is None:
+        error = f"{detail}; consulta falhou: {look.error_message or look.outcome}"
+        return _return_unclear(resolution.pk, error, "not_asked")
+    status = look.result.status
+    if status is RefundStatus.NOT_FOUND:
+        hours = int(RETURN_GRACE.total_seconds() // 3600)
+        return _return_ended(resolution.pk, R.FAILED, f"{detail}; sem devolução na adquirente {hours} h depois")
+    if status is RefundStatus.FAILED:
+        return _return_ended(resolution.pk, R.FAILED, look.result.reason or detail)
+    if status is RefundStatus.PROCESSING:
+        return _return_unclear(resolution.pk, "em processamento na adquirente", "asked")
+    return _return_ended(resolution.pk, R.DONE, "")
+
+
+def _return_unclear(resolution_id: int, error: str, seen: Unclear) -> str:
+    """No definitive answer: ask again later. ``seen`` sets the start of the
+    grace of :func:`_return_refused`: ``asked``, the ask reached the
+    acquirer and may have made the devolução (the grace starts again);
+    ``not_answered``, an answer that does not answer the ask (a refusal or
+    "not found" within the grace: it starts if it had not, never extends);
+    ``not_asked``, nothing reached it (circuit open, a read that failed)."""
+    now = timezone.now()
+    unclear_at = {
+        "asked": Value(now),
+        "not_answered": Coalesce(F("unclear_at"), Value(now)),
+        "not_asked": F("unclear_at"),
+    }[seen]
     LatePaymentResolution.objects.filter(pk=resolution_id, status=R.PROCESSING).update(
-        attempts=F("attempts") + 1, last_error=error[:500]
+        attempts=F("attempts") + 1, last_error=error[:500], unclear_at=unclear_at
     )
     logger.warning("late payment return %s: no definitive answer (%s)", resolution_id, error)
     return R.PROCESSING

@@ -32,8 +32,9 @@ from acquirers.reconcile import Finding, FindingKind, Matching, Ours
 from core.exceptions import PixServiceError
 from core.money import brl
 from payments.events import PAID_ONCE, charge_event_apply
+from payments.late_evidence import late_payment_returned_there
 from payments.late_payments import LATE_FROM
-from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
+from payments.models import Charge, ChargeStatus, ChargeTransition
 
 logger = logging.getLogger(__name__)
 
@@ -136,25 +137,36 @@ def _another_pix(record: ProviderPixRecord, charge: Charge) -> Finding:
 
 def _late(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matching: Matching) -> None:
     """A Pix for a charge cancelled or failed here: recorded as a late payment
-    (payments.late_payments, once per e2e id), where staff credit or return it."""
-    if record.status is R.REFUNDED or not record.e2e_id:
-        known = LatePayment.objects.filter(e2e_id=record.e2e_id).exists() if record.e2e_id else False
-        if record.status is R.REFUNDED and known:
-            matching.match(record.amount)  # returned there, as recorded here
+    (payments.late_payments, once per e2e id), where staff credit or return it.
+    Returned there (all or part) other than by a return of ours: recorded on
+    the late payment, never credited, an item for staff (payments.late_evidence)."""
+    if not record.e2e_id:
+        detail = "Recebido para cobrança cancelada ou falha e sem e2e id na adquirente; confira."
+        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+        return
+    if record.status is R.PAID:
+        notification = _paid(record, charge)
+        try:
+            charge_event_apply(
+                acquirer=acquirer, notification=notification, source=ChargeTransition.Source.RECONCILIATION
+            )
+        except PixServiceError as exc:
+            detail = f"Pagamento após o cancelamento não registrado: {exc.message}"[:500]
+            matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
             return
-        detail = "Recebido para cobrança cancelada ou falha e sem e2e id ou já devolvido na adquirente; confira."
+        detail = "Recebido após o cancelamento: registrado em Pagamentos após cancelamento para a equipe decidir."
+        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, healed=True, detail=detail))
+    noted = late_payment_returned_there(charge=charge, record=record, source=ChargeTransition.Source.RECONCILIATION)
+    if noted.late is None:
+        # Returned there before anything of it was recorded here: nothing to credit.
+        detail = "Recebido para cobrança cancelada ou falha e já devolvido ao pagador na adquirente; nada creditado."
         matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
         return
-    notification = _paid(record, charge)
-    try:
-        charge_event_apply(acquirer=acquirer, notification=notification, source=ChargeTransition.Source.RECONCILIATION)
-    except PixServiceError as exc:
-        detail = f"Pagamento após o cancelamento não registrado: {exc.message}"[:500]
-        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
-        return
-    detail = "Recebido após o cancelamento: registrado em Pagamentos após cancelamento para a equipe decidir."
-    matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, healed=True, detail=detail))
-    matching.match(record.amount)
+    if noted.finding is not None:
+        matching.findings.append(noted.finding)
+    # Returned there counts as matched only as recorded here: by our return, or closed as returned.
+    if record.status is R.PAID or noted.finding is None or noted.finding.healed:
+        matching.match(record.amount)
 
 
 def _partial_return(record: ProviderPixRecord, charge: Charge) -> Finding:

@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 #: The outcome of an attempt row until its call returns.
 IN_PROGRESS = "in_progress"
 #: ``error_class`` (outcome "timeout") of a call whose run ended before recording its answer.
-INTERRUPTED = "RunInterrupted"
+INTERRUPTED = services.INTERRUPTED
 INTERRUPTED_MESSAGE = (
     "execução interrompida antes de registrar a resposta (processo do worker perdido ou conexão com o banco "
     "caída): a adquirente pode ter recebido a chamada"
@@ -131,9 +131,10 @@ def lost_runs_forget(withdrawal_id: uuid.UUID | str) -> None:
 
 def calls_interrupted(attempt_ids: list[int]) -> None:
     """Calls whose run died before recording their answer: unclear, as a
-    timeout is. A send among them counts as in flight for the lease after it
-    was made (``services.payout_sends_in_flight``): the acquirer may have it
-    and record it late, so its "failed" or "not found" is not taken as final
+    timeout is. A send among them counts as in flight for the settle window
+    after it was made, as one cut at our deadline does
+    (``services.payout_sends_in_flight``): the acquirer may have it and
+    record it late, so its "failed" or "not found" is not taken as final
     meanwhile, and only it, under the same idempotency id, may settle the payout."""
     if attempt_ids:
         PayoutAttempt.objects.filter(pk__in=attempt_ids, outcome=IN_PROGRESS).update(

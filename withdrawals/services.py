@@ -257,8 +257,10 @@ def withdrawal_approve(*, withdrawal_id: uuid.UUID | str, source: str, actor: st
 
 #: How long a payout run holds its lease; longer than a task may run (CELERY_TASK_TIME_LIMIT).
 LEASE = dt.timedelta(minutes=5)
-#: ``error_class`` of a send cut at our deadline (acquirers.calls).
+#: ``error_class`` of a send cut at our deadline (acquirers.calls), and of a
+#: send whose run died before recording its answer (withdrawals.runs).
 ABANDONED = DeadlineExceeded.__name__
+INTERRUPTED = "RunInterrupted"
 
 
 def payout_settle_window() -> dt.timedelta:
@@ -269,7 +271,8 @@ def payout_sends_in_flight(withdrawal: Withdrawal) -> QuerySet[PayoutAttempt]:
     """Sends that timed out and may still land: any for the lease after it
     was made; one cut at our deadline (the acquirer was still answering when
     we closed the connection, so it had the send, and nothing says when it
-    records it) for as long as the settle window. A late answer on a row
+    records it), or one whose run was killed mid-send (nothing says how far
+    it got), for as long as the settle window. A late answer on a row
     written before calls were cut (they ran on in a thread) ends that. A
     worker that died took its calls with it: such a send waits out the
     window, then staff's queue."""
@@ -281,7 +284,7 @@ def payout_sends_in_flight(withdrawal: Withdrawal) -> QuerySet[PayoutAttempt]:
         late_at__isnull=True,
     ).filter(
         Q(created_at__gt=now - LEASE)
-        | Q(error_class=ABANDONED, created_at__gt=now - max(LEASE, payout_settle_window()))
+        | Q(error_class__in=(ABANDONED, INTERRUPTED), created_at__gt=now - max(LEASE, payout_settle_window()))
     )
 
 

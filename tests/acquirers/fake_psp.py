@@ -206,6 +206,8 @@ class FakePsp(FakeServer[Fault]):
 
     cobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     pix: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Devoluções the PSP has taken but its API does not show yet, by e2e id (see withhold_refund).
+    withheld: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _next_loc: int = 1000
 
     operations = OPERATIONS
@@ -271,6 +273,26 @@ class FakePsp(FakeServer[Fault]):
                 devolucao["motivo"] = "Conta do pagador encerrada"
         if notify:
             self.notify([e2e_id])
+
+    def withhold_refund(self, e2e_id: str, refund_id: str) -> None:
+        """The PSP took this devolução but its API does not show it yet (it
+        queues behind its side of the SPI): ``GET`` answers 404, and a
+        ``PUT`` with its id is refused as over the Pix's value (the queued one
+        counts), until :meth:`land_refund`."""
+        with self.lock:
+            devolucoes = self.pix[e2e_id]["devolucoes"]
+            (devolucao,) = [d for d in devolucoes if d["id"] == refund_id]
+            devolucoes.remove(devolucao)
+            self.withheld.setdefault(e2e_id, []).append(devolucao)
+
+    def land_refund(self, e2e_id: str, refund_id: str) -> None:
+        """A withheld devolução shows up, settled."""
+        with self.lock:
+            (devolucao,) = [d for d in self.withheld[e2e_id] if d["id"] == refund_id]
+            self.withheld[e2e_id].remove(devolucao)
+            devolucao["status"] = "DEVOLVIDO"
+            devolucao["horario"]["liquidacao"] = now_iso()
+            self.pix[e2e_id].setdefault("devolucoes", []).append(devolucao)
 
     def callback_body(self, e2e_ids: list[str]) -> dict[str, Any]:
         """The ``{webhookUrl}/pix`` callback for these Pix, validated against
@@ -506,7 +528,8 @@ class Handler(FakeHandler):
             existing = [d for d in pix.get("devolucoes", []) if d["id"] == refund_id]
             if existing:
                 return 400, problem(400, "PixDevolucaoInvalida", "Devolução inválida.", "id de devolução em uso.")
-            returned = sum(int(d["valor"].replace(".", "")) for d in pix.get("devolucoes", []))
+            queued = pix.get("devolucoes", []) + self.psp.withheld.get(e2e_id, [])
+            returned = sum(int(d["valor"].replace(".", "")) for d in queued)
             if returned + int(body["valor"].replace(".", "")) > int(pix["valor"].replace(".", "")):
                 return 400, problem(400, "PixDevolucaoInvalida", "Devolução inválida.", "Valor acima do Pix.")
             devolucao = {

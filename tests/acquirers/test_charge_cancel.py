@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import DatabaseError
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -23,7 +24,7 @@ from accounts.services import money_action_approve, money_action_request
 from acquirers.models import Acquirer, InboundNotification
 from observability import selectors
 from observability.selectors import Figure
-from payments import cancellation
+from payments import cancellation, events, late_payments
 from payments.cancellation import charge_cancel_pursue
 from payments.late_payments import late_payment_return_pursue
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, LatePaymentResolution
@@ -221,6 +222,27 @@ def test_a_cancel_that_finds_the_charge_paid_there_records_the_pix(
 # --------------------------------------------------------------------------- returned to the payer
 
 
+def return_approved(late: LatePayment, django_user_model: Any) -> LatePaymentResolution:
+    """Staff order the Pix back to its payer (maker-checker); the ask is the test's to drive."""
+    maker = django_user_model.objects.create_user(username="maker", is_staff=True)
+    checker = django_user_model.objects.create_superuser(username="checker", password="x")
+    pending = money_action_request(
+        action=MoneyActionRequest.Action.RETURN_LATE_PAYMENT,
+        target_id=late.pk,
+        requested_by=maker,
+        reason="O pagador pediu o dinheiro de volta",
+    )
+    assert money_action_approve(request_id=pending.pk, approver=checker).state == "approved"
+    return LatePaymentResolution.objects.get(late_payment=late)
+
+
+def late_paid(charge: Charge, fake_psp: FakePsp, staff_client: Callable[[str], Client]) -> tuple[str, LatePayment]:
+    staff_cancel(staff_client("operations"), charge)
+    e2e_id = fake_psp.pay(charge.txid)
+    assert callback(fake_psp, e2e_id).status_code == 200
+    return e2e_id, LatePayment.objects.get()
+
+
 @pytest.mark.django_db
 def test_a_late_payment_returned_is_one_devolucao_even_after_an_unclear_answer(
     charge: Charge,
@@ -229,21 +251,8 @@ def test_a_late_payment_returned_is_one_devolucao_even_after_an_unclear_answer(
     staff_client: Callable[[str], Client],
     django_user_model: Any,
 ) -> None:
-    staff_cancel(staff_client("operations"), charge)
-    e2e_id = fake_psp.pay(charge.txid)
-    callback(fake_psp, e2e_id)
-    late = LatePayment.objects.get()
-    maker = django_user_model.objects.create_user(username="maker", is_staff=True)
-    checker = django_user_model.objects.create_superuser(username="checker", password="x")
-
-    pending = money_action_request(
-        action=MoneyActionRequest.Action.RETURN_LATE_PAYMENT,
-        target_id=late.pk,
-        requested_by=maker,
-        reason="O pagador pediu o dinheiro de volta",
-    )
-    assert money_action_approve(request_id=pending.pk, approver=checker).state == "approved"
-    (resolution,) = LatePaymentResolution.objects.all()
+    e2e_id, late = late_paid(charge, fake_psp, staff_client)
+    resolution = return_approved(late, django_user_model)
     assert LatePayment.objects.get().status == "returning"
 
     fake_psp.delay = 2.0
@@ -259,3 +268,130 @@ def test_a_late_payment_returned_is_one_devolucao_even_after_an_unclear_answer(
     assert len(fake_psp.calls_of("devolucao.put")) == 2
     # The money never was the account's: nothing moves on its balance.
     assert available_balance(account) == 0 == ledger_sum(account)
+
+
+@pytest.mark.django_db
+def test_a_refusal_after_an_unanswered_ask_is_not_final_and_the_pix_goes_back_once(
+    charge: Charge,
+    fake_psp: FakePsp,
+    account: Account,
+    staff_client: Callable[[str], Client],
+    django_user_model: Any,
+) -> None:
+    """The finding: the first PUT timed out while the PSP processed it; the
+    retry was refused and the GET said 404 (not visible yet), so the return
+    failed, the late payment reopened, and staff could credit it or return
+    it again while the first devolução landed: the money out twice."""
+    e2e_id, late = late_paid(charge, fake_psp, staff_client)
+    resolution = return_approved(late, django_user_model)
+
+    fake_psp.delay = 2.0
+    fake_psp.fail("devolucao.put", Fault.TIMEOUT)  # taken there, answered too late...
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"
+    fake_psp.withhold_refund(e2e_id, resolution.refund_id)  # ...and not visible yet
+
+    # Asked again: refused (the queued one takes the Pix's value) and not
+    # found. After an unanswered ask that is no "not made": asked again.
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"
+    assert len(fake_psp.calls_of("devolucao.get")) == 2  # the adapter's read after each refusal: 404
+    assert LatePayment.objects.get().status == "returning"  # never reopened: nothing to credit or return again
+    asked = LatePaymentResolution.objects.get()
+    assert (asked.status, asked.attempts, asked.unclear_at is not None) == ("processing", 3, True)
+    assert "pedido anterior ficou sem resposta" in asked.last_error
+
+    fake_psp.land_refund(e2e_id, resolution.refund_id)
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "done"
+
+    assert LatePayment.objects.get().status == "returned"
+    devolucoes = fake_psp.pix[e2e_id]["devolucoes"]
+    assert [(d["id"], d["valor"], d["status"]) for d in devolucoes] == [(resolution.refund_id, "10.00", "DEVOLVIDO")]
+    assert LatePaymentResolution.objects.count() == 1
+    assert available_balance(account) == 0 == ledger_sum(account)
+
+
+@pytest.mark.django_db
+def test_a_refusal_after_an_unanswered_ask_fails_the_return_once_the_psp_confirms_none_past_the_grace(
+    charge: Charge,
+    fake_psp: FakePsp,
+    account: Account,
+    staff_client: Callable[[str], Client],
+    django_user_model: Any,
+) -> None:
+    _, late = late_paid(charge, fake_psp, staff_client)
+    resolution = return_approved(late, django_user_model)
+    fake_psp.fail("devolucao.put", Fault.RESET, Fault.DECLINED, Fault.DECLINED)  # it never took one
+
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"  # no answer
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"  # refused: not final yet
+    LatePaymentResolution.objects.filter(pk=resolution.pk).update(
+        unclear_at=timezone.now() - late_payments.RETURN_GRACE - dt.timedelta(minutes=1)
+    )
+    gets = len(fake_psp.calls_of("devolucao.get"))
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "failed"  # refused, and none there
+
+    # Past the grace the PSP's read (GET, never a PUT) confirmed there is none.
+    assert len(fake_psp.calls_of("devolucao.get")) == gets + 2  # the adapter's read after the refusal, then ours
+    assert len(fake_psp.calls_of("devolucao.put")) == 3
+    failed = LatePaymentResolution.objects.get()
+    assert "sem devolução na adquirente 24 h depois" in failed.failure_reason
+    assert (LatePayment.objects.get().status, fake_psp.pix[late.e2e_id].get("devolucoes")) == ("open", None)
+    assert available_balance(account) == 0 == ledger_sum(account)
+
+
+@pytest.mark.django_db
+def test_an_explicit_not_made_after_an_unanswered_ask_is_final(
+    charge: Charge, fake_psp: FakePsp, staff_client: Callable[[str], Client], django_user_model: Any
+) -> None:
+    e2e_id, late = late_paid(charge, fake_psp, staff_client)
+    resolution = return_approved(late, django_user_model)
+    fake_psp.refund_mode = "async"
+    fake_psp.delay = 2.0
+    fake_psp.fail("devolucao.put", Fault.TIMEOUT)
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"
+    fake_psp.settle_refund(e2e_id, resolution.refund_id, status="NAO_REALIZADO")
+
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "failed"
+    assert LatePayment.objects.get().status == "open"
+
+
+# --------------------------------------------------------------------------- an answer that cannot be recorded
+
+
+@pytest.mark.django_db
+def test_a_paid_there_whose_pix_cannot_be_recorded_is_asked_again_then_given_up_never_forever(
+    charge: Charge, fake_psp: FakePsp, staff_client: Callable[[str], Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The finding: an error recording the Pix escaped, the cancellation
+    stayed pending past its horizon, and the sweep asked again forever."""
+    staff_cancel(staff_client("operations"), charge)
+    fake_psp.pay(charge.txid)
+
+    def broken(**kwargs: Any) -> Any:
+        raise DatabaseError("could not serialize access")
+
+    monkeypatch.setattr(events, "charge_event_apply", broken)
+    assert charge_cancel_pursue(charge_id=charge.pk) == C.PENDING
+    pending = ChargeCancellation.objects.get(pk=charge.pk)
+    assert (pending.attempts, pending.next_attempt_at is not None) == (1, True)
+    assert "registro do Pix falhou: DatabaseError" in pending.last_error
+
+    assert charge_cancel_pursue(charge_id=charge.pk, now=pending.give_up_at + dt.timedelta(seconds=1)) == C.GAVE_UP
+    assert LatePayment.objects.count() == 0  # nothing half recorded
+
+
+@pytest.mark.django_db
+def test_the_sweep_leaves_a_cancellation_past_its_horizon_to_staff(
+    charge: Charge, staff_client: Callable[[str], Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handed: list[Any] = []
+    monkeypatch.setattr(cancellation, "cancel_pursue_later", lambda **kwargs: handed.append(kwargs))
+    staff_cancel(staff_client("operations"), charge)
+    past = timezone.now() - dt.timedelta(minutes=10)
+    ChargeCancellation.objects.filter(pk=charge.pk).update(next_attempt_at=past, give_up_at=past)
+
+    assert cancellation.cancellations_sweep() == 0
+
+    assert handed == []
+    gave_up = ChargeCancellation.objects.get(pk=charge.pk)
+    assert (gave_up.state, gave_up.next_attempt_at) == (C.GAVE_UP, None)

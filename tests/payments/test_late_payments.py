@@ -19,6 +19,7 @@ from accounts.models import Account, LedgerEntry, MoneyActionRequest
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import money_action_approve, money_action_request
 from acquirers import adapters
+from acquirers.adapters.base import RefundResult, RefundStatus
 from acquirers.adapters.sandbox import SandboxAdapter
 from payments import cancellation
 from payments.cancellation import charge_cancel_pursue
@@ -231,3 +232,27 @@ def test_staff_groups_can_ask_and_approve(db: Any) -> None:
     assert operations.has_perm("payments.request_late_payment_resolution")
     assert not operations.has_perm("accounts.approve_late_payment_resolution")
     assert finance.has_perm("accounts.approve_late_payment_resolution")
+
+
+@pytest.mark.django_db
+def test_a_devolucao_the_acquirer_does_not_know_is_never_taken_as_returned(
+    api: APIClient, account: Account, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The finding: "not found" in answer to the ask was read as done, the
+    late payment closed as returned with nothing returned."""
+    _, late = canceled_and_paid(api)
+    monkeypatch.setattr(
+        SandboxAdapter, "refund_charge", lambda self, request: RefundResult(status=RefundStatus.NOT_FOUND)
+    )
+    maker, checker = staff("maker", "operations"), staff("checker", "finance")
+    pending = money_action_request(action=A.RETURN_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="X")
+    assert money_action_approve(request_id=pending.pk, approver=checker).state == "approved"
+    (resolution,) = LatePaymentResolution.objects.all()
+
+    assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"
+
+    late.refresh_from_db()
+    resolution.refresh_from_db()
+    assert late.status == "returning"
+    assert (resolution.status, resolution.unclear_at is not None) == ("processing", True)
+    assert available_balance(account) == 0

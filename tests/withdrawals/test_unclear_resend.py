@@ -1,9 +1,11 @@
 """After an unclear send only that acquirer may settle the payout (README,
 "Unclear payouts"): neither a refusal of the same payout sent to it again
-nor a "failed" while our send cut at its deadline may still land frees the chain."""
+nor a "failed" or "not found" while our send (cut at its deadline, or by a
+killed worker) may still land frees the chain."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import ClassVar
 
@@ -151,4 +153,60 @@ def test_a_failed_after_a_send_cut_at_our_deadline_frees_nothing_past_the_lease(
     assert (withdrawal.status, withdrawal.payout_owner_id) == (S.APPROVED, first.pk)
     assert PaysAtOnce.sends == []
     assert Drips.sends == [withdrawal.idempotency_id]  # sent once, never again
+    assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
+
+
+@adapters.register
+class LostWithItsWorker(PayoutsOnly):
+    """A send whose run's worker was killed mid-call: how far it got is not
+    known. Asked, it answers ``answer`` ("failed", or "not found": it has not
+    recorded it yet); the same payout sent again, it says failed."""
+
+    name = "test_lost_with_worker"
+    answer: ClassVar[PayoutStatus] = PayoutStatus.NOT_FOUND
+    sends: ClassVar[list[str]] = []
+
+    def create_payout(self, request: PayoutRequest) -> PayoutResult:
+        self.sends.append(request.idempotency_id)
+        return PayoutResult(status=PayoutStatus.FAILED, reason="id em processamento")
+
+    def get_payout_status(self, idempotency_id: str) -> PayoutResult:
+        return PayoutResult(status=self.answer, reason="NAO_REALIZADO")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("answer", [PayoutStatus.NOT_FOUND, PayoutStatus.FAILED])
+def test_a_send_a_killed_worker_left_keeps_the_payout_with_its_acquirer_for_the_settle_window(
+    monkeypatch: pytest.MonkeyPatch, answer: PayoutStatus
+) -> None:
+    """The finding: a send cut by a killed worker (RunInterrupted) was in
+    flight for the lease only (5 minutes), one cut at our deadline for the
+    settle window; past 5 minutes the owner's "failed" or "not found" freed
+    the payout and the next acquirer paid it while the first send could still land."""
+    LostWithItsWorker.sends, LostWithItsWorker.answer = [], answer
+    first = AcquirerFactory(key="test_lost_acq", adapter="test_lost_with_worker", options={})
+    account, _ = _account(first, monkeypatch)
+    withdrawal = _approved(account)
+    # What a run killed mid-send leaves: the owner, and its send on record, still "in progress".
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(payout_owner=first, acquirer=first)
+    PayoutAttempt.objects.create(
+        withdrawal=withdrawal, acquirer=first, action="send", outcome="in_progress", latency_ms=0
+    )
+
+    with pytest.raises(PayoutUndetermined):
+        withdrawal_process(withdrawal_id=withdrawal.pk)  # the redelivery, at once
+    send = PayoutAttempt.objects.get(withdrawal=withdrawal, action="send")
+    assert (send.outcome, send.error_class) == ("timeout", services.INTERRUPTED)
+
+    # Six minutes on: past the lease, well within the settle window (30 min).
+    later = timezone.now() + services.LEASE + dt.timedelta(minutes=1)
+    assert later - send.created_at < services.payout_settle_window()
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    with pytest.raises(PayoutUndetermined):
+        withdrawal_process(withdrawal_id=withdrawal.pk)
+
+    withdrawal.refresh_from_db()
+    assert (withdrawal.status, withdrawal.payout_owner_id) == (S.APPROVED, first.pk)
+    assert PaysAtOnce.sends == []  # the next acquirer is never asked
+    assert LostWithItsWorker.sends == []  # nor is it sent again to the first
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
