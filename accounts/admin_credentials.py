@@ -65,18 +65,11 @@ def _status(credential: ApiCredential) -> str:
     return f"Aguardando resgate: link enviado para {link.sent_to}, válido até {until:%d/%m/%Y %H:%M}"
 
 
-def public_base_url(request: HttpRequest) -> str:
-    """Where merchants open the links: ``PUBLIC_BASE_URL``, else this back office's own address."""
-    return str(settings.PUBLIC_BASE_URL or request.build_absolute_uri("/"))
-
-
 def send_link(modeladmin: Any, request: HttpRequest, credential: ApiCredential) -> bool:
     """E-mail ``credential``'s claim link (committed first: call it outside a
     transaction) and tell staff where it went; never what it says."""
     try:
-        link = credential_link_send(
-            credential_id=credential.pk, sent_by=staff_user(request), base_url=public_base_url(request)
-        )
+        link = credential_link_send(credential_id=credential.pk, sent_by=staff_user(request))
     except (CredentialLinkRefused, CredentialLinkNotSent) as exc:
         modeladmin.message_user(request, f"{credential.public_key}: {exc.message}", messages.ERROR)
         return False

@@ -49,6 +49,10 @@ NO_CONTACT = (
     "A conta não tem e-mail de contato: a credencial só é entregue por um link enviado a ele. "
     "Peça a alteração do e-mail de contato (outra pessoa da equipe aprova) e emita de novo."
 )
+NO_BASE_URL = (
+    "O endereço público do serviço (PUBLIC_BASE_URL) não está configurado: nenhum link foi enviado. "
+    "Fale com quem opera a plataforma."
+)
 NOT_WAITING = "A credencial {key} não aguarda resgate (já foi resgatada ou revogada): nada foi enviado."
 
 #: What the claim page says for each refusal (``ClaimRefused.code``).
@@ -93,23 +97,28 @@ def credential_rotate_for_claim(*, credential: ApiCredential) -> ApiCredential:
     )
 
 
-def claim_url(token: str, base_url: str) -> str:
-    return base_url.rstrip("/") + reverse("credential_claim", args=[token])
+def claim_url(token: str) -> str:
+    """Where the merchant opens a link: always ``PUBLIC_BASE_URL``, never the
+    address of the request that sent it (its Host header is the client's to
+    forge: a link built from it would carry the token to the forger's server)."""
+    return str(settings.PUBLIC_BASE_URL).rstrip("/") + reverse("credential_claim", args=[token])
 
 
-def credential_link_send(*, credential_id: Any, sent_by: User, base_url: str) -> CredentialLink:
+def credential_link_send(*, credential_id: Any, sent_by: User) -> CredentialLink:
     """Make a new claim link for a credential waiting for its claim (the one
     in force before, if any, stops working) and e-mail it to the account's
-    contact address as it is now. Call it holding no transaction: the link is
-    committed first, then the e-mail is sent with no connection held, within
-    ``EMAIL_TIMEOUT``. ``base_url``: where the merchant opens it
-    (``PUBLIC_BASE_URL``, else the back office's own address).
+    contact address as it is now, at ``PUBLIC_BASE_URL``. Call it holding no
+    transaction: the link is committed first, then the e-mail is sent with no
+    connection held, within ``EMAIL_TIMEOUT``.
 
     Raises :class:`CredentialLinkRefused` (nothing changed) when the
-    credential no longer waits or the account has no contact e-mail, and
-    :class:`CredentialLinkNotSent` when the e-mail did not leave: the link is
-    then useless (its token existed only in this call) and sending again
-    makes another."""
+    credential no longer waits, the account has no contact e-mail or
+    ``PUBLIC_BASE_URL`` is unset, and :class:`CredentialLinkNotSent` when the
+    e-mail did not leave: the link is then useless (its token existed only in
+    this call) and sending again makes another."""
+    if not settings.PUBLIC_BASE_URL:
+        # Production refuses to start without it; anywhere else, refuse to send rather than guess.
+        raise CredentialLinkRefused(NO_BASE_URL)
     with EMAIL_BULKHEAD.slot() as taken:
         if not taken:
             raise CredentialLinkNotSent(
@@ -132,7 +141,7 @@ def credential_link_send(*, credential_id: Any, sent_by: User, base_url: str) ->
                 sent_by=sent_by,
                 expires_at=now + dt.timedelta(hours=settings.CREDENTIAL_LINK_HOURS),
             )
-        subject, body = _claim_email(account, credential, link, claim_url(token, base_url))
+        subject, body = _claim_email(account, credential, link, claim_url(token))
         release_connections(before="e-mail of a claim link")
         try:
             send_mail(subject, body, None, [account.email], fail_silently=False)

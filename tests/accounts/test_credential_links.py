@@ -62,7 +62,7 @@ def operator(db: Any) -> User:
 def issue(account: Account, operator: User, permission: str = "all") -> tuple[ApiCredential, str]:
     """A credential waiting for its claim, and the token of the link e-mailed for it."""
     credential = credential_issue_for_claim(account=account, permission=permission, label="ERP")
-    credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+    credential_link_send(credential_id=credential.pk, sent_by=operator)
     return credential, token_in(str(mail.outbox[-1].body))
 
 
@@ -99,14 +99,15 @@ def state(credential: ApiCredential) -> tuple[bool, str, str]:
 
 
 def test_the_link_goes_to_the_contact_email_and_only_its_hash_is_stored(account: Account, operator: User) -> None:
-    credential, token = issue(account, operator)
+    with override_settings(PUBLIC_BASE_URL=BASE + "/"):
+        credential, token = issue(account, operator)
 
     (email,) = mail.outbox
     assert email.to == ["financeiro@lojaazul.com.br"]
     assert "resgate a chave secreta" in email.subject
     for words in ("Olá, Loja Azul Ltda.", credential.public_key, "Permissão: Todas", "uma única vez"):
         assert words in str(email.body)
-    assert f"{BASE}/resgatar-credencial/{token}/" in str(email.body)  # PUBLIC_BASE_URL, else the back office's host
+    assert f"{BASE}/resgatar-credencial/{token}/" in str(email.body)  # at PUBLIC_BASE_URL, always
     assert SECRET.search(str(email.body)) is None  # no secret exists yet
     assert state(credential) == (False, "", "")
     link = CredentialLink.objects.get(credential=credential)
@@ -117,6 +118,32 @@ def test_the_link_goes_to_the_contact_email_and_only_its_hash_is_stored(account:
     client = APIClient()
     client.credentials(HTTP_X_PUBLIC_KEY=credential.public_key, HTTP_X_SECRET_KEY="sk_" + "x" * 43)
     assert client.get("/api/withdrawals/balance").status_code == 401
+
+
+@pytest.mark.parametrize("public_base_url", [BASE, ""])
+def test_a_forged_host_header_never_reaches_the_link(
+    staff_member: Callable[[str, str], Client], account: Account, public_base_url: str
+) -> None:
+    """An insider who can reach the back office under any Host (a permissive
+    ALLOWED_HOSTS) cannot make the official e-mail carry a link to her server:
+    links are built from PUBLIC_BASE_URL alone; without it nothing is sent."""
+    insider = staff_member("operations", "mallory")
+
+    with override_settings(PUBLIC_BASE_URL=public_base_url, ALLOWED_HOSTS=["*"]):
+        done = insider.post(
+            reverse("admin:accounts_account_issue_credential", args=[account.pk]),
+            {"permission": "all", "label": "ERP", "reason": "Pedido do cliente"},
+            HTTP_HOST="mallory.example",
+            follow=True,
+        )
+
+    assert [body for m in mail.outbox if "mallory.example" in (body := str(m.body))] == []
+    if public_base_url:
+        assert f"{BASE}/resgatar-credencial/" in str(mail.outbox[-1].body)
+    else:
+        assert mail.outbox == []
+        assert any("PUBLIC_BASE_URL" in message for message in admin_messages(done))
+        assert not CredentialLink.objects.exists()
 
 
 def test_an_account_without_a_contact_email_gets_no_link(operator: User) -> None:
@@ -143,10 +170,10 @@ def test_an_email_that_did_not_leave_delivers_nothing_and_the_link_can_be_sent_a
     backend = f"{__name__}.RefusingSmtp"
 
     with override_settings(EMAIL_BACKEND=backend), pytest.raises(CredentialLinkNotSent, match="Reenviar link"):
-        credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+        credential_link_send(credential_id=credential.pk, sent_by=operator)
 
     assert state(credential) == (False, "", "")
-    credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+    credential_link_send(credential_id=credential.pk, sent_by=operator)
     assert press_the_button(token_in(str(mail.outbox[-1].body))).status_code == 200
     assert state(credential)[0] is True
 
@@ -235,7 +262,7 @@ def test_an_expired_link_shows_a_clear_page_and_changes_nothing(
 
 def test_a_link_sent_again_replaces_the_old_one(account: Account, operator: User) -> None:
     credential, first = issue(account, operator)
-    credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+    credential_link_send(credential_id=credential.pk, sent_by=operator)
     second = token_in(str(mail.outbox[-1].body))
 
     old = Client().post(claim_url(first))
@@ -255,7 +282,7 @@ def test_revoking_a_credential_waiting_for_its_claim_kills_its_link(account: Acc
     credential.refresh_from_db()
     assert (credential.is_active, credential.secret_hash, credential.revoked_at is not None) == (False, "", True)
     with pytest.raises(CredentialLinkRefused, match="não aguarda resgate"):
-        credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+        credential_link_send(credential_id=credential.pk, sent_by=operator)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -34,7 +34,6 @@ from withdrawals.services import withdrawal_request
 pytestmark = pytest.mark.django_db
 
 WITHDRAWALS = reverse("admin:withdrawals_withdrawal_changelist")
-BASE = "https://pix.example.com"
 
 
 def staff(username: str, *groups: str) -> User:
@@ -57,7 +56,7 @@ def pending(account: Account, key_type: str = "cpf", key_value: str = "529982247
 
 def send_link(account: Account, user: User, permission: str = "all") -> None:
     credential = credential_issue_for_claim(account=account, permission=permission)
-    credential_link_send(credential_id=credential.pk, sent_by=user, base_url=BASE)
+    credential_link_send(credential_id=credential.pk, sent_by=user)
 
 
 def status(withdrawal: Withdrawal) -> str:
