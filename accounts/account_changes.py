@@ -9,7 +9,13 @@ member approves it (:func:`account_change_approve`), if the field still
 holds the value the request saw. A change that tightens them (manual
 approval switched on, a higher minimum, a lower limit) is what staff do in
 an incident, so it applies at once (:func:`loosens` says which is which).
-Creating an account is not a change: its first values are set as given.
+
+Creating an account in the back office (:func:`account_create_by_staff`)
+sets its first values as given, except the contact e-mail: that one becomes
+a pending request from empty, so the person who creates an account cannot
+also choose, alone, where its credentials' links go. ``pix_bootstrap``
+(operators with shell access, outside the back office's rules) still sets it
+directly.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from django.utils import timezone
 
 from accounts.exceptions import ApprovalRefused
 from accounts.models import Account, AccountChangeRequest
+from accounts.services import account_create
 
 Field = AccountChangeRequest.Field
 State = AccountChangeRequest.State
@@ -97,6 +104,29 @@ def account_change_request(
         raise ApprovalRefused(
             f"{label}: já existe um pedido de alteração aguardando aprovação para esta conta."
         ) from None
+
+
+#: The reason of the contact e-mail request a back-office creation makes.
+CREATION_REASON = "E-mail de contato informado no cadastro da conta"
+
+
+def account_create_by_staff(
+    *, created_by: User, name: str, email: str = "", **fields: Any
+) -> tuple[Account, AccountChangeRequest | None]:
+    """Create an account from the back office with ``fields`` as given and no
+    contact e-mail: ``email``, when given, becomes a pending change request
+    by ``created_by`` (from empty), which another staff member must approve
+    before any claim link can be sent to it. The creator is that request's
+    requester, so segregation of duties counts them as having chosen the
+    contact (``accounts.segregation``)."""
+    with transaction.atomic():
+        account = account_create(name=name, email="", **fields)
+        pending = None
+        if email.strip():
+            pending = account_change_request(
+                account=account, field=Field.EMAIL, new_value=email, requested_by=created_by, reason=CREATION_REASON
+            )
+    return account, pending
 
 
 def _decision(request_id: Any, staff: User) -> AccountChangeRequest:

@@ -118,8 +118,14 @@ class AccountAdminForm(forms.ModelForm[Account]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.instance._state.adding:
-            # Creating an account changes nothing: its first values are set as given.
+            # Creating an account changes nothing: its first values are set as
+            # given, but for the contact e-mail (accounts.account_changes).
             self.fields.pop(CHANGE_REASON, None)
+            if "email" in self.fields:
+                self.fields["email"].help_text = (
+                    "Não vale ao cadastrar: vira um pedido de alteração que outra pessoa da equipe aprova antes "
+                    "que qualquer link de credencial seja enviado a ele."
+                )
         if self.instance.document:
             # Shown as staff read it; an untouched value does not count as changed.
             self.initial["document"] = format_document(self.instance.document)
