@@ -29,8 +29,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.exceptions import ApprovalRefused
-from accounts.models import Account, AccountChangeRequest
+from accounts.models import Account, AccountChangeRequest, CredentialLink
 from accounts.services import account_create
+from core.plural import plural
 
 Field = AccountChangeRequest.Field
 State = AccountChangeRequest.State
@@ -163,6 +164,21 @@ def account_change_approve(*, request_id: Any, approver: User, note: str = "") -
             setattr(account, request.field, request.new_value)
             account.save(update_fields=[request.field, "updated_at"])
             request.state = State.APPROVED
+            if request.field == Field.EMAIL:
+                # Links in the old contact's mailbox would still hand out the
+                # secrets: they stop working with the change (the credentials
+                # still wait, and their links can be sent again to the new one).
+                replaced = CredentialLink.objects.filter(
+                    credential__account_id=account.pk, used_at=None, replaced_at=None
+                ).update(replaced_at=timezone.now())
+                if replaced:
+                    request.outcome = plural(
+                        replaced,
+                        "{n} link de resgate em aberto, enviado ao e-mail anterior, deixou de funcionar: "
+                        "reenvie-o ao novo e-mail.",
+                        "{n} links de resgate em aberto, enviados ao e-mail anterior, deixaram de funcionar: "
+                        "reenvie-os ao novo e-mail.",
+                    )
         _record_decision(request, approver, note)
     return request
 

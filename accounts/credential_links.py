@@ -8,8 +8,9 @@ SHA-256 of its token is stored. Opening the link shows a button; pressing it
 (a POST, so a mail scanner that fetches the link consumes nothing) makes the
 secret, activates the credential and shows the secret once, in that answer
 only. A link works once, for ``CREDENTIAL_LINK_HOURS``, and only while it is
-the credential's latest: sending another, or revoking the credential,
-replaces it.
+the credential's latest: sending another, revoking the credential, or an
+approved change of the account's contact e-mail replaces it; so does an
+e-mail that did not leave.
 
 The secret therefore exists in the merchant's browser and nowhere else: not
 in a page, message, log or e-mail staff can read, not in the database.
@@ -64,7 +65,9 @@ CLAIM_MESSAGES = {
     CLAIM_UNKNOWN: "Este link de resgate não existe. Confira se o endereço foi copiado inteiro.",
     CLAIM_USED: "Este link já foi usado: a chave secreta foi exibida uma única vez e não é mostrada de novo.",
     CLAIM_EXPIRED: "Este link expirou.",
-    CLAIM_REPLACED: "Este link foi substituído por um mais novo ou a credencial foi revogada.",
+    CLAIM_REPLACED: (
+        "Este link foi substituído por um mais novo, o e-mail de contato da conta mudou ou a credencial foi revogada."
+    ),
 }
 
 

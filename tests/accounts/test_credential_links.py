@@ -24,6 +24,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts import credential_links
+from accounts.account_changes import account_change_approve, account_change_request
 from accounts.credential_links import (
     credential_claim,
     credential_issue_for_claim,
@@ -283,6 +284,33 @@ def test_revoking_a_credential_waiting_for_its_claim_kills_its_link(account: Acc
     assert (credential.is_active, credential.secret_hash, credential.revoked_at is not None) == (False, "", True)
     with pytest.raises(CredentialLinkRefused, match="não aguarda resgate"):
         credential_link_send(credential_id=credential.pk, sent_by=operator)
+
+
+def test_an_approved_contact_change_kills_the_links_sent_to_the_old_address(account: Account, operator: User) -> None:
+    credential, token = issue(account, operator)
+    other, others_token = issue(AccountFactory(email="contato@outra.com.br"), operator)
+    checker = User.objects.create_user(username="fernanda", password="x", is_staff=True)
+    checker.groups.add(Group.objects.get(name="finance"))
+    pending = account_change_request(
+        account=account, field="email", new_value="novo@lojaazul.com.br", requested_by=operator, reason="Troca"
+    )
+    assert Client().get(claim_url(token)).status_code == 200  # asked only: nothing changed yet
+
+    approved = account_change_approve(request_id=pending.pk, approver=User.objects.get(pk=checker.pk))
+
+    assert approved.state == "approved"
+    assert approved.outcome.startswith("1 link de resgate em aberto")
+    old = Client().post(claim_url(token))
+    assert old.status_code == 410
+    assert "o e-mail de contato da conta mudou" in html(old)
+    assert state(credential) == (False, "", "")
+    # The credential still waits: its link goes again, to the new contact.
+    credential_link_send(credential_id=credential.pk, sent_by=operator)
+    assert mail.outbox[-1].to == ["novo@lojaazul.com.br"]
+    assert press_the_button(token_in(str(mail.outbox[-1].body))).status_code == 200
+    # Another account's link is not touched.
+    assert press_the_button(others_token).status_code == 200
+    assert state(other)[0] is True
 
 
 @pytest.mark.django_db(transaction=True)
