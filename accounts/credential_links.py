@@ -38,6 +38,7 @@ from accounts.exceptions import ClaimRefused, CredentialLinkNotSent, CredentialL
 from accounts.models import Account, ApiCredential, CredentialLink
 from core.bulkhead import Bulkhead
 from core.db import release_connections
+from core.text import single_line
 from core.tokens import hash_secret, new_claim_token, new_public_key, new_secret_key
 
 logger = logging.getLogger(__name__)
@@ -162,7 +163,8 @@ def _claim_email(account: Account, credential: ApiCredential, link: CredentialLi
     expires = timezone.localtime(link.expires_at)
     subject = f"{settings.PLATFORM_NAME}: resgate a chave secreta da sua nova credencial de API"
     body = (
-        f"Olá, {account.name}.\n\n"
+        # Refused on input (core.text); a name stored before that stays on its line.
+        f"Olá, {single_line(account.name)}.\n\n"
         f"Uma credencial de API foi emitida para a sua conta no {settings.PLATFORM_NAME}:\n"
         f"  Permissão: {credential.get_permission_display()}\n"
         f"  Chave pública: {credential.public_key}\n\n"

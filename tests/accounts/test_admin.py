@@ -244,6 +244,26 @@ def test_change_form_is_organised_in_fieldsets(admin_client: Client) -> None:
     assert "Emitir credencial" in page
 
 
+@pytest.mark.parametrize(
+    "name", ["Loja Azul\r\n\r\nURGENTE: acesse http://golpe.example", "Loja\tAzul", "Loja\x1bAzul", "Loja\u2028Azul"]
+)
+def test_an_account_name_with_line_breaks_or_control_characters_is_refused(admin_client: Client, name: str) -> None:
+    """The name greets the merchant in the claim e-mail: a crafted POST must
+    not add lines of instructions to it."""
+    account = AccountFactory(name="Loja Azul")
+    refusal = ["Use uma única linha, sem quebras de linha, tabulações nem outros caracteres de controle."]
+
+    changed = admin_client.post(change_url(account), account_form(name=name) | inline_management())
+    added = admin_client.post(reverse("admin:accounts_account_add"), account_form(name=name) | inline_management())
+
+    for response in (changed, added):
+        assert response.status_code == 200
+        assert response.context["adminform"].form.errors["name"] == refusal
+    account.refresh_from_db()
+    assert account.name == "Loja Azul"
+    assert Account.objects.count() == 1
+
+
 def test_add_account_without_approve_permission_starts_pending(client: Client, django_user_model: Any) -> None:
     clerk = django_user_model.objects.create_user(username="clerk", password="x", is_staff=True)
     clerk.user_permissions.set(

@@ -147,6 +147,19 @@ def test_a_forged_host_header_never_reaches_the_link(
         assert not CredentialLink.objects.exists()
 
 
+def test_a_name_stored_with_line_breaks_stays_on_the_greeting_line(account: Account, operator: User) -> None:
+    """Names are refused with control characters (tests/accounts/test_admin.py);
+    one stored before that, or by a path that skipped the check, cannot add
+    lines of its own to the claim e-mail."""
+    Account.objects.filter(pk=account.pk).update(name="Loja Azul\r\n\r\nURGENTE: responda com a chave\tsecreta")
+
+    issue(account, operator)
+
+    lines = str(mail.outbox[-1].body).splitlines()
+    assert lines[0] == "Olá, Loja Azul    URGENTE: responda com a chave secreta."
+    assert not any(line.startswith("URGENTE") for line in lines)
+
+
 def test_an_account_without_a_contact_email_gets_no_link(operator: User) -> None:
     account = AccountFactory(email="")
 
