@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from accounts.exceptions import ClaimRefused, CredentialLinkNotSent, CredentialLinkRefused
 from accounts.models import Account, ApiCredential, CredentialLink
+from accounts.services import rotated_label
 from core.bulkhead import Bulkhead
 from core.db import release_connections
 from core.text import single_line
@@ -95,9 +96,7 @@ def credential_rotate_for_claim(*, credential: ApiCredential) -> ApiCredential:
     its claim. The old one stays active until it is revoked, as for any
     rotation, so the merchant switches without downtime."""
     return credential_issue_for_claim(
-        account=credential.account,
-        permission=credential.permission,
-        label=(credential.label or credential.public_key)[:90] + " (rotated)",
+        account=credential.account, permission=credential.permission, label=rotated_label(credential)
     )
 
 
@@ -152,6 +151,14 @@ def credential_link_send(*, credential_id: Any, sent_by: User) -> CredentialLink
         except (OSError, smtplib.SMTPException) as exc:
             # The reason, never the message (it carries the link).
             logger.warning("claim link %s of credential %s not sent: %s", link.pk, credential.public_key, type(exc))
+            # Never left as a link sent and valid: staff would wait for a claim
+            # that cannot come. Should the server have delivered it after all
+            # (an error after DATA), the merchant finds it replaced and asks
+            # for another: the safe side.
+            now = timezone.now()
+            CredentialLink.objects.filter(pk=link.pk, used_at=None, replaced_at=None).update(
+                send_failed_at=now, replaced_at=now
+            )
             raise CredentialLinkNotSent(
                 f"O e-mail para {account.email} não pôde ser enviado agora ({type(exc).__name__}): nada foi "
                 "entregue. Use «Reenviar link de resgate» na credencial."

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, User
 from django.core import mail
 from django.core.mail.backends.base import BaseEmailBackend
@@ -187,6 +188,10 @@ def test_an_email_that_did_not_leave_delivers_nothing_and_the_link_can_be_sent_a
         credential_link_send(credential_id=credential.pk, sent_by=operator)
 
     assert state(credential) == (False, "", "")
+    # Not left as a link sent and valid: it never was.
+    failed = CredentialLink.objects.get(credential=credential)
+    assert failed.send_failed_at is not None
+    assert failed.replaced_at == failed.send_failed_at
     credential_link_send(credential_id=credential.pk, sent_by=operator)
     assert press_the_button(token_in(str(mail.outbox[-1].body))).status_code == 200
     assert state(credential)[0] is True
@@ -366,6 +371,28 @@ def test_the_claim_token_never_reaches_a_log_line() -> None:
 
 
 # --------------------------------------------------------------------------- the back office
+
+
+def test_staff_see_a_link_whose_email_failed_as_failed_and_the_attempt_is_logged(
+    staff_member: Callable[[str, str], Client], account: Account, operator: User
+) -> None:
+    credential, _ = issue(account, operator)
+    client = staff_member("operations", "otavio")
+
+    with override_settings(EMAIL_BACKEND=f"{__name__}.RefusingSmtp"):
+        done = admin_action(client, CREDENTIALS, "resend_link", [credential.pk], reason="O cliente não recebeu")
+
+    assert "não pôde ser enviado agora (SMTPServerDisconnected)" in admin_messages(done)[0]
+    assert not CredentialLink.objects.filter(credential=credential, used_at=None, replaced_at=None).exists()
+    page = html(client.get(reverse("admin:accounts_apicredential_change", args=[credential.pk])))
+    assert "o e-mail para financeiro@lojaazul.com.br falhou em" in page
+    assert "válido até" not in page
+    logged = LogEntry.objects.filter(object_id=str(credential.pk), user__username="otavio")
+    assert [entry.change_message for entry in logged] == [
+        "Link de resgate não enviado: O e-mail para financeiro@lojaazul.com.br não pôde ser enviado agora "
+        "(SMTPServerDisconnected): nada foi entregue. Use «Reenviar link de resgate» na credencial. "
+        "Motivo: O cliente não recebeu"
+    ]
 
 
 def test_staff_send_the_link_again_from_the_credentials_list(
