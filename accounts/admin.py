@@ -34,7 +34,6 @@ from accounts.admin_account_form import (
     SUMMARY,
     AccountAdminForm,
     bare_document,
-    format_document,
 )
 from accounts.admin_account_status import TRANSITIONS, list_action, transition_view
 
@@ -52,6 +51,7 @@ from accounts.services import account_rotate_postback_secret
 from core.admin import ReadOnlyAdminMixin
 from core.admin_money import ReaisFieldsMixin
 from core.admin_reveal import reveal_later, reveal_url
+from core.documents import format_document
 from core.money import brl
 
 if TYPE_CHECKING:

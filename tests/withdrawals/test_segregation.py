@@ -197,6 +197,25 @@ def test_the_approval_screen_shows_the_key_and_its_holder_and_refuses_the_inside
     assert status(by_cpf) == WithdrawalStatus.APPROVED
 
 
+def test_the_approval_screens_show_the_accounts_document_and_flag_a_key_of_another(
+    staff_member: Callable[[str, str], Client], account: Account
+) -> None:
+    someone_else = pending(account)  # a CPF key; the account is a CNPJ
+    its_own = pending(account, key_type="cnpj", key_value="11222333000181")
+    colleague = staff_member("operations", "otavio")
+
+    confirm = admin_action(colleague, WITHDRAWALS, "approve", [someone_else.pk, its_own.pk]).content.decode()
+    page = colleague.get(reverse("admin:withdrawals_withdrawal_change", args=[someone_else.pk])).content.decode()
+
+    flagged = "CPF 529.982.247-25 (a própria chave); nome não informado. ATENÇÃO: não é o documento da conta"
+    for text in (confirm, page):
+        assert "CPF/CNPJ da conta" in text
+        assert f"{flagged} (11.222.333/0001-81)" in text
+    assert "CNPJ 11.222.333/0001-81 (a própria chave); nome não informado: o documento da própria conta" in confirm
+    assert confirm.count("ATENÇÃO") == 1
+    assert {status(someone_else), status(its_own)} == {WithdrawalStatus.PENDING}
+
+
 def test_the_withdrawal_page_shows_a_cnpj_key_holder(
     staff_member: Callable[[str, str], Client], account: Account
 ) -> None:
