@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import re
 import smtplib
 import threading
@@ -19,6 +20,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, User
 from django.core import mail
 from django.core.mail.backends.base import BaseEmailBackend
+from django.core.management import call_command
 from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -33,7 +35,7 @@ from accounts.credential_links import (
 )
 from accounts.exceptions import ClaimRefused, CredentialLinkNotSent, CredentialLinkRefused
 from accounts.models import Account, ApiCredential, CredentialLink
-from accounts.services import credential_revoke
+from accounts.services import credential_issue, credential_revoke
 from core.logging import REDACTED, redact
 from core.tokens import hash_secret
 from tests.factories import AccountFactory
@@ -359,6 +361,34 @@ def test_two_claims_at_once_give_the_secret_exactly_once(
     assert len(won) == 1, outcomes
     assert all(isinstance(outcome, ClaimRefused) and outcome.code == "used" for outcome in lost), lost
     assert state(credential) == (True, hash_secret(won[0].secret_key), won[0].secret_key[-4:])
+
+
+def test_the_command_lists_the_active_credentials_no_claim_link_delivered(account: Account, operator: User) -> None:
+    """What was shown to staff before claim links (or printed by pix_bootstrap)
+    is found, to be rotated through a link and revoked."""
+    shown_all = credential_issue(account=account, permission="all", label="antiga\tdo ERP").credential
+    shown_cashout = credential_issue(account=account, permission="cashout").credential
+    shown_cashin = credential_issue(account=account, permission="cashin").credential
+    credential_revoke(credential=credential_issue(account=account, permission="all").credential)
+    claimed, token = issue(account, operator)
+    assert press_the_button(token).status_code == 200
+    issue(account, operator)  # waiting for its claim: authenticates nothing
+
+    def listed(*args: str) -> tuple[list[list[str]], str]:
+        out, err = io.StringIO(), io.StringIO()
+        call_command("credentials_not_delivered_by_link", *args, stdout=out, stderr=err)
+        return [line.split("\t") for line in out.getvalue().splitlines()], err.getvalue()
+
+    rows, said = listed()
+    assert rows[0] == ["public_key", "permission", "account_id", "account", "label", "created_at", "last_used_at"]
+    assert [row[:5] for row in rows[1:]] == [
+        [shown_all.public_key, "all", str(account.pk), "Loja Azul Ltda", "antiga do ERP"],
+        [shown_cashout.public_key, "cashout", str(account.pk), "Loja Azul Ltda", ""],
+    ]
+    assert "2 active credential(s)" in said
+    rows, said = listed("--all-permissions")
+    assert [row[0] for row in rows[1:]] == [shown_all.public_key, shown_cashout.public_key, shown_cashin.public_key]
+    assert claimed.public_key not in {row[0] for row in rows}
 
 
 def test_the_claim_token_never_reaches_a_log_line() -> None:
