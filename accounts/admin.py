@@ -42,10 +42,11 @@ from accounts.admin_changes import CHANGE_REASON_FIELDSET, pending_changes, repo
 
 # Also registers the credentials list.
 from accounts.admin_credentials import CredentialInline, can_manage_credentials, issue_credential_view
+from accounts.admin_decisions import staff_user
 from accounts.admin_settlement import settlement_view
 
 # Registers the maker-checker queue (pedidos de aprovação).
-from accounts.approvals_admin import MoneyActionRequestAdmin, staff_user  # noqa: F401
+from accounts.approvals_admin import MoneyActionRequestAdmin  # noqa: F401
 from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.services import account_rotate_postback_secret
 from core.admin import ReadOnlyAdminMixin

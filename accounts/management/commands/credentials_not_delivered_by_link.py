@@ -2,7 +2,7 @@
 active credentials whose secret someone other than the merchant may have seen
 (issued or rotated in the back office before claim links, or by
 ``pix_bootstrap`` or a shell), so operators can rotate them through claim
-links and revoke them (README, "Back office › Details")."""
+links and revoke them (README, "Back office", "Details")."""
 
 from __future__ import annotations
 
@@ -52,4 +52,5 @@ class Command(BaseCommand):
             )
             self.stdout.write("\t".join(row))
             count += 1
-        self.stderr.write(f"{count} active credential(s) not delivered by a claim link")
+        noun = "credential" if count == 1 else "credentials"
+        self.stderr.write(f"{count} active {noun} not delivered by a claim link")
