@@ -349,19 +349,6 @@ class CredentialLinkAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[CredentialLink]):
     """Where each claim link went, who sent it, and whether it was used: the
     evidence segregation of duties reads. The token is never stored."""
 
-    list_display = (
-        "id",
-        "credential",
-        "sent_to",
-        "sent_by",
-        "created_at",
-        "expires_at",
-        "used_at",
-        "replaced_at",
-        "send_failed_at",
-    )
-    list_select_related = ("credential", "sent_by")
-    search_fields = ("credential__public_key", "sent_to", "credential__account__name")
     fields = (
         "credential",
         "sent_to",
@@ -372,5 +359,8 @@ class CredentialLinkAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[CredentialLink]):
         "replaced_at",
         "send_failed_at",
     )
+    list_display = ("id", *fields)
+    list_select_related = ("credential", "sent_by")
+    search_fields = ("credential__public_key", "sent_to", "credential__account__name")
     readonly_fields = fields
     exclude = ("token_hash",)
