@@ -13,7 +13,7 @@ COPY . .
 # collectstatic needs settings but no database: give the production checks
 # throwaway values for this build step only.
 RUN DATABASE_URL=postgres://build@localhost/build REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build \
-    ALLOWED_HOSTS=localhost python manage.py collectstatic --noinput \
+    ALLOWED_HOSTS=localhost PUBLIC_BASE_URL=https://build.invalid python manage.py collectstatic --noinput \
     && useradd --system --uid 10001 pix && mkdir -p /app/var/metrics && chown -R pix /app/var
 
 USER pix

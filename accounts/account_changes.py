@@ -9,7 +9,13 @@ member approves it (:func:`account_change_approve`), if the field still
 holds the value the request saw. A change that tightens them (manual
 approval switched on, a higher minimum, a lower limit) is what staff do in
 an incident, so it applies at once (:func:`loosens` says which is which).
-Creating an account is not a change: its first values are set as given.
+
+Creating an account in the back office (:func:`account_create_by_staff`)
+sets its first values as given, except the contact e-mail: that one becomes
+a pending request from empty, so the person who creates an account cannot
+also choose, alone, where its credentials' links go. ``pix_bootstrap``
+(operators with shell access, outside the back office's rules) still sets it
+directly.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.exceptions import ApprovalRefused
-from accounts.models import Account, AccountChangeRequest
+from accounts.models import Account, AccountChangeRequest, CredentialLink
+from accounts.services import account_create
+from core.plural import plural
 
 Field = AccountChangeRequest.Field
 State = AccountChangeRequest.State
@@ -99,6 +107,29 @@ def account_change_request(
         ) from None
 
 
+#: The reason of the contact e-mail request a back-office creation makes.
+CREATION_REASON = "E-mail de contato informado no cadastro da conta"
+
+
+def account_create_by_staff(
+    *, created_by: User, name: str, email: str = "", **fields: Any
+) -> tuple[Account, AccountChangeRequest | None]:
+    """Create an account from the back office with ``fields`` as given and no
+    contact e-mail: ``email``, when given, becomes a pending change request
+    by ``created_by`` (from empty), which another staff member must approve
+    before any claim link can be sent to it. The creator is that request's
+    requester, so segregation of duties counts them as having chosen the
+    contact (``accounts.segregation``)."""
+    with transaction.atomic():
+        account = account_create(name=name, email="", **fields)
+        pending = None
+        if email.strip():
+            pending = account_change_request(
+                account=account, field=Field.EMAIL, new_value=email, requested_by=created_by, reason=CREATION_REASON
+            )
+    return account, pending
+
+
 def _decision(request_id: Any, staff: User) -> AccountChangeRequest:
     """The pending request, locked, once ``staff`` may decide it."""
     request = AccountChangeRequest.objects.select_for_update().select_related("requested_by").get(pk=request_id)
@@ -133,6 +164,21 @@ def account_change_approve(*, request_id: Any, approver: User, note: str = "") -
             setattr(account, request.field, request.new_value)
             account.save(update_fields=[request.field, "updated_at"])
             request.state = State.APPROVED
+            if request.field == Field.EMAIL:
+                # Links in the old contact's mailbox would still hand out the
+                # secrets: they stop working with the change (the credentials
+                # still wait, and their links can be sent again to the new one).
+                replaced = CredentialLink.objects.filter(
+                    credential__account_id=account.pk, used_at=None, replaced_at=None
+                ).update(replaced_at=timezone.now())
+                if replaced:
+                    request.outcome = plural(
+                        replaced,
+                        "{n} link de resgate em aberto, enviado ao e-mail anterior, deixou de funcionar: "
+                        "reenvie-o ao novo e-mail.",
+                        "{n} links de resgate em aberto, enviados ao e-mail anterior, deixaram de funcionar: "
+                        "reenvie-os ao novo e-mail.",
+                    )
         _record_decision(request, approver, note)
     return request
 

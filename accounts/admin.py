@@ -24,6 +24,7 @@ from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from accounts.account_changes import account_create_by_staff
 from accounts.admin_account_form import (
     ACCOUNT_REAIS_FIELDS,
     ADD_IDENTITY,
@@ -33,27 +34,25 @@ from accounts.admin_account_form import (
     SUMMARY,
     AccountAdminForm,
     bare_document,
-    format_document,
 )
 from accounts.admin_account_status import TRANSITIONS, list_action, transition_view
 
 # Also registers the queue of account change requests.
-from accounts.admin_changes import CHANGE_REASON_FIELDSET, pending_changes, save_controlled_changes
+from accounts.admin_changes import CHANGE_REASON_FIELDSET, pending_changes, report_requested, save_controlled_changes
 
 # Also registers the credentials list.
 from accounts.admin_credentials import CredentialInline, can_manage_credentials, issue_credential_view
+from accounts.admin_decisions import staff_user
 from accounts.admin_settlement import settlement_view
 
 # Registers the maker-checker queue (pedidos de aprovação).
 from accounts.approvals_admin import MoneyActionRequestAdmin  # noqa: F401
 from accounts.models import Account, AccountBalance, LedgerEntry
-from accounts.services import (
-    account_create,
-    account_rotate_postback_secret,
-)
+from accounts.services import account_rotate_postback_secret
 from core.admin import ReadOnlyAdminMixin
 from core.admin_money import ReaisFieldsMixin
 from core.admin_reveal import reveal_later, reveal_url
+from core.documents import format_document
 from core.money import brl
 
 if TYPE_CHECKING:
@@ -210,13 +209,17 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
             model_fields = {field.name for field in Account._meta.concrete_fields}
             obj.save(update_fields=[*(f for f in form.fields if f in model_fields and f not in left), "updated_at"])
             return
-        # account_create gives the account its balance row. The inlines, the
-        # admin log and the redirect that follow hold the form's instance, so
-        # it becomes the row just created.
-        created = account_create(**form.cleaned_data)
+        # The account gets its balance row, and its contact e-mail only by a
+        # request another staff member approves (one person would otherwise
+        # choose where its credentials' links go). The inlines, the admin log
+        # and the redirect that follow hold the form's instance, so it becomes
+        # the row just created.
+        created, pending = account_create_by_staff(created_by=staff_user(request), **form.cleaned_data)
         obj.pk = created.pk
         obj.refresh_from_db()
         obj._state.adding = False
+        if pending is not None:
+            report_requested(self, request, obj, pending)
 
     def construct_change_message(self, request: HttpRequest, form: Any, formsets: Any, add: bool = False) -> Any:
         # What is only asked for did not change: the request's own entry says so.

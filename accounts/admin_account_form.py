@@ -13,7 +13,7 @@ from django.db.models import CheckConstraint, Q
 
 from accounts.admin_changes import CHANGE_REASON, change_reason_field, clean_controlled_changes
 from accounts.models import Account, PaymentMethod
-from core.documents import normalize_document
+from core.documents import format_document, normalize_document
 from core.money import brl
 
 if TYPE_CHECKING:
@@ -22,16 +22,6 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------- documents and search
 
 _DOCUMENT_FORMATTING = re.compile(r"[.\-/\s]")
-
-
-def format_document(value: str) -> str:
-    """``11222333000181`` → ``11.222.333/0001-81``; ``52998224725`` →
-    ``529.982.247-25``; anything else as stored."""
-    if len(value) == 14:
-        return f"{value[:2]}.{value[2:5]}.{value[5:8]}/{value[8:12]}-{value[12:]}"
-    if len(value) == 11 and value.isdigit():
-        return f"{value[:3]}.{value[3:6]}.{value[6:9]}-{value[9:]}"
-    return value
 
 
 def bare_document(value: str) -> str:
@@ -118,8 +108,14 @@ class AccountAdminForm(forms.ModelForm[Account]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.instance._state.adding:
-            # Creating an account changes nothing: its first values are set as given.
+            # Creating an account changes nothing: its first values are set as
+            # given, but for the contact e-mail (accounts.account_changes).
             self.fields.pop(CHANGE_REASON, None)
+            if "email" in self.fields:
+                self.fields["email"].help_text = (
+                    "Não vale ao cadastrar: vira um pedido de alteração que outra pessoa da equipe aprova antes "
+                    "que qualquer link de credencial seja enviado a ele."
+                )
         if self.instance.document:
             # Shown as staff read it; an untouched value does not count as changed.
             self.initial["document"] = format_document(self.instance.document)

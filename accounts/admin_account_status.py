@@ -21,11 +21,11 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 
-from accounts.admin_account_form import format_document
 from accounts.exceptions import InvalidTransition
 from accounts.models import Account
 from accounts.services import account_approve, account_reject, account_set_blocked
 from core.admin import CONFIRMED, ReasonForm, reason_form
+from core.documents import format_document
 
 
 @dataclass(frozen=True)

@@ -136,17 +136,25 @@ def save_controlled_changes(modeladmin: Any, request: HttpRequest, account: Acco
         except ApprovalRefused as exc:
             modeladmin.message_user(request, exc.message, messages.ERROR)
             continue
-        modeladmin.log_change(
-            request, account, f"Pedido de alteração #{pending.pk} ({change}), aguardando aprovação. Motivo: {reason}"
-        )
-        modeladmin.log_addition(request, pending, f"Pedido: {change}. Motivo: {reason}")
-        modeladmin.message_user(
-            request,
-            f"{change}: nada mudou ainda. O pedido #{pending.pk} aguarda a aprovação de outra pessoa da equipe "
-            "(Contas: Pedidos de alteração de conta).",
-            messages.WARNING,
-        )
+        report_requested(modeladmin, request, account, pending)
     return untouched
+
+
+def report_requested(modeladmin: Any, request: HttpRequest, account: Account, pending: AccountChangeRequest) -> None:
+    """A change only asked for: logged on the account and the request, and staff told nothing changed yet."""
+    change = f"{pending.get_field_display()}: {pending.shown(pending.old_value)} → {pending.shown(pending.new_value)}"
+    modeladmin.log_change(
+        request,
+        account,
+        f"Pedido de alteração #{pending.pk} ({change}), aguardando aprovação. Motivo: {pending.reason}",
+    )
+    modeladmin.log_addition(request, pending, f"Pedido: {change}. Motivo: {pending.reason}")
+    modeladmin.message_user(
+        request,
+        f"{change}: nada mudou ainda. O pedido #{pending.pk} aguarda a aprovação de outra pessoa da equipe "
+        "(Contas: Pedidos de alteração de conta).",
+        messages.WARNING,
+    )
 
 
 @admin.display(description="alterações aguardando aprovação")

@@ -58,27 +58,28 @@ def _status(credential: ApiCredential) -> str:
         return "Ativa"
     link = credential.claim_links.filter(used_at=None, replaced_at=None).first()
     if link is None:
-        return "Aguardando resgate: nenhum link enviado"
+        last = credential.claim_links.order_by("-created_at").first()
+        if last is not None and last.send_failed_at is not None:
+            when = timezone.localtime(last.send_failed_at)
+            return f"Aguardando resgate: o e-mail para {last.sent_to} falhou em {when:%d/%m/%Y %H:%M}; nenhum link vale"
+        return "Aguardando resgate: nenhum link em vigor"
     if link.expires_at <= timezone.now():
         return f"Aguardando resgate: o link enviado para {link.sent_to} expirou"
     until = timezone.localtime(link.expires_at)
     return f"Aguardando resgate: link enviado para {link.sent_to}, válido até {until:%d/%m/%Y %H:%M}"
 
 
-def public_base_url(request: HttpRequest) -> str:
-    """Where merchants open the links: ``PUBLIC_BASE_URL``, else this back office's own address."""
-    return str(settings.PUBLIC_BASE_URL or request.build_absolute_uri("/"))
-
-
-def send_link(modeladmin: Any, request: HttpRequest, credential: ApiCredential) -> bool:
+def send_link(modeladmin: Any, request: HttpRequest, credential: ApiCredential, reason: str) -> bool:
     """E-mail ``credential``'s claim link (committed first: call it outside a
-    transaction) and tell staff where it went; never what it says."""
+    transaction) and tell staff where it went; never what it says. An e-mail
+    that did not leave is in the credential's admin log too, with ``reason``."""
     try:
-        link = credential_link_send(
-            credential_id=credential.pk, sent_by=staff_user(request), base_url=public_base_url(request)
-        )
+        link = credential_link_send(credential_id=credential.pk, sent_by=staff_user(request))
     except (CredentialLinkRefused, CredentialLinkNotSent) as exc:
         modeladmin.message_user(request, f"{credential.public_key}: {exc.message}", messages.ERROR)
+        if isinstance(exc, CredentialLinkNotSent):
+            logger: Any = modeladmin  # the log takes any record's type
+            logger.log_change(request, credential, f"Link de resgate não enviado: {exc.message} Motivo: {reason}")
         return False
     modeladmin.message_user(
         request,
@@ -159,7 +160,7 @@ def issue_credential_view(modeladmin: admin.ModelAdmin[Account], request: HttpRe
         except CredentialLinkRefused as exc:
             form.add_error(None, exc.message)
         else:
-            send_link(modeladmin, request, credential)
+            send_link(modeladmin, request, credential, reason)
             done = redirect(f"admin:{opts.app_label}_{opts.model_name}_change", quote(account.pk))
             done.status_code = 303
             return done
@@ -254,19 +255,41 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
         return _status(credential)
 
     @admin.action(description="Revogar credenciais selecionadas", permissions=["manage_credentials"])
-    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> None:
-        revoked = 0
-        for credential in queryset.order_by("pk"):
-            with transaction.atomic():
-                if credential_revoke(credential=credential):
-                    self.log_change(request, credential, "Revogada")
-                    revoked += 1
-        if revoked:
-            self.message_user(request, _credentials(revoked, "revogada", "revogadas") + ".", messages.SUCCESS)
-        if skipped := queryset.count() - revoked:
-            self.message_user(
-                request, _credentials(skipped, "já estava revogada", "já estavam revogadas") + ".", messages.WARNING
-            )
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> HttpResponse | None:
+        def perform(reason: str) -> None:
+            revoked = 0
+            for credential in queryset.order_by("pk"):
+                with transaction.atomic():
+                    if credential_revoke(credential=credential):
+                        self.log_change(request, credential, f"Revogada. Motivo: {reason}")
+                        revoked += 1
+            if revoked:
+                self.message_user(request, _credentials(revoked, "revogada", "revogadas") + ".", messages.SUCCESS)
+            if skipped := queryset.count() - revoked:
+                self.message_user(
+                    request, _credentials(skipped, "já estava revogada", "já estavam revogadas") + ".", messages.WARNING
+                )
+
+        # Confirmed with a reason, like every action that changes what a merchant can do.
+        eligible = queryset.filter(revoked_at=None)
+        if not eligible.exists():
+            perform("")
+            return None
+        return confirm_or_perform(
+            self,
+            request,
+            queryset,
+            name="revoke",
+            description="Revogar credenciais",
+            template=CONFIRM_TEMPLATE,
+            perform=perform,
+            page=lambda: {
+                "effect": "Cada credencial deixa de autenticar agora e para sempre: as integrações que a usam recebem "
+                "401, e um link de resgate em aberto deixa de funcionar.",
+                "credentials": list(eligible.select_related("account").order_by("pk")),
+                "revoking": True,
+            },
+        )
 
     @admin.action(
         description="Rotacionar credenciais selecionadas (link ao e-mail de contato)",
@@ -284,7 +307,7 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
             except CredentialLinkRefused as exc:
                 self.message_user(request, f"{credential.public_key}: {exc.message}", messages.ERROR)
                 return
-            send_link(self, request, new)
+            send_link(self, request, new, reason)
 
         # A revoked key was taken out of use on purpose, and one waiting for its
         # claim has nothing to rotate: only active ones.
@@ -305,7 +328,7 @@ class ApiCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[ApiCredential]):
     @admin.action(description="Reenviar link de resgate (ao e-mail de contato)", permissions=["manage_credentials"])
     def resend_link(self, request: HttpRequest, queryset: QuerySet[ApiCredential]) -> HttpResponse | None:
         def resend_one(credential: ApiCredential, reason: str) -> None:
-            if send_link(self, request, credential):
+            if send_link(self, request, credential, reason):
                 self.log_change(request, credential, f"Link de resgate reenviado. Motivo: {reason}")
 
         return link_action(
@@ -326,9 +349,18 @@ class CredentialLinkAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[CredentialLink]):
     """Where each claim link went, who sent it, and whether it was used: the
     evidence segregation of duties reads. The token is never stored."""
 
-    list_display = ("id", "credential", "sent_to", "sent_by", "created_at", "expires_at", "used_at", "replaced_at")
+    fields = (
+        "credential",
+        "sent_to",
+        "sent_by",
+        "created_at",
+        "expires_at",
+        "used_at",
+        "replaced_at",
+        "send_failed_at",
+    )
+    list_display = ("id", *fields)
     list_select_related = ("credential", "sent_by")
     search_fields = ("credential__public_key", "sent_to", "credential__account__name")
-    fields = ("credential", "sent_to", "sent_by", "created_at", "expires_at", "used_at", "replaced_at")
     readonly_fields = fields
     exclude = ("token_hash",)

@@ -29,7 +29,10 @@ class MoneyAction:
     record's own transition service, with the request's reason.
     ``check_reason(reason)``, when given, raises
     :class:`~accounts.exceptions.ApprovalRefused` for a reason that
-    ``perform`` would refuse, so it is refused when asked, not approved."""
+    ``perform`` would refuse, so it is refused when asked, not approved.
+    ``destination(target_id)``, for an action whose money leaves the
+    platform, says to whom (pt-BR, as the record knows it), for the approver
+    to check before approving."""
 
     action: str
     target_type: str  # "app_label.model", as the request stores it
@@ -37,6 +40,7 @@ class MoneyAction:
     quote: Callable[[str], Quote]
     perform: Callable[[str, str, str], None]
     check_reason: Callable[[str], None] | None = None
+    destination: Callable[[str], str] | None = None
 
 
 _REGISTRY: dict[str, MoneyAction] = {}

@@ -25,6 +25,7 @@ from accounts.admin_decisions import (
     decide_each,
     staff_user,
 )
+from accounts.approvals import money_action
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
 from accounts.services import money_action_approve, money_action_reject, money_action_request
@@ -145,6 +146,24 @@ NOT_MOVING_ACTIONS = frozenset({MoneyActionRequest.Action.RETURN_LATE_PAYMENT})
 PENDING_ONLY = (State.PENDING,)
 
 
+def _destination(pending: MoneyActionRequest) -> str:
+    """Where the money goes, as the record knows it: for a refund, the payer
+    the charge names (the approver checks it is not a colleague's own)."""
+    try:
+        describe = money_action(pending.action).destination
+    except LookupError:
+        describe = None
+    if describe is not None:
+        return describe(pending.target_id)
+    if pending.action in DEBITING_ACTIONS or pending.action in NOT_MOVING_ACTIONS:
+        return "—"
+    return "Saldo da conta"
+
+
+#: The confirmation pages' column: to whom a refund sends the merchant's money.
+DESTINATION_COLUMN = ("Para onde vai o dinheiro", _destination)
+
+
 @admin.register(MoneyActionRequest)
 class MoneyActionRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.ModelAdmin[MoneyActionRequest]):
     """The queue of money actions waiting for a second staff member."""
@@ -159,7 +178,16 @@ class MoneyActionRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.Mode
     ordering = QUEUE_ORDERING
     list_select_related = ("account", "requested_by", "decided_by")
     search_fields = ("=target_id", "account__name")
-    fields = ("action", "account", "amount_display", "target_link", *DECISION_COLUMNS, "decision_note", "outcome")
+    fields = (
+        "action",
+        "account",
+        "amount_display",
+        "destination_display",
+        "target_link",
+        *DECISION_COLUMNS,
+        "decision_note",
+        "outcome",
+    )
     readonly_fields = fields
     actions = (
         confirm_first(
@@ -175,7 +203,9 @@ class MoneyActionRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.Mode
                 amount=_signed_amount,
                 from_statuses=PENDING_ONLY,
                 status_field="state",
-                note="Só outra pessoa, que não fez o pedido, pode aprová-lo.",
+                note="Só outra pessoa, que não fez o pedido, pode aprová-lo. Num estorno, confira para quem o "
+                "dinheiro vai.",
+                columns=(DESTINATION_COLUMN,),
             ),
         ),
         confirm_first(
@@ -189,6 +219,7 @@ class MoneyActionRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.Mode
                 amount=_requested_amount,
                 from_statuses=PENDING_ONLY,
                 status_field="state",
+                columns=(DESTINATION_COLUMN,),
             ),
         ),
     )
@@ -210,6 +241,10 @@ class MoneyActionRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.Mode
     @admin.display(description="valor", ordering="amount")
     def amount_display(self, pending: MoneyActionRequest) -> str:
         return brl(_signed_amount(pending))
+
+    @admin.display(description="para onde vai o dinheiro")
+    def destination_display(self, pending: MoneyActionRequest) -> str:
+        return _destination(pending)
 
     @admin.display(description="registro")
     def target_link(self, pending: MoneyActionRequest) -> str:

@@ -8,8 +8,9 @@ SHA-256 of its token is stored. Opening the link shows a button; pressing it
 (a POST, so a mail scanner that fetches the link consumes nothing) makes the
 secret, activates the credential and shows the secret once, in that answer
 only. A link works once, for ``CREDENTIAL_LINK_HOURS``, and only while it is
-the credential's latest: sending another, or revoking the credential,
-replaces it.
+the credential's latest: sending another, revoking the credential, or an
+approved change of the account's contact e-mail replaces it; so does an
+e-mail that did not leave.
 
 The secret therefore exists in the merchant's browser and nowhere else: not
 in a page, message, log or e-mail staff can read, not in the database.
@@ -35,8 +36,10 @@ from django.utils import timezone
 
 from accounts.exceptions import ClaimRefused, CredentialLinkNotSent, CredentialLinkRefused
 from accounts.models import Account, ApiCredential, CredentialLink
+from accounts.services import rotated_label
 from core.bulkhead import Bulkhead
 from core.db import release_connections
+from core.text import single_line
 from core.tokens import hash_secret, new_claim_token, new_public_key, new_secret_key
 
 logger = logging.getLogger(__name__)
@@ -49,6 +52,10 @@ NO_CONTACT = (
     "A conta não tem e-mail de contato: a credencial só é entregue por um link enviado a ele. "
     "Peça a alteração do e-mail de contato (outra pessoa da equipe aprova) e emita de novo."
 )
+NO_BASE_URL = (
+    "O endereço público do serviço (PUBLIC_BASE_URL) não está configurado: nenhum link foi enviado. "
+    "Fale com quem opera a plataforma."
+)
 NOT_WAITING = "A credencial {key} não aguarda resgate (já foi resgatada ou revogada): nada foi enviado."
 
 #: What the claim page says for each refusal (``ClaimRefused.code``).
@@ -60,7 +67,9 @@ CLAIM_MESSAGES = {
     CLAIM_UNKNOWN: "Este link de resgate não existe. Confira se o endereço foi copiado inteiro.",
     CLAIM_USED: "Este link já foi usado: a chave secreta foi exibida uma única vez e não é mostrada de novo.",
     CLAIM_EXPIRED: "Este link expirou.",
-    CLAIM_REPLACED: "Este link foi substituído por um mais novo ou a credencial foi revogada.",
+    CLAIM_REPLACED: (
+        "Este link foi substituído por um mais novo, o e-mail de contato da conta mudou ou a credencial foi revogada."
+    ),
 }
 
 
@@ -87,29 +96,32 @@ def credential_rotate_for_claim(*, credential: ApiCredential) -> ApiCredential:
     its claim. The old one stays active until it is revoked, as for any
     rotation, so the merchant switches without downtime."""
     return credential_issue_for_claim(
-        account=credential.account,
-        permission=credential.permission,
-        label=(credential.label or credential.public_key)[:90] + " (rotated)",
+        account=credential.account, permission=credential.permission, label=rotated_label(credential)
     )
 
 
-def claim_url(token: str, base_url: str) -> str:
-    return base_url.rstrip("/") + reverse("credential_claim", args=[token])
+def claim_url(token: str) -> str:
+    """Where the merchant opens a link: always ``PUBLIC_BASE_URL``, never the
+    address of the request that sent it (its Host header is the client's to
+    forge: a link built from it would carry the token to the forger's server)."""
+    return str(settings.PUBLIC_BASE_URL).rstrip("/") + reverse("credential_claim", args=[token])
 
 
-def credential_link_send(*, credential_id: Any, sent_by: User, base_url: str) -> CredentialLink:
+def credential_link_send(*, credential_id: Any, sent_by: User) -> CredentialLink:
     """Make a new claim link for a credential waiting for its claim (the one
     in force before, if any, stops working) and e-mail it to the account's
-    contact address as it is now. Call it holding no transaction: the link is
-    committed first, then the e-mail is sent with no connection held, within
-    ``EMAIL_TIMEOUT``. ``base_url``: where the merchant opens it
-    (``PUBLIC_BASE_URL``, else the back office's own address).
+    contact address as it is now, at ``PUBLIC_BASE_URL``. Call it holding no
+    transaction: the link is committed first, then the e-mail is sent with no
+    connection held, within ``EMAIL_TIMEOUT``.
 
     Raises :class:`CredentialLinkRefused` (nothing changed) when the
-    credential no longer waits or the account has no contact e-mail, and
-    :class:`CredentialLinkNotSent` when the e-mail did not leave: the link is
-    then useless (its token existed only in this call) and sending again
-    makes another."""
+    credential no longer waits, the account has no contact e-mail or
+    ``PUBLIC_BASE_URL`` is unset, and :class:`CredentialLinkNotSent` when the
+    e-mail did not leave: the link is then useless (its token existed only in
+    this call) and sending again makes another."""
+    if not settings.PUBLIC_BASE_URL:
+        # Production refuses to start without it; anywhere else, refuse to send rather than guess.
+        raise CredentialLinkRefused(NO_BASE_URL)
     with EMAIL_BULKHEAD.slot() as taken:
         if not taken:
             raise CredentialLinkNotSent(
@@ -132,13 +144,21 @@ def credential_link_send(*, credential_id: Any, sent_by: User, base_url: str) ->
                 sent_by=sent_by,
                 expires_at=now + dt.timedelta(hours=settings.CREDENTIAL_LINK_HOURS),
             )
-        subject, body = _claim_email(account, credential, link, claim_url(token, base_url))
+        subject, body = _claim_email(account, credential, link, claim_url(token))
         release_connections(before="e-mail of a claim link")
         try:
             send_mail(subject, body, None, [account.email], fail_silently=False)
         except (OSError, smtplib.SMTPException) as exc:
             # The reason, never the message (it carries the link).
             logger.warning("claim link %s of credential %s not sent: %s", link.pk, credential.public_key, type(exc))
+            # Never left as a link sent and valid: staff would wait for a claim
+            # that cannot come. Should the server have delivered it after all
+            # (an error after DATA), the merchant finds it replaced and asks
+            # for another: the safe side.
+            now = timezone.now()
+            CredentialLink.objects.filter(pk=link.pk, used_at=None, replaced_at=None).update(
+                send_failed_at=now, replaced_at=now
+            )
             raise CredentialLinkNotSent(
                 f"O e-mail para {account.email} não pôde ser enviado agora ({type(exc).__name__}): nada foi "
                 "entregue. Use «Reenviar link de resgate» na credencial."
@@ -150,7 +170,8 @@ def _claim_email(account: Account, credential: ApiCredential, link: CredentialLi
     expires = timezone.localtime(link.expires_at)
     subject = f"{settings.PLATFORM_NAME}: resgate a chave secreta da sua nova credencial de API"
     body = (
-        f"Olá, {account.name}.\n\n"
+        # Refused on input (core.text); a name stored before that stays on its line.
+        f"Olá, {single_line(account.name)}.\n\n"
         f"Uma credencial de API foi emitida para a sua conta no {settings.PLATFORM_NAME}:\n"
         f"  Permissão: {credential.get_permission_display()}\n"
         f"  Chave pública: {credential.public_key}\n\n"

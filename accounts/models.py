@@ -12,6 +12,7 @@ from django.db.models import Q
 
 from core.money import brl
 from core.snapshots import WatchedQuerySet
+from core.text import validate_single_line
 from core.tokens import new_webhook_secret
 
 
@@ -40,7 +41,8 @@ class Account(models.Model):
         blank=True,
         help_text="Referência do operador (pix_bootstrap).",
     )
-    name = models.CharField("nome", max_length=200)
+    # It greets the merchant in the claim e-mail: one line, nothing a crafted POST could add.
+    name = models.CharField("nome", max_length=200, validators=[validate_single_line])
     document = models.CharField("CPF/CNPJ", max_length=14, blank=True, db_index=True)
     # Contact for the back office only: never in the API.
     email = models.EmailField("e-mail de contato", blank=True, help_text="Uso interno da equipe; não aparece na API.")

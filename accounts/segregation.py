@@ -9,7 +9,14 @@ member
 - asked for a change of the account's contact e-mail (pending or applied),
   or approved one,
 
-they may not approve that account's withdrawals. The withdrawal approval
+they may not approve that account's withdrawals. Whoever creates an account
+in the back office with a contact e-mail is that e-mail's requester
+(``accounts.account_changes.account_create_by_staff``), so the creator counts
+through the decision that matters: who chose where its links go. Creating an
+account without one is not counted by itself: its other first values (manual
+approval, limits) reach no one until a contact another person approved
+receives a credential, and counting it would only take approvers away from a
+small team. The withdrawal approval
 service asks :func:`withdrawal_approval_conflict` before it approves
 (``withdrawals.approvals.withdrawal_staff_approve``); hiding a button would
 not be enough.

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, router
-from django.db.models import Case, QuerySet, Sum, UUIDField, Value, When
+from django.db.models import Case, Exists, OuterRef, QuerySet, Sum, UUIDField, Value, When
 
-from accounts.models import Account, AccountBalance, ApiCredential, LedgerEntry
+from accounts.models import Account, AccountBalance, ApiCredential, CredentialLink, LedgerEntry
 from core.db import from_rows, plain_columns, statement_of
 
 # The request rule of the spec; an account may only raise it (decisions §5).
@@ -138,3 +138,16 @@ def statement_record(entry: LedgerEntry) -> dict[str, str] | None:
             if re.fullmatch(ref.pattern, entry.reference):
                 return {"type": ref.record_type, "id": str(indirect)}
     return None
+
+
+def credentials_not_delivered_by_link(*, permissions: tuple[str, ...]) -> QuerySet[ApiCredential]:
+    """Active credentials of ``permissions`` that no claim link delivered:
+    their secret was shown to whoever made them (the back office before
+    claim links, ``pix_bootstrap``, a shell), by account and age."""
+    delivered = CredentialLink.objects.filter(credential=OuterRef("pk"))
+    return (
+        ApiCredential.objects.filter(is_active=True, permission__in=permissions)
+        .exclude(Exists(delivered))
+        .select_related("account")
+        .order_by("account__name", "created_at", "pk")
+    )

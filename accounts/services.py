@@ -156,13 +156,19 @@ def credential_revoke(*, credential: ApiCredential) -> bool:
     return bool(updated)
 
 
+ROTATED = " (rotacionada)"
+
+
+def rotated_label(credential: ApiCredential) -> str:
+    """The label of ``credential``'s successor: its own (or its key), marked, within the column's 100."""
+    return (credential.label or credential.public_key)[: 100 - len(ROTATED)] + ROTATED
+
+
 def credential_rotate(*, credential: ApiCredential) -> IssuedCredential:
     """A new pair with the same permission; the old one stays active until revoked,
     so clients can switch without downtime."""
     return credential_issue(
-        account=credential.account,
-        permission=credential.permission,
-        label=(credential.label or credential.public_key)[:90] + " (rotated)",
+        account=credential.account, permission=credential.permission, label=rotated_label(credential)
     )
 
 

@@ -35,7 +35,17 @@ class CredentialLink(models.Model):
     expires_at = models.DateTimeField("válido até")
     used_at = models.DateTimeField("usado em", null=True, blank=True)
     replaced_at = models.DateTimeField(
-        "substituído em", null=True, blank=True, help_text="Por um link mais novo, ou pela revogação da credencial."
+        "substituído em",
+        null=True,
+        blank=True,
+        help_text="Por um link mais novo, pela revogação da credencial, pela troca do e-mail de contato da conta "
+        "ou pela falha no envio do e-mail.",
+    )
+    send_failed_at = models.DateTimeField(
+        "falha no envio em",
+        null=True,
+        blank=True,
+        help_text="O e-mail não saiu: o link nunca valeu (substituído no mesmo instante).",
     )
 
     class Meta:

@@ -27,3 +27,13 @@ def normalize_cnpj(value: str) -> str | None:
 def normalize_document(value: str) -> str | None:
     """A valid CPF or CNPJ without formatting, else None."""
     return normalize_cpf(value) or normalize_cnpj(value)
+
+
+def format_document(value: str) -> str:
+    """``11222333000181`` → ``11.222.333/0001-81``; ``52998224725`` →
+    ``529.982.247-25``; anything else as stored (for staff's screens)."""
+    if len(value) == 14:
+        return f"{value[:2]}.{value[2:5]}.{value[5:8]}/{value[8:12]}-{value[12:]}"
+    if len(value) == 11 and value.isdigit():
+        return f"{value[:3]}.{value[3:6]}.{value[6:9]}-{value[9:]}"
+    return value

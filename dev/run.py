@@ -138,6 +138,8 @@ def _metrics_env(var: Path, port: str) -> dict[str, str]:
 
 def main() -> int:
     port = os.environ.get("PORT", "8000")
+    # Claim links e-mailed by this run (printed on the console) open on this server.
+    os.environ.setdefault("PUBLIC_BASE_URL", f"http://127.0.0.1:{port}")
     print("== starting PostgreSQL and Redis (embedded, under ./var/, unless DATABASE_URL/REDIS_URL)", flush=True)
     demo = prepare()
     print(banner(demo["keys"], demo["admin"], port), flush=True)

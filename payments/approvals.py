@@ -17,6 +17,7 @@ from accounts.exceptions import ActionNotExecutable
 from accounts.models import MoneyActionRequest
 from acquirers import adapters
 from acquirers.adapters.base import AdapterError, InvalidOptions
+from core.documents import format_document
 from payments import exceptions as err
 from payments import refunds
 from payments.events import CHARGEBACK_RESOLVABLE_FROM
@@ -131,6 +132,30 @@ def _quote_refund(target_id: str) -> approvals.Quote:
     return approvals.Quote(account_id=charge.account_id, amount=charge.liquid_amount)
 
 
+#: A devolução goes back to the account the Pix came from, which the acquirer
+#: knows; what this platform can show the approver is who the records name.
+_RETURNED = "a devolução volta à conta que pagou o Pix"
+
+
+def _refund_destination(target_id: str) -> str:
+    try:
+        charge = Charge.objects.only("buyer_name", "buyer_document").get(pk=target_id)
+    except (Charge.DoesNotExist, ValidationError):
+        return "Cobrança não encontrada."
+    document = charge.buyer_document
+    kind = "CPF" if len(document) == 11 else "CNPJ" if len(document) == 14 else "Documento"
+    shown = f"{kind} {format_document(document)}" if document else "documento não informado"
+    return f"Ao pagador: {charge.buyer_name or 'nome não informado'}, {shown} (como a cobrança o informa; {_RETURNED})"
+
+
+def _late_return_destination(target_id: str) -> str:
+    late = LatePayment.objects.filter(pk=target_id).only("payer_info").first() if target_id.isdigit() else None
+    if late is None:
+        return "Pagamento após cancelamento não encontrado."
+    payer = late.payer_info or "não informado pela adquirente"
+    return f"Ao pagador: {payer} (como a adquirente o informou; {_RETURNED})"
+
+
 def _refund(target_id: str, actor: str, reason: str) -> None:
     """Approved: the refund is reserved now, in the approval's transaction
     (it may take the balance below zero, as every staff refund: decisions
@@ -165,9 +190,14 @@ def _refund(target_id: str, actor: str, reason: str) -> None:
 def register() -> None:
     # A Pix received after the cancel: credited, or returned to the payer,
     # only once a second staff member approves (payments.late_payments).
-    for action, quote, resolve in (
-        (MoneyActionRequest.Action.CREDIT_LATE_PAYMENT, _quote_late_credit, late_payment_credit),
-        (MoneyActionRequest.Action.RETURN_LATE_PAYMENT, _quote_late_return, late_payment_return),
+    for action, quote, resolve, destination in (
+        (MoneyActionRequest.Action.CREDIT_LATE_PAYMENT, _quote_late_credit, late_payment_credit, None),
+        (
+            MoneyActionRequest.Action.RETURN_LATE_PAYMENT,
+            _quote_late_return,
+            late_payment_return,
+            _late_return_destination,
+        ),
     ):
         approvals.register(
             approvals.MoneyAction(
@@ -176,6 +206,7 @@ def register() -> None:
                 approve_permission="accounts.approve_late_payment_resolution",
                 quote=quote,
                 perform=_resolving(resolve),
+                destination=destination,
             )
         )
     approvals.register(
@@ -207,5 +238,6 @@ def register() -> None:
             approve_permission="accounts.approve_charge_refund",
             quote=_quote_refund,
             perform=_refund,
+            destination=_refund_destination,
         )
     )

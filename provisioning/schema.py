@@ -32,6 +32,7 @@ from core.fields import (
     StrictDecimalField,
     StrictIntegerField,
 )
+from core.text import validate_single_line
 from webhooks.exceptions import endpoint_limit_message
 from webhooks.http import url_refusal
 from webhooks.models import WebhookEndpoint
@@ -171,7 +172,7 @@ class WebhookSpecSerializer(serializers.Serializer[Any]):
 
 class AccountSpecSerializer(serializers.Serializer[Any]):
     ref = ref_field()
-    name = StrictCharField(required=False, max_length=200)
+    name = StrictCharField(required=False, max_length=200, validators=[validate_single_line])
     # CPF (11 digits) or CNPJ (14 characters, the last two digits: the
     # alphanumeric CNPJ keeps numeric check digits).
     document = StrictCharField(

@@ -40,6 +40,7 @@ from withdrawals.admin_parts import (
     PayoutStateFilter,
     WithdrawalColumns,
     WithdrawalTransitionInline,
+    account_document,
     destination,
     key_holder,
 )
@@ -187,12 +188,14 @@ class WithdrawalAdmin(
                 column="Enviado via Pix",
                 amount=_liquid,
                 from_statuses=(WithdrawalStatus.PENDING,),
-                note="Confira a chave de destino e o titular. Quem emitiu ou rotacionou uma credencial com "
-                "permissão de saque de uma conta, ou pediu ou aprovou a alteração do e-mail de contato dela, não "
-                "pode aprovar os saques dessa conta por um período (segregação de funções).",
+                note="Confira a chave de destino e o titular (um CPF/CNPJ que não é o da conta vem marcado). "
+                "Quem emitiu ou rotacionou uma credencial com permissão de saque de uma conta, ou pediu ou aprovou "
+                "a alteração do e-mail de contato dela, não pode aprovar os saques dessa conta por um período "
+                "(segregação de funções).",
                 columns=(
                     ("Chave de destino", lambda withdrawal: destination(None, withdrawal)),
                     ("Titular da chave", key_holder),
+                    ("CPF/CNPJ da conta", account_document),
                 ),
             ),
         ),

@@ -12,10 +12,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from accounts.admin_account_form import format_document
 from core.admin import ReadOnlyInlineMixin
 from core.admin_lists import labelled, short_id
 from core.admin_money import money
+from core.documents import format_document, normalize_document
 from withdrawals.models import PayoutAttempt, PixKeyType, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import payout_settle_window
 
@@ -102,16 +102,34 @@ def destination(modeladmin: Any, withdrawal: Withdrawal) -> str:
 def key_holder(withdrawal: Withdrawal) -> str:
     """Who receives the Pix, as far as the withdrawal says: it keeps only the
     key (the API asks for no holder), so a CPF or CNPJ key names the holder's
-    document and any other key says nobody is known."""
+    document (flagged when it is not the account's own) and any other key
+    says nobody is known."""
     if withdrawal.pix_key_type in (PixKeyType.CPF, PixKeyType.CNPJ):
         kind = PixKeyType(withdrawal.pix_key_type).label
-        return f"{kind} {format_document(withdrawal.pix_key)} (a própria chave); nome não informado"
+        holder = f"{kind} {format_document(withdrawal.pix_key)} (a própria chave); nome não informado"
+        own = withdrawal.account.document
+        if not own:
+            return f"{holder}. ATENÇÃO: a conta não tem CPF/CNPJ cadastrado para comparar"
+        if (normalize_document(withdrawal.pix_key) or withdrawal.pix_key.upper()) != own:
+            return f"{holder}. ATENÇÃO: não é o documento da conta ({format_document(own)})"
+        return f"{holder}: o documento da própria conta"
     return "Desconhecido: o saque informa só a chave, sem o nome nem o documento do titular"
+
+
+def account_document(withdrawal: Withdrawal) -> str:
+    """The account's own CPF/CNPJ, beside the key's holder on the approval screens."""
+    own = withdrawal.account.document
+    return format_document(own) if own else "Não cadastrado"
 
 
 @admin.display(description="Titular da chave")
 def destination_holder(modeladmin: Any, withdrawal: Withdrawal) -> str:
     return key_holder(withdrawal)
+
+
+@admin.display(description="CPF/CNPJ da conta")
+def account_document_display(modeladmin: Any, withdrawal: Withdrawal) -> str:
+    return account_document(withdrawal)
 
 
 class WithdrawalColumns:
@@ -131,6 +149,7 @@ class WithdrawalColumns:
     paid_at_label = labelled("paid_at", "Pago em")
     destination = destination
     destination_holder = destination_holder
+    account_document_display = account_document_display
     short_id = short_id
 
     fieldsets: ClassVar[Any] = (
@@ -150,7 +169,18 @@ class WithdrawalColumns:
                 )
             },
         ),
-        ("Destino", {"fields": ("pix_key_type_label", "pix_key_label", "destination_holder", "e2e_id_label")}),
+        (
+            "Destino",
+            {
+                "fields": (
+                    "pix_key_type_label",
+                    "pix_key_label",
+                    "destination_holder",
+                    "account_document_display",
+                    "e2e_id_label",
+                )
+            },
+        ),
         (
             "Pagamento",
             {
@@ -179,6 +209,6 @@ class WithdrawalColumns:
         computed = [
             f
             for f in flatten_fieldsets(self.fieldsets or ())
-            if f.endswith(("_brl", "_label")) or f == "destination_holder"
+            if f.endswith(("_brl", "_label")) or f in ("destination_holder", "account_document_display")
         ]
         return [*super().get_readonly_fields(request, obj), *computed]  # type: ignore[misc]

@@ -14,3 +14,5 @@ PIX_SANDBOX = env.bool("PIX_SANDBOX", default=True)
 ADMIN_OTP_REQUIRED = env.bool("ADMIN_OTP_REQUIRED", default=False)
 # E-mails (credential claim links) are printed by the web process, not sent.
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+# Where claim links point: this machine's server (`make run` sets it from PORT).
+PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")

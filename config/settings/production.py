@@ -1,6 +1,7 @@
 """Production: compose / real deployments. Refuses to start half-configured."""
 
 import os
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -45,6 +46,16 @@ if EMAIL_BACKEND.rsplit(".", 2)[-2] in ("console", "filebased", "locmem", "dummy
     raise ImproperlyConfigured(
         f"EMAIL_BACKEND={EMAIL_BACKEND!r} does not send e-mail: production sends credential claim links "  # noqa: F405
         "through SMTP (EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD)."
+    )
+_public = urlsplit(PUBLIC_BASE_URL)  # noqa: F405
+if _public.scheme != "https" or not _public.hostname:
+    # Claim links are built from it alone (never from a request's Host, which
+    # a client can forge): without it no credential could be delivered, and
+    # over http a link's token would cross the network in the clear.
+    raise ImproperlyConfigured(
+        f"PUBLIC_BASE_URL={PUBLIC_BASE_URL!r} is not an https:// address: production needs the public "  # noqa: F405
+        "https:// address where merchants open the credential claim links e-mailed to them "
+        "(PUBLIC_BASE_URL=https://pix.example.com)."
     )
 
 # X-Forwarded-Proto is believed only when a proxy in front sets it (and drops

@@ -45,3 +45,11 @@ ADMIN_OTP_REQUIRED = env.bool("ADMIN_OTP_REQUIRED", default=True)
 # row lock the second step for ADMIN_LOGIN_COOLOFF_MINUTES (staff.selectors).
 OTP_TOTP_THROTTLE_FACTOR = 1
 OTP_STATIC_THROTTLE_FACTOR = 1
+
+# --------------------------------------------------------------------------- staff sessions
+# Sessions are the back office's alone: the API authenticates every request by
+# its keys, and the claim page by the link's token. A staff session ends
+# SESSION_COOKIE_AGE seconds after it was last written (its sign-in, in
+# practice) and when the browser closes, rather than after Django's two weeks.
+SESSION_COOKIE_AGE = env.int("SESSION_COOKIE_AGE", default=12 * 60 * 60)
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True

@@ -26,7 +26,10 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="PIX Service <nao-res
 # E-mails being sent at once per process; past it staff are told to try again (core.bulkhead).
 EMAIL_MAX_IN_FLIGHT = env.int("EMAIL_MAX_IN_FLIGHT", default=4)
 # Where merchants open the links e-mailed to them (https://pix.example.com).
-# Empty: the host of the back-office request that sent the link.
+# Never taken from a request: its Host header is the client's to forge, and a
+# link built from it would carry a credential's token to the forger. Production
+# refuses to start without an https:// one; local and test settings give the
+# local server's address; unset, no link is sent.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 # How long a credential's claim link works (README, "Back office").
 CREDENTIAL_LINK_HOURS = env.float("CREDENTIAL_LINK_HOURS", default=24.0)

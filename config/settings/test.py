@@ -10,8 +10,9 @@ WEBHOOKS_ALLOW_PRIVATE_NETWORKS = True
 PIX_SANDBOX = True
 # As in production: staff fixtures sign in with a second factor (tests.helpers.staff_login).
 ADMIN_OTP_REQUIRED = True
-# E-mails stay in django.core.mail.outbox.
+# E-mails stay in django.core.mail.outbox; claim links point at the test client's host.
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+PUBLIC_BASE_URL = "http://testserver"
 # A transaction open across an acquirer call or a webhook delivery fails the test (core/db.py).
 DB_RELEASE_STRICT = True
 LOGGING["root"]["level"] = env.str("LOG_LEVEL", default="WARNING")  # type: ignore[index]  # noqa: F405

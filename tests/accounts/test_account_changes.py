@@ -28,8 +28,10 @@ from accounts.account_changes import (
     account_change_request,
     loosens,
 )
-from accounts.exceptions import ApprovalRefused
+from accounts.credential_links import credential_issue_for_claim
+from accounts.exceptions import ApprovalRefused, CredentialLinkRefused
 from accounts.models import Account, AccountChangeRequest
+from accounts.segregation import withdrawal_approval_conflict
 from observability import selectors
 from tests.accounts.test_admin import account_form, inline_management
 from tests.factories import AccountFactory
@@ -377,15 +379,57 @@ def test_a_change_without_a_reason_or_with_a_request_already_open_saves_nothing(
     assert AccountChangeRequest.objects.count() == 1
 
 
-def test_creating_an_account_sets_its_first_values_as_given(staff_member: Callable[[str, str], Client]) -> None:
+def test_creating_an_account_only_asks_for_its_contact_email(
+    staff_member: Callable[[str, str], Client], checker: User
+) -> None:
+    """One person creating an account cannot also choose, alone, where its
+    credentials' links go: the e-mail typed at creation waits for another
+    staff member, no link can go to it meanwhile, and the creator counts in
+    segregation of duties as its requester. The other first values are set as given."""
     data = account_form(email="novo@loja.com.br", withdrawal_daily_limit="90.000,00") | inline_management()
+    creator = staff_member("operations", "olivia")
 
-    response = staff_member("operations", "olivia").post(reverse("admin:accounts_account_add"), data)
+    response = creator.post(reverse("admin:accounts_account_add"), data)
     assert response.status_code == 303
 
     created = Account.objects.get(name="Padaria Nova Ltda")
-    assert (created.email, created.withdrawal_daily_limit) == ("novo@loja.com.br", 9_000_000)
+    assert (created.email, created.withdrawal_daily_limit) == ("", 9_000_000)
+    pending = AccountChangeRequest.objects.get(account=created)
+    olivia = User.objects.get(username="olivia")
+    assert (pending.field, pending.old_value, pending.new_value, pending.state, pending.requested_by) == (
+        F.EMAIL,
+        "",
+        "novo@loja.com.br",
+        "pending",
+        olivia,
+    )
+    assert any(f"#{pending.pk}" in message for message in log_messages(created))
+    with pytest.raises(CredentialLinkRefused, match="não tem e-mail de contato"):
+        credential_issue_for_claim(account=created, permission="all")
+    with pytest.raises(ApprovalRefused, match="feito por você"):
+        account_change_approve(request_id=pending.pk, approver=olivia)
+    assert withdrawal_approval_conflict(user_id=olivia.pk, account_id=created.pk) is not None
+
+    account_change_approve(request_id=pending.pk, approver=checker)
+    created.refresh_from_db()
+    assert created.email == "novo@loja.com.br"
+    assert withdrawal_approval_conflict(user_id=olivia.pk, account_id=created.pk) is not None
+
+
+def test_an_account_created_without_a_contact_email_asks_for_nothing(
+    staff_member: Callable[[str, str], Client],
+) -> None:
+    response = staff_member("operations", "olivia").post(
+        reverse("admin:accounts_account_add"), account_form() | inline_management()
+    )
+
+    assert response.status_code == 303
+    assert Account.objects.get(name="Padaria Nova Ltda").email == ""
     assert not AccountChangeRequest.objects.exists()
+
+
+def log_messages(account: Account) -> list[str]:
+    return list(LogEntry.objects.filter(object_id=str(account.pk)).values_list("change_message", flat=True))
 
 
 def test_the_overview_counts_changes_waiting_for_a_person(

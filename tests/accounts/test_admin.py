@@ -244,6 +244,26 @@ def test_change_form_is_organised_in_fieldsets(admin_client: Client) -> None:
     assert "Emitir credencial" in page
 
 
+@pytest.mark.parametrize(
+    "name", ["Loja Azul\r\n\r\nURGENTE: acesse http://golpe.example", "Loja\tAzul", "Loja\x1bAzul", "Loja\u2028Azul"]
+)
+def test_an_account_name_with_line_breaks_or_control_characters_is_refused(admin_client: Client, name: str) -> None:
+    """The name greets the merchant in the claim e-mail: a crafted POST must
+    not add lines of instructions to it."""
+    account = AccountFactory(name="Loja Azul")
+    refusal = ["Use uma única linha, sem quebras de linha, tabulações nem outros caracteres de controle."]
+
+    changed = admin_client.post(change_url(account), account_form(name=name) | inline_management())
+    added = admin_client.post(reverse("admin:accounts_account_add"), account_form(name=name) | inline_management())
+
+    for response in (changed, added):
+        assert response.status_code == 200
+        assert response.context["adminform"].form.errors["name"] == refusal
+    account.refresh_from_db()
+    assert account.name == "Loja Azul"
+    assert Account.objects.count() == 1
+
+
 def test_add_account_without_approve_permission_starts_pending(client: Client, django_user_model: Any) -> None:
     clerk = django_user_model.objects.create_user(username="clerk", password="x", is_staff=True)
     clerk.user_permissions.set(
@@ -369,17 +389,33 @@ def test_credentials_are_not_added_or_deleted_in_their_admin(admin_client: Clien
     assert credential.is_active
 
 
-def test_revoke_deactivates(admin_client: Client) -> None:
-    credential = credential_issue(account=AccountFactory()).credential
+def test_revoke_asks_a_reason_then_deactivates(admin_client: Client) -> None:
+    credential = credential_issue(account=AccountFactory(), label="ERP").credential
 
-    response = run_action(admin_client, CREDENTIALS, "revoke", credential)
+    confirm = run_action(admin_client, CREDENTIALS, "revoke", credential)
+    assert "Revogar credenciais: confirmar" in html(confirm)
+    assert credential.public_key in html(confirm)
+    assert 'name="reason"' in html(confirm)
+    credential.refresh_from_db()
+    assert credential.is_active  # the confirmation page changed nothing
+
+    response = confirm_action(admin_client, CREDENTIALS, "revoke", credential, reason="Chave vazou no repositório")
 
     assert response.status_code == 200
     credential.refresh_from_db()
     assert credential.is_active is False
     assert credential.revoked_at is not None
-    assert log_messages(credential) == ["Revogada"]
+    assert log_messages(credential) == ["Revogada. Motivo: Chave vazou no repositório"]
     assert shown_messages(response) == ["1 credencial revogada."]
+
+
+def test_revoking_only_revoked_credentials_says_so_and_asks_nothing(admin_client: Client) -> None:
+    credential = credential_issue(account=AccountFactory()).credential
+    credential_revoke(credential=credential)
+
+    response = run_action(admin_client, CREDENTIALS, "revoke", credential)
+
+    assert shown_messages(response) == ["1 credencial já estava revogada."]
 
 
 def test_rotate_emails_links_for_new_credentials_and_keeps_the_old_ones_active(admin_client: Client) -> None:
@@ -398,6 +434,7 @@ def test_rotate_emails_links_for_new_credentials_and_keeps_the_old_ones_active(a
         assert old.is_active
         new = ApiCredential.objects.exclude(pk=old.pk).get(account=old.account)
         assert (new.permission, new.is_active, new.secret_hash) == (old.permission, False, "")
+        assert new.label == f"{old.public_key} (rotacionada)"
         assert [m.to for m in mail.outbox if new.public_key in m.body] == [[address]]
         assert log_messages(old) == [f"Rotacionada: nova credencial {new.public_key}. Motivo: Troca anual"]
     assert ApiCredential.objects.count() == 4

@@ -444,6 +444,7 @@ BAD_FILES = [
     ("float for integer", _set("accounts.0.withdrawal_fee.fixed", 100.5), "accounts[0].withdrawal_fee.fixed"),
     ("string for boolean", _set("accounts.0.blocked", "false"), "accounts[0].blocked"),
     ("number for string", _set("accounts.0.name", 123), "accounts[0].name"),
+    ("line break in the name", _set("accounts.0.name", "Loja\nAzul"), "accounts[0].name"),
     ("bad acquirer key pattern", _set("acquirers.0.key", "Alpha-1"), "acquirers[0].key"),
     ("acquirer key too long", _set("acquirers.1.key", "b" * 65), "acquirers[1].key"),
     ("duplicated acquirer key", _set("acquirers.1.key", "alpha"), "acquirers[1].key"),

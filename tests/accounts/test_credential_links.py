@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import re
 import smtplib
 import threading
@@ -15,15 +16,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, User
 from django.core import mail
 from django.core.mail.backends.base import BaseEmailBackend
+from django.core.management import call_command
 from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts import credential_links
+from accounts.account_changes import account_change_approve, account_change_request
 from accounts.credential_links import (
     credential_claim,
     credential_issue_for_claim,
@@ -31,7 +35,7 @@ from accounts.credential_links import (
 )
 from accounts.exceptions import ClaimRefused, CredentialLinkNotSent, CredentialLinkRefused
 from accounts.models import Account, ApiCredential, CredentialLink
-from accounts.services import credential_revoke
+from accounts.services import credential_issue, credential_revoke
 from core.logging import REDACTED, redact
 from core.tokens import hash_secret
 from tests.factories import AccountFactory
@@ -62,7 +66,7 @@ def operator(db: Any) -> User:
 def issue(account: Account, operator: User, permission: str = "all") -> tuple[ApiCredential, str]:
     """A credential waiting for its claim, and the token of the link e-mailed for it."""
     credential = credential_issue_for_claim(account=account, permission=permission, label="ERP")
-    credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+    credential_link_send(credential_id=credential.pk, sent_by=operator)
     return credential, token_in(str(mail.outbox[-1].body))
 
 
@@ -99,14 +103,15 @@ def state(credential: ApiCredential) -> tuple[bool, str, str]:
 
 
 def test_the_link_goes_to_the_contact_email_and_only_its_hash_is_stored(account: Account, operator: User) -> None:
-    credential, token = issue(account, operator)
+    with override_settings(PUBLIC_BASE_URL=BASE + "/"):
+        credential, token = issue(account, operator)
 
     (email,) = mail.outbox
     assert email.to == ["financeiro@lojaazul.com.br"]
     assert "resgate a chave secreta" in email.subject
     for words in ("Olá, Loja Azul Ltda.", credential.public_key, "Permissão: Todas", "uma única vez"):
         assert words in str(email.body)
-    assert f"{BASE}/resgatar-credencial/{token}/" in str(email.body)  # PUBLIC_BASE_URL, else the back office's host
+    assert f"{BASE}/resgatar-credencial/{token}/" in str(email.body)  # at PUBLIC_BASE_URL, always
     assert SECRET.search(str(email.body)) is None  # no secret exists yet
     assert state(credential) == (False, "", "")
     link = CredentialLink.objects.get(credential=credential)
@@ -117,6 +122,45 @@ def test_the_link_goes_to_the_contact_email_and_only_its_hash_is_stored(account:
     client = APIClient()
     client.credentials(HTTP_X_PUBLIC_KEY=credential.public_key, HTTP_X_SECRET_KEY="sk_" + "x" * 43)
     assert client.get("/api/withdrawals/balance").status_code == 401
+
+
+@pytest.mark.parametrize("public_base_url", [BASE, ""])
+def test_a_forged_host_header_never_reaches_the_link(
+    staff_member: Callable[[str, str], Client], account: Account, public_base_url: str
+) -> None:
+    """An insider who can reach the back office under any Host (a permissive
+    ALLOWED_HOSTS) cannot make the official e-mail carry a link to her server:
+    links are built from PUBLIC_BASE_URL alone; without it nothing is sent."""
+    insider = staff_member("operations", "mallory")
+
+    with override_settings(PUBLIC_BASE_URL=public_base_url, ALLOWED_HOSTS=["*"]):
+        done = insider.post(
+            reverse("admin:accounts_account_issue_credential", args=[account.pk]),
+            {"permission": "all", "label": "ERP", "reason": "Pedido do cliente"},
+            HTTP_HOST="mallory.example",
+            follow=True,
+        )
+
+    assert [body for m in mail.outbox if "mallory.example" in (body := str(m.body))] == []
+    if public_base_url:
+        assert f"{BASE}/resgatar-credencial/" in str(mail.outbox[-1].body)
+    else:
+        assert mail.outbox == []
+        assert any("PUBLIC_BASE_URL" in message for message in admin_messages(done))
+        assert not CredentialLink.objects.exists()
+
+
+def test_a_name_stored_with_line_breaks_stays_on_the_greeting_line(account: Account, operator: User) -> None:
+    """Names are refused with control characters (tests/accounts/test_admin.py);
+    one stored before that, or by a path that skipped the check, cannot add
+    lines of its own to the claim e-mail."""
+    Account.objects.filter(pk=account.pk).update(name="Loja Azul\r\n\r\nURGENTE: responda com a chave\tsecreta")
+
+    issue(account, operator)
+
+    lines = str(mail.outbox[-1].body).splitlines()
+    assert lines[0] == "Olá, Loja Azul    URGENTE: responda com a chave secreta."
+    assert not any(line.startswith("URGENTE") for line in lines)
 
 
 def test_an_account_without_a_contact_email_gets_no_link(operator: User) -> None:
@@ -143,10 +187,14 @@ def test_an_email_that_did_not_leave_delivers_nothing_and_the_link_can_be_sent_a
     backend = f"{__name__}.RefusingSmtp"
 
     with override_settings(EMAIL_BACKEND=backend), pytest.raises(CredentialLinkNotSent, match="Reenviar link"):
-        credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+        credential_link_send(credential_id=credential.pk, sent_by=operator)
 
     assert state(credential) == (False, "", "")
-    credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+    # Not left as a link sent and valid: it never was.
+    failed = CredentialLink.objects.get(credential=credential)
+    assert failed.send_failed_at is not None
+    assert failed.replaced_at == failed.send_failed_at
+    credential_link_send(credential_id=credential.pk, sent_by=operator)
     assert press_the_button(token_in(str(mail.outbox[-1].body))).status_code == 200
     assert state(credential)[0] is True
 
@@ -235,7 +283,7 @@ def test_an_expired_link_shows_a_clear_page_and_changes_nothing(
 
 def test_a_link_sent_again_replaces_the_old_one(account: Account, operator: User) -> None:
     credential, first = issue(account, operator)
-    credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+    credential_link_send(credential_id=credential.pk, sent_by=operator)
     second = token_in(str(mail.outbox[-1].body))
 
     old = Client().post(claim_url(first))
@@ -255,7 +303,34 @@ def test_revoking_a_credential_waiting_for_its_claim_kills_its_link(account: Acc
     credential.refresh_from_db()
     assert (credential.is_active, credential.secret_hash, credential.revoked_at is not None) == (False, "", True)
     with pytest.raises(CredentialLinkRefused, match="não aguarda resgate"):
-        credential_link_send(credential_id=credential.pk, sent_by=operator, base_url=BASE)
+        credential_link_send(credential_id=credential.pk, sent_by=operator)
+
+
+def test_an_approved_contact_change_kills_the_links_sent_to_the_old_address(account: Account, operator: User) -> None:
+    credential, token = issue(account, operator)
+    other, others_token = issue(AccountFactory(email="contato@outra.com.br"), operator)
+    checker = User.objects.create_user(username="fernanda", password="x", is_staff=True)
+    checker.groups.add(Group.objects.get(name="finance"))
+    pending = account_change_request(
+        account=account, field="email", new_value="novo@lojaazul.com.br", requested_by=operator, reason="Troca"
+    )
+    assert Client().get(claim_url(token)).status_code == 200  # asked only: nothing changed yet
+
+    approved = account_change_approve(request_id=pending.pk, approver=User.objects.get(pk=checker.pk))
+
+    assert approved.state == "approved"
+    assert approved.outcome.startswith("1 link de resgate em aberto")
+    old = Client().post(claim_url(token))
+    assert old.status_code == 410
+    assert "o e-mail de contato da conta mudou" in html(old)
+    assert state(credential) == (False, "", "")
+    # The credential still waits: its link goes again, to the new contact.
+    credential_link_send(credential_id=credential.pk, sent_by=operator)
+    assert mail.outbox[-1].to == ["novo@lojaazul.com.br"]
+    assert press_the_button(token_in(str(mail.outbox[-1].body))).status_code == 200
+    # Another account's link is not touched.
+    assert press_the_button(others_token).status_code == 200
+    assert state(other)[0] is True
 
 
 @pytest.mark.django_db(transaction=True)
@@ -288,6 +363,34 @@ def test_two_claims_at_once_give_the_secret_exactly_once(
     assert state(credential) == (True, hash_secret(won[0].secret_key), won[0].secret_key[-4:])
 
 
+def test_the_command_lists_the_active_credentials_no_claim_link_delivered(account: Account, operator: User) -> None:
+    """What was shown to staff before claim links (or printed by pix_bootstrap)
+    is found, to be rotated through a link and revoked."""
+    shown_all = credential_issue(account=account, permission="all", label="antiga\tdo ERP").credential
+    shown_cashout = credential_issue(account=account, permission="cashout").credential
+    shown_cashin = credential_issue(account=account, permission="cashin").credential
+    credential_revoke(credential=credential_issue(account=account, permission="all").credential)
+    claimed, token = issue(account, operator)
+    assert press_the_button(token).status_code == 200
+    issue(account, operator)  # waiting for its claim: authenticates nothing
+
+    def listed(*args: str) -> tuple[list[list[str]], str]:
+        out, err = io.StringIO(), io.StringIO()
+        call_command("credentials_not_delivered_by_link", *args, stdout=out, stderr=err)
+        return [line.split("\t") for line in out.getvalue().splitlines()], err.getvalue()
+
+    rows, said = listed()
+    assert rows[0] == ["public_key", "permission", "account_id", "account", "label", "created_at", "last_used_at"]
+    assert [row[:5] for row in rows[1:]] == [
+        [shown_all.public_key, "all", str(account.pk), "Loja Azul Ltda", "antiga do ERP"],
+        [shown_cashout.public_key, "cashout", str(account.pk), "Loja Azul Ltda", ""],
+    ]
+    assert said.strip() == "2 active credentials not delivered by a claim link"
+    rows, said = listed("--all-permissions")
+    assert [row[0] for row in rows[1:]] == [shown_all.public_key, shown_cashout.public_key, shown_cashin.public_key]
+    assert claimed.public_key not in {row[0] for row in rows}
+
+
 def test_the_claim_token_never_reaches_a_log_line() -> None:
     line = 'GET /resgatar-credencial/AbC_123-xyz/ HTTP/1.1" 410'
 
@@ -298,6 +401,28 @@ def test_the_claim_token_never_reaches_a_log_line() -> None:
 
 
 # --------------------------------------------------------------------------- the back office
+
+
+def test_staff_see_a_link_whose_email_failed_as_failed_and_the_attempt_is_logged(
+    staff_member: Callable[[str, str], Client], account: Account, operator: User
+) -> None:
+    credential, _ = issue(account, operator)
+    client = staff_member("operations", "otavio")
+
+    with override_settings(EMAIL_BACKEND=f"{__name__}.RefusingSmtp"):
+        done = admin_action(client, CREDENTIALS, "resend_link", [credential.pk], reason="O cliente não recebeu")
+
+    assert "não pôde ser enviado agora (SMTPServerDisconnected)" in admin_messages(done)[0]
+    assert not CredentialLink.objects.filter(credential=credential, used_at=None, replaced_at=None).exists()
+    page = html(client.get(reverse("admin:accounts_apicredential_change", args=[credential.pk])))
+    assert "o e-mail para financeiro@lojaazul.com.br falhou em" in page
+    assert "válido até" not in page
+    logged = LogEntry.objects.filter(object_id=str(credential.pk), user__username="otavio")
+    assert [entry.change_message for entry in logged] == [
+        "Link de resgate não enviado: O e-mail para financeiro@lojaazul.com.br não pôde ser enviado agora "
+        "(SMTPServerDisconnected): nada foi entregue. Use «Reenviar link de resgate» na credencial. "
+        "Motivo: O cliente não recebeu"
+    ]
 
 
 def test_staff_send_the_link_again_from_the_credentials_list(

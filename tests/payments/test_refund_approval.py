@@ -121,6 +121,29 @@ def test_estornar_on_a_paid_charge_only_asks_and_a_second_person_refunds(
     assert available_balance(paid.account) == before[1] - paid.liquid_amount == ledger_sum(paid.account)
 
 
+def test_the_approver_sees_to_whom_the_refund_sends_the_money(
+    paid: Charge, staff_member: Callable[[str, str], Client]
+) -> None:
+    """The insider who paid a charge herself and asks its refund is named on
+    the approver's screens: the payer as the charge knows her."""
+    maker = User.objects.create_user(username="olivia", password="x", is_staff=True)
+    maker.groups.add(Group.objects.get(name="operations"))
+    request = money_action_request(action=REFUND, target_id=paid.pk, requested_by=maker, reason="Desistência")
+    payer = "Ao pagador: Olivia, CPF 529.982.247-25 (como a cobrança o informa; a devolução volta à conta que pagou"
+    checker = staff_member("finance", "fernanda")
+
+    for page in (
+        admin_action(checker, REQUESTS, "approve_requests", [request.pk]),
+        admin_action(checker, REQUESTS, "reject_requests", [request.pk]),
+        checker.get(reverse("admin:accounts_moneyactionrequest_change", args=[request.pk])),
+    ):
+        text = page.content.decode()
+        assert "para onde vai o dinheiro" in text.lower()
+        assert payer in text
+    request.refresh_from_db()
+    assert request.state == "pending"
+
+
 def test_a_charge_that_moved_on_fails_the_approval_and_moves_nothing(
     paid: Charge, handed: list[int], staff_member: Callable[[str, str], Client]
 ) -> None:

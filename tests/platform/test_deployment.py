@@ -22,6 +22,7 @@ PROD_ENV = {
     "REDIS_URL": "redis://127.0.0.1:1/0",
     "SECRET_KEY": "x" * 60 + "-a-long-random-production-secret",
     "ALLOWED_HOSTS": "pix.example.com",
+    "PUBLIC_BASE_URL": "https://pix.example.com",
 }
 
 
@@ -40,6 +41,20 @@ def test_production_refuses_to_start_without(missing: str) -> None:
     assert result.returncode != 0
     assert missing in result.stderr
     assert "ImproperlyConfigured" in result.stderr
+
+
+@pytest.mark.parametrize("value", [None, "", "http://pix.example.com", "pix.example.com", "https://"])
+def test_production_refuses_to_start_without_an_https_public_base_url(value: str | None) -> None:
+    """Claim links are built from PUBLIC_BASE_URL alone, never from a
+    request's Host (a client's to forge): production must have a real one."""
+    env = {k: v for k, v in PROD_ENV.items() if k != "PUBLIC_BASE_URL"}
+    if value is not None:
+        env["PUBLIC_BASE_URL"] = value
+    result = _run(env, "check")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert "PUBLIC_BASE_URL" in result.stderr
+    assert "is not an https:// address" in result.stderr
 
 
 @pytest.mark.parametrize("value", ["true", "1", "on"])
@@ -316,6 +331,8 @@ def test_compose_pins_images_and_has_no_default_passwords() -> None:
         assert env["DATABASE_URL"].startswith("postgres://pix:${POSTGRES_PASSWORD:?")
         assert env["REDIS_URL"].startswith("redis://:${REDIS_PASSWORD:?")
         assert env["TRUST_X_FORWARDED_PROTO"] == "${TRUST_X_FORWARDED_PROTO:-false}"
+        # Required, no default: claim links are built from it alone.
+        assert env["PUBLIC_BASE_URL"].startswith("${PUBLIC_BASE_URL:?")
     # gunicorn is published on loopback only, for a proxy on the host.
     assert all(port.startswith("127.0.0.1:") for port in services["web"]["ports"])
 

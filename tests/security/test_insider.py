@@ -218,6 +218,28 @@ def test_an_operations_member_alone_moves_no_money_out(
     assert available_balance(merchant) == 60_000 == ledger_sum(merchant)
 
 
+def test_creating_an_account_with_her_own_contact_sends_her_no_link(
+    staff_member: Callable[[str, str], Client], seen: Seen
+) -> None:
+    """The review's path around the contact maker-checker: create the account
+    with her own address as its contact, then issue a credential to it."""
+    insider = staff_member("operations", "mallory")
+    form = account_form(name="Loja Fantasma Ltda", email=INSIDER_EMAIL, status="approved") | inline_management()
+
+    seen.keep(insider.post(reverse("admin:accounts_account_add"), form, follow=True))
+    created = Account.objects.get(name="Loja Fantasma Ltda")
+    issue = reverse("admin:accounts_account_issue_credential", args=[created.pk])
+    seen.keep(insider.post(issue, {"permission": "all", "label": "ERP", "reason": "Integração"}, follow=True))
+    pending = AccountChangeRequest.objects.get(account=created, state="pending")
+    seen.keep(admin_action(insider, CHANGES, "approve_changes", [pending.pk], reason="ok"))
+
+    created.refresh_from_db()
+    assert created.email == ""
+    assert not ApiCredential.objects.filter(account=created).exists()
+    assert mail.outbox == []
+    assert [text for text in seen.pages + seen.lines if SECRET.search(text)] == []
+
+
 def merchant_form(**changes: Any) -> dict[str, Any]:
     values = {"name": "Loja Azul Ltda", "email": MERCHANT_EMAIL, "withdrawals_need_approval": "on", **changes}
     return {key: value for key, value in account_form(**values).items() if value is not False} | inline_management()

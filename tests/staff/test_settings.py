@@ -4,6 +4,7 @@ settings (``make run``) leave it to each member."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -11,7 +12,9 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.test import Client, override_settings
+from django.utils import timezone
 
 from core.middleware import check_site_middleware
 from tests.helpers import app_code
@@ -75,3 +78,25 @@ def test_optional_a_member_who_enrolled_still_gives_a_code(client: Client, membe
     assert client.get(INDEX).status_code == 302
     submit(client, app_code(app))
     assert client.get(INDEX).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_staff_session_ends_after_twelve_hours_and_with_the_browser(
+    client: Client, member: Any, app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not Django's two weeks: SESSION_COOKIE_AGE (12 h by default), and a
+    cookie that does not outlive the browser."""
+    sign_in(client)
+    submit(client, app_code(app))
+    signed_in = timezone.now()
+    assert client.get(INDEX).status_code == 200
+
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    assert (cookie["max-age"], cookie["expires"]) == ("", "")  # the browser drops it when it closes
+    session = Session.objects.get(session_key=cookie.value)
+    assert dt.timedelta(hours=11, minutes=59) < session.expire_date - signed_in <= dt.timedelta(hours=12)
+
+    monkeypatch.setattr(timezone, "now", lambda: signed_in + dt.timedelta(hours=12, minutes=1))
+    answer = client.get(INDEX)
+    assert answer.status_code == 302
+    assert answer["Location"].startswith("/admin/login/")

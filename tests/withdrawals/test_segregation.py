@@ -34,7 +34,6 @@ from withdrawals.services import withdrawal_request
 pytestmark = pytest.mark.django_db
 
 WITHDRAWALS = reverse("admin:withdrawals_withdrawal_changelist")
-BASE = "https://pix.example.com"
 
 
 def staff(username: str, *groups: str) -> User:
@@ -57,7 +56,7 @@ def pending(account: Account, key_type: str = "cpf", key_value: str = "529982247
 
 def send_link(account: Account, user: User, permission: str = "all") -> None:
     credential = credential_issue_for_claim(account=account, permission=permission)
-    credential_link_send(credential_id=credential.pk, sent_by=user, base_url=BASE)
+    credential_link_send(credential_id=credential.pk, sent_by=user)
 
 
 def status(withdrawal: Withdrawal) -> str:
@@ -196,6 +195,25 @@ def test_the_approval_screen_shows_the_key_and_its_holder_and_refuses_the_inside
     approved = admin_action(colleague, WITHDRAWALS, "approve", [by_cpf.pk], reason="Conferido com o titular")
     assert admin_messages(approved) == ["Aprovar: 1 saque."]
     assert status(by_cpf) == WithdrawalStatus.APPROVED
+
+
+def test_the_approval_screens_show_the_accounts_document_and_flag_a_key_of_another(
+    staff_member: Callable[[str, str], Client], account: Account
+) -> None:
+    someone_else = pending(account)  # a CPF key; the account is a CNPJ
+    its_own = pending(account, key_type="cnpj", key_value="11222333000181")
+    colleague = staff_member("operations", "otavio")
+
+    confirm = admin_action(colleague, WITHDRAWALS, "approve", [someone_else.pk, its_own.pk]).content.decode()
+    page = colleague.get(reverse("admin:withdrawals_withdrawal_change", args=[someone_else.pk])).content.decode()
+
+    flagged = "CPF 529.982.247-25 (a própria chave); nome não informado. ATENÇÃO: não é o documento da conta"
+    for text in (confirm, page):
+        assert "CPF/CNPJ da conta" in text
+        assert f"{flagged} (11.222.333/0001-81)" in text
+    assert "CNPJ 11.222.333/0001-81 (a própria chave); nome não informado: o documento da própria conta" in confirm
+    assert confirm.count("ATENÇÃO") == 1
+    assert {status(someone_else), status(its_own)} == {WithdrawalStatus.PENDING}
 
 
 def test_the_withdrawal_page_shows_a_cnpj_key_holder(
