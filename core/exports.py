@@ -214,8 +214,13 @@ def keyset_batches(queryset: QuerySet[M], *, size: int, order: Sequence[Any] | N
 # ---- the stream
 
 
+#: The shortest send timeout: none at all would let a stalled export hold its
+#: thread forever while its slot's lease ends (the settings refuse less).
+MIN_SEND_TIMEOUT = 1.0
+
+
 def send_timeout_seconds() -> float:
-    return float(settings.EXPORT_SEND_TIMEOUT)
+    return max(MIN_SEND_TIMEOUT, float(settings.EXPORT_SEND_TIMEOUT))
 
 
 def export_lease_seconds() -> float:
@@ -283,9 +288,8 @@ class ExportStream:
         return chunk
 
     def _set_send_timeout(self) -> None:
-        timeout = send_timeout_seconds()
-        if isinstance(self._sock, socket.socket) and timeout > 0:
-            self._sock.settimeout(timeout)
+        if isinstance(self._sock, socket.socket):
+            self._sock.settimeout(send_timeout_seconds())
 
     def close(self) -> None:
         """End the stream: the rows left unread, the slot given back. Idempotent."""
