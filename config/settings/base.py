@@ -336,7 +336,7 @@ API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)
 # seconds cuts the connection, freeing the thread (gunicorn; at least 1).
 API_EXPORTS_PER_CREDENTIAL = env.int("API_EXPORTS_PER_CREDENTIAL", default=3)
 EXPORT_SEND_TIMEOUT = env.float("EXPORT_SEND_TIMEOUT", default=30.0)
-if not EXPORT_SEND_TIMEOUT >= 1:  # NaN too
+if EXPORT_SEND_TIMEOUT < 1:
     # Refused at load, not by a system check (gunicorn never runs them): with
     # no timeout a stalled export blocks its thread forever, and its slot's
     # lease ends meanwhile, so the per-credential cap stops counting it.

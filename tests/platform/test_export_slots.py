@@ -213,7 +213,7 @@ def test_without_redis_exports_go_on_uncounted(account: Account, settings: Any) 
     assert [len(b"".join(streamed(r)).splitlines()) for r in responses] == [1 + 5] * (CAP + 1)
 
 
-@pytest.mark.parametrize("value", ["0", "-5", "0.5", "nan"])
+@pytest.mark.parametrize("value", ["0", "-5", "0.5"])
 def test_a_send_timeout_under_a_second_is_refused_at_start(value: str) -> None:
     """No timeout ("0" was documented as "never") blocked a stalled export's
     thread forever while its slot's lease ended, so the credential's cap
