@@ -115,7 +115,7 @@ class CsvExportApi(AccountAPIView):
         start, end = export_period(filterset, required=self.period_required, too_long=self.period_too_long)
         records = itertools.chain.from_iterable(keyset_batches(filterset.qs, order=self.order, size=CSV_CHUNK))
         slot = export_slot(request)
-        stream = ExportStream(
+        stream = ExportStream.of_lines(
             csv_lines(self.header, self.export_rows(records)), slot=slot, sock=request.META.get("gunicorn.socket")
         )
         try:

@@ -19,13 +19,14 @@ under ``DB_RELEASE_STRICT`` (the tests).
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model, signals
 from django.db.models.base import ModelState
@@ -72,6 +73,23 @@ def _only_test_case_atomics(conn: BaseDatabaseWrapper) -> bool:
     """Every open atomic block is one a Django test case entered (the mark
     Django itself checks before a ``durable`` block)."""
     return bool(conn.atomic_blocks) and all(getattr(block, "_from_testcase", False) for block in conn.atomic_blocks)
+
+
+@contextlib.contextmanager
+def read_snapshot(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """A read-only transaction whose every query sees the database as it was
+    at its first one (REPEATABLE READ): a list read in several queries (a
+    server-side cursor's fetches, a related row looked up per record) is one
+    consistent picture. For reading and leaving, never for waiting on a
+    client or a peer inside it. Within a transaction already (a test case's)
+    it is a savepoint of that one, at that one's isolation."""
+    conn = connections[using]
+    outermost = not conn.in_atomic_block
+    with transaction.atomic(using=using):
+        if outermost:
+            with conn.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
 
 
 #: (model, fields, database) → its INSERT statement (:func:`insert_sql`).

@@ -2,13 +2,18 @@
 CSV") that pin nothing while a client reads them, and whose cells are never
 formulas.
 
-- Rows are read in keyset batches (:func:`keyset_batches`): one short query
-  per batch, no server-side cursor, and the thread's pooled database
-  connection given back (:func:`core.db.release_connections`) before every
-  write to the client (:class:`ExportStream`). A client that stops reading
-  holds a thread, never a connection: with the pool full of stalled
-  exports, every other tenant's request waited out the pool's timeout and
-  got a 500.
+- The thread's pooled database connection is given back
+  (:func:`core.db.release_connections`) before every write to the client
+  (:class:`ExportStream`). A client that stops reading holds a thread, never
+  a connection: with the pool full of stalled exports, every other tenant's
+  request waited out the pool's timeout and got a 500. The rows are read
+  either in keyset batches between the writes (:func:`keyset_batches`: one
+  short query per batch, no server-side cursor), for the API's files, whose
+  order (newest first, by creation) no change to a record can move; or all
+  at once beforehand into a spooled file (:func:`spool`), for the back
+  office's, whose staff sort on any column, one that may change while the
+  file is read (a status, a payment time): batches would skip or repeat a
+  row that moved past the last one read, one snapshot cannot.
 - A write that blocks longer than ``EXPORT_SEND_TIMEOUT`` (a client that
   stopped reading) fails and the connection is cut, which frees the thread
   (gunicorn: the socket's timeout, see :class:`ExportStream`).
@@ -23,9 +28,10 @@ from __future__ import annotations
 import csv
 import logging
 import socket
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import FieldDoesNotExist
@@ -43,6 +49,8 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 #: Bytes handed to the server per write: few writes (each a chunk of the
 #: chunked body), and a bounded buffer.
 CHUNK_BYTES = 64 * 1024
+#: Bytes of a spooled file (:func:`spool`) kept in memory; past them it is on disk.
+SPOOL_MEMORY_BYTES = 4 * 1024 * 1024
 
 
 class FormattedNumber(str):
@@ -170,7 +178,12 @@ def keyset_batches(queryset: QuerySet[M], *, size: int, order: Sequence[Any] | N
     left open), so the caller may give its connection back between them.
     Each batch reads the database as it is then; the ordering's last term is
     the primary key (added when missing), so no row is read twice or
-    skipped for a tie."""
+    skipped for a tie. A row whose sort columns change between two batches
+    may be skipped or read twice: keyset an order no update moves (the
+    API's ``-created_at, -id``), or read a snapshot (:func:`spool`). Only a
+    descending first term gets its index-range bound (every caller's order
+    is newest first); an ascending one is correct but scans from its start
+    on every batch."""
     if order is None:
         order = list(queryset.query.order_by or queryset.model._meta.ordering or [])
     terms = _terms(queryset, order)
@@ -214,8 +227,13 @@ def keyset_batches(queryset: QuerySet[M], *, size: int, order: Sequence[Any] | N
 # ---- the stream
 
 
+#: The shortest send timeout: none at all would let a stalled export hold its
+#: thread forever while its slot's lease ends (the settings refuse less).
+MIN_SEND_TIMEOUT = 1.0
+
+
 def send_timeout_seconds() -> float:
-    return float(settings.EXPORT_SEND_TIMEOUT)
+    return max(MIN_SEND_TIMEOUT, float(settings.EXPORT_SEND_TIMEOUT))
 
 
 def export_lease_seconds() -> float:
@@ -225,13 +243,47 @@ def export_lease_seconds() -> float:
     return 3 * max(send_timeout_seconds(), 10.0) + 60.0
 
 
+def _line_chunks(lines: Iterator[str]) -> Iterator[bytes]:
+    """``lines`` encoded (UTF-8) in chunks of about :data:`CHUNK_BYTES`, the
+    first one the header and at least one row."""
+    parts: list[str] = []
+    size = 0
+    least = 2
+    for line in lines:
+        parts.append(line)
+        size += len(line)
+        if size >= CHUNK_BYTES and len(parts) >= least:
+            yield "".join(parts).encode()
+            parts, size, least = [], 0, 1
+    if parts:
+        yield "".join(parts).encode()
+
+
+def spool(lines: Iterable[str], *, memory_bytes: int = SPOOL_MEMORY_BYTES) -> tempfile.SpooledTemporaryFile[bytes]:
+    """``lines`` written (UTF-8) to a temporary file, rewound: in memory up to
+    ``memory_bytes``, on disk past it (in ``TMPDIR``, gone once closed), so a
+    file of any size costs bounded memory. Closed if writing fails."""
+    # Not a with block: the file outlives this function, closed by its reader.
+    file: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(max_size=memory_bytes)  # noqa: SIM115
+    try:
+        for chunk in _line_chunks(iter(lines)):
+            file.write(chunk)
+        file.seek(0)
+    except BaseException:
+        file.close()
+        raise
+    return file
+
+
 class ExportStream:
-    """The body of a streamed export: ``lines`` sent in chunks of
-    :data:`CHUNK_BYTES`. Before every chunk goes to the server the thread's
-    database connections are given back, and ``slot`` (the credential's
-    export slot) has its lease renewed now and then; the slot is released
-    when the stream ends and on :meth:`close`, which the server calls
-    however the response ends (finished, client gone, send timeout, error).
+    """The body of a streamed export: ``chunks`` of bytes, made by
+    :meth:`of_lines` (CSV lines read as they are sent) or :meth:`of_file` (a
+    file spooled beforehand). Before every chunk goes to the server the
+    thread's database connections are given back, and ``slot`` (the
+    credential's export slot) has its lease renewed now and then; the slot is
+    released and the source closed when the stream ends and on :meth:`close`,
+    which the server calls however the response ends (finished, client gone,
+    send timeout, error).
 
     ``sock``: the client's socket when the server hands it over (gunicorn's
     ``environ["gunicorn.socket"]``): its timeout becomes the send timeout, so
@@ -241,29 +293,35 @@ class ExportStream:
     connection is not affected.
     """
 
-    def __init__(self, lines: Iterator[str], *, slot: Slot | None = None, sock: Any = None) -> None:
-        self._lines = lines
+    def __init__(
+        self, chunks: Iterator[bytes], *, source: Any = None, slot: Slot | None = None, sock: Any = None
+    ) -> None:
+        self._chunks = chunks
+        self._source = source
         self._slot = slot
         self._sock = sock
         self._pending: bytes | None = None
         self._started = False
         self._finished = False
 
+    @classmethod
+    def of_lines(cls, lines: Iterator[str], *, slot: Slot | None = None, sock: Any = None) -> ExportStream:
+        """``lines`` sent as they are made (the API's exports: rows read in
+        keyset batches between the writes)."""
+        return cls(_line_chunks(lines), source=lines, slot=slot, sock=sock)
+
+    @classmethod
+    def of_file(cls, file: IO[bytes], *, sock: Any = None) -> ExportStream:
+        """A file written beforehand (:func:`spool`), read in chunks and
+        closed (deleted) when the stream ends."""
+        size = CHUNK_BYTES
+        return cls(iter(lambda: file.read(size), b""), source=file, sock=sock)
+
     def start(self) -> None:
         """Read the first chunk now, the header and at least one row (within
         the view: the first batch's errors are the API's error envelopes,
         not a broken 200)."""
-        self._pending = self._chunk(lines=2)
-
-    def _chunk(self, lines: int = 1) -> bytes | None:
-        parts: list[str] = []
-        size = 0
-        for line in self._lines:
-            parts.append(line)
-            size += len(line)
-            if size >= CHUNK_BYTES and len(parts) >= lines:
-                break
-        return "".join(parts).encode() if parts else None
+        self._pending = next(self._chunks, None)
 
     def __iter__(self) -> ExportStream:
         return self
@@ -272,7 +330,7 @@ class ExportStream:
         if not self._started:
             self._started = True
             self._set_send_timeout()
-        chunk, self._pending = (self._pending, None) if self._pending is not None else (self._chunk(), None)
+        chunk, self._pending = (self._pending, None) if self._pending is not None else (next(self._chunks, None), None)
         if chunk is None:
             self._finished = True
             self.close()
@@ -283,17 +341,18 @@ class ExportStream:
         return chunk
 
     def _set_send_timeout(self) -> None:
-        timeout = send_timeout_seconds()
-        if isinstance(self._sock, socket.socket) and timeout > 0:
-            self._sock.settimeout(timeout)
+        if isinstance(self._sock, socket.socket):
+            self._sock.settimeout(send_timeout_seconds())
 
     def close(self) -> None:
-        """End the stream: the rows left unread, the slot given back. Idempotent."""
+        """End the stream: the rows left unread, the source closed, the slot
+        given back. Idempotent."""
         if self._slot is not None:
             self._slot.release()
-        close = getattr(self._lines, "close", None)
-        if close is not None:
-            close()
+        for source in (self._chunks, self._source):
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
         if self._started and not self._finished:
             # The client went away or stopped reading for EXPORT_SEND_TIMEOUT
             # (gunicorn logs the cut: core.gunicorn_logging), or a batch failed.

@@ -3,11 +3,13 @@ per account.
 
 Each destination (an endpoint, or an account's postback URLs together) may
 have at most ``WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT`` deliveries in flight
-across every worker process, so one receiver that hangs holds that many
-worker threads at most. Each account, all its endpoints and postbacks
-together, may have at most ``WEBHOOK_ACCOUNT_SHARE`` of the webhook worker's
-threads (:func:`account_cap`), so an account with several receivers that
-hang still leaves the rest of the pool to every other account.
+across every worker process, and always fewer than its account's cap
+(:func:`destination_cap`), so one receiver that hangs holds that many worker
+threads at most and leaves its account's other destinations a slot. Each
+account, all its endpoints and postbacks together, may have at most
+``WEBHOOK_ACCOUNT_SHARE`` of the webhook worker's threads
+(:func:`account_cap`), so an account with several receivers that hang still
+leaves the rest of the pool to every other account.
 
 Each cap is a semaphore in Redis: a sorted set whose members are the holders
 and whose scores are the time their lease ends. A holder whose process died
@@ -127,13 +129,26 @@ def account_cap() -> int:
     return max(1, int(settings.WEBHOOK_ACCOUNT_SHARE * threads))
 
 
+def destination_cap() -> int:
+    """Deliveries one destination (an endpoint, or an account's postbacks)
+    may have in flight: ``WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT`` (0: none of
+    its own), and always one less than its account's cap, so one destination
+    that hangs never holds the account's whole share: its other endpoints and
+    postbacks keep a slot. With the defaults the account's cap (4) equalled
+    the endpoint's (4), and one hanging endpoint starved the rest of its
+    account until its timeouts ran out. An account cap of 1 (a pool of one
+    or two threads) leaves nothing to keep back: its destinations take turns."""
+    below_account = max(1, account_cap() - 1)
+    configured = settings.WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT
+    return below_account if configured <= 0 else min(configured, below_account)
+
+
 def delivery_caps(*, endpoint_id: object | None, account_id: object) -> dict[str, int]:
     """The semaphores a delivery must get a slot of, with their caps."""
-    caps = {
-        destination_key(endpoint_id=endpoint_id, account_id=account_id): settings.WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT,
+    return {
+        destination_key(endpoint_id=endpoint_id, account_id=account_id): destination_cap(),
         account_key(account_id): account_cap(),
     }
-    return {key: cap for key, cap in caps.items() if cap > 0}  # 0: no cap
 
 
 def lease_seconds() -> float:

@@ -9,6 +9,7 @@ from typing import Any
 
 import django_stubs_ext
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from core.logging import logging_config
 from core.redis import celery_broker_url
@@ -332,9 +333,17 @@ API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=600)
 # are sent at once, across every process (429 past it; 0: no cap): each holds
 # a web thread for as long as its client reads. A write of an export (API or
 # back office) that the client does not take within EXPORT_SEND_TIMEOUT
-# seconds cuts the connection, freeing the thread (gunicorn; 0: never).
+# seconds cuts the connection, freeing the thread (gunicorn; at least 1).
 API_EXPORTS_PER_CREDENTIAL = env.int("API_EXPORTS_PER_CREDENTIAL", default=3)
 EXPORT_SEND_TIMEOUT = env.float("EXPORT_SEND_TIMEOUT", default=30.0)
+if EXPORT_SEND_TIMEOUT < 1:
+    # Refused at load, not by a system check (gunicorn never runs them): with
+    # no timeout a stalled export blocks its thread forever, and its slot's
+    # lease ends meanwhile, so the per-credential cap stops counting it.
+    raise ImproperlyConfigured(
+        f"EXPORT_SEND_TIMEOUT={EXPORT_SEND_TIMEOUT} must be at least 1 second: an export whose client "
+        "stops reading is cut after it. The default is 30."
+    )
 # Credentials with their accounts, and acquirer chains, are read from
 # per-process snapshots dropped on every write (core/snapshots.py); this is
 # how old one may be at most, whatever happens to Redis. 0 turns them off.

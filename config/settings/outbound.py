@@ -78,9 +78,11 @@ WEBHOOK_SECRET_ROTATION_HOURS = env.int("WEBHOOK_SECRET_ROTATION_HOURS", default
 # disabled ones count: staff may enable them again); Stripe allows 16.
 WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=16)
 # Deliveries in flight at once to one endpoint (or one account's postbacks),
-# across every worker; past it a delivery waits WEBHOOK_DEFER_SECONDS, or half
-# the time it has waited when longer (at most WEBHOOK_MAX_COUNTDOWN), ±50 %,
-# without an attempt counted. 0 = no cap.
+# across every worker, and always one less than the account's share (below),
+# so one hanging endpoint leaves its account's others a slot; past it a
+# delivery waits WEBHOOK_DEFER_SECONDS, or half the time it has waited when
+# longer (at most WEBHOOK_MAX_COUNTDOWN), ±50 %, without an attempt counted.
+# 0 = no cap of its own (one less than the account's share still applies).
 WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT = env.int("WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT", default=4)
 WEBHOOK_DEFER_SECONDS = env.float("WEBHOOK_DEFER_SECONDS", default=3.0)
 # The share of the webhook worker's threads one account's deliveries (every

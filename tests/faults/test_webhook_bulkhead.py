@@ -17,6 +17,14 @@ worker's threads (half), the rest wait without an attempt, and another
 account's deliveries arrive within seconds while the hang lasts a minute.
 Once the receivers answer, every delivery of the account succeeds with
 exactly one attempt: deferring lost none and counted none as a failure.
+
+The same worker, the default caps (4 per endpoint, half of 8 threads per
+account), and an account with one endpoint that hangs: with the endpoint's
+cap equal to the account's share, that one endpoint held the whole share and
+the account's healthy endpoint and postbacks waited for the whole hang. One
+destination now holds one less than its account's share (3), and the
+account's healthy endpoint and postbacks are delivered within seconds while
+the other hangs.
 """
 
 from __future__ import annotations
@@ -113,13 +121,15 @@ def emit(account: Account, postback_url: str = "") -> str:
     return str(event.pk)
 
 
-def received(receiver: Receiver, event_id: str) -> bool:
-    return any(r.headers.get("X-Webhook-Event-ID") == event_id for r in receiver.requests)
+def received(receiver: Receiver, event_id: str, times: int = 1) -> bool:
+    return sum(r.headers.get("X-Webhook-Event-ID") == event_id for r in receiver.requests) >= times
 
 
 def test_a_hanging_receiver_holds_only_its_endpoints_cap_and_loses_nothing(database_name: str, tmp_path: Path) -> None:
     slow_account, other_account = AccountFactory(), AccountFactory()
-    env = {**HANGING, "WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT": str(CAP)}
+    # The whole pool for one account: this is the endpoint's cap alone (a
+    # destination's is also one less than its account's share, 1 of 4 at 0.5).
+    env = {**HANGING, "WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT": str(CAP), "WEBHOOK_ACCOUNT_SHARE": "1"}
     with (
         hanging_receiver() as hanging,
         http_receiver() as healthy,
@@ -202,3 +212,45 @@ def test_an_account_whose_receivers_hang_holds_its_share_and_another_account_is_
     assert set(deliveries.values_list("attempt_count", flat=True)) == {1}
     assert WebhookAttempt.objects.filter(delivery__event__account=hanging_account).count() == 3 * HELD_EVENTS
     assert len(healthy.requests) == PROMPT
+
+
+def test_an_endpoint_that_hangs_leaves_its_own_accounts_other_endpoint_and_postbacks_a_slot(
+    database_name: str, tmp_path: Path
+) -> None:
+    account = AccountFactory()
+    share = int(DEPLOYED_THREADS * SHARE)
+    # The defaults: 4 per endpoint, half of the worker's 8 threads per account.
+    env = {**HANGING, "WEBHOOK_ACCOUNT_SHARE": str(SHARE), "WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT": "4"}
+    with (
+        hanging_receiver() as hanging,
+        http_receiver() as healthy,
+        celery_worker(database_name, tmp_path, concurrency=DEPLOYED_THREADS, env=env),
+    ):
+        endpoint_create(account=account, url=hanging.url)
+        held = [emit(account) for _ in range(HELD)]
+        # The hanging endpoint takes all a destination may (before: the whole share).
+        wait_for(lambda: hanging.in_flight >= share - 1, timeout=30)
+        # The account's other endpoint and its postbacks are delivered one
+        # event after the other, each within seconds, while the first hangs
+        # (its receiver answers after a minute at the earliest).
+        endpoint_create(account=account, url=healthy.url)
+        prompt = []
+        for n in range(PROMPT):
+            event_id = emit(account, postback_url=f"{healthy.url}?postback={n}")
+            wait_for(functools.partial(received, healthy, event_id, times=2), timeout=PROMPTLY)
+            prompt.append(event_id)
+        assert hanging.most_in_flight == share - 1
+        assert not hanging.released.is_set()
+        deliveries = WebhookDelivery.objects.filter(event__account=account)
+        assert deliveries.filter(status=WebhookDelivery.Status.PENDING).count() == HELD + PROMPT
+
+        hanging.released.set()
+        succeeded = deliveries.filter(status=WebhookDelivery.Status.SUCCEEDED)
+        wait_for(lambda: succeeded.count() == HELD + 3 * PROMPT, timeout=120)
+
+    assert hanging.most_in_flight == share - 1
+    # Every delivery once: the hanging endpoint got every event, the healthy
+    # one and the postbacks those emitted after it was added.
+    assert sorted(hanging.event_ids) == sorted(held + prompt)
+    assert sorted(r.headers["X-Webhook-Event-ID"] for r in healthy.requests) == sorted(prompt * 2)
+    assert set(deliveries.values_list("attempt_count", flat=True)) == {1}

@@ -4,11 +4,14 @@ through the transition service, and what each staff group may do."""
 from __future__ import annotations
 
 import csv
+import functools
+from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.db import connection
 from django.http import StreamingHttpResponse
 from django.test import Client
 from django.urls import reverse
@@ -17,12 +20,14 @@ from django.utils import timezone
 from accounts.models import Account, LedgerEntry, MoneyActionRequest
 from accounts.selectors import available_balance
 from acquirers.models import Acquirer, InboundNotification
+from core.admin_lists import CsvColumn
 from payments.admin import ChargeAdmin
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.refunds import RefundOutcome, charge_refund_pursue
 from payments.services import charge_transition
-from tests.factories import AccountFactory, AcquirerFactory
+from tests.factories import AccountFactory, AcquirerFactory, ChargeFactory
 from tests.helpers import admin_action, admin_messages, staff_login
+from tests.realworld import run_concurrently
 
 pytestmark = pytest.mark.django_db
 
@@ -331,7 +336,11 @@ def test_detail_action_refused_changes_nothing(staff_client: Any, charges: dict[
 
 
 def csv_rows(response: Any) -> list[list[str]]:
-    body = response.getvalue().decode("utf-8")
+    return csv_rows_of(response.getvalue())
+
+
+def csv_rows_of(content: bytes) -> list[list[str]]:
+    body = content.decode("utf-8")
     assert body.startswith("\ufeff")
     return list(csv.reader(body[1:].splitlines(), delimiter=";"))
 
@@ -358,15 +367,16 @@ def test_csv_export_streams_the_filtered_list(admin_client: Client, charges: dic
     assert [row[0] for row in found] == [str(charges["pending"].pk)]
 
 
-def test_csv_export_reads_in_keyset_batches(
+def test_csv_export_is_the_list_in_its_order_read_before_the_first_byte(
     admin_client: Client,
     charges: dict[str, Charge],
     monkeypatch: pytest.MonkeyPatch,
-    django_assert_max_num_queries: Any,
+    django_assert_num_queries: Any,
 ) -> None:
-    """Batches of ``csv_chunk_size`` rows, each one query (the account comes
-    joined) starting past the last row of the one before, in the list's
-    order whatever column it is sorted by: every row once."""
+    """The list's rows in the list's order whatever column it is sorted by,
+    every row once, all read in the view (a cursor fetched ``csv_chunk_size``
+    rows at a time, the account and acquirer joined): nothing is read while
+    the client downloads."""
     charge = charges["paid"]
     # Six accounts: their ids (random) and their creation order disagree.
     accounts: list[Account] = [charge.account, *(AccountFactory() for _ in range(5))]
@@ -395,9 +405,75 @@ def test_csv_export_reads_in_keyset_batches(
         listed = admin_client.get(CHARGES, {**ordering, "all": ""}).context["cl"].result_list
         assert len(listed) == total
         response = admin_client.get(EXPORT, ordering)
-        with django_assert_max_num_queries(total // 4 + 1):  # the first batch was read in the view
+        with django_assert_num_queries(0):
             rows = csv_rows(response)[1:]
         assert [row[0] for row in rows] == [str(c.pk) for c in listed], ordering
+
+
+@pytest.mark.django_db(transaction=True)
+def test_csv_export_is_one_snapshot_rows_that_move_while_it_is_read_are_written_once(
+    admin_client: Client, charges: dict[str, Charge], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sorted on a column that changes while the file is read, the file is
+    the list as it stood when the export began: every row once, in its
+    order, as it was. Read in batches with the connection given back
+    between them, sorted by payment time (newest first, unpaid first) a
+    charge paid after it was written came again among the paid ones, and
+    sorted by status a charge canceled before it was read moved behind the
+    batches read and was never written. The client then downloads with no
+    database connection held."""
+    for n in range(4):  # more pending charges
+        ChargeFactory(account=charges["paid"].account, acquirer=charges["paid"].acquirer, amount=500 + n)
+    # A batch per row, had the rows been read in batches.
+    monkeypatch.setattr(ChargeAdmin, "csv_chunk_size", 1)
+    columns = ChargeAdmin.csv_columns
+
+    def export_while(ordering: dict[str, str], move: Callable[[Charge, list[str]], Charge | None], to: str) -> Any:
+        """The export, asking ``move`` at each row written until it names a
+        charge, which another connection then moves to status ``to`` (committed)."""
+        written: list[str] = []
+        moved: list[Charge] = []
+
+        def row_id(record: Charge) -> Any:
+            written.append(str(record.pk))
+            if not moved and (charge := move(record, written)) is not None:
+                moved.append(charge)
+                [outcome] = run_concurrently(
+                    [functools.partial(charge_transition, charge_id=charge.pk, to_status=to, source="sandbox")]
+                )
+                assert not isinstance(outcome, BaseException), outcome
+            return record.pk
+
+        monkeypatch.setattr(ChargeAdmin, "csv_columns", (CsvColumn("ID", row_id), *columns[1:]))
+        response = admin_client.get(EXPORT, ordering)
+        assert isinstance(response, StreamingHttpResponse)
+        chunks = []
+        for chunk in response.streaming_content:
+            assert connection.connection is None, "a connection is held while the client reads"
+            chunks.append(chunk)
+        assert moved
+        return csv_rows_of(b"".join(chunks))
+
+    def this_one_if_pending(record: Charge, written: list[str]) -> Charge | None:
+        # Paid now, it sorts first of the paid ones: after the unpaid ones still to be read.
+        return record if record.status == ChargeStatus.PENDING else None
+
+    def a_pending_one_not_read_yet(record: Charge, written: list[str]) -> Charge | None:
+        # On the first paid one: "canceled" sorts before "paid", among the rows already read.
+        if record.status != ChargeStatus.PAID:
+            return None
+        return Charge.objects.filter(status=ChargeStatus.PENDING).exclude(pk__in=written).first()
+
+    # Columns counted from the checkbox: payment time newest first; status.
+    for ordering, move, to in (
+        ({"o": "-7"}, this_one_if_pending, ChargeStatus.PAID),
+        ({"o": "6"}, a_pending_one_not_read_yet, ChargeStatus.CANCELED),
+    ):
+        listed = admin_client.get(CHARGES, {**ordering, "all": ""}).context["cl"].result_list
+        header, *rows = export_while(ordering, move, to)
+        assert [row[0] for row in rows] == [str(c.pk) for c in listed], ordering
+        status = header.index("Status")
+        assert [row[status] for row in rows] == [c.get_status_display() for c in listed], ordering
 
 
 def test_csv_export_needs_the_view_permission(

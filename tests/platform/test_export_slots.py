@@ -7,6 +7,9 @@ its process died, expired by Redis."""
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +29,7 @@ from core.slots import Slot, slot_keys, slot_take
 from tests.conftest import client_for
 from tests.factories import WithdrawalFactory
 from tests.helpers import SAO_PAULO
+from tests.platform.test_deployment import PROD_ENV, ROOT, _run
 from tests.realworld import free_port, wait_for
 
 pytestmark = pytest.mark.django_db
@@ -147,11 +151,13 @@ def test_the_slot_is_given_back_after_an_error_mid_file_or_before_the_first_row(
 
 
 @pytest.mark.usefixtures("small_chunks")
-def test_an_export_being_read_keeps_renewing_its_slot(account: Account, settings: Any) -> None:
+def test_an_export_being_read_keeps_renewing_its_slot(
+    account: Account, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A long export's lease is extended as it goes (every EXPORT_SEND_TIMEOUT
-    seconds of writing; here 0, so at every write): a slow but steady
-    reader never loses its slot to the lease, a dead process's ends soon."""
-    settings.EXPORT_SEND_TIMEOUT = 0
+    seconds of writing; here at every write): a slow but steady reader never
+    loses its slot to the lease, a dead process's ends soon."""
+    monkeypatch.setattr(core_exports, "send_timeout_seconds", lambda: 0.0)
     api, public_key = credential(account)
     chunks = streamed(api.get(URL, MARCH))
     next(chunks)
@@ -205,3 +211,33 @@ def test_without_redis_exports_go_on_uncounted(account: Account, settings: Any) 
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
     responses = [api.get(URL, MARCH) for _ in range(CAP + 1)]
     assert [len(b"".join(streamed(r)).splitlines()) for r in responses] == [1 + 5] * (CAP + 1)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "0.5"])
+def test_a_send_timeout_under_a_second_is_refused_at_start(value: str) -> None:
+    """No timeout ("0" was documented as "never") blocked a stalled export's
+    thread forever while its slot's lease ended, so the credential's cap
+    stopped counting it. Every settings module refuses it when loaded
+    (gunicorn and Celery run no system checks)."""
+    production = _run({**PROD_ENV, "EXPORT_SEND_TIMEOUT": value}, "check")
+    base = {k: v for k, v in os.environ.items() if k not in PROD_ENV}
+    local = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={**base, "DJANGO_SETTINGS_MODULE": "config.settings.local", "EXPORT_SEND_TIMEOUT": value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    for result in (production, local):
+        assert result.returncode != 0
+        assert "ImproperlyConfigured: EXPORT_SEND_TIMEOUT=" in result.stderr
+        assert "must be at least 1 second" in result.stderr
+    assert _run({**PROD_ENV, "EXPORT_SEND_TIMEOUT": "1"}, "check").returncode == 0
+
+
+def test_the_send_timeout_is_never_under_a_second_in_a_running_process(settings: Any) -> None:
+    settings.EXPORT_SEND_TIMEOUT = 0
+    assert core_exports.send_timeout_seconds() == 1.0
+    settings.EXPORT_SEND_TIMEOUT = 30
+    assert core_exports.send_timeout_seconds() == 30.0

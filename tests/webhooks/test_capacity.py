@@ -194,6 +194,26 @@ def test_an_accounts_cap_is_its_share_of_the_workers_threads(settings: Any, monk
     assert capacity.account_cap() == 8
 
 
+def test_one_destination_stays_below_its_accounts_cap(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An endpoint (or an account's postbacks) never holds its account's
+    whole share: a healthy endpoint of the same account keeps a slot."""
+    settings.WEBHOOK_ACCOUNT_SHARE, settings.WEBHOOK_WORKER_CONCURRENCY = 0.5, 8
+    settings.WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT = 4
+    monkeypatch.setattr(capacity, "worker_threads", None)
+    # The defaults: the endpoint's 4 was the account's 4.
+    assert (capacity.destination_cap(), capacity.account_cap()) == (3, 4)
+    # A smaller endpoint cap is kept; none of its own is still one below the account's.
+    settings.WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT = 2
+    assert capacity.destination_cap() == 2
+    settings.WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT = 0
+    assert capacity.destination_cap() == 3
+    # Of the threads the worker runs; an account's cap of 1 leaves one to take turns.
+    monkeypatch.setattr(capacity, "worker_threads", 2)
+    assert (capacity.destination_cap(), capacity.account_cap()) == (1, 1)
+    caps = capacity.delivery_caps(endpoint_id=uuid.uuid4(), account_id=uuid.uuid4())
+    assert sorted(caps.values()) == [1, 1]
+
+
 @pytest.mark.parametrize("share", [0.0, -0.5, 1.5])
 def test_a_share_outside_0_to_1_fails_the_system_checks(settings: Any, share: float) -> None:
     settings.WEBHOOK_ACCOUNT_SHARE = share
@@ -382,3 +402,32 @@ def test_an_account_at_its_share_defers_its_endpoints_and_postbacks_and_no_one_e
     assert WebhookAttempt.objects.filter(delivery__event=event).count() == 2
     assert len(receiver.requests) == 3
     assert capacity.holders(capacity.account_key(account.pk)) == 0
+
+
+@pytest.mark.django_db
+def test_a_destination_at_its_cap_defers_alone_its_account_still_delivers_elsewhere(
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    account: Account,
+    receiver: Receiver,
+    enqueued: list[tuple[str, float]],
+) -> None:
+    """With the defaults, an endpoint whose receiver hangs holds 3 of its
+    account's 4 slots; the account's other endpoint and its postbacks go out
+    on the fourth."""
+    settings.WEBHOOK_ACCOUNT_SHARE, settings.WEBHOOK_WORKER_CONCURRENCY = 0.5, 8
+    settings.WEBHOOK_MAX_CONCURRENT_PER_ENDPOINT = 4
+    monkeypatch.setattr(capacity, "worker_threads", None)
+    hanging = endpoint_create(account=account, url=f"{receiver.url}?hangs").endpoint
+    caps = capacity.delivery_caps(endpoint_id=hanging.pk, account_id=account.pk)
+    # The hanging endpoint's deliveries in flight elsewhere, as many as it may take.
+    assert len([h for h in (capacity.acquire(caps) for _ in range(5)) if h]) == 3
+    assert capacity.holders(capacity.account_key(account.pk)) == 3
+    healthy = endpoint_create(account=account, url=f"{receiver.url}?healthy").endpoint
+    event = emit(account, postback_url=f"{receiver.url}?postback")
+    by_endpoint = {d.endpoint_id: d for d in WebhookDelivery.objects.filter(event=event)}
+
+    assert delivery_attempt(delivery_id=by_endpoint[hanging.pk].pk) == DeliveryOutcome.DEFERRED
+    assert delivery_attempt(delivery_id=by_endpoint[healthy.pk].pk) == DeliveryOutcome.SUCCEEDED
+    assert delivery_attempt(delivery_id=by_endpoint[None].pk) == DeliveryOutcome.SUCCEEDED
+    assert sorted(r.path for r in receiver.requests) == ["/hook?healthy", "/hook?postback"]
