@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -673,3 +674,62 @@ def test_a_payout_named_by_two_sent_pix_is_reported_never_applied_twice(
 
     reconcile(efi_acquirer)
     assert ReconciliationItem.objects.count() == 2
+
+
+# --------------------------------------------------------------------------- unreadable records
+
+
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        {"endToEndId": "E-ilegivel"},
+        {"valor": "dez reais"},
+        {"devolucoes": [{"id": "D1", "rtrId": "D1", "valor": "um real", "horario": {}, "status": "DEVOLVIDO"}]},
+    ],
+    ids=["e2e_id", "valor", "devolucao"],
+)
+def test_an_unreadable_record_is_an_item_and_the_rest_of_the_day_is_healed(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp, malformed: dict[str, Any]
+) -> None:
+    """One entry of ``GET /pix`` the adapter cannot read, among good ones:
+    that entry is an item (kept whole), the good ones are healed, the run is
+    done; a rerun finds the same item and heals nothing twice."""
+    charges = [new_charge(api) for _ in range(2)]
+    e2e_ids = [fake_psp.pay(c.txid) for c in charges]  # the callbacks were lost
+    bad = fake_psp.receive(txid=charges[0].txid, amount="12.34", at=fake_psp.pix[e2e_ids[0]]["horario"])
+    with fake_psp.lock:
+        fake_psp.pix[bad].update(malformed)
+        entry = json.loads(json.dumps(fake_psp.pix[bad]))
+
+    run = reconcile(bacen_acquirer)
+
+    assert (run.status, run.healed_count, run.unmatched_count) == ("done", 2, 1), run.error
+    for charge, e2e_id in zip(charges, e2e_ids, strict=True):
+        charge.refresh_from_db()
+        assert (charge.status, charge.e2e_id) == (ChargeStatus.PAID, e2e_id)
+    unreadable = ReconciliationItem.objects.get(kind=K.RECORD_FAILED)
+    assert unreadable.key.startswith("ilegivel:")
+    assert (unreadable.status, unreadable.theirs_raw, unreadable.reference) == ("open", entry, charges[0].txid)
+    assert "Registro ilegível" in unreadable.detail
+    assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
+    before = items()
+
+    again = reconcile(bacen_acquirer)
+
+    assert (again.status, again.healed_count, again.unmatched_count) == ("done", 0, 1)
+    assert items() == before
+    assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
+    assert LedgerEntry.objects.filter(account=account).count() == 2
+    # The PSP broke its own contract on that entry (the fake says so); nothing else.
+    assert fake_psp.violations
+    assert all("/pix" in v for v in fake_psp.violations)
+    fake_psp.violations.clear()
+
+
+def test_an_entry_that_is_not_an_object_is_unreadable_not_a_failed_page() -> None:
+    from acquirers.adapters.apipix.listing import pix_records, read_entry
+    from acquirers.adapters.base import ProviderRecordStatus
+
+    (record,) = read_entry("lixo", pix_records)
+
+    assert (record.status, record.raw, record.amount) == (ProviderRecordStatus.UNREADABLE, {"entrada": "lixo"}, 0)
