@@ -24,6 +24,7 @@ import dataclasses
 import datetime as dt
 import functools
 import logging
+import uuid
 from collections.abc import Sequence
 
 from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
@@ -92,8 +93,10 @@ def _finding(
         ours = Ours(TARGET, str(charge.pk), charge.status, charge.amount, charge.txid, charge.e2e_id)
     finding = Finding.of(kind, record, ours, key_by_e2e=True, healed=healed, detail=detail)
     if kind is K.DUPLICATE_E2E and record is not None:
-        # Several records may repeat one e2e id: each is an item of its own.
-        finding = dataclasses.replace(finding, key=f"{record.e2e_id}:{record.reference}")
+        # Several records may repeat one e2e id, even under one txid with
+        # another amount or state: each is an item of its own.
+        key = f"{record.e2e_id}:{record.reference}:{record.amount}:{record.status.value}"
+        finding = dataclasses.replace(finding, key=key)
     return finding
 
 
@@ -176,11 +179,37 @@ def _returned_by_refund(record: ProviderPixRecord) -> int:
     return record.amount if record.status is R.REFUNDED else 0
 
 
+@dataclasses.dataclass(frozen=True)
+class _Holder:
+    """What holds an e2e id here: a charge it paid, or a late payment (a Pix
+    received for a cancelled charge, which staff may have credited)."""
+
+    charge_id: uuid.UUID
+    detail: str
+
+
+def _holders(e2e_ids: set[str]) -> dict[str, _Holder]:
+    """The charges and late payments here (of any acquirer: an e2e id names
+    one Pix across them) holding the listed e2e ids."""
+    holders: dict[str, _Holder] = {}
+    for late in (
+        LatePayment.objects.filter(e2e_id__in=e2e_ids)
+        .select_related("charge")
+        .only("pk", "e2e_id", "charge__id", "charge__txid")
+    ):
+        detail = f"pagamento após cancelamento #{late.pk} da cobrança {late.charge.pk} (txid {late.charge.txid})"
+        holders[late.e2e_id] = _Holder(late.charge.pk, detail)
+    for charge in Charge.objects.filter(e2e_id__in=e2e_ids).only("pk", "txid", "e2e_id"):
+        if charge.e2e_id:
+            holders[charge.e2e_id] = _Holder(charge.pk, f"cobrança {charge.pk} (txid {charge.txid})")
+    return holders
+
+
 def _judge(
     acquirer: Acquirer,
     record: ProviderPixRecord,
     charge: Charge | None,
-    holders: dict[str, Charge],
+    holders: dict[str, _Holder],
     matching: Matching,
 ) -> None:
     """One Pix received (or a charge said paid with none listed): the one
@@ -189,9 +218,9 @@ def _judge(
         matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
         return
     holder = holders.get(record.e2e_id) if record.e2e_id else None
-    if holder is not None and holder.pk != charge.pk:
+    if holder is not None and holder.charge_id != charge.pk:
         # Applying it would credit one Pix twice (and break the e2e id's unique constraint).
-        detail = f"e2e id já usado pela cobrança {holder.pk} (txid {holder.txid}) aqui; nada aplicado."
+        detail = f"e2e id já usado aqui: {holder.detail}; nada aplicado."
         matching.findings.append(_finding(K.DUPLICATE_E2E, record, charge, detail=detail))
         return
     if charge.status in LATE_FROM:
@@ -273,9 +302,7 @@ def charges_match(
     txids = {r.reference for r in pix + [r for r, _ in repeats] if r.reference}
     fields = ("pk", "txid", "status", "amount", "e2e_id", "acquirer_id")
     charges = {c.txid: c for c in Charge.objects.filter(acquirer=acquirer, txid__in=txids).only(*fields)}
-    # Charges here (of any acquirer: the e2e id is unique across them) holding the listed e2e ids.
-    e2e_ids = {r.e2e_id for r in pix if r.e2e_id}
-    holders = {c.e2e_id: c for c in Charge.objects.filter(e2e_id__in=e2e_ids).only("pk", "txid", "e2e_id") if c.e2e_id}
+    holders = _holders({r.e2e_id for r in pix if r.e2e_id})
     seen: set[str] = set()
     for record in pix:
         charge = charges.get(record.reference)

@@ -476,7 +476,7 @@ def test_a_record_whose_e2e_id_another_charge_holds_is_an_item_and_the_rest_of_t
     assert before == sorted(
         [
             *((K.PAID_THERE_NOT_HERE, e, "healed") for e in e2e_ids),
-            (K.DUPLICATE_E2E, f"{reused}:{clashing.txid}", "open"),
+            (K.DUPLICATE_E2E, f"{reused}:{clashing.txid}:{AMOUNT}:paid", "open"),
         ]
     )
 
@@ -557,7 +557,7 @@ def test_a_second_record_with_an_e2e_id_already_listed_is_an_item_and_never_appl
     second.refresh_from_db()
     assert (first.status, second.status) == (ChargeStatus.PAID, ChargeStatus.PENDING)
     assert items() == sorted(
-        [(K.PAID_THERE_NOT_HERE, e2e_id, "healed"), (K.DUPLICATE_E2E, f"{e2e_id}:{second.txid}", "open")]
+        [(K.PAID_THERE_NOT_HERE, e2e_id, "healed"), (K.DUPLICATE_E2E, f"{e2e_id}:{second.txid}:{AMOUNT}:paid", "open")]
     )
     repeated = ReconciliationItem.objects.get(kind=K.DUPLICATE_E2E)
     assert repeated.target_id == str(second.pk)
@@ -733,3 +733,59 @@ def test_an_entry_that_is_not_an_object_is_unreadable_not_a_failed_page() -> Non
     (record,) = read_entry("lixo", pix_records)
 
     assert (record.status, record.raw, record.amount) == (ProviderRecordStatus.UNREADABLE, {"entrada": "lixo"}, 0)
+
+
+# --------------------------------------------------------------------------- duplicate e2e ids (late payments, keys)
+
+
+def test_a_pix_a_late_payment_holds_is_never_healed_on_another_charge(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    """A Pix recorded as paid after the cancel of one charge (staff may credit
+    it) listed under a pending charge: healing it would credit it twice."""
+    from payments.services import charge_transition
+
+    cancelled, pending = new_charge(api), new_charge(api)
+    charge_transition(charge_id=cancelled.pk, to_status=ChargeStatus.CANCELED, source="staff")
+    e2e_id = fake_psp.pay(cancelled.txid)
+    paid_here(bacen_acquirer, cancelled, e2e_id)  # recorded as a late payment of the cancelled charge
+    late = LatePayment.objects.get(e2e_id=e2e_id)
+    with fake_psp.lock:  # the PSP now lists that Pix under the pending charge
+        fake_psp.pix[e2e_id]["txid"] = pending.txid
+        fake_psp.cobs[cancelled.txid]["status"] = "ATIVA"
+        del fake_psp.cobs[cancelled.txid]["pix"]
+
+    run = reconcile(bacen_acquirer)
+
+    assert run.status == "done", run.error
+    pending.refresh_from_db()
+    assert (pending.status, pending.e2e_id) == (ChargeStatus.PENDING, None)
+    item = ReconciliationItem.objects.get(kind=K.DUPLICATE_E2E)
+    assert (item.target_id, item.status) == (str(pending.pk), "open")
+    assert f"pagamento após cancelamento #{late.pk}" in item.detail
+    assert available_balance(account) == ledger_sum(account) == 0
+
+
+def test_repeats_of_one_pix_under_one_txid_with_other_amounts_are_an_item_each(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    with fake_psp.lock:  # the charge's listing names its Pix twice more, with other values
+        pix = fake_psp.pix[e2e_id]
+        fake_psp.cobs[charge.txid]["pix"] = [pix, {**pix, "valor": "20.00"}, {**pix, "valor": "30.00"}]
+
+    run = reconcile(bacen_acquirer)
+
+    assert run.status == "done", run.error
+    assert items() == sorted(
+        [
+            (K.PAID_THERE_NOT_HERE, e2e_id, "healed"),
+            (K.DUPLICATE_E2E, f"{e2e_id}:{charge.txid}:2000:paid", "open"),
+            (K.DUPLICATE_E2E, f"{e2e_id}:{charge.txid}:3000:paid", "open"),
+        ]
+    )
+    assert available_balance(account) == ledger_sum(account) == LIQUID
+
+    reconcile(bacen_acquirer)
+    assert ReconciliationItem.objects.count() == 3
