@@ -301,19 +301,92 @@ def test_a_refund_a_chargeback_released_is_asked_about_until_the_psp_answers_for
 def test_a_released_refund_the_psp_never_received_is_not_made_by_asking(
     paid_charge: Charge, account: Account, fake_psp: FakePsp
 ) -> None:
+    """ "No such devolução" is believed only once the grace window since the
+    refund was last asked for (its release) has passed: before, it is asked
+    about again with the refund task's backoff."""
+    from payments.refunds_released import NOT_FOUND_FINAL_AFTER
     from payments.services import charge_transition
+    from payments.tasks import pursue_refund
 
     assert charge_refund_reserve(charge_id=paid_charge.pk)  # reserved; the PSP not asked yet
     charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
     refund = ChargeRefund.objects.get(charge=paid_charge)
 
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.UNDETERMINED
+    with pytest.raises(Retry):
+        pursue_refund(refund.pk)  # asked again later, with the task's backoff
+    refund.refresh_from_db()
+    assert refund.release_check == "pending"
+
+    released = timezone.now() - NOT_FOUND_FINAL_AFTER - dt.timedelta(seconds=1)
+    ChargeRefund.objects.filter(pk=refund.pk).update(finished_at=released)
     assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
 
     refund.refresh_from_db()
     assert refund.release_check == "not_made"  # the PSP has no such devolução
     assert fake_psp.calls_of("devolucao.put") == []
+    assert len(fake_psp.calls_of("devolucao.get")) == 3
     assert "devolucoes" not in fake_psp.pix[paid_charge.e2e_id or ""]
     assert available_balance(account) == SEED == ledger_sum(account)
+
+
+def test_a_devolucao_the_psp_records_after_a_look_is_found_made(
+    paid_charge: Charge, account: Account, fake_psp: FakePsp
+) -> None:
+    """An ask whose answer was unclear reaches the PSP after the chargeback,
+    and after a first look found nothing: the look does not end it, the next
+    one finds the devolução made."""
+    from payments.models import ReconciliationItem
+    from payments.services import charge_transition
+
+    assert charge_refund_reserve(charge_id=paid_charge.pk)
+    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
+    refund = ChargeRefund.objects.get(charge=paid_charge)
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.UNDETERMINED
+    e2e_id = paid_charge.e2e_id or ""
+    with fake_psp.lock:  # the PUT that timed out lands now, and settles
+        horario = {"solicitacao": fake_psp.pix[e2e_id]["horario"], "liquidacao": fake_psp.pix[e2e_id]["horario"]}
+        fake_psp.pix[e2e_id]["devolucoes"] = [
+            {
+                "id": refund_id_for(paid_charge.pk),
+                "rtrId": "D12345678202611270000abcdefghijk",
+                "valor": "10.00",
+                "natureza": "ORIGINAL",
+                "horario": horario,
+                "status": "DEVOLVIDO",
+            }
+        ]
+
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
+
+    refund.refresh_from_db()
+    assert refund.release_check == "made"
+    item = ReconciliationItem.objects.get()
+    assert (item.kind, item.target_id) == ("refunded_there_chargeback_here", str(paid_charge.pk))
+    assert available_balance(account) == SEED == ledger_sum(account)  # nothing debited automatically
+
+
+def test_a_released_refund_of_a_charge_without_e2e_id_is_asked_about(db: Any, account: Account) -> None:
+    """An acquirer that names a devolução without the Pix's e2e id (the
+    sandbox) may have made it: it is asked, not taken as never asked for."""
+    from acquirers import adapters
+    from payments.models import ReconciliationItem
+    from payments.refund_requests import refund_request_for
+    from payments.services import charge_transition
+    from tests.factories import AcquirerFactory, ChargeFactory
+
+    sandbox = AcquirerFactory(key=f"sbx_{uuid.uuid4().hex[:8]}", adapter="sandbox", options={"refund": "processing"})
+    charge = ChargeFactory(account=account, acquirer=sandbox, status=S.PAID, e2e_id=None, paid_at=timezone.now())
+    assert charge_refund_reserve(charge_id=charge.pk)
+    adapters.build(sandbox).refund_charge(refund_request_for(charge))  # asked: processing there
+    charge_transition(charge_id=charge.pk, to_status=S.CHARGEBACK, source="staff")
+    refund = ChargeRefund.objects.get(charge=charge)
+
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
+
+    refund.refresh_from_db()
+    assert refund.release_check == "made"
+    assert ReconciliationItem.objects.get().target_id == str(charge.pk)
 
 
 def test_a_refund_larger_than_the_balance_is_reserved_all_the_same(
