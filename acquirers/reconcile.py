@@ -103,6 +103,10 @@ class Finding:
     #: The confirmed event was applied: the mismatch is already fixed.
     healed: bool = False
     detail: str = ""
+    #: What went back to the payer there, by MED and by refunds (centavos;
+    #: None: not known): the evidence a refund's redébito is measured on.
+    returned_by_med: int | None = None
+    returned_by_refund: int | None = None
 
     @classmethod
     def of(

@@ -14,8 +14,10 @@ savepoint; an error is an item for that record, the day goes on). Never
 dropped: a record repeating an e2e id already seen (in the listing, or held
 by another charge here: applying it would credit one Pix twice), a Pix
 partly returned to the payer there that is credited here in full, and a Pix
-returned there by a refund while charged back here (the payer may have been
-repaid twice).
+returned there by a refund while charged back here (or refunded here after
+its chargeback) whose MED and refund together returned more than the Pix
+(the payer repaid twice: the item keeps both amounts, what a redébito is
+measured on) or less than it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from core.money import brl
 from payments.events import PAID_ONCE, charge_event_apply
 from payments.late_payments import LATE_FROM
 from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
+from payments.reconcile_items import repaid_excess
 
 logger = logging.getLogger(__name__)
 
@@ -205,6 +208,47 @@ def _holders(e2e_ids: set[str]) -> dict[str, _Holder]:
     return holders
 
 
+def _refunded_after_chargeback(record: ProviderPixRecord, charge: Charge) -> bool:
+    """Refunded here from ``chargeback`` (the MED completing, the acquirer's
+    notice of the refund: no refund debit taken), with a refund listed there."""
+    if charge.status != ChargeStatus.REFUNDED or _returned_by_refund(record) <= 0:
+        return False
+    came_from = (
+        ChargeTransition.objects.filter(charge_id=charge.pk, to_status=ChargeStatus.REFUNDED)
+        .order_by("-id")
+        .values_list("from_status", flat=True)
+        .first()
+    )
+    return came_from == ChargeStatus.CHARGEBACK
+
+
+def _refunded_and_charged_back(record: ProviderPixRecord, charge: Charge, by_refund: int, matching: Matching) -> None:
+    """A refund there on a Pix charged back here. The payer was repaid twice
+    only if the MED's return and the refund together exceed the Pix (the
+    MED's return: what the acquirer lists as MED, else the chargeback's, in
+    full): then an item, its evidence kept for the redébito. Returned once in
+    all, part by MED and part by refund: both sides agree (the chargeback
+    took the money once). Less than the Pix in all: an item, nothing to redebit."""
+    by_med = record.returned_by_med or None
+    excess = repaid_excess(amount=record.amount, by_med=by_med, by_refund=by_refund)
+    if not excess and (by_med or 0) + by_refund == record.amount:
+        matching.match(record.amount)
+        return
+    med = f"{brl(by_med)} pelo MED" if by_med else "o MED (a contestação aqui)"
+    if excess:
+        detail = (
+            f"Devolvido ao pagador na adquirente ({brl(by_refund)} por estorno) e contestado aqui: com {med}, o "
+            f"pagador recebeu {brl(excess)} a mais que o Pix. Nada debitado automaticamente."
+        )
+    else:
+        detail = (
+            f"Devolvido em parte na adquirente ({brl(by_refund)} por estorno, {med}) e contestado aqui pelo valor "
+            "integral: o pagador não recebeu mais que o Pix; nada a debitar. Confira com a adquirente."
+        )
+    finding = _finding(K.REFUNDED_THERE_CHARGEBACK_HERE, record, charge, detail=detail)
+    matching.findings.append(dataclasses.replace(finding, returned_by_med=by_med, returned_by_refund=by_refund))
+
+
 def _judge(
     acquirer: Acquirer,
     record: ProviderPixRecord,
@@ -258,16 +302,14 @@ def _judge(
     if record.e2e_id and charge.e2e_id and record.e2e_id != charge.e2e_id:
         matching.findings.append(_another_pix(record, charge))
         return
-    if charge.status == ChargeStatus.CHARGEBACK:
-        if _returned_by_refund(record) > 0:
-            detail = (
-                "Devolvido ao pagador na adquirente e contestado (MED) aqui: o pagador pode ter recebido o valor "
-                "duas vezes. Nada debitado automaticamente."
-            )
-            matching.findings.append(_finding(K.REFUNDED_THERE_CHARGEBACK_HERE, record, charge, detail=detail))
+    if charge.status == ChargeStatus.CHARGEBACK or _refunded_after_chargeback(record, charge):
+        by_refund = _returned_by_refund(record)
+        if by_refund > 0:
+            _refunded_and_charged_back(record, charge, by_refund, matching)
             return
-        matching.match(record.amount)
-        return
+        if charge.status == ChargeStatus.CHARGEBACK:
+            matching.match(record.amount)
+            return
     if (record.status is R.REFUNDED) != (charge.status == ChargeStatus.REFUNDED):
         matching.findings.append(_finding(K.REFUND_DIFFERS, record, charge))
         return

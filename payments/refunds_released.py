@@ -5,7 +5,7 @@ devolução, and then the payer is repaid twice. Such a refund is asked about
 (read only: asking never makes it) until the acquirer's answer is final;
 made there, it is a reconciliation item for staff with the acquirer's
 answer as evidence, and nothing is debited automatically: staff acknowledge
-it, or ask for the refund's debit (:func:`charge_refund_redebit`), which a
+it, or ask for the refund's debit (:mod:`payments.refund_redebits`), which a
 second staff member approves (``accounts.approvals``).
 
 "No such devolução" is final only :data:`NOT_FOUND_FINAL_AFTER` after the
@@ -14,16 +14,13 @@ arriving at the acquirer, and a look too soon would end it "not made"."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
-import uuid
 
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.exceptions import ActionNotExecutable
-from accounts.models import LedgerEntry
-from accounts.services import ledger_post
 from acquirers import adapters, calls
 from acquirers.adapters.base import (
     InvalidOptions,
@@ -138,30 +135,12 @@ def _report_repaid_twice(*, charge: Charge, refund: ChargeRefund, answer: Refund
         f"O estorno #{refund.pk}, liberado pela contestação (MED) enquanto a adquirente o processava, foi feito "
         "por ela: o pagador recebeu a devolução do MED e o estorno. Nada debitado automaticamente."
     )
+    if charge.status == ChargeStatus.PAID:
+        # Resolved for the account meanwhile: the MED gave the money back, and
+        # the charge's refund (the same devolução, answered done) debits it once.
+        detail += " A contestação foi resolvida a favor da conta: estorne a cobrança para debitar a devolução."
     finding = Finding.of(K.REFUNDED_THERE_CHARGEBACK_HERE, record, ours, key_by_e2e=True, detail=detail)
+    # The evidence the redébito is measured on: the devolução returned the
+    # whole Pix; the MED's return, unknown here, is the chargeback's (in full).
+    finding = dataclasses.replace(finding, returned_by_refund=charge.amount)
     reconciliation_item_store(finding, acquirer_id=charge.acquirer_id, direction="received")
-
-
-def charge_refund_redebit(*, charge_id: uuid.UUID | str, actor: str, reason: str) -> bool:
-    """Debit the refund of a charged-back charge that the acquirer made all
-    the same (the payer got the MED return and the refund), once a second
-    staff member approved it (``accounts.approvals``). The debit the refund
-    would have made (``charge_refund``, the liquid amount), under the
-    charge's lock then the balance's; like any refund's it may take the
-    balance below zero (decisions §4). The charge keeps its status. False
-    when already debited; :class:`~accounts.exceptions.ActionNotExecutable`
-    when the charge is no longer in chargeback (resolved in the account's
-    favour it holds the money again, and staff's refund settles it)."""
-    with transaction.atomic():
-        charge = Charge.objects.select_for_update().get(pk=charge_id)
-        if charge.status != ChargeStatus.CHARGEBACK:
-            raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não contestada.")
-        entry = ledger_post(
-            account_id=charge.account_id,
-            amount=-charge.liquid_amount,
-            kind=LedgerEntry.Kind.CHARGE_REFUND,
-            reference=f"charge:{charge.pk}:refund-redebit",
-        )
-    if entry is not None:
-        logger.warning("refund of charge %s debited after its chargeback by %s: %s", charge.pk, actor, reason)
-    return entry is not None

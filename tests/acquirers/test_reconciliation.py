@@ -645,13 +645,77 @@ def test_refunded_there_and_charged_back_here_is_an_item_unless_the_return_was_t
         assert items() == [(K.REFUNDED_THERE_CHARGEBACK_HERE, e2e_id, "open")]
         item = ReconciliationItem.objects.get()
         assert (item.ours_status, item.theirs_status, item.target_id) == ("chargeback", "refunded", str(charge.pk))
-        assert "duas vezes" in item.detail
+        assert "recebeu R$ 10,00 a mais que o Pix" in item.detail
         assert (run.matched_count, run.unmatched_count) == (0, 1)
     else:  # MED's own return: both sides agree
         assert items() == []
         assert (run.matched_count, run.unmatched_count) == (1, 0)
     assert LedgerEntry.objects.count() == entries
     assert available_balance(account) == ledger_sum(account) == 0
+
+
+@pytest.mark.parametrize(
+    ("med", "refunded", "excess"),
+    [
+        ("5.00", "5.00", None),  # returned once in all, half by MED, half by refund: both sides agree
+        ("7.00", "5.00", 200),  # R$ 2,00 beyond the Pix
+        (None, "10.00", 1000),  # no MED listed: the chargeback here is its return, in full
+        ("3.00", "3.00", 0),  # less than the Pix in all: reported, nothing to redebit
+    ],
+)
+def test_a_refund_redebit_takes_only_what_the_payer_got_beyond_the_pix(
+    api: APIClient,
+    account: Account,
+    bacen_acquirer: Acquirer,
+    fake_psp: FakePsp,
+    med: str | None,
+    refunded: str,
+    excess: int | None,
+) -> None:
+    from accounts.exceptions import ActionNotExecutable
+    from accounts.models import MoneyActionRequest
+    from accounts.services import money_action_request
+    from payments.services import charge_transition
+    from tests.helpers import asked_and_approved, staff_user
+
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    paid_here(bacen_acquirer, charge, e2e_id)
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CHARGEBACK, source="acquirer")
+    if med:
+        _devolucao(fake_psp, e2e_id, med, "DEVOLVIDO", "MED_OPERACIONAL")
+    _devolucao(fake_psp, e2e_id, refunded, "DEVOLVIDO")
+
+    run = reconcile(bacen_acquirer)
+
+    assert available_balance(account) == ledger_sum(account) == 0  # paid, charged back
+    if excess is None:
+        assert items() == []
+        assert (run.matched_count, run.unmatched_count) == (1, 0)
+        return
+    item = ReconciliationItem.objects.get()
+    assert (item.kind, item.key, item.status) == (K.REFUNDED_THERE_CHARGEBACK_HERE, e2e_id, "open")
+    cents = int(med.replace(".", "")) if med else None
+    assert (item.returned_by_med, item.returned_by_refund) == (cents, int(refunded.replace(".", "")))
+    reconcile(bacen_acquirer)  # a rerun keeps the evidence
+    item.refresh_from_db()
+    assert (item.returned_by_med, item.returned_by_refund) == (cents, int(refunded.replace(".", "")))
+    maker, checker = staff_user("operations", "olivia"), staff_user("finance", "fernanda")
+    action = MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK
+    if not excess:
+        assert "não recebeu mais que o Pix" in item.detail
+        with pytest.raises(ActionNotExecutable, match="não há o que debitar"):
+            money_action_request(action=action, target_id=item.pk, requested_by=maker, reason="extrato")
+        assert available_balance(account) == ledger_sum(account) == 0
+        return
+
+    done = asked_and_approved(action, item.pk, maker=maker, checker=checker)
+
+    debit = excess * LIQUID // AMOUNT  # pro rata to the liquid amount, rounded down
+    assert (done.state, done.amount) == ("approved", debit)
+    assert available_balance(account) == ledger_sum(account) == -debit
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.REFUNDED
 
 
 def test_a_payout_named_by_two_sent_pix_is_reported_never_applied_twice(

@@ -362,7 +362,11 @@ def test_a_devolucao_the_psp_records_after_a_look_is_found_made(
     refund.refresh_from_db()
     assert refund.release_check == "made"
     item = ReconciliationItem.objects.get()
-    assert (item.kind, item.target_id) == ("refunded_there_chargeback_here", str(paid_charge.pk))
+    assert (item.kind, item.target_id, item.returned_by_refund) == (
+        "refunded_there_chargeback_here",
+        str(paid_charge.pk),
+        1000,
+    )
     assert available_balance(account) == SEED == ledger_sum(account)  # nothing debited automatically
 
 
