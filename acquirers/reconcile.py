@@ -17,8 +17,11 @@ still judged.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
+import hashlib
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +67,8 @@ class FindingKind(enum.StrEnum):
     #: Returned to the payer there (a devolução) and charged back here (MED):
     #: the payer may have been repaid twice.
     REFUNDED_THERE_CHARGEBACK_HERE = "refunded_there_chargeback_here"
-    #: The record could not be judged (an error): nothing of it was applied.
+    #: The record could not be judged (an error), or not even read (an
+    #: unreadable entry of the listing): nothing of it was applied.
     RECORD_FAILED = "record_failed"
 
 
@@ -99,6 +103,10 @@ class Finding:
     #: The confirmed event was applied: the mismatch is already fixed.
     healed: bool = False
     detail: str = ""
+    #: What went back to the payer there, by MED and by refunds (centavos;
+    #: None: not known): the evidence a refund's redébito is measured on.
+    returned_by_med: int | None = None
+    returned_by_refund: int | None = None
 
     @classmethod
     def of(
@@ -142,6 +150,19 @@ class Finding:
     def amount(self) -> int:
         """What the mismatch is worth in the report: the acquirer's amount, else ours."""
         return self.theirs_amount if self.theirs_amount is not None else (self.ours_amount or 0)
+
+
+def unreadable_finding(record: ProviderPixRecord) -> Finding:
+    """The item of a listing's entry its adapter could not read
+    (:attr:`~acquirers.adapters.base.ProviderRecordStatus.UNREADABLE`): it
+    names no Pix we can trust, so it is never matched, only reported with
+    the entry as it came. Keyed by the entry's content: a rerun that lists
+    it again finds the same item, and two different bad entries are two."""
+    content = json.dumps(dict(record.raw), sort_keys=True, default=str, ensure_ascii=False)
+    digest = hashlib.sha256(content.encode()).hexdigest()[:32]
+    detail = f"Registro ilegível na listagem da adquirente; nada aplicado. {record.problem}"[:500]
+    finding = Finding.of(FindingKind.RECORD_FAILED, record, None, key_by_e2e=True, detail=detail)
+    return dataclasses.replace(finding, key=f"ilegivel:{digest}", theirs_amount=None)
 
 
 #: Stores one finding as it comes (the run's; None: kept in memory only).

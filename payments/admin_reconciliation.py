@@ -240,7 +240,7 @@ def _request_redebit(modeladmin: Any, request: HttpRequest, queryset: QuerySet[A
             with transaction.atomic():
                 pending = money_action_request(
                     action=redebit.action,
-                    target_id=item.target_id,
+                    target_id=item.pk if redebit.names_item else item.target_id,
                     requested_by=staff_user(request),
                     reason=reason,
                 )
@@ -282,7 +282,8 @@ request_redebit = _confirm_items(
     effect=(
         "Saque que falhou aqui (o débito voltou ao saldo) mas que a adquirente enviou: pede-se debitar de novo "
         "o débito total do saque. Estorno que a adquirente fez depois da contestação (MED) já ter devolvido o "
-        "valor ao pagador: pede-se debitar o valor líquido da cobrança, como o estorno teria debitado"
+        "valor ao pagador: pede-se debitar o que o pagador recebeu a mais que o Pix, em proporção do valor "
+        "líquido (o valor líquido inteiro quando recebeu o Pix duas vezes), e a cobrança passa a estornada"
     ),
     kinds=REDEBIT_KINDS,
     note="Nada é debitado agora: outra pessoa, que não fez o pedido, precisa aprovar.",
@@ -296,6 +297,8 @@ class ReconciliationItemAdmin(DetailActionsMixin, CsvExportMixin, ActionsOnlyAdm
     change_list_template = "admin/money_records/change_list.html"
     ours_brl = money("ours_amount", "valor aqui")
     theirs_brl = money("theirs_amount", "valor na adquirente")
+    returned_by_med_brl = money("returned_by_med", "devolvido pelo MED")
+    returned_by_refund_brl = money("returned_by_refund", "devolvido por estorno")
     list_display = (
         "created_at",
         "acquirer",
@@ -313,7 +316,19 @@ class ReconciliationItemAdmin(DetailActionsMixin, CsvExportMixin, ActionsOnlyAdm
     fieldsets = (
         (None, {"fields": ("acquirer", "kind", "direction", "status", "detail", "run", "created_at", "last_seen_at")}),
         ("Aqui", {"fields": ("target_link", "reference", "ours_status", "ours_brl")}),
-        ("Na adquirente", {"fields": ("e2e_id", "theirs_status", "theirs_brl", "theirs_raw")}),
+        (
+            "Na adquirente",
+            {
+                "fields": (
+                    "e2e_id",
+                    "theirs_status",
+                    "theirs_brl",
+                    "returned_by_med_brl",
+                    "returned_by_refund_brl",
+                    "theirs_raw",
+                )
+            },
+        ),
         ("Resolução", {"fields": ("resolution", "reason", "resolved_by", "resolved_at", "approval_link")}),
     )
     actions = (acknowledge, request_redebit)
@@ -334,7 +349,15 @@ class ReconciliationItemAdmin(DetailActionsMixin, CsvExportMixin, ActionsOnlyAdm
     )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [*super().get_readonly_fields(request, obj), "target_link", "ours_brl", "theirs_brl", "approval_link"]
+        return [
+            *super().get_readonly_fields(request, obj),
+            "target_link",
+            "ours_brl",
+            "theirs_brl",
+            "returned_by_med_brl",
+            "returned_by_refund_brl",
+            "approval_link",
+        ]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         # Items waiting for an approval show what the approvals queue decided meanwhile.

@@ -30,7 +30,7 @@ from payments.late_payments import (
     late_payment_return,
 )
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition, LatePayment
-from payments.refunds_released import charge_refund_redebit
+from payments.refund_redebits import charge_refund_redebit, refund_redebit_quote
 from payments.services import charge_transition
 
 
@@ -106,16 +106,13 @@ def _resolving(resolve: Callable[..., object]) -> Callable[[str, str, str], None
 
 
 def _quote_refund_redebit(target_id: str) -> approvals.Quote:
-    charge = _charge(target_id)
-    if charge.status != ChargeStatus.CHARGEBACK:
-        raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não contestada.")
-    # What the refund would have debited (the request's amount: see MoneyActionRequest.amount).
-    return approvals.Quote(account_id=charge.account_id, amount=charge.liquid_amount)
+    # What the payer got beyond the Pix, pro rata to the liquid amount (payments.refund_redebits).
+    quote = refund_redebit_quote(item_id=target_id)
+    return approvals.Quote(account_id=quote.account_id, amount=quote.amount)
 
 
 def _refund_redebit(target_id: str, actor: str, reason: str) -> None:
-    if not charge_refund_redebit(charge_id=target_id, actor=actor, reason=reason):
-        raise ActionNotExecutable("O estorno desta cobrança já foi debitado.")
+    charge_refund_redebit(item_id=target_id, actor=actor, reason=reason)
 
 
 def _quote_refund(target_id: str) -> approvals.Quote:
@@ -219,12 +216,13 @@ def register() -> None:
         )
     )
     # The acquirer made a refund after a chargeback had returned the money
-    # (reconciliation, or the check of the released refund): the refund's
-    # debit is taken only once a second staff member approves.
+    # (reconciliation, or the check of the released refund): what the payer
+    # got twice is debited only once a second staff member approves. The
+    # request names the item whose evidence measures it.
     approvals.register(
         approvals.MoneyAction(
             action=MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK,
-            target_type="payments.charge",
+            target_type="payments.reconciliationitem",
             approve_permission="accounts.approve_refund_after_chargeback_redebit",
             quote=_quote_refund_redebit,
             perform=_refund_redebit,

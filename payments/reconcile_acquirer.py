@@ -6,7 +6,11 @@ call (:func:`acquirers.calls.call`: deadline, breaker, metrics) with no
 database connection, transaction or lock held while it waits. Only a
 complete fetch is matched: a listing that fails midway leaves the run
 failed and nothing applied (a partial listing would read as "unknown
-there"). Matching then runs through the matchers the owning apps registered
+there"). A page fails only when the page itself cannot be read (not a
+list, no page count); an entry of it that cannot be read comes as an
+unreadable record, an item of its own
+(:func:`acquirers.reconcile.unreadable_finding`), never judged. Matching
+then runs through the matchers the owning apps registered
 (:mod:`acquirers.reconcile`), one record at a time, each in its own short
 transaction: they heal "paid there, pending here" through the records' own
 transition services and report everything else, stored as it is found as
@@ -28,7 +32,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from acquirers import adapters, calls, reconcile
-from acquirers.adapters.base import AcquirerAdapter, Capability, InvalidOptions, ProviderListing, ProviderPixRecord
+from acquirers.adapters.base import (
+    AcquirerAdapter,
+    Capability,
+    InvalidOptions,
+    ProviderListing,
+    ProviderPixRecord,
+    ProviderRecordStatus,
+)
 from acquirers.models import Acquirer
 from acquirers.reconcile import Direction, Matching
 from payments.models import ReconciliationRun
@@ -116,7 +127,14 @@ def _match(run: ReconciliationRun, listings: dict[Direction, list[ProviderPixRec
         matching = Matching(
             store=functools.partial(reconciliation_item_store, acquirer_id=acquirer.pk, run=run, direction=direction)
         )
-        matcher(acquirer, records, run.window_start, run.window_end, matching)
+        # An entry the adapter could not read is that entry's item, never the
+        # day's failure; the matcher judges the rest.
+        readable = [r for r in records if r.status is not ProviderRecordStatus.UNREADABLE]
+        for record in records:
+            if record.status is ProviderRecordStatus.UNREADABLE:
+                matching.findings.append(reconcile.unreadable_finding(record))
+        matching.flush()
+        matcher(acquirer, readable, run.window_start, run.window_end, matching)
         matching.flush()
         totals.matched_count += matching.matched_count
         totals.matched_amount += matching.matched_amount

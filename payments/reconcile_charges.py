@@ -14,8 +14,10 @@ savepoint; an error is an item for that record, the day goes on). Never
 dropped: a record repeating an e2e id already seen (in the listing, or held
 by another charge here: applying it would credit one Pix twice), a Pix
 partly returned to the payer there that is credited here in full, and a Pix
-returned there by a refund while charged back here (the payer may have been
-repaid twice).
+returned there by a refund while charged back here (or refunded here after
+its chargeback) whose MED and refund together returned more than the Pix
+(the payer repaid twice: the item keeps both amounts, what a redébito is
+measured on) or less than it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import dataclasses
 import datetime as dt
 import functools
 import logging
+import uuid
 from collections.abc import Sequence
 
 from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
@@ -34,7 +37,8 @@ from core.money import brl
 from payments.events import PAID_ONCE, charge_event_apply
 from payments.late_evidence import late_payment_returned_there
 from payments.late_payments import LATE_FROM
-from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
+from payments.reconcile_items import repaid_excess
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +97,10 @@ def _finding(
         ours = Ours(TARGET, str(charge.pk), charge.status, charge.amount, charge.txid, charge.e2e_id)
     finding = Finding.of(kind, record, ours, key_by_e2e=True, healed=healed, detail=detail)
     if kind is K.DUPLICATE_E2E and record is not None:
-        # Several records may repeat one e2e id: each is an item of its own.
-        finding = dataclasses.replace(finding, key=f"{record.e2e_id}:{record.reference}")
+        # Several records may repeat one e2e id, even under one txid with
+        # another amount or state: each is an item of its own.
+        key = f"{record.e2e_id}:{record.reference}:{record.amount}:{record.status.value}"
+        finding = dataclasses.replace(finding, key=key)
     return finding
 
 
@@ -188,11 +194,78 @@ def _returned_by_refund(record: ProviderPixRecord) -> int:
     return record.amount if record.status is R.REFUNDED else 0
 
 
+@dataclasses.dataclass(frozen=True)
+class _Holder:
+    """What holds an e2e id here: a charge it paid, or a late payment (a Pix
+    received for a cancelled charge, which staff may have credited)."""
+
+    charge_id: uuid.UUID
+    detail: str
+
+
+def _holders(e2e_ids: set[str]) -> dict[str, _Holder]:
+    """The charges and late payments here (of any acquirer: an e2e id names
+    one Pix across them) holding the listed e2e ids."""
+    holders: dict[str, _Holder] = {}
+    for late in (
+        LatePayment.objects.filter(e2e_id__in=e2e_ids)
+        .select_related("charge")
+        .only("pk", "e2e_id", "charge__id", "charge__txid")
+    ):
+        detail = f"pagamento após cancelamento #{late.pk} da cobrança {late.charge.pk} (txid {late.charge.txid})"
+        holders[late.e2e_id] = _Holder(late.charge.pk, detail)
+    for charge in Charge.objects.filter(e2e_id__in=e2e_ids).only("pk", "txid", "e2e_id"):
+        if charge.e2e_id:
+            holders[charge.e2e_id] = _Holder(charge.pk, f"cobrança {charge.pk} (txid {charge.txid})")
+    return holders
+
+
+def _refunded_after_chargeback(record: ProviderPixRecord, charge: Charge) -> bool:
+    """Refunded here from ``chargeback`` (the MED completing, the acquirer's
+    notice of the refund: no refund debit taken), with a refund listed there."""
+    if charge.status != ChargeStatus.REFUNDED or _returned_by_refund(record) <= 0:
+        return False
+    came_from = (
+        ChargeTransition.objects.filter(charge_id=charge.pk, to_status=ChargeStatus.REFUNDED)
+        .order_by("-id")
+        .values_list("from_status", flat=True)
+        .first()
+    )
+    return came_from == ChargeStatus.CHARGEBACK
+
+
+def _refunded_and_charged_back(record: ProviderPixRecord, charge: Charge, by_refund: int, matching: Matching) -> None:
+    """A refund there on a Pix charged back here. The payer was repaid twice
+    only if the MED's return and the refund together exceed the Pix (the
+    MED's return: what the acquirer lists as MED, else the chargeback's, in
+    full): then an item, its evidence kept for the redébito. Returned once in
+    all, part by MED and part by refund: both sides agree (the chargeback
+    took the money once). Less than the Pix in all: an item, nothing to redebit."""
+    by_med = record.returned_by_med or None
+    excess = repaid_excess(amount=record.amount, by_med=by_med, by_refund=by_refund)
+    if not excess and (by_med or 0) + by_refund == record.amount:
+        matching.match(record.amount)
+        return
+    med = f"{brl(by_med)} pelo MED" if by_med else "o MED (a contestação aqui)"
+    if excess:
+        detail = (
+            f"Devolvido ao pagador na adquirente ({brl(by_refund)} por estorno) e contestado aqui: com {med}, o "
+            f"pagador recebeu {brl(excess)} a mais que o Pix. Nada debitado automaticamente."
+        )
+    else:
+        detail = (
+            f"Devolvido em parte na adquirente ({brl(by_refund)} por estorno, {med}) e contestado aqui pelo valor "
+            "integral: o pagador não recebeu mais que o Pix; nada a debitar. Confira com a adquirente."
+        )
+    finding = _finding(K.REFUNDED_THERE_CHARGEBACK_HERE, record, charge, detail=detail)
+    matching.findings.append(dataclasses.replace(finding, returned_by_med=by_med, returned_by_refund=by_refund))
+
+
 def _judge(
     acquirer: Acquirer,
     record: ProviderPixRecord,
     charge: Charge | None,
-    holders: dict[str, Charge],
+    holders: dict[str, _Holder],
     matching: Matching,
 ) -> None:
     """One Pix received (or a charge said paid with none listed): the one
@@ -201,9 +274,9 @@ def _judge(
         matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
         return
     holder = holders.get(record.e2e_id) if record.e2e_id else None
-    if holder is not None and holder.pk != charge.pk:
+    if holder is not None and holder.charge_id != charge.pk:
         # Applying it would credit one Pix twice (and break the e2e id's unique constraint).
-        detail = f"e2e id já usado pela cobrança {holder.pk} (txid {holder.txid}) aqui; nada aplicado."
+        detail = f"e2e id já usado aqui: {holder.detail}; nada aplicado."
         matching.findings.append(_finding(K.DUPLICATE_E2E, record, charge, detail=detail))
         return
     if charge.status in LATE_FROM:
@@ -241,16 +314,14 @@ def _judge(
     if record.e2e_id and charge.e2e_id and record.e2e_id != charge.e2e_id:
         matching.findings.append(_another_pix(record, charge))
         return
-    if charge.status == ChargeStatus.CHARGEBACK:
-        if _returned_by_refund(record) > 0:
-            detail = (
-                "Devolvido ao pagador na adquirente e contestado (MED) aqui: o pagador pode ter recebido o valor "
-                "duas vezes. Nada debitado automaticamente."
-            )
-            matching.findings.append(_finding(K.REFUNDED_THERE_CHARGEBACK_HERE, record, charge, detail=detail))
+    if charge.status == ChargeStatus.CHARGEBACK or _refunded_after_chargeback(record, charge):
+        by_refund = _returned_by_refund(record)
+        if by_refund > 0:
+            _refunded_and_charged_back(record, charge, by_refund, matching)
             return
-        matching.match(record.amount)
-        return
+        if charge.status == ChargeStatus.CHARGEBACK:
+            matching.match(record.amount)
+            return
     if (record.status is R.REFUNDED) != (charge.status == ChargeStatus.REFUNDED):
         matching.findings.append(_finding(K.REFUND_DIFFERS, record, charge))
         return
@@ -285,9 +356,7 @@ def charges_match(
     txids = {r.reference for r in pix + [r for r, _ in repeats] if r.reference}
     fields = ("pk", "txid", "status", "amount", "e2e_id", "acquirer_id")
     charges = {c.txid: c for c in Charge.objects.filter(acquirer=acquirer, txid__in=txids).only(*fields)}
-    # Charges here (of any acquirer: the e2e id is unique across them) holding the listed e2e ids.
-    e2e_ids = {r.e2e_id for r in pix if r.e2e_id}
-    holders = {c.e2e_id: c for c in Charge.objects.filter(e2e_id__in=e2e_ids).only("pk", "txid", "e2e_id") if c.e2e_id}
+    holders = _holders({r.e2e_id for r in pix if r.e2e_id})
     seen: set[str] = set()
     for record in pix:
         charge = charges.get(record.reference)

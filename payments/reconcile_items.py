@@ -28,6 +28,8 @@ class Redebit:
     confirmed: str  # the item's theirs_status once the acquirer confirmed the money left
     unconfirmed: str  # staff's message while it has not
     label: str
+    #: The request names the item (its evidence decides the amount), not the record it is about.
+    names_item: bool = False
 
 
 REDEBITS: dict[str, Redebit] = {
@@ -42,8 +44,22 @@ REDEBITS: dict[str, Redebit] = {
         confirmed=ProviderRecordStatus.REFUNDED,
         unconfirmed="a adquirente não diz que o Pix foi devolvido por inteiro",
         label="débito do estorno",
+        names_item=True,
     ),
 }
+
+
+def repaid_excess(*, amount: int, by_med: int | None, by_refund: int | None) -> int:
+    """Centavos of a charged-back Pix of ``amount`` that went back to its
+    payer beyond the amount: what the MED returned plus what a refund
+    returned, less the Pix, never more than the Pix. The MED's return is what
+    the acquirer lists as returned by MED; when it lists none, the chargeback
+    here stands for it in full (the acquirer's notice of the MED, whose debit
+    was the whole liquid amount)."""
+    med = by_med or amount
+    return max(0, min(amount, med + (by_refund or 0) - amount))
+
+
 #: The items a redébito resolves: a payout sent there, failed here (its debit
 #: given back); a refund made there after a chargeback here.
 REDEBIT_KINDS = tuple(REDEBITS)
@@ -75,6 +91,8 @@ def reconciliation_item_store(
                 "theirs_status": finding.theirs_status,
                 "theirs_amount": finding.theirs_amount,
                 "theirs_raw": dict(finding.raw),
+                "returned_by_med": finding.returned_by_med,
+                "returned_by_refund": finding.returned_by_refund,
                 "detail": finding.detail[:500],
                 "status": Item.Status.HEALED if finding.healed else Item.Status.OPEN,
                 "resolution": Item.Resolution.HEALED if finding.healed else "",
@@ -88,6 +106,13 @@ def reconciliation_item_store(
             item.theirs_status, item.theirs_amount = finding.theirs_status, finding.theirs_amount
             item.theirs_raw = dict(finding.raw)
             fields = ["last_seen_at", "ours_status", "ours_amount", "theirs_status", "theirs_amount", "theirs_raw"]
+            # Money returned to the payer stays returned: each source's most is
+            # kept (a refund's check knows the devolução, the day's listing the MED).
+            for name in ("returned_by_med", "returned_by_refund"):
+                said = [v for v in (getattr(item, name), getattr(finding, name)) if v is not None]
+                if said and max(said) != getattr(item, name):
+                    setattr(item, name, max(said))
+                    fields.append(name)
             if item.run_id is None and run is not None:
                 item.run = run  # found first by a refund's check, now by the day's run too
                 fields.append("run")

@@ -120,6 +120,15 @@ class ReconciliationItem(models.Model):
     theirs_status = models.CharField("situação na adquirente", max_length=32, blank=True)
     theirs_amount = models.BigIntegerField("valor na adquirente", null=True, blank=True, help_text="Em centavos.")
     theirs_raw = models.JSONField("registro da adquirente", default=dict, blank=True)
+    # The evidence of a payer repaid twice (refunded there, charged back
+    # here): the most the acquirer ever said went back, by MED and by refund.
+    # Blank: it said nothing. A redébito takes only what exceeds the Pix.
+    returned_by_med = models.BigIntegerField(
+        "devolvido pelo MED", null=True, blank=True, help_text="Em centavos, segundo a adquirente."
+    )
+    returned_by_refund = models.BigIntegerField(
+        "devolvido por estorno", null=True, blank=True, help_text="Em centavos, segundo a adquirente."
+    )
     detail = models.CharField("detalhe", max_length=500, blank=True)
     status = models.CharField("situação", max_length=20, choices=Status.choices, default=Status.OPEN)
     resolution = models.CharField("resolução", max_length=20, choices=Resolution.choices, blank=True)

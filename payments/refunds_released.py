@@ -5,22 +5,30 @@ devolução, and then the payer is repaid twice. Such a refund is asked about
 (read only: asking never makes it) until the acquirer's answer is final;
 made there, it is a reconciliation item for staff with the acquirer's
 answer as evidence, and nothing is debited automatically: staff acknowledge
-it, or ask for the refund's debit (:func:`charge_refund_redebit`), which a
-second staff member approves (``accounts.approvals``)."""
+it, or ask for the refund's debit (:mod:`payments.refund_redebits`), which a
+second staff member approves (``accounts.approvals``).
+
+"No such devolução" is final only :data:`NOT_FOUND_FINAL_AFTER` after the
+refund was last asked for: an ask whose answer was unclear may still be
+arriving at the acquirer, and a look too soon would end it "not made"."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import logging
-import uuid
 
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.exceptions import ActionNotExecutable
-from accounts.models import LedgerEntry
-from accounts.services import ledger_post
-from acquirers import calls
-from acquirers.adapters.base import ProviderPixRecord, ProviderRecordStatus, RefundResult, RefundStatus
+from acquirers import adapters, calls
+from acquirers.adapters.base import (
+    InvalidOptions,
+    ProviderPixRecord,
+    ProviderRecordStatus,
+    RefundResult,
+    RefundStatus,
+)
 from acquirers.reconcile import Finding, FindingKind, Ours
 from payments.models import Charge, ChargeRefund, ChargeStatus
 from payments.reconcile_items import reconciliation_item_store
@@ -30,23 +38,31 @@ logger = logging.getLogger(__name__)
 
 R = ChargeRefund.Status
 K = FindingKind
+#: How long after a released refund was last asked for (its release: it is
+#: never asked for again after it) the acquirer's "no such devolução" is
+#: believed. Before that it may be an ask still on its way (a timeout whose
+#: PUT arrives late, a PSP that records devoluções asynchronously): the
+#: refund is asked about again with the refund task's backoff. Far longer
+#: than any call's deadline; the task's backoff reaches it in a few asks.
+NOT_FOUND_FINAL_AFTER = dt.timedelta(hours=1)
 
 
 def charge_refund_release_check(*, refund_id: int) -> RefundOutcome:
     """Ask the acquirer (read only: :meth:`refund_status`, through the one
     guarded call) where a refund stands that a chargeback released while it
     was processing there. Final answers are recorded once: not made (failed,
-    or no such devolução) ends it; made means the payer was repaid twice (by
-    MED and by the refund): a reconciliation item for staff with the
-    acquirer's answer, and no money moved here (see the module docstring).
-    ``processing`` and ``undetermined``: ask again later. Call it holding no
-    transaction."""
+    or no such devolução once :data:`NOT_FOUND_FINAL_AFTER` has passed since
+    its release; before that, undetermined) ends it; made means the payer
+    was repaid twice (by MED and by the refund): a reconciliation item for
+    staff with the acquirer's answer, and no money moved here (see the
+    module docstring). ``processing`` and ``undetermined``: ask again later.
+    Call it holding no transaction."""
     refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
     if refund.status != R.RELEASED or refund.release_check != ChargeRefund.ReleaseCheck.PENDING:
         return RefundOutcome.ENDED
     charge = refund.charge
-    if not charge.e2e_id:
-        # The devolução names the Pix: without its e2e id it was never asked for.
+    if _never_asked(charge):
+        # Every ask was refused before reaching the acquirer: nothing there to make.
         answer = RefundResult(status=RefundStatus.NOT_FOUND)
     else:
         call = calls.call(
@@ -56,6 +72,9 @@ def charge_refund_release_check(*, refund_id: int) -> RefundOutcome:
             logger.warning("released refund %s: no answer from the acquirer (%s)", refund.pk, call.outcome)
             return RefundOutcome.UNDETERMINED
         answer = call.result
+        if answer.status is RefundStatus.NOT_FOUND and not _not_found_is_final(refund):
+            logger.info("released refund %s: no devolução at the acquirer yet; asked again", refund.pk)
+            return RefundOutcome.UNDETERMINED
     if answer.status is RefundStatus.PROCESSING:
         return RefundOutcome.PROCESSING
     made = answer.status is RefundStatus.DONE
@@ -72,6 +91,24 @@ def charge_refund_release_check(*, refund_id: int) -> RefundOutcome:
     if made:
         logger.error("refund %s of charge %s was made by the acquirer after a chargeback", refund.pk, charge.pk)
     return RefundOutcome.ENDED
+
+
+def _never_asked(charge: Charge) -> bool:
+    """Whether the charge's devolução can never have been asked for: its
+    adapter names it by the Pix's e2e id and the charge has none (both the
+    API and staff refuse such a refund before calling). An adapter that does
+    not need it may have made one: it is asked."""
+    if charge.e2e_id:
+        return False
+    try:
+        return adapters.adapter_class(charge.acquirer.adapter).refund_needs_e2e_id
+    except InvalidOptions:
+        return False  # an adapter this process lacks: asking will say (no answer: asked again)
+
+
+def _not_found_is_final(refund: ChargeRefund) -> bool:
+    released = refund.finished_at or refund.created_at
+    return timezone.now() - released >= NOT_FOUND_FINAL_AFTER
 
 
 def _report_repaid_twice(*, charge: Charge, refund: ChargeRefund, answer: RefundResult) -> None:
@@ -98,30 +135,12 @@ def _report_repaid_twice(*, charge: Charge, refund: ChargeRefund, answer: Refund
         f"O estorno #{refund.pk}, liberado pela contestação (MED) enquanto a adquirente o processava, foi feito "
         "por ela: o pagador recebeu a devolução do MED e o estorno. Nada debitado automaticamente."
     )
+    if charge.status == ChargeStatus.PAID:
+        # Resolved for the account meanwhile: the MED gave the money back, and
+        # the charge's refund (the same devolução, answered done) debits it once.
+        detail += " A contestação foi resolvida a favor da conta: estorne a cobrança para debitar a devolução."
     finding = Finding.of(K.REFUNDED_THERE_CHARGEBACK_HERE, record, ours, key_by_e2e=True, detail=detail)
+    # The evidence the redébito is measured on: the devolução returned the
+    # whole Pix; the MED's return, unknown here, is the chargeback's (in full).
+    finding = dataclasses.replace(finding, returned_by_refund=charge.amount)
     reconciliation_item_store(finding, acquirer_id=charge.acquirer_id, direction="received")
-
-
-def charge_refund_redebit(*, charge_id: uuid.UUID | str, actor: str, reason: str) -> bool:
-    """Debit the refund of a charged-back charge that the acquirer made all
-    the same (the payer got the MED return and the refund), once a second
-    staff member approved it (``accounts.approvals``). The debit the refund
-    would have made (``charge_refund``, the liquid amount), under the
-    charge's lock then the balance's; like any refund's it may take the
-    balance below zero (decisions §4). The charge keeps its status. False
-    when already debited; :class:`~accounts.exceptions.ActionNotExecutable`
-    when the charge is no longer in chargeback (resolved in the account's
-    favour it holds the money again, and staff's refund settles it)."""
-    with transaction.atomic():
-        charge = Charge.objects.select_for_update().get(pk=charge_id)
-        if charge.status != ChargeStatus.CHARGEBACK:
-            raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não contestada.")
-        entry = ledger_post(
-            account_id=charge.account_id,
-            amount=-charge.liquid_amount,
-            kind=LedgerEntry.Kind.CHARGE_REFUND,
-            reference=f"charge:{charge.pk}:refund-redebit",
-        )
-    if entry is not None:
-        logger.warning("refund of charge %s debited after its chargeback by %s: %s", charge.pk, actor, reason)
-    return entry is not None

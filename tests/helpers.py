@@ -96,6 +96,23 @@ def staff_refund(client: Any, charge: Any, *, reason: str = "pedido do pagador")
     return admin_action(client, charges, "refund", [charge.pk], reason=reason)
 
 
+def staff_user(group: str, username: str) -> Any:
+    """A staff member of a back-office group, for services that take the user (maker-checker)."""
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user(username=username, password="x", is_staff=True)
+    user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+def asked_and_approved(action: str, target_id: Any, *, maker: Any, checker: Any, reason: str = "conferido") -> Any:
+    """A maker-checker request asked by ``maker`` and approved by ``checker``, through the services."""
+    from accounts.services import money_action_approve, money_action_request
+
+    asked = money_action_request(action=action, target_id=target_id, requested_by=maker, reason=reason)
+    return money_action_approve(request_id=asked.pk, approver=checker, note=reason)
+
+
 def admin_messages(response: Any) -> list[str]:
     return [str(message) for message in response.context["messages"]]
 

@@ -20,6 +20,10 @@ class ProviderRecordStatus(enum.StrEnum):
     FAILED = "failed"  # a send the acquirer did not make
     ACTIVE = "active"  # a charge that can still be paid (nothing received)
     REMOVED = "removed"  # a charge withdrawn there (nothing received)
+    #: An entry of the listing its adapter could not read (a malformed value,
+    #: an unknown status): kept whole in ``raw``, with why in ``problem``. It
+    #: says nothing of any Pix: reconciliation reports it and applies nothing.
+    UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,8 @@ class ProviderPixRecord:
     #: return a chargeback makes, not a refund.
     returned_by_med: int = 0
     raw: Mapping[str, Any] = field(default_factory=dict)
+    #: Why an :attr:`~ProviderRecordStatus.UNREADABLE` entry could not be read.
+    problem: str = ""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -66,6 +67,15 @@ def reconcile(acquirer: Acquirer, day: dt.date | None = None) -> ReconciliationR
 
 def items() -> list[tuple[str, str, str]]:
     return sorted(ReconciliationItem.objects.values_list("kind", "key", "status"))
+
+
+def rerun_changes_nothing(acquirer: Acquirer, account: Account, *, unmatched: int) -> None:
+    """A rerun of the day: the same items, nothing healed, credited or debited again."""
+    before, balance = items(), available_balance(account)
+    again = reconcile(acquirer)
+    assert (again.status, again.healed_count, again.unmatched_count) == ("done", 0, unmatched), again.error
+    assert items() == before
+    assert available_balance(account) == ledger_sum(account) == balance
 
 
 def paid_here(acquirer: Acquirer, charge: Charge, e2e_id: str) -> None:
@@ -465,19 +475,13 @@ def test_a_record_whose_e2e_id_another_charge_holds_is_an_item_and_the_rest_of_t
     assert (item.status, item.e2e_id, item.target_id) == ("open", reused, str(clashing.pk))
     assert str(other.pk) in item.detail
     assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
-    before = items()
-
-    again = reconcile(bacen_acquirer)
-
-    assert (again.status, again.healed_count, again.unmatched_count) == ("done", 0, 1)
-    assert items() == before
-    assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
-    assert before == sorted(
+    assert items() == sorted(
         [
             *((K.PAID_THERE_NOT_HERE, e, "healed") for e in e2e_ids),
-            (K.DUPLICATE_E2E, f"{reused}:{clashing.txid}", "open"),
+            (K.DUPLICATE_E2E, f"{reused}:{clashing.txid}:{AMOUNT}:paid", "open"),
         ]
     )
+    rerun_changes_nothing(bacen_acquirer, account, unmatched=1)
 
 
 def test_an_error_on_one_record_rolls_back_that_record_only_and_is_an_item(
@@ -556,7 +560,7 @@ def test_a_second_record_with_an_e2e_id_already_listed_is_an_item_and_never_appl
     second.refresh_from_db()
     assert (first.status, second.status) == (ChargeStatus.PAID, ChargeStatus.PENDING)
     assert items() == sorted(
-        [(K.PAID_THERE_NOT_HERE, e2e_id, "healed"), (K.DUPLICATE_E2E, f"{e2e_id}:{second.txid}", "open")]
+        [(K.PAID_THERE_NOT_HERE, e2e_id, "healed"), (K.DUPLICATE_E2E, f"{e2e_id}:{second.txid}:{AMOUNT}:paid", "open")]
     )
     repeated = ReconciliationItem.objects.get(kind=K.DUPLICATE_E2E)
     assert repeated.target_id == str(second.pk)
@@ -644,13 +648,77 @@ def test_refunded_there_and_charged_back_here_is_an_item_unless_the_return_was_t
         assert items() == [(K.REFUNDED_THERE_CHARGEBACK_HERE, e2e_id, "open")]
         item = ReconciliationItem.objects.get()
         assert (item.ours_status, item.theirs_status, item.target_id) == ("chargeback", "refunded", str(charge.pk))
-        assert "duas vezes" in item.detail
+        assert "recebeu R$ 10,00 a mais que o Pix" in item.detail
         assert (run.matched_count, run.unmatched_count) == (0, 1)
     else:  # MED's own return: both sides agree
         assert items() == []
         assert (run.matched_count, run.unmatched_count) == (1, 0)
     assert LedgerEntry.objects.count() == entries
     assert available_balance(account) == ledger_sum(account) == 0
+
+
+@pytest.mark.parametrize(
+    ("med", "refunded", "excess"),
+    [
+        ("5.00", "5.00", None),  # returned once in all, half by MED, half by refund: both sides agree
+        ("7.00", "5.00", 200),  # R$ 2,00 beyond the Pix
+        (None, "10.00", 1000),  # no MED listed: the chargeback here is its return, in full
+        ("3.00", "3.00", 0),  # less than the Pix in all: reported, nothing to redebit
+    ],
+)
+def test_a_refund_redebit_takes_only_what_the_payer_got_beyond_the_pix(
+    api: APIClient,
+    account: Account,
+    bacen_acquirer: Acquirer,
+    fake_psp: FakePsp,
+    med: str | None,
+    refunded: str,
+    excess: int | None,
+) -> None:
+    from accounts.exceptions import ActionNotExecutable
+    from accounts.models import MoneyActionRequest
+    from accounts.services import money_action_request
+    from payments.services import charge_transition
+    from tests.helpers import asked_and_approved, staff_user
+
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    paid_here(bacen_acquirer, charge, e2e_id)
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CHARGEBACK, source="acquirer")
+    if med:
+        _devolucao(fake_psp, e2e_id, med, "DEVOLVIDO", "MED_OPERACIONAL")
+    _devolucao(fake_psp, e2e_id, refunded, "DEVOLVIDO")
+
+    run = reconcile(bacen_acquirer)
+
+    assert available_balance(account) == ledger_sum(account) == 0  # paid, charged back
+    if excess is None:
+        assert items() == []
+        assert (run.matched_count, run.unmatched_count) == (1, 0)
+        return
+    item = ReconciliationItem.objects.get()
+    assert (item.kind, item.key, item.status) == (K.REFUNDED_THERE_CHARGEBACK_HERE, e2e_id, "open")
+    cents = int(med.replace(".", "")) if med else None
+    assert (item.returned_by_med, item.returned_by_refund) == (cents, int(refunded.replace(".", "")))
+    reconcile(bacen_acquirer)  # a rerun keeps the evidence
+    item.refresh_from_db()
+    assert (item.returned_by_med, item.returned_by_refund) == (cents, int(refunded.replace(".", "")))
+    maker, checker = staff_user("operations", "olivia"), staff_user("finance", "fernanda")
+    action = MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK
+    if not excess:
+        assert "não recebeu mais que o Pix" in item.detail
+        with pytest.raises(ActionNotExecutable, match="não há o que debitar"):
+            money_action_request(action=action, target_id=item.pk, requested_by=maker, reason="extrato")
+        assert available_balance(account) == ledger_sum(account) == 0
+        return
+
+    done = asked_and_approved(action, item.pk, maker=maker, checker=checker)
+
+    debit = excess * LIQUID // AMOUNT  # pro rata to the liquid amount, rounded down
+    assert (done.state, done.amount) == ("approved", debit)
+    assert available_balance(account) == ledger_sum(account) == -debit
+    charge.refresh_from_db()
+    assert charge.status == ChargeStatus.REFUNDED
 
 
 def test_a_payout_named_by_two_sent_pix_is_reported_never_applied_twice(
@@ -673,3 +741,112 @@ def test_a_payout_named_by_two_sent_pix_is_reported_never_applied_twice(
 
     reconcile(efi_acquirer)
     assert ReconciliationItem.objects.count() == 2
+
+
+# --------------------------------------------------------------------------- unreadable records
+
+
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        {"endToEndId": "E-ilegivel"},
+        {"valor": "dez reais"},
+        {"devolucoes": [{"id": "D1", "rtrId": "D1", "valor": "um real", "horario": {}, "status": "DEVOLVIDO"}]},
+    ],
+    ids=["e2e_id", "valor", "devolucao"],
+)
+def test_an_unreadable_record_is_an_item_and_the_rest_of_the_day_is_healed(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp, malformed: dict[str, Any]
+) -> None:
+    """One entry of ``GET /pix`` the adapter cannot read, among good ones:
+    that entry is an item (kept whole), the good ones are healed, the run is
+    done; a rerun finds the same item and heals nothing twice."""
+    charges = [new_charge(api) for _ in range(2)]
+    e2e_ids = [fake_psp.pay(c.txid) for c in charges]  # the callbacks were lost
+    bad = fake_psp.receive(txid=charges[0].txid, amount="12.34", at=fake_psp.pix[e2e_ids[0]]["horario"])
+    with fake_psp.lock:
+        fake_psp.pix[bad].update(malformed)
+        entry = json.loads(json.dumps(fake_psp.pix[bad]))
+
+    run = reconcile(bacen_acquirer)
+
+    assert (run.status, run.healed_count, run.unmatched_count) == ("done", 2, 1), run.error
+    for charge, e2e_id in zip(charges, e2e_ids, strict=True):
+        charge.refresh_from_db()
+        assert (charge.status, charge.e2e_id) == (ChargeStatus.PAID, e2e_id)
+    unreadable = ReconciliationItem.objects.get(kind=K.RECORD_FAILED)
+    assert unreadable.key.startswith("ilegivel:")
+    assert (unreadable.status, unreadable.theirs_raw, unreadable.reference) == ("open", entry, charges[0].txid)
+    assert "Registro ilegível" in unreadable.detail
+    assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
+    rerun_changes_nothing(bacen_acquirer, account, unmatched=1)
+    assert LedgerEntry.objects.filter(account=account).count() == 2
+    # The PSP broke its own contract on that entry (the fake says so); nothing else.
+    assert fake_psp.violations
+    assert all("/pix" in v for v in fake_psp.violations)
+    fake_psp.violations.clear()
+
+
+def test_an_entry_that_is_not_an_object_is_unreadable_not_a_failed_page() -> None:
+    from acquirers.adapters.apipix.listing import pix_records, read_entry
+    from acquirers.adapters.base import ProviderRecordStatus
+
+    (record,) = read_entry("lixo", pix_records)
+
+    assert (record.status, record.raw, record.amount) == (ProviderRecordStatus.UNREADABLE, {"entrada": "lixo"}, 0)
+
+
+# --------------------------------------------------------------------------- duplicate e2e ids (late payments, keys)
+
+
+def test_a_pix_a_late_payment_holds_is_never_healed_on_another_charge(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    """A Pix recorded as paid after the cancel of one charge (staff may credit
+    it) listed under a pending charge: healing it would credit it twice."""
+    from payments.services import charge_transition
+
+    cancelled, pending = new_charge(api), new_charge(api)
+    charge_transition(charge_id=cancelled.pk, to_status=ChargeStatus.CANCELED, source="staff")
+    e2e_id = fake_psp.pay(cancelled.txid)
+    paid_here(bacen_acquirer, cancelled, e2e_id)  # recorded as a late payment of the cancelled charge
+    late = LatePayment.objects.get(e2e_id=e2e_id)
+    with fake_psp.lock:  # the PSP now lists that Pix under the pending charge
+        fake_psp.pix[e2e_id]["txid"] = pending.txid
+        fake_psp.cobs[cancelled.txid]["status"] = "ATIVA"
+        del fake_psp.cobs[cancelled.txid]["pix"]
+
+    run = reconcile(bacen_acquirer)
+
+    assert run.status == "done", run.error
+    pending.refresh_from_db()
+    assert (pending.status, pending.e2e_id) == (ChargeStatus.PENDING, None)
+    item = ReconciliationItem.objects.get(kind=K.DUPLICATE_E2E)
+    assert (item.target_id, item.status) == (str(pending.pk), "open")
+    assert f"pagamento após cancelamento #{late.pk}" in item.detail
+    assert available_balance(account) == ledger_sum(account) == 0
+
+
+def test_repeats_of_one_pix_under_one_txid_with_other_amounts_are_an_item_each(
+    api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp
+) -> None:
+    charge = new_charge(api)
+    e2e_id = fake_psp.pay(charge.txid)
+    with fake_psp.lock:  # the charge's listing names its Pix twice more, with other values
+        pix = fake_psp.pix[e2e_id]
+        fake_psp.cobs[charge.txid]["pix"] = [pix, {**pix, "valor": "20.00"}, {**pix, "valor": "30.00"}]
+
+    run = reconcile(bacen_acquirer)
+
+    assert run.status == "done", run.error
+    assert items() == sorted(
+        [
+            (K.PAID_THERE_NOT_HERE, e2e_id, "healed"),
+            (K.DUPLICATE_E2E, f"{e2e_id}:{charge.txid}:2000:paid", "open"),
+            (K.DUPLICATE_E2E, f"{e2e_id}:{charge.txid}:3000:paid", "open"),
+        ]
+    )
+    assert available_balance(account) == ledger_sum(account) == LIQUID
+
+    reconcile(bacen_acquirer)
+    assert ReconciliationItem.objects.count() == 3

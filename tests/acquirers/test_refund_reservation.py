@@ -1,7 +1,15 @@
 """A refund the PSP answers "processing" (a devolução ``EM_PROCESSAMENTO``)
 reserves its amount at once: the merchant cannot withdraw it meanwhile; a
 devolução the PSP did not make gives it back; one it made becomes the refund
-without a second debit. Balance equals the ledger throughout."""
+without a second debit. Balance equals the ledger throughout.
+
+One a chargeback released is asked about until the PSP's answer is final;
+made, its redébito (a second staff member approves) debits that devolução
+once: it closes the charge (refunded), so neither a resolution of the
+dispute nor another refund, by API, staff or the PSP's notice of the same
+devolução, debits it again. A charge refunded after its chargeback (no
+refund debit taken) may still be redebited, once; one refunded from paid
+already paid its devolução."""
 
 from __future__ import annotations
 
@@ -15,22 +23,28 @@ from celery.exceptions import Retry
 from django.contrib.messages import get_messages
 from django.core.cache import cache
 from django.db import transaction
-from django.test import Client
+from django.test import Client, TestCase
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from accounts.models import Account, LedgerEntry
+from accounts.exceptions import ActionNotExecutable
+from accounts.models import Account, LedgerEntry, MoneyActionRequest
 from accounts.selectors import available_balance, ledger_sum
-from accounts.services import ledger_post
+from accounts.services import ledger_post, money_action_request
+from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.models import Acquirer
 from core.exceptions import BusinessRuleError
-from payments.models import Charge, ChargeRefund, ChargeStatus
+from payments import refunds
+from payments.events import charge_event_apply
+from payments.models import Charge, ChargeRefund, ChargeStatus, ReconciliationItem
 from payments.refunds import RefundOutcome, charge_refund_pursue, charge_refund_reserve, refund_id_for
+from payments.services import charge_transition
 from tests import realworld
 from tests.acquirers.conftest import NOTIFY_TOKEN
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.factories import AccountFactory
+from tests.helpers import asked_and_approved, staff_user
 from tests.helpers import staff_refund as approved_staff_refund
 from withdrawals.models import Withdrawal
 from withdrawals.services import withdrawal_request
@@ -301,19 +315,96 @@ def test_a_refund_a_chargeback_released_is_asked_about_until_the_psp_answers_for
 def test_a_released_refund_the_psp_never_received_is_not_made_by_asking(
     paid_charge: Charge, account: Account, fake_psp: FakePsp
 ) -> None:
+    """ "No such devolução" is believed only once the grace window since the
+    refund was last asked for (its release) has passed: before, it is asked
+    about again with the refund task's backoff."""
+    from payments.refunds_released import NOT_FOUND_FINAL_AFTER
     from payments.services import charge_transition
+    from payments.tasks import pursue_refund
 
     assert charge_refund_reserve(charge_id=paid_charge.pk)  # reserved; the PSP not asked yet
     charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
     refund = ChargeRefund.objects.get(charge=paid_charge)
 
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.UNDETERMINED
+    with pytest.raises(Retry):
+        pursue_refund(refund.pk)  # asked again later, with the task's backoff
+    refund.refresh_from_db()
+    assert refund.release_check == "pending"
+
+    released = timezone.now() - NOT_FOUND_FINAL_AFTER - dt.timedelta(seconds=1)
+    ChargeRefund.objects.filter(pk=refund.pk).update(finished_at=released)
     assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
 
     refund.refresh_from_db()
     assert refund.release_check == "not_made"  # the PSP has no such devolução
     assert fake_psp.calls_of("devolucao.put") == []
+    assert len(fake_psp.calls_of("devolucao.get")) == 3
     assert "devolucoes" not in fake_psp.pix[paid_charge.e2e_id or ""]
     assert available_balance(account) == SEED == ledger_sum(account)
+
+
+def test_a_devolucao_the_psp_records_after_a_look_is_found_made(
+    paid_charge: Charge, account: Account, fake_psp: FakePsp
+) -> None:
+    """An ask whose answer was unclear reaches the PSP after the chargeback,
+    and after a first look found nothing: the look does not end it, the next
+    one finds the devolução made."""
+    from payments.models import ReconciliationItem
+    from payments.services import charge_transition
+
+    assert charge_refund_reserve(charge_id=paid_charge.pk)
+    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
+    refund = ChargeRefund.objects.get(charge=paid_charge)
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.UNDETERMINED
+    e2e_id = paid_charge.e2e_id or ""
+    with fake_psp.lock:  # the PUT that timed out lands now, and settles
+        horario = {"solicitacao": fake_psp.pix[e2e_id]["horario"], "liquidacao": fake_psp.pix[e2e_id]["horario"]}
+        fake_psp.pix[e2e_id]["devolucoes"] = [
+            {
+                "id": refund_id_for(paid_charge.pk),
+                "rtrId": "D12345678202611270000abcdefghijk",
+                "valor": "10.00",
+                "natureza": "ORIGINAL",
+                "horario": horario,
+                "status": "DEVOLVIDO",
+            }
+        ]
+
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
+
+    refund.refresh_from_db()
+    assert refund.release_check == "made"
+    item = ReconciliationItem.objects.get()
+    assert (item.kind, item.target_id, item.returned_by_refund) == (
+        "refunded_there_chargeback_here",
+        str(paid_charge.pk),
+        1000,
+    )
+    assert available_balance(account) == SEED == ledger_sum(account)  # nothing debited automatically
+
+
+def test_a_released_refund_of_a_charge_without_e2e_id_is_asked_about(db: Any, account: Account) -> None:
+    """An acquirer that names a devolução without the Pix's e2e id (the
+    sandbox) may have made it: it is asked, not taken as never asked for."""
+    from acquirers import adapters
+    from payments.models import ReconciliationItem
+    from payments.refund_requests import refund_request_for
+    from payments.services import charge_transition
+    from tests.factories import AcquirerFactory, ChargeFactory
+
+    sandbox = AcquirerFactory(key=f"sbx_{uuid.uuid4().hex[:8]}", adapter="sandbox", options={"refund": "processing"})
+    charge = ChargeFactory(account=account, acquirer=sandbox, status=S.PAID, e2e_id=None, paid_at=timezone.now())
+    assert charge_refund_reserve(charge_id=charge.pk)
+    adapters.build(sandbox).refund_charge(refund_request_for(charge))  # asked: processing there
+    charge_transition(charge_id=charge.pk, to_status=S.CHARGEBACK, source="staff")
+    refund = ChargeRefund.objects.get(charge=charge)
+
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
+
+    refund.refresh_from_db()
+    assert refund.release_check == "made"
+    assert ReconciliationItem.objects.get().target_id == str(charge.pk)
 
 
 def test_a_refund_larger_than_the_balance_is_reserved_all_the_same(
@@ -382,3 +473,144 @@ def test_the_sandbox_says_where_a_refund_stands_without_making_one(db: Any) -> N
     sandbox.options["refund"] = "processing"
     assert sandbox.refund_charge(request).status is RefundStatus.PROCESSING
     assert sandbox.refund_status(request).status is RefundStatus.DONE  # settles on the next read, as on the next ask
+
+
+# --------------------------------------------------------------------------- the redébito of a devolução
+
+A = MoneyActionRequest.Action
+WHY = "Extrato da adquirente conferido"
+
+
+def api_refund(api: APIClient, charge: Charge, key: str) -> Any:
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return api.post(f"/api/transactions/{charge.pk}/refund", None, format="json", headers={"Idempotency-Key": key})
+
+
+@pytest.fixture
+def repaid_twice(api: APIClient, paid_charge: Charge, fake_psp: FakePsp, monkeypatch: pytest.MonkeyPatch) -> Charge:
+    """The merchant's refund (API) was processing at the PSP when the MED took
+    the money (the chargeback released the reservation), and the PSP made it
+    all the same: the release check found it made (an item)."""
+    handed: list[int] = []
+    monkeypatch.setattr(refunds, "refund_pursue_later", lambda *, refund_id, countdown=0: handed.append(refund_id))
+    assert api_refund(api, paid_charge, "first").status_code == 202
+    (refund_id,) = handed
+    assert charge_refund_pursue(refund_id=refund_id) is RefundOutcome.PROCESSING
+    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="acquirer")
+    fake_psp.settle_refund(paid_charge.e2e_id or "", refund_id_for(paid_charge.pk))
+    assert charge_refund_pursue(refund_id=refund_id) is RefundOutcome.ENDED
+    assert ChargeRefund.objects.get(pk=refund_id).release_check == "made"
+    assert (
+        available_balance(paid_charge.account) == SEED == ledger_sum(paid_charge.account)
+    )  # held, released, charged back
+    return paid_charge
+
+
+@pytest.fixture
+def two_staff(db: Any) -> tuple[Any, Any]:
+    """Who asks (operations) and who approves (finance)."""
+    return staff_user("operations", "olivia"), staff_user("finance", "fernanda")
+
+
+def item_of(charge: Charge) -> ReconciliationItem:
+    return ReconciliationItem.objects.get(kind="refunded_there_chargeback_here", target_id=str(charge.pk))
+
+
+def refused(action: str, target_id: Any, maker: Any, match: str | None = None) -> None:
+    with pytest.raises(ActionNotExecutable, match=match):
+        money_action_request(action=action, target_id=target_id, requested_by=maker, reason=WHY)
+
+
+def test_a_redebited_devolucao_is_never_debited_again(
+    api: APIClient,
+    repaid_twice: Charge,
+    account: Account,
+    fake_psp: FakePsp,
+    bacen_acquirer: Acquirer,
+    two_staff: tuple[Any, Any],
+) -> None:
+    charge, (maker, checker) = repaid_twice, two_staff
+    item = item_of(charge)
+    assert (item.returned_by_refund, item.returned_by_med) == (1000, None)
+
+    approved = asked_and_approved(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item.pk, maker=maker, checker=checker)
+
+    assert (approved.state, approved.amount, approved.target_id) == ("approved", LIQUID, str(item.pk))
+    charge.refresh_from_db()
+    assert charge.status == S.REFUNDED  # closed with its devolução's debit
+    assert available_balance(account) == SEED - LIQUID == ledger_sum(account)
+    after = kinds(account)
+    assert after[-1] == (K.CHARGE_REFUND, -LIQUID)
+
+    # The dispute resolved for the account: staff cannot ask it, the acquirer's word changes nothing.
+    refused(A.RESOLVE_CHARGEBACK, charge.pk, maker)
+    resolved = Notification(event=NotificationEvent.CHARGE_CHARGEBACK_RESOLVED, reference=charge.txid)
+    assert not charge_event_apply(acquirer=bacen_acquirer, notification=resolved, source="acquirer").changed
+    # Refunded again, by API (the contract's envelope), by staff, or the PSP's notice of the devolução: nothing.
+    again = api_refund(api, charge, "second")
+    assert (again.status_code, again.json()) == (
+        409,
+        {"success": False, "message": "Só transações pagas podem ser estornadas; esta está estornada.", "data": None},
+    )
+    refused(A.REFUND_CHARGE, charge.pk, maker)
+    assert callback(fake_psp, charge.e2e_id or "").status_code == 200
+    refused(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item.pk, maker, "já foi debitado")  # nor a second redébito
+
+    charge.refresh_from_db()
+    assert charge.status == S.REFUNDED
+    assert kinds(account) == after
+    assert available_balance(account) == SEED - LIQUID == ledger_sum(account)
+    assert len(fake_psp.calls_of("devolucao.put")) == 1
+
+
+@pytest.mark.parametrize("how", ["med_completed", "acquirer_notice"])
+def test_a_charge_refunded_after_its_chargeback_may_still_be_redebited_once(
+    repaid_twice: Charge, account: Account, fake_psp: FakePsp, two_staff: tuple[Any, Any], how: str
+) -> None:
+    """Chargeback → refunded debits nothing (the chargeback took the money):
+    the devolução the PSP made is still the payer's second repayment."""
+    charge, (maker, checker) = repaid_twice, two_staff
+    if how == "med_completed":
+        charge_transition(charge_id=charge.pk, to_status=S.REFUNDED, source="acquirer")
+    else:  # the PSP's callback for the Pix with its devolução DEVOLVIDO
+        assert callback(fake_psp, charge.e2e_id or "").status_code == 200
+    charge.refresh_from_db()
+    assert charge.status == S.REFUNDED
+    assert available_balance(account) == SEED == ledger_sum(account)
+
+    approved = asked_and_approved(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item_of(charge).pk, maker=maker, checker=checker)
+
+    assert (approved.state, approved.amount) == ("approved", LIQUID)
+    assert available_balance(account) == SEED - LIQUID == ledger_sum(account)
+    entry = LedgerEntry.objects.filter(account=account).latest("id")
+    assert (entry.kind, entry.amount, entry.reference) == (
+        K.CHARGE_REFUND,
+        -LIQUID,
+        f"charge:{charge.pk}:refund-redebit",
+    )
+    # Once per devolução (the charge's: D<charge>), whichever item asks.
+    refused(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item_of(charge).pk, maker, "já foi debitado")
+    assert available_balance(account) == SEED - LIQUID == ledger_sum(account)
+
+
+def test_a_devolucao_the_refund_of_a_paid_charge_debited_is_not_redebited(
+    api: APIClient, repaid_twice: Charge, account: Account, two_staff: tuple[Any, Any]
+) -> None:
+    """The dispute was resolved for the account before anyone asked for the
+    redébito: the charge's own refund (the same devolução, answered done)
+    debits it, and the item's redébito is refused."""
+    charge, (maker, checker) = repaid_twice, two_staff
+    assert asked_and_approved(A.RESOLVE_CHARGEBACK, charge.pk, maker=maker, checker=checker).state == "approved"
+    assert api_refund(api, charge, "second").status_code == 202
+    refund = ChargeRefund.objects.filter(charge=charge).latest("id")
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.REFUNDED  # the PSP: that devolução is done
+    charge.refresh_from_db()
+    assert charge.status == S.REFUNDED
+    # Paid, charged back, resolved, refunded: the devolução debited once.
+    assert available_balance(account) == SEED == ledger_sum(account)
+    before = kinds(account)
+
+    refused(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item_of(charge).pk, maker, "estornada depois de paga")
+
+    assert kinds(account) == before
+    assert available_balance(account) == SEED == ledger_sum(account)

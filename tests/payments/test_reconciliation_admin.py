@@ -236,6 +236,7 @@ def refund_made_after_chargeback(run: ReconciliationRun, charge: Charge, **field
         "target_id": charge.pk,
         "ours_status": "chargeback",
         "theirs_status": "refunded",
+        "returned_by_refund": charge.amount,  # a refund of all of it, besides the MED's return
     }
     return item(run, K.REFUNDED_THERE_CHARGEBACK_HERE, **(defaults | fields))
 
@@ -258,7 +259,7 @@ def test_a_refund_made_after_a_chargeback_is_debited_only_once_a_second_staff_me
     assert (pending.action, pending.amount, pending.target_id) == (
         "redebit_refund_after_chargeback",
         charge.liquid_amount,
-        str(charge.pk),
+        str(found.pk),  # the item: its evidence measures the debit
     )
     assert available_balance(account) == 500
     queue = checker.get(REQUESTS).content.decode()
@@ -279,18 +280,16 @@ def test_a_refund_made_after_a_chargeback_is_debited_only_once_a_second_staff_me
         f"charge:{charge.pk}:refund-redebit",
     )
     charge.refresh_from_db()
-    assert charge.status == "chargeback"
+    assert charge.status == "refunded"  # closed: its devolução is debited, never again
     assert operator.get(ITEMS).status_code == 200
     found.refresh_from_db()
     assert (found.status, found.resolution) == ("resolved", "money_action")
 
-    # Never twice: a second request for the same charge is carried out as nothing.
+    # Never twice: a second item on the same charge cannot even ask.
     again = refund_made_after_chargeback(run, charge, key="other")
-    admin_action(operator, ITEMS, "request_redebit", [again.pk], reason=REASON)
-    second = MoneyActionRequest.objects.latest("id")
-    admin_action(checker, REQUESTS, "approve_requests", [second.pk], reason="de novo")
-    second.refresh_from_db()
-    assert (second.state, second.outcome) == ("failed", "O estorno desta cobrança já foi debitado.")
+    refused = admin_action(operator, ITEMS, "request_redebit", [again.pk], reason=REASON)
+    assert any("O estorno desta cobrança já foi debitado." in m for m in admin_messages(refused))
+    assert MoneyActionRequest.objects.count() == 1
     assert available_balance(account) == ledger_sum(account) == 500 - charge.liquid_amount
 
 

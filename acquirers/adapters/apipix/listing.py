@@ -6,6 +6,10 @@ Pages are numbered from 0 (``paginacao.paginaAtual``); an answer says how
 many there are in ``parametros.paginacao.quantidadeDePaginas``. A cursor is
 ``"<listing>:<page>"`` so one adapter can chain two listings (``pix`` then
 ``cob``) behind the single ``page`` argument of the adapter interface.
+
+A page is unusable only as a whole (its list of entries, its page count);
+an entry that cannot be read becomes an unreadable record carrying it
+(:func:`read_entry`), reported by reconciliation as an item of its own.
 """
 
 from __future__ import annotations
@@ -71,9 +75,7 @@ def read_page(
         raise InvalidResponse(f"GET {path}: {key} is not a list")
     records: list[ProviderPixRecord] = []
     for entry in entries:
-        if not isinstance(entry, dict):
-            raise InvalidResponse(f"GET {path}: an entry of {key} is not an object")
-        records += reader(entry)
+        records += read_entry(entry, reader)
     parametros = data.get("parametros")
     paginacao = parametros.get("paginacao") if isinstance(parametros, dict) else None
     pages = paginacao.get("quantidadeDePaginas") if isinstance(paginacao, dict) else None
@@ -81,6 +83,40 @@ def read_page(
         # Without the page count the listing may be partial: unusable.
         raise InvalidResponse(f"GET {path}: no parametros.paginacao.quantidadeDePaginas")
     return records, number + 1 < min(pages, MAX_PAGES)
+
+
+#: What a malformed entry makes a reader raise (a value it cannot parse, a
+#: field of the wrong type). Anything else is a bug, and fails the page.
+_ENTRY_ERRORS = (InvalidResponse, ValueError, TypeError, KeyError, AttributeError)
+
+
+def read_entry(entry: object, reader: Reader) -> list[ProviderPixRecord]:
+    """One entry of a page through ``reader``, or, when it cannot be read,
+    one :attr:`~ProviderRecordStatus.UNREADABLE` record carrying it: a
+    malformed entry is that entry's problem (reconciliation reports it),
+    never the page's, or one bad record would stop the whole day at every
+    rerun. Only what makes the page itself unusable (its list, its page
+    count) fails it."""
+    if not isinstance(entry, dict):
+        return [unreadable({"entrada": entry}, "the entry is not an object")]
+    try:
+        return reader(entry)
+    except _ENTRY_ERRORS as exc:
+        return [unreadable(entry, f"{type(exc).__name__}: {exc}")]
+
+
+def unreadable(entry: Mapping[str, Any], problem: str) -> ProviderPixRecord:
+    """An entry that could not be read, whole, as evidence. Its reference is
+    the txid or idEnvio it names, if any, only to help staff find it: never
+    matched on."""
+    reference = next((v for k in ("txid", "idEnvio") if isinstance(v := entry.get(k), str)), "")
+    return ProviderPixRecord(
+        reference=reference[:64],
+        status=ProviderRecordStatus.UNREADABLE,
+        amount=0,
+        raw=dict(entry),
+        problem=problem[:300],
+    )
 
 
 def listing_page(
