@@ -24,8 +24,9 @@ from accounts.services import money_action_approve, money_action_request
 from acquirers.models import Acquirer, InboundNotification
 from observability import selectors
 from observability.selectors import Figure
-from payments import cancellation, events, late_payments
+from payments import cancellation, events
 from payments.cancellation import charge_cancel_pursue
+from payments.devolucao_answers import DEVOLUCAO_GRACE
 from payments.late_payments import late_payment_return_pursue
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, LatePaymentResolution
 from payments.services import charges_expire
@@ -325,7 +326,7 @@ def test_a_refusal_after_an_unanswered_ask_fails_the_return_once_the_psp_confirm
     assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"  # no answer
     assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"  # refused: not final yet
     LatePaymentResolution.objects.filter(pk=resolution.pk).update(
-        unclear_at=timezone.now() - late_payments.RETURN_GRACE - dt.timedelta(minutes=1)
+        unclear_at=timezone.now() - DEVOLUCAO_GRACE - dt.timedelta(minutes=1)
     )
     gets = len(fake_psp.calls_of("devolucao.get"))
     assert late_payment_return_pursue(resolution_id=resolution.pk) == "failed"  # refused, and none there
