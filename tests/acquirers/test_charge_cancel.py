@@ -31,7 +31,7 @@ from payments.late_payments import late_payment_return_pursue
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, LatePaymentResolution
 from payments.services import charges_expire
 from tests import realworld
-from tests.acquirers.conftest import NOTIFY_TOKEN, bacen_options, warm_up
+from tests.acquirers.conftest import NOTIFY_TOKEN
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.helpers import admin_action
 
@@ -48,17 +48,7 @@ REMOVED = "REMOVIDA_PELO_USUARIO_RECEBEDOR"
 
 
 @pytest.fixture
-def acquirer(make_bacen_acquirer: Callable[..., Acquirer], fake_psp: FakePsp) -> Acquirer:
-    # A short read timeout: a hanging PSP is cut in well under a second; no
-    # retry inside the client: each ask is one request, so the test counts them.
-    options = bacen_options(fake_psp, max_retries=0)
-    acquirer = make_bacen_acquirer(default_priority=1, read_timeout_ms=700, options=options)
-    warm_up(acquirer)
-    return acquirer
-
-
-@pytest.fixture
-def charge(api: APIClient, acquirer: Acquirer, fake_psp: FakePsp) -> Charge:
+def charge(api: APIClient, one_ask_acquirer: Acquirer, fake_psp: FakePsp) -> Charge:
     response = api.post("/api/transactions", BODY, format="json")
     assert response.status_code == 201, response.content
     charge = Charge.objects.get(pk=response.json()["data"]["id"])
