@@ -31,21 +31,20 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.fees import cashin_fee
 from accounts.models import Account, LedgerEntry
 from accounts.services import ledger_post
 from acquirers import calls
-from acquirers.adapters.base import RefundRequest, RefundStatus
-from acquirers.calls import Outcome
+from acquirers.adapters.base import RefundRequest
 from core.exceptions import PixServiceError
+from payments.devolucao_answers import Seen, Verdict, devolucao_judge, unclear_at_after
 from payments.late_evidence import late_credit_refusal
 from payments.models import Charge, ChargeStatus, LatePayment, LatePaymentResolution
 
@@ -60,16 +59,6 @@ LATE_FROM = frozenset({S.CANCELED, S.FAILED})
 REFERENCE_PREFIX = "late_payment:"
 #: How often beat's sweep hands one return left processing to a worker again.
 SWEEP_EVERY = dt.timedelta(minutes=5)
-#: After an ask left unanswered (a timeout, a 5xx), how long a refusal or a
-#: "no such devolução" is taken as "not visible yet" rather than "not made":
-#: a PSP settles a devolução in seconds, but may queue it for hours when its
-#: side of the SPI is down. A return concluded too early pays the payer twice
-#: (staff credit or return the Pix again); one concluded late only waits.
-RETURN_GRACE = dt.timedelta(hours=24)
-
-
-#: What an answer without a definitive outcome says of the ask (:func:`_return_unclear`).
-Unclear = Literal["asked", "not_answered", "not_asked"]
 
 
 class LatePaymentNotOpen(PixServiceError):
@@ -220,13 +209,11 @@ def late_payment_return_pursue(*, resolution_id: int) -> str:
     ``processing`` means ask again later. Holds no transaction while asking.
 
     Only an explicit "not made" (``NAO_REALIZADO``) is final at once. A
-    refusal of the ask, or "no such devolução", is final only while no
-    earlier ask went unanswered: after one, the PSP may still be processing
-    that first ask, not visible yet, and a failure now would let staff
-    credit or return the Pix again while it lands (the money out twice). It
-    is asked again until :data:`RETURN_GRACE` after the last unanswered ask,
-    then concluded only when the acquirer's read (``refund_status``) confirms
-    there is no such devolução."""
+    refusal of the ask, or "no such devolução", after an ask left unanswered
+    (``unclear_at``) is final only once the grace has passed and the
+    acquirer's read confirms there is none (:mod:`payments.devolucao_answers`,
+    the rule a charge's refund follows too): failed earlier, staff could
+    credit or return the Pix again while the first devolução lands."""
     resolution = LatePaymentResolution.objects.select_related("late_payment__charge", "late_payment__acquirer").get(
         pk=resolution_id
     )
@@ -242,72 +229,19 @@ def late_payment_return_pursue(*, resolution_id: int) -> str:
         reason=resolution.reason[:140],
     )
     call = calls.call(late.acquirer, "refund", lambda adapter: adapter.refund_charge(request))
-    result = call.result
-    if result is None:
-        if call.outcome is Outcome.DECLINED:
-            # The acquirer refused the request (the API Pix adapter read our id's state first: none).
-            return _return_refused(resolution, request, call.error_message or "recusada")
-        # A timeout, a 5xx, an unreadable answer: the ask may have made it. Not
-        # asked at all (circuit open, no capacity): nothing learned.
-        asked = call.outcome not in (Outcome.CIRCUIT_OPEN, Outcome.BUSY)
-        return _return_unclear(resolution_id, call.error_message or call.outcome, "asked" if asked else "not_asked")
-    if result.status is RefundStatus.FAILED:
-        return _return_ended(resolution_id, R.FAILED, result.reason or "sem motivo")
-    if result.status is RefundStatus.PROCESSING:
-        return _return_unclear(resolution_id, "em processamento na adquirente", "asked")
-    if result.status is RefundStatus.NOT_FOUND:
-        # No answer to a request to make it (never "done"): judged like a refusal.
-        return _return_refused(resolution, request, "devolução não encontrada na adquirente", first_unclear=True)
-    return _return_ended(resolution_id, R.DONE, "")
+    answer = devolucao_judge(acquirer=late.acquirer, request=request, call=call, unclear_at=resolution.unclear_at)
+    if answer.verdict is Verdict.DONE:
+        return _return_ended(resolution_id, R.DONE, "")
+    if answer.verdict is Verdict.NOT_MADE:
+        return _return_ended(resolution_id, R.FAILED, answer.detail)
+    return _return_unclear(resolution_id, answer.detail, answer.seen)
 
 
-def _return_refused(
-    resolution: LatePaymentResolution, request: RefundRequest, detail: str, *, first_unclear: bool = False
-) -> str:
-    """The ask was refused, or the acquirer knows no such devolução. Failed
-    at once when no earlier ask went unanswered (and ``first_unclear`` is
-    off); else asked again until :data:`RETURN_GRACE` after the last
-    unanswered ask, then failed only if ``refund_status`` finds none.
-    ``first_unclear``: this answer itself is no answer to the ask (a
-    "not found"), so the grace starts now if it has not."""
-    since = resolution.unclear_at
-    if since is None and not first_unclear:
-        return _return_ended(resolution.pk, R.FAILED, detail)
-    if since is None or timezone.now() < since + RETURN_GRACE:
-        why = "não é resposta ao pedido" if since is None else "um pedido anterior ficou sem resposta"
-        note = f"{detail}; {why} e a devolução pode estar em processamento: pedido de novo"
-        return _return_unclear(resolution.pk, note, "not_answered")
-    late = resolution.late_payment
-    look = calls.call(late.acquirer, "refund_status", lambda adapter: adapter.refund_status(request))
-    if look.result is None:
-        error = f"{detail}; consulta falhou: {look.error_message or look.outcome}"
-        return _return_unclear(resolution.pk, error, "not_asked")
-    status = look.result.status
-    if status is RefundStatus.NOT_FOUND:
-        hours = int(RETURN_GRACE.total_seconds() // 3600)
-        return _return_ended(resolution.pk, R.FAILED, f"{detail}; sem devolução na adquirente {hours} h depois")
-    if status is RefundStatus.FAILED:
-        return _return_ended(resolution.pk, R.FAILED, look.result.reason or detail)
-    if status is RefundStatus.PROCESSING:
-        return _return_unclear(resolution.pk, "em processamento na adquirente", "asked")
-    return _return_ended(resolution.pk, R.DONE, "")
-
-
-def _return_unclear(resolution_id: int, error: str, seen: Unclear) -> str:
-    """No definitive answer: ask again later. ``seen`` sets the start of the
-    grace of :func:`_return_refused`: ``asked``, the ask reached the
-    acquirer and may have made the devolução (the grace starts again);
-    ``not_answered``, an answer that does not answer the ask (a refusal or
-    "not found" within the grace: it starts if it had not, never extends);
-    ``not_asked``, nothing reached it (circuit open, a read that failed)."""
-    now = timezone.now()
-    unclear_at = {
-        "asked": Value(now),
-        "not_answered": Coalesce(F("unclear_at"), Value(now)),
-        "not_asked": F("unclear_at"),
-    }[seen]
+def _return_unclear(resolution_id: int, error: str, seen: Seen) -> str:
+    """No definitive answer: ask again later, ``unclear_at`` moved as
+    :func:`~payments.devolucao_answers.unclear_at_after` says."""
     LatePaymentResolution.objects.filter(pk=resolution_id, status=R.PROCESSING).update(
-        attempts=F("attempts") + 1, last_error=error[:500], unclear_at=unclear_at
+        attempts=F("attempts") + 1, last_error=error[:500], unclear_at=unclear_at_after(seen)
     )
     logger.warning("late payment return %s: no definitive answer (%s)", resolution_id, error)
     return R.PROCESSING

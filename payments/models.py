@@ -218,6 +218,15 @@ class ChargeRefund(models.Model):
     )
     created_at = models.DateTimeField("criado em", auto_now_add=True)
     finished_at = models.DateTimeField("concluído em", null=True, blank=True)
+    # The last ask the acquirer may have received without answering it (a
+    # timeout, a 5xx): until DEVOLUCAO_GRACE after it, a refusal or "not
+    # found" is not "not made" (payments.devolucao_answers).
+    unclear_at = models.DateTimeField(
+        "último pedido sem resposta em",
+        null=True,
+        blank=True,
+        help_text="A adquirente pode ter feito a devolução: recusa ou não encontrada depois disso não é final.",
+    )
     # Released (a chargeback took the money) while the acquirer may still
     # make it: asked about until its answer is final, so the payer is never
     # repaid twice unseen. Blank for a refund no chargeback released.

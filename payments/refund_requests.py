@@ -24,10 +24,14 @@ class RefundOutcome(enum.StrEnum):
 
 @dataclass(frozen=True)
 class RefundAnswer:
-    """What asking the acquirer came to, and what it said (for staff's messages)."""
+    """What asking the acquirer came to, and what it said (for staff's
+    messages). ``unclear``: the ask may have reached the acquirer without a
+    final answer (a refund reserved only now records it as its
+    ``unclear_at``: :func:`payments.refunds.charge_refund_reserve`)."""
 
     outcome: RefundOutcome
     detail: str = ""
+    unclear: bool = False
 
 
 def refund_id_for(charge_id: uuid.UUID | str) -> str:

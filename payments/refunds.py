@@ -22,7 +22,10 @@ refund the acquirer did not make releases it (``refund_release``, the credit
 back); a refund that is done turns it into the refund: the transition to
 ``refunded`` releases the reservation and posts the refund's own debit in one
 transaction, so the balance moves once. An unclear answer (timeout, 5xx, an
-answer that cannot be read) releases nothing.
+answer that cannot be read) releases nothing, and after one a refusal or
+"no such devolução" releases nothing either until the acquirer confirms, a
+grace later, that it has none (:mod:`payments.devolucao_answers`): it may be
+queueing the first ask's devolução without showing it yet.
 
 A chargeback that takes the money while a refund is processing releases
 the reservation (the chargeback's debit replaces it), but the acquirer may
@@ -52,10 +55,10 @@ from django.utils import timezone
 from accounts.models import Account, LedgerEntry
 from accounts.services import balance_lock, ledger_post
 from acquirers import adapters, calls
-from acquirers.adapters.base import AdapterError, InvalidOptions, RefundStatus
-from acquirers.calls import Outcome
+from acquirers.adapters.base import AdapterError, InvalidOptions
 from core.exceptions import BusinessRuleError
 from payments import exceptions as err
+from payments.devolucao_answers import Verdict, devolucao_judge, unclear_at_after
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.refund_requests import RefundAnswer as RefundAnswer
 from payments.refund_requests import RefundOutcome as RefundOutcome
@@ -78,9 +81,15 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
     """Ask the charge's acquirer for its full refund (the same devolução id
     every time: idempotent there) and apply a definitive answer: done → the
     charge becomes ``refunded`` (its reservation, if any, gives way to the
-    refund's debit); not made (its answer, or a refusal of the request) →
-    the reservation, if any, is released. "Processing" and every unclear
-    outcome change nothing here. Call it holding no transaction."""
+    refund's debit); not made → the reservation, if any, is released.
+    "Processing" and every unclear outcome change nothing here but the
+    refund's ``unclear_at``. Only an explicit "not made" (``NAO_REALIZADO``)
+    is final at once: a refusal of the request, or "no such devolução",
+    after an ask left unanswered keeps the reservation until the grace has
+    passed and the acquirer's read confirms there is none
+    (:mod:`payments.devolucao_answers`): released earlier, the merchant
+    would get back money the first devolução still takes to the payer. Call
+    it holding no transaction."""
     # services imports this module (a transition out of "paid" closes the
     # reservation): it is reached at call time, not at import.
     from payments import services
@@ -89,25 +98,20 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
     # The one guarded call: deadline, outcome, latency metric and breaker as
     # for a charge or a payout.
     call = calls.call(charge.acquirer, "refund", lambda adapter: adapter.refund_charge(request))
-    result = call.result
-    if result is None:
-        if call.outcome is Outcome.DECLINED:
-            # The acquirer refused the request itself: no devolução was made
-            # (the API Pix adapter reads an existing one's state before saying so).
-            detail = call.error_message or "recusada"
-            charge_refund_release(charge_id=charge.pk, failure_reason=detail)
-            return RefundAnswer(RefundOutcome.FAILED, detail)
-        return RefundAnswer(RefundOutcome.UNDETERMINED, call.error_message or call.outcome)
-    if result.status is RefundStatus.FAILED:
-        detail = result.reason or "sem motivo"
-        charge_refund_release(charge_id=charge.pk, failure_reason=detail)
-        return RefundAnswer(RefundOutcome.FAILED, detail)
-    if result.status is RefundStatus.PROCESSING:
-        return RefundAnswer(RefundOutcome.PROCESSING)
-    if result.status is not RefundStatus.DONE:  # "not found" is no answer to a request to make it
-        return RefundAnswer(RefundOutcome.UNDETERMINED, result.status.value)
-    services.charge_transition(charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=source, actor=actor)
-    return RefundAnswer(RefundOutcome.REFUNDED)
+    since = charge.refunds.filter(status=R.PROCESSING).values_list("unclear_at", flat=True).first()
+    answer = devolucao_judge(acquirer=charge.acquirer, request=request, call=call, unclear_at=since)
+    if answer.verdict is Verdict.NOT_MADE:
+        charge_refund_release(charge_id=charge.pk, failure_reason=answer.detail)
+        return RefundAnswer(RefundOutcome.FAILED, answer.detail)
+    if answer.verdict is Verdict.DONE:
+        services.charge_transition(charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=source, actor=actor)
+        return RefundAnswer(RefundOutcome.REFUNDED)
+    unclear = answer.seen != "not_asked"
+    if unclear:
+        ChargeRefund.objects.filter(charge=charge, status=R.PROCESSING).update(unclear_at=unclear_at_after(answer.seen))
+    if answer.verdict is Verdict.PROCESSING:
+        return RefundAnswer(RefundOutcome.PROCESSING, unclear=unclear)
+    return RefundAnswer(RefundOutcome.UNDETERMINED, answer.detail, unclear=unclear)
 
 
 # --------------------------------------------------------------------------- staff
@@ -151,7 +155,7 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
         # Reserved as one it is processing, and asked about again by beat's
         # sweep until it answers for certain; without this, nothing would
         # ever ask, and a devolução made there would never be debited here.
-        charge_refund_reserve(charge_id=charge.pk, reason=reason)
+        charge_refund_reserve(charge_id=charge.pk, reason=reason, unclear=answer.unclear)
         raise err.RefundUndetermined(
             f"Sem resposta definitiva da adquirente para a devolução ({answer.detail}): o valor fica reservado "
             "e a adquirente é consultada de novo até responder."[:500]
@@ -161,21 +165,27 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
     if answer.outcome is RefundOutcome.PROCESSING:
         # The money is the payer's already: reserved now, so it cannot be
         # withdrawn while the acquirer finishes (its callback, or asking again).
-        charge_refund_reserve(charge_id=charge.pk, reason=reason)
+        charge_refund_reserve(charge_id=charge.pk, reason=reason, unclear=answer.unclear)
     return answer.outcome
 
 
-def charge_refund_reserve(*, charge_id: uuid.UUID | str, reason: str = "") -> bool:
+def charge_refund_reserve(*, charge_id: uuid.UUID | str, reason: str = "", unclear: bool = False) -> bool:
     """Staff's reservation of a refund its acquirer is processing (it may take
     the balance below zero). False, changing nothing, when the charge is no
     longer paid (the refund finished first, or a chargeback took the money)
-    or its refund is already reserved (asked again, or asked by API)."""
+    or its refund is already reserved (asked again, or asked by API).
+    ``unclear``: the ask just made may have reached the acquirer unanswered
+    (its ``unclear_at`` starts now: a refusal that follows is not final)."""
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
         if charge.status != ChargeStatus.PAID or charge.refunds.filter(status=R.PROCESSING).exists():
             return False
         refund = ChargeRefund.objects.create(
-            charge=charge, amount=charge.liquid_amount, source=ChargeRefund.Source.STAFF, reason=reason[:140]
+            charge=charge,
+            amount=charge.liquid_amount,
+            source=ChargeRefund.Source.STAFF,
+            reason=reason[:140],
+            unclear_at=timezone.now() if unclear else None,
         )
         ledger_post(
             account_id=charge.account_id,

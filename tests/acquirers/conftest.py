@@ -89,6 +89,17 @@ def bacen_acquirer(make_bacen_acquirer: Callable[..., Acquirer]) -> Acquirer:
     return make_bacen_acquirer(default_priority=1)
 
 
+@pytest.fixture
+def one_ask_acquirer(make_bacen_acquirer: Callable[..., Acquirer], fake_psp: FakePsp) -> Acquirer:
+    """The default acquirer at the fake PSP with a short read timeout (a
+    hanging PSP is cut in well under a second) and no retry inside the
+    client: each ask is one request, so a test counts them."""
+    options = bacen_options(fake_psp, max_retries=0)
+    acquirer = make_bacen_acquirer(default_priority=1, read_timeout_ms=700, options=options)
+    warm_up(acquirer)
+    return acquirer
+
+
 def warm_up(acquirer: Acquirer) -> None:
     """Fetch the token now (it is shared through Redis), so a test about
     timeouts measures the call under test, not a first TLS handshake and

@@ -24,13 +24,14 @@ from accounts.services import money_action_approve, money_action_request
 from acquirers.models import Acquirer, InboundNotification
 from observability import selectors
 from observability.selectors import Figure
-from payments import cancellation, events, late_payments
+from payments import cancellation, events
 from payments.cancellation import charge_cancel_pursue
+from payments.devolucao_answers import DEVOLUCAO_GRACE
 from payments.late_payments import late_payment_return_pursue
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, LatePaymentResolution
 from payments.services import charges_expire
 from tests import realworld
-from tests.acquirers.conftest import NOTIFY_TOKEN, bacen_options, warm_up
+from tests.acquirers.conftest import NOTIFY_TOKEN
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.helpers import admin_action
 
@@ -47,17 +48,7 @@ REMOVED = "REMOVIDA_PELO_USUARIO_RECEBEDOR"
 
 
 @pytest.fixture
-def acquirer(make_bacen_acquirer: Callable[..., Acquirer], fake_psp: FakePsp) -> Acquirer:
-    # A short read timeout: a hanging PSP is cut in well under a second; no
-    # retry inside the client: each ask is one request, so the test counts them.
-    options = bacen_options(fake_psp, max_retries=0)
-    acquirer = make_bacen_acquirer(default_priority=1, read_timeout_ms=700, options=options)
-    warm_up(acquirer)
-    return acquirer
-
-
-@pytest.fixture
-def charge(api: APIClient, acquirer: Acquirer, fake_psp: FakePsp) -> Charge:
+def charge(api: APIClient, one_ask_acquirer: Acquirer, fake_psp: FakePsp) -> Charge:
     response = api.post("/api/transactions", BODY, format="json")
     assert response.status_code == 201, response.content
     charge = Charge.objects.get(pk=response.json()["data"]["id"])
@@ -325,7 +316,7 @@ def test_a_refusal_after_an_unanswered_ask_fails_the_return_once_the_psp_confirm
     assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"  # no answer
     assert late_payment_return_pursue(resolution_id=resolution.pk) == "processing"  # refused: not final yet
     LatePaymentResolution.objects.filter(pk=resolution.pk).update(
-        unclear_at=timezone.now() - late_payments.RETURN_GRACE - dt.timedelta(minutes=1)
+        unclear_at=timezone.now() - DEVOLUCAO_GRACE - dt.timedelta(minutes=1)
     )
     gets = len(fake_psp.calls_of("devolucao.get"))
     assert late_payment_return_pursue(resolution_id=resolution.pk) == "failed"  # refused, and none there

@@ -27,10 +27,12 @@ from rest_framework.test import APIClient
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
+from acquirers import capacity
 from acquirers.models import Acquirer
 from api.idempotency import KEY_REUSED
 from payments import exceptions as err
 from payments import refunds
+from payments.devolucao_answers import DEVOLUCAO_GRACE
 from payments.models import Charge, ChargeRefund, ChargeStatus
 from payments.refunds import RefundOutcome, refund_id_for
 from payments.services import charge_transition
@@ -306,6 +308,115 @@ def test_the_sweep_counts_refunds_handed_out_not_looked_at(
     # One hand-out allowed: it goes to the newer refund, not to the one already in hand.
     assert refunds.refunds_sweep(limit=1) == 1
     assert handed == [older, newer, newer]
+
+
+# --------------------------------------------------------------------------- a refusal after an unanswered ask
+
+
+@pytest.fixture
+def asked_once(api: APIClient, one_ask_acquirer: Acquirer, fake_psp: FakePsp, handed: list[int]) -> tuple[Charge, int]:
+    """A paid charge whose refund was asked by API (reserved; its task is the
+    test's to run), at a PSP whose client makes one request per ask."""
+    charge = pay(new_charge(api), fake_psp)
+    assert refund(api, charge).status_code == 202
+    return charge, handed[0]
+
+
+def test_a_refusal_after_an_unanswered_ask_keeps_the_reservation_and_the_pix_goes_back_once(
+    api: APIClient, asked_once: tuple[Charge, int], account: Account, fake_psp: FakePsp, handed: list[int]
+) -> None:
+    """The finding: the first PUT timed out while the PSP took the devolução;
+    the retry was refused (the queued devolução takes the Pix's value) and
+    the GET said 404 (not visible yet), so the reservation was released: the
+    merchant had the money back while the devolução landed and the payer got
+    it too."""
+    charge, refund_id = asked_once
+    e2e_id, devolucao_id = charge.e2e_id or "", refund_id_for(charge.pk)
+    fake_psp.delay = 2.0
+    fake_psp.fail("devolucao.put", Fault.TIMEOUT)  # taken there, answered too late...
+    with pytest.raises(Retry):
+        pursue_refund(refund_id)
+    fake_psp.withhold_refund(e2e_id, devolucao_id)  # ...and not visible yet
+
+    # Asked again (the task's backoff): refused and not found. After an
+    # unanswered ask that is no "not made": the amount stays reserved.
+    for _ in range(2):
+        with pytest.raises(Retry):
+            pursue_refund(refund_id)
+    assert len(fake_psp.calls_of("devolucao.get")) == 2  # the adapter's read after each refusal: 404
+    pending = ChargeRefund.objects.get(pk=refund_id)
+    assert (pending.status, pending.failure_reason, pending.unclear_at is not None) == (R.PROCESSING, "", True)
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert api.get(f"/api/transactions/{charge.pk}/refund").json()["data"]["status"] == "processing"
+    # Beat's sweep keeps asking too.
+    ChargeRefund.objects.filter(pk=refund_id).update(created_at=timezone.now() - dt.timedelta(minutes=3))
+    cache.delete(f"refund-sweep:{refund_id}")
+    assert refunds.refunds_sweep() == 1
+    assert handed == [refund_id, refund_id]
+
+    fake_psp.land_refund(e2e_id, devolucao_id)
+    assert pursue_refund(refund_id) == RefundOutcome.REFUNDED
+
+    charge.refresh_from_db()
+    assert charge.status == S.REFUNDED
+    devolucoes = fake_psp.pix[e2e_id]["devolucoes"]
+    assert [(d["id"], d["valor"], d["status"]) for d in devolucoes] == [(devolucao_id, "10.00", "DEVOLVIDO")]
+    assert len(fake_psp.calls_of("devolucao.put")) == 4
+    # One debit in all: the reservation gave way to the refund's own.
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert api.get(f"/api/transactions/{charge.pk}/refund").json()["data"]["status"] == "refunded"
+
+
+def test_a_refusal_after_an_unanswered_ask_releases_the_reservation_once_the_psp_confirms_none_past_the_grace(
+    api: APIClient, asked_once: tuple[Charge, int], account: Account, fake_psp: FakePsp
+) -> None:
+    charge, refund_id = asked_once
+    fake_psp.fail("devolucao.put", Fault.RESET, Fault.DECLINED, Fault.DECLINED)  # it never took one
+    with pytest.raises(Retry):
+        pursue_refund(refund_id)  # no answer
+    with pytest.raises(Retry):
+        pursue_refund(refund_id)  # refused: not final yet
+    assert available_balance(account) == SEED == ledger_sum(account)
+
+    ChargeRefund.objects.filter(pk=refund_id).update(
+        unclear_at=timezone.now() - DEVOLUCAO_GRACE - dt.timedelta(minutes=1)
+    )
+    gets = len(fake_psp.calls_of("devolucao.get"))
+    assert pursue_refund(refund_id) == RefundOutcome.FAILED  # refused, and none there
+
+    # Past the grace the PSP's read (a GET, never a PUT) confirmed there is none.
+    assert len(fake_psp.calls_of("devolucao.get")) == gets + 2  # the adapter's read after the refusal, then ours
+    assert len(fake_psp.calls_of("devolucao.put")) == 3
+    assert "devolucoes" not in fake_psp.pix[charge.e2e_id or ""]
+    shown = api.get(f"/api/transactions/{charge.pk}/refund").json()["data"]
+    assert shown["status"] == "failed"
+    assert "sem devolução na adquirente 24 h depois" in shown["failure_reason"]
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
+    # Released once: asked again, it has ended.
+    assert pursue_refund(refund_id) == RefundOutcome.ENDED
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+
+
+def test_an_ask_that_never_left_starts_no_grace_and_a_refusal_after_it_is_final(
+    asked_once: tuple[Charge, int], account: Account, fake_psp: FakePsp, settings: Any
+) -> None:
+    charge, refund_id = asked_once
+    settings.ACQUIRER_MAX_IN_FLIGHT = 1
+    with capacity.cap(charge.acquirer).slot() as taken:  # the acquirer's one slot is in use
+        assert taken
+        with pytest.raises(Retry):
+            pursue_refund(refund_id)  # busy: not asked
+    assert fake_psp.calls_of("devolucao.put") == []
+    assert ChargeRefund.objects.get(pk=refund_id).unclear_at is None
+
+    fake_psp.fail("devolucao.put", Fault.DECLINED)
+    assert pursue_refund(refund_id) == RefundOutcome.FAILED
+
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
 
 
 # --------------------------------------------------------------------------- refusals

@@ -36,9 +36,17 @@ from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.models import Acquirer
 from core.exceptions import BusinessRuleError
 from payments import refunds
+from payments.devolucao_answers import DEVOLUCAO_GRACE
 from payments.events import charge_event_apply
+from payments.exceptions import RefundUndetermined
 from payments.models import Charge, ChargeRefund, ChargeStatus, ReconciliationItem
-from payments.refunds import RefundOutcome, charge_refund_pursue, charge_refund_reserve, refund_id_for
+from payments.refunds import (
+    RefundOutcome,
+    charge_refund,
+    charge_refund_pursue,
+    charge_refund_reserve,
+    refund_id_for,
+)
 from payments.services import charge_transition
 from tests import realworld
 from tests.acquirers.conftest import NOTIFY_TOKEN
@@ -77,10 +85,7 @@ def callback(fake_psp: FakePsp, e2e_id: str) -> Any:
     return APIClient().post(CALLBACK, data=body, content_type="application/json")
 
 
-@pytest.fixture
-def paid_charge(api: APIClient, bacen_acquirer: Acquirer, fake_psp: FakePsp, account: Account) -> Charge:
-    """Paid at the PSP, which returns money asynchronously (EM_PROCESSAMENTO first)."""
-    fake_psp.refund_mode = "async"
+def paid(api: APIClient, fake_psp: FakePsp, account: Account) -> Charge:
     response = api.post("/api/transactions", BODY, format="json")
     assert response.status_code == 201, response.content
     charge = Charge.objects.get(pk=response.json()["data"]["id"])
@@ -89,6 +94,19 @@ def paid_charge(api: APIClient, bacen_acquirer: Acquirer, fake_psp: FakePsp, acc
     assert charge.status == S.PAID
     assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
     return charge
+
+
+@pytest.fixture
+def paid_charge(api: APIClient, bacen_acquirer: Acquirer, fake_psp: FakePsp, account: Account) -> Charge:
+    """Paid at the PSP, which returns money asynchronously (EM_PROCESSAMENTO first)."""
+    fake_psp.refund_mode = "async"
+    return paid(api, fake_psp, account)
+
+
+@pytest.fixture
+def one_ask_charge(api: APIClient, one_ask_acquirer: Acquirer, fake_psp: FakePsp, account: Account) -> Charge:
+    """Paid at a PSP whose client makes one request per ask (returned at once when it answers)."""
+    return paid(api, fake_psp, account)
 
 
 def staff_refund(client: Client, charge: Charge) -> list[str]:
@@ -220,6 +238,87 @@ def test_a_refund_without_a_definitive_answer_is_reserved_and_asked_about_again(
     assert available_balance(account) == SEED == ledger_sum(account)
     assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
     assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.DONE
+
+
+def test_staff_asking_again_after_an_unanswered_ask_keeps_the_reservation_and_the_pix_goes_back_once(
+    admin_client: Client, api: APIClient, one_ask_charge: Charge, account: Account, fake_psp: FakePsp
+) -> None:
+    """The finding, for staff's refund: the PUT timed out while the PSP took
+    the devolução; "Estornar" again was refused (the queued devolução takes
+    the Pix's value) and the GET said 404 (not visible yet), which released
+    the reservation: the merchant could withdraw the money the payer was
+    getting back."""
+    charge = one_ask_charge
+    e2e_id, devolucao_id = charge.e2e_id or "", refund_id_for(charge.pk)
+    fake_psp.delay = 2.0
+    fake_psp.fail("devolucao.put", Fault.TIMEOUT)  # taken there, answered too late...
+    (message,) = staff_refund(admin_client, charge)  # approved (reserved), then asked
+    assert "Sem resposta definitiva da adquirente para a devolução" in message
+    fake_psp.withhold_refund(e2e_id, devolucao_id)  # ...and not visible yet
+
+    (message,) = staff_refund(admin_client, charge)  # "Estornar" again: refused, and not found
+
+    assert "um pedido anterior ficou sem resposta" in message
+    assert message.endswith("o valor fica reservado e a adquirente é consultada de novo até responder.")
+    refund = ChargeRefund.objects.get(charge=charge)
+    assert (refund.status, refund.source) == (ChargeRefund.Status.PROCESSING, ChargeRefund.Source.STAFF)
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert available_balance(account) == SEED == ledger_sum(account)
+    assert withdraw(api, SEED + 1).json() == NO_BALANCE
+    # What beat's sweep hands a worker reads it the same way.
+    assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.UNDETERMINED
+
+    fake_psp.land_refund(e2e_id, devolucao_id)
+    assert staff_refund(admin_client, charge) == ["Estornar: 1 cobrança."]
+
+    charge.refresh_from_db()
+    assert charge.status == S.REFUNDED
+    devolucoes = fake_psp.pix[e2e_id]["devolucoes"]
+    assert [(d["id"], d["valor"], d["status"]) for d in devolucoes] == [(devolucao_id, "10.00", "DEVOLVIDO")]
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert available_balance(account) == SEED == ledger_sum(account)
+
+
+def test_a_staff_refund_refused_after_an_unanswered_ask_is_released_once_the_psp_confirms_none_past_the_grace(
+    admin_client: Client, one_ask_charge: Charge, account: Account, fake_psp: FakePsp
+) -> None:
+    charge = one_ask_charge
+    fake_psp.fail("devolucao.put", Fault.RESET, Fault.DECLINED, Fault.DECLINED)  # it never took one
+    assert "Sem resposta definitiva" in staff_refund(admin_client, charge)[0]  # no answer
+    assert "Sem resposta definitiva" in staff_refund(admin_client, charge)[0]  # refused: not final yet
+    assert available_balance(account) == SEED == ledger_sum(account)
+    ChargeRefund.objects.filter(charge=charge).update(
+        unclear_at=timezone.now() - DEVOLUCAO_GRACE - dt.timedelta(minutes=1)
+    )
+
+    (message,) = staff_refund(admin_client, charge)
+
+    assert message.startswith(f"{charge.pk}: Devolução não realizada pela adquirente: ")
+    assert message.endswith("sem devolução na adquirente 24 h depois")
+    assert ChargeRefund.objects.get(charge=charge).status == ChargeRefund.Status.FAILED
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
+
+
+def test_a_refund_staff_reserve_after_an_unanswered_ask_is_not_released_by_the_refusal_that_follows(
+    one_ask_charge: Charge, account: Account, fake_psp: FakePsp
+) -> None:
+    """Staff's refund of a charge with nothing reserved (the service, as the
+    back office reaches it when a reservation ended meanwhile): the ask goes
+    unanswered, so the reservation made after it starts the grace."""
+    charge = one_ask_charge
+    fake_psp.delay = 2.0
+    fake_psp.fail("devolucao.put", Fault.TIMEOUT)
+    with pytest.raises(RefundUndetermined):
+        charge_refund(charge_id=charge.pk, actor="staff")
+    fake_psp.withhold_refund(charge.e2e_id or "", refund_id_for(charge.pk))
+
+    with pytest.raises(RefundUndetermined):
+        charge_refund(charge_id=charge.pk, actor="staff")  # refused, not found: not final
+
+    assert ChargeRefund.objects.get(charge=charge).status == ChargeRefund.Status.PROCESSING
+    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert available_balance(account) == SEED == ledger_sum(account)
 
 
 def test_a_chargeback_during_a_processing_refund_takes_the_money_once(
