@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import ClassVar
 
-from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
+from accounts.maker_checker import StaffRequest
 from core.money import brl
 from core.snapshots import WatchedQuerySet
 from core.text import validate_single_line
@@ -285,7 +285,7 @@ class LedgerEntry(models.Model):
         return f"{self.get_kind_display()} {sign}{brl(self.amount)} ({self.reference})"
 
 
-class MoneyActionRequest(models.Model):
+class MoneyActionRequest(StaffRequest):
     """A back-office action that credits an account, asked for by one staff
     member and carried out only when another approves it (maker-checker).
 
@@ -329,23 +329,7 @@ class MoneyActionRequest(models.Model):
         "valor",
         help_text="Em centavos: o que a ação credita, ou debita (redébitos pedidos pela conciliação, estorno).",
     )
-    reason = models.TextField("motivo")
     state = models.CharField("situação", max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", verbose_name="pedido por"
-    )
-    requested_at = models.DateTimeField("pedido em", auto_now_add=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.PROTECT,
-        related_name="+",
-        null=True,
-        blank=True,
-        verbose_name="decidido por",
-    )
-    decided_at = models.DateTimeField("decidido em", null=True, blank=True)
-    decision_note = models.TextField("observação da decisão", blank=True)
-    outcome = models.CharField("resultado", max_length=500, blank=True)
 
     class Meta:
         verbose_name = "pedido de aprovação"

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from accounts.maker_checker import StaffRequest
 from core.money import brl
 
 
@@ -69,7 +70,7 @@ class CredentialLink(models.Model):
         return f"Link de resgate #{self.pk}"
 
 
-class AccountChangeRequest(models.Model):
+class AccountChangeRequest(StaffRequest):
     """A change of a field that decides where an account's money may go (its
     contact e-mail, manual approval of withdrawals, withdrawal limits), asked
     for by one staff member and applied only when another approves it."""
@@ -94,23 +95,7 @@ class AccountChangeRequest(models.Model):
     field = models.CharField("campo", max_length=40, choices=Field.choices)
     old_value = models.JSONField("valor atual no pedido")
     new_value = models.JSONField("valor pedido")
-    reason = models.TextField("motivo")
     state = models.CharField("situação", max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", verbose_name="pedido por"
-    )
-    requested_at = models.DateTimeField("pedido em", auto_now_add=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.PROTECT,
-        related_name="+",
-        null=True,
-        blank=True,
-        verbose_name="decidido por",
-    )
-    decided_at = models.DateTimeField("decidido em", null=True, blank=True)
-    decision_note = models.TextField("observação da decisão", blank=True)
-    outcome = models.CharField("resultado", max_length=500, blank=True)
 
     class Meta:
         verbose_name = "pedido de alteração de conta"
