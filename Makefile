@@ -63,8 +63,9 @@ docs: install-dev
 
 ## The site built as CI builds it: --strict turns a broken link, a missing anchor or a page
 ## left out of the nav into a failure. Built into a temporary directory, so nothing is left behind.
+## Never --quiet: it hides the warnings from the count, and --strict then passes them.
 docs-check: install-dev
-	@site="$$(mktemp -d)"; $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$site"; rc=$$?; rm -rf "$$site"; exit $$rc
+	@site="$$(mktemp -d)"; $(VENV)/bin/mkdocs build --strict --site-dir "$$site"; rc=$$?; rm -rf "$$site"; exit $$rc
 
 ## Every benchmark against the service as deployed, each beside its ceiling
 ## measured in the same run (the API rows: wrk, ratio to a bare Django + DRF
