@@ -5,8 +5,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 export PORT
+# The docs site's own port, so `make docs` runs beside `make run`.
+DOCS_PORT ?= 8001
 
-.PHONY: run test install install-dev lint format typecheck migrations-check ci bench fuzz soak stop status clean keys
+.PHONY: run test install install-dev lint format typecheck migrations-check ci bench fuzz soak stop status clean keys docs docs-check
 
 # requirements-local.txt: the runtime ones plus the embedded engines (not in the image).
 $(VENV)/.installed: requirements.txt requirements-local.txt
@@ -54,6 +56,16 @@ typecheck: install-dev
 
 migrations-check: install-dev
 	DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py makemigrations --check --dry-run
+
+## The documentation site (docs/, mkdocs.yml) on http://127.0.0.1:$(DOCS_PORT)/, rebuilt on every save.
+docs: install-dev
+	$(VENV)/bin/mkdocs serve -a 127.0.0.1:$(DOCS_PORT)
+
+## The site built as CI builds it: --strict turns a broken link, a missing anchor or a page
+## left out of the nav into a failure. Built into a temporary directory, so nothing is left behind.
+## Never --quiet: it hides the warnings from the count, and --strict then passes them.
+docs-check: install-dev
+	@site="$$(mktemp -d)"; $(VENV)/bin/mkdocs build --strict --site-dir "$$site"; rc=$$?; rm -rf "$$site"; exit $$rc
 
 ## Every benchmark against the service as deployed, each beside its ceiling
 ## measured in the same run (the API rows: wrk, ratio to a bare Django + DRF
