@@ -19,7 +19,6 @@ from accounts.models import Account
 from acquirers import adapters
 from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.adapters.sandbox import SandboxAdapter, new_e2e_id
-from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_RESPONSES,
@@ -43,6 +42,7 @@ from api.listing_statements import Scope
 from api.schema import uuid_path
 from core.exceptions import ValidationFailed
 from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
+from payments import examples
 from payments import exceptions as err
 from payments.events import LATE_DETAIL, charge_event_apply
 from payments.models import Charge, ChargeStatus

@@ -14,7 +14,6 @@ from rest_framework.response import Response
 from accounts.models import Account, LedgerEntry, LedgerKind
 from accounts.selectors import statement_entries, statement_record
 from accounts.settlement import account_settlement, settlement_period_error
-from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_RESPONSES,
@@ -38,6 +37,7 @@ from api.listing import TIMESTAMP_FORMAT, date_period, filter_and_paginate
 from api.listing_statements import Scope
 from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from core.exceptions import ValidationFailed
+from withdrawals import examples
 from withdrawals import exceptions as err
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payloads import WithdrawalEventSerializer
