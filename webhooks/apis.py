@@ -35,7 +35,10 @@ from webhooks.serializers import (
     SecretSerializer,
 )
 
-ENDPOINT_ID = uuid_path("endpoint_id", "Webhook endpoint id.")
+ENDPOINT_ID = uuid_path(
+    "endpoint_id",
+    "Webhook endpoint id: the `id` that `POST /api/webhooks` answers, or one listed by `GET /api/webhooks`.",
+)
 
 
 class WebhookApiView(AccountAPIView):

@@ -11,12 +11,9 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import transaction
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from accounts.models import Account, LedgerEntry
-from accounts.services import ledger_post
 from payments import examples as payments_examples
 from payments import exceptions as payments_err
 from webhooks import examples as webhooks_examples
@@ -51,9 +48,6 @@ def demo() -> APIClient:
     out = io.StringIO()
     call_command("pix_bootstrap", str(DEMO), stdout=out, stderr=io.StringIO())
     credential = json.loads(out.getvalue())["accounts"]["demo"]["credentials"]["main"]
-    demo_account = Account.objects.get(ref="demo")
-    with transaction.atomic():  # room for the withdrawal examples
-        ledger_post(account_id=demo_account.pk, amount=1_000_000, kind=LedgerEntry.Kind.CHARGE_PAID, reference="docs")
     client = APIClient()
     client.credentials(HTTP_X_PUBLIC_KEY=credential["public_key"], HTTP_X_SECRET_KEY=credential["secret_key"])
     return client
