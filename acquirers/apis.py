@@ -11,11 +11,10 @@ from rest_framework.response import Response
 
 from accounts.models import Account
 from accounts.permissions import AcquirerSelectionEnabled
+from acquirers import examples, selectors, services
 from acquirers import exceptions as err
-from acquirers import selectors, services
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.serializers import AcquirerListSerializer, AcquirerSelectionSerializer, ActiveAcquirersDataSerializer
-from api import examples
 from api.base import (
     INVALID_BODY,
     VALIDATION_ERROR,

@@ -108,7 +108,7 @@ def success_envelope(name: str, data: serializers.Field[Any, Any, Any, Any]) -> 
 
 
 def created(name: str, data: serializers.Field[Any, Any, Any, Any], description: str, example: Any) -> OpenApiResponse:
-    """A 201 in the success envelope, with what the demo answers as its example (api/examples.py)."""
+    """A 201 in the success envelope, with what the demo answers as its example (the app's examples.py)."""
     return OpenApiResponse(success_envelope(name, data), description=description, examples=[example])
 
 

@@ -9,6 +9,7 @@ The extensions here register themselves when this module is imported;
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
@@ -26,38 +27,6 @@ from api.listing import MAX_PER_PAGE
 TIMESTAMP_FORMAT = "local-datetime"
 TIMESTAMP_SCHEMA: dict[str, Any] = {"type": "string", "format": TIMESTAMP_FORMAT, "example": "2025-01-31 14:05:09"}
 
-#: What each status and key type means, in the language of the rest of the
-#: API's documentation (drf-spectacular would list the models' pt-BR labels).
-ENUM_DESCRIPTIONS: dict[str, str] = {
-    "ChargeStatusEnum": (
-        "`pending`: waiting for the payer (until `expires_at`). `paid`: the acquirer confirmed the payment; the "
-        "liquid amount is in the balance. `failed`: the acquirer reported it failed. `canceled`: expired unpaid, or "
-        "canceled. `refunded`: returned to the payer. `chargeback`: contested by the payer (MED); what it credited "
-        "is taken back from the balance while contested."
-    ),
-    "WithdrawalStatusEnum": (
-        "`pending`: amount and fee debited from the balance, waiting for approval or to be sent. `approved`: "
-        "being sent to the acquirer. `paid`: the acquirer confirmed the transfer. `failed`: not paid; amount and "
-        "fee are back in the balance. `canceled`: canceled before sending; amount and fee are back. `refunded`: "
-        "the receiving side returned it; the amount sent is back in the balance."
-    ),
-    "PixKeyTypeEnum": (
-        "`cpf` (11 digits), `cnpj` (14 digits), `email`, `phone` (+55 and the number), `random` (EVP, a UUID)."
-    ),
-    "LedgerKindEnum": (
-        "Credits: `charge_paid` (a charge's liquid amount), `chargeback_reversal` (a contested charge resolved "
-        "for the account), `withdrawal_reversal` (a failed or canceled withdrawal's total back), "
-        "`withdrawal_return` (a paid withdrawal returned by the destination), `refund_release` (a refund "
-        "that was not made: its reservation back). Debits: `charge_refund` (a charge refunded to the payer), "
-        "`charge_chargeback` (a charge contested by the payer), `withdrawal` (a withdrawal's total), "
-        "`refund_hold` (a refund the acquirer is processing: its amount reserved)."
-    ),
-    "DeliveryStatusEnum": (
-        "`pending`: not yet delivered (retrying with backoff). `succeeded`: the receiver answered 2xx. "
-        "`failed`: gave up after the last attempt (or the endpoint was disabled)."
-    ),
-}
-
 
 def drop_field_titles(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: no ``title`` on a property.
@@ -72,13 +41,20 @@ def drop_field_titles(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     return result
 
 
-def describe_enums(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook: English descriptions of the enums."""
-    schemas = result.get("components", {}).get("schemas", {})
-    for name, description in ENUM_DESCRIPTIONS.items():
-        if name in schemas:
-            schemas[name]["description"] = description
-    return result
+def enum_descriptions(descriptions: Mapping[str, str]) -> Callable[..., dict[str, Any]]:
+    """A drf-spectacular postprocessing hook giving these enum components
+    (by name) their English descriptions: drf-spectacular would list the
+    models' pt-BR labels. Each app builds its own beside its views (e.g.
+    ``payments.examples.describe_enums``) and config/settings lists them."""
+
+    def describe_enums(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        schemas = result.get("components", {}).get("schemas", {})
+        for name, description in descriptions.items():
+            if name in schemas:
+                schemas[name]["description"] = description
+        return result
+
+    return describe_enums
 
 
 # What str.strip() removes (Python's whitespace, which is not ECMA's \s).

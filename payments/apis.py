@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import io
-import logging
 from typing import Any
 
 import segno
 from django.db.models import QuerySet
 from django.http import HttpResponse
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Account
-from acquirers import adapters
-from acquirers.adapters.base import Notification, NotificationEvent
-from acquirers.adapters.sandbox import SandboxAdapter, new_e2e_id
-from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_RESPONSES,
@@ -42,11 +36,11 @@ from api.idempotency import Claim, idempotent
 from api.listing_statements import Scope
 from api.schema import uuid_path
 from core.exceptions import ValidationFailed
-from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
+from payments import examples
 from payments import exceptions as err
-from payments.events import LATE_DETAIL, charge_event_apply
 from payments.models import Charge, ChargeStatus
 from payments.payloads import TransactionEventSerializer
+from payments.sandbox import SANDBOX_EVENTS, sandbox_charge_drive
 from payments.selectors import ChargeFilterSet, charge_get, charges_of, charges_scope, sandbox_charge_get
 from payments.serializers import (
     ChargeCreatedSerializer,
@@ -54,8 +48,6 @@ from payments.serializers import (
     ChargeSerializer,
 )
 from payments.services import Buyer, OverrideItem, charge_create
-
-logger = logging.getLogger(__name__)
 
 BUYER_ADDRESS_FIELDS = (
     "buyer_city",
@@ -78,7 +70,12 @@ def override_items(data: dict[str, Any]) -> list[OverrideItem] | None:
     return None
 
 
-CHARGE_ID = uuid_path("charge_id", "Transaction id.")
+# Swagger UI cannot fill a record's id in advance: the description says where one comes from.
+CHARGE_ID = uuid_path(
+    "charge_id",
+    "Transaction id: the `id` that `POST /api/transactions` answers, or one listed by `GET /api/transactions` "
+    "(the demo of `make run` lists its paid sandbox charge there).",
+)
 
 
 CHARGE_FILTERS = [*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(ChargeStatus.values))]
@@ -242,14 +239,6 @@ class ChargeQrCodeApi(AccountAPIView):
         return response
 
 
-SANDBOX_EVENTS = {
-    "pay": NotificationEvent.CHARGE_PAID,
-    "fail": NotificationEvent.CHARGE_FAILED,
-    "refund": NotificationEvent.CHARGE_REFUNDED,
-    "chargeback": NotificationEvent.CHARGE_CHARGEBACK,
-}
-
-
 class SandboxChargeApi(AccountAPIView):
     """Drives a charge as an acquirer's notification would (decisions §8);
     only charges at sandbox acquirers, with a credential that may see charges."""
@@ -283,42 +272,6 @@ class SandboxChargeApi(AccountAPIView):
     )
     def post(self, request: Request, charge_id: str, action: str) -> Response:
         charge = sandbox_charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
-        sandbox = adapters.build(charge.acquirer)
-        if action == "pay" and isinstance(sandbox, SandboxAdapter) and not _payable_there(sandbox, charge.txid):
-            # Withdrawn at the sandbox (a cancel that reached it): no payer can pay it.
-            raise err.TransitionNotAllowed(err.REMOVED_AT_ACQUIRER)
-        notification = Notification(
-            event=SANDBOX_EVENTS[action],
-            reference=charge.txid,
-            e2e_id=new_e2e_id() if action == "pay" else None,
-        )
-        applied = charge_event_apply(acquirer=None, notification=notification, source="sandbox", strict=True)
-        charge.refresh_from_db()
-        late = applied.detail == LATE_DETAIL
-        # The sandbox keeps the Pix as a real PSP would: its evidence for
-        # reconciliation (GET /pix's counterpart, SandboxAdapter.list_received).
-        # The change is committed already: a sandbox that cannot keep its
-        # record (Redis down) fails nothing; reconciliation then reports the
-        # charge as paid here, unknown there, as it would for a real PSP.
-        if isinstance(sandbox, SandboxAdapter):
-            try:
-                if action == "pay" and charge.e2e_id and charge.paid_at is not None:
-                    sandbox.receive(txid=charge.txid, amount=charge.amount, e2e_id=charge.e2e_id, at=charge.paid_at)
-                elif action == "pay" and late and notification.e2e_id:
-                    sandbox.receive(
-                        txid=charge.txid, amount=charge.amount, e2e_id=notification.e2e_id, at=timezone.now()
-                    )
-                elif action == "refund":
-                    sandbox.received_refunded(charge.txid)
-            except REDIS_UNAVAILABLE:
-                logger.warning("sandbox: the Pix of charge %s was not recorded at the sandbox", charge.pk)
-        return ok(ChargeSerializer(charge).data, err.LATE_PAYMENT_RECORDED if late else "Transação atualizada.")
-
-
-def _payable_there(sandbox: SandboxAdapter, txid: str) -> bool:
-    """Whether the payer can still pay at the sandbox (marking it paid there)."""
-    try:
-        return sandbox.charge_paid(txid)
-    except REDIS_UNAVAILABLE:
-        logger.warning("sandbox: state of charge %s unknown (Redis); paid as asked", txid)
-        return True
+        outcome = sandbox_charge_drive(charge=charge, action=action)
+        message = err.LATE_PAYMENT_RECORDED if outcome.late else "Transação atualizada."
+        return ok(ChargeSerializer(outcome.charge).data, message)

@@ -9,7 +9,6 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
     VALIDATION_ERROR,
@@ -23,6 +22,7 @@ from api.base import (
     success_envelope,
 )
 from api.idempotency import IN_FLIGHT, Claim, idempotent
+from payments import examples
 from payments import exceptions as err
 from payments.apis import CHARGE_ID
 from payments.models import ChargeRefund, ChargeStatus

@@ -15,6 +15,7 @@ from accounts.services import account_approve, account_create, account_reject, a
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_grants_set, acquirer_slots_set, acquirer_upsert
 from core.exceptions import ValidationFailed
+from provisioning import sandbox_charges
 from provisioning.schema import CHAIN_FIELDS, BootstrapFileSerializer, check_against_database, error_paths
 from webhooks.models import WebhookEndpoint
 from webhooks.services import endpoint_create
@@ -81,6 +82,7 @@ def _account_apply(
     chains = {field: [acquirers[key] for key in spec.pop(field)] for field in CHAIN_FIELDS if field in spec}
     credentials: list[dict[str, Any]] = spec.pop("credentials", [])
     webhooks: list[dict[str, Any]] = spec.pop("webhooks", [])
+    spec.pop(sandbox_charges.FIELD, None)  # after the commit: bootstrap_apply
 
     if account is None:
         account = account_create(ref=ref, **spec)
@@ -107,10 +109,11 @@ def _account_apply(
     }
 
 
-@transaction.atomic
 def bootstrap_apply(*, data: Any) -> dict[str, Any]:
     """Validate a whole bootstrap file (decoded JSON), then create or update
     what it names; return the ids and the secrets created (decisions §9).
+    Then, committed, each account's ``sandbox_paid_charges``
+    (:mod:`provisioning.sandbox_charges`: their ids under that key).
 
     Acquirers are matched by ``key``, accounts by ``ref``, credentials and
     webhooks by ``ref`` within their account. Omitted fields keep the model
@@ -122,6 +125,17 @@ def bootstrap_apply(*, data: Any) -> dict[str, Any]:
     Raises :class:`BootstrapInvalid`, having written nothing, when anything in
     the file is wrong.
     """
+    result, account_specs = _bootstrap_write(data=data)
+    for spec in account_specs:
+        if spec.get(sandbox_charges.FIELD):
+            account = Account.objects.get(ref=spec["ref"])
+            paid = sandbox_charges.apply(account=account, specs=spec[sandbox_charges.FIELD])
+            result["accounts"][spec["ref"]][sandbox_charges.FIELD] = paid
+    return result
+
+
+@transaction.atomic
+def _bootstrap_write(*, data: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     serializer = BootstrapFileSerializer(data=data)
     if not serializer.is_valid():
         raise BootstrapInvalid(error_paths(serializer.errors))
@@ -138,6 +152,7 @@ def bootstrap_apply(*, data: Any) -> dict[str, Any]:
         if account.ref is not None
     }
     errors = check_against_database(acquirer_specs, account_specs, existing)
+    errors.update(sandbox_charges.check(acquirer_specs, account_specs))
     if errors:
         raise BootstrapInvalid(errors)
 
@@ -147,10 +162,11 @@ def bootstrap_apply(*, data: Any) -> dict[str, Any]:
     referenced = {key for spec in account_specs for field in CHAIN_FIELDS for key in spec.get(field, [])}
     acquirers = Acquirer.objects.in_bulk(list(referenced), field_name="key")
 
-    return {
+    result = {
         "acquirers": [spec["key"] for spec in acquirer_specs],
         "accounts": {
             spec["ref"]: _account_apply(spec=spec, account=existing.get(spec["ref"]), acquirers=acquirers)
             for spec in account_specs
         },
     }
+    return result, account_specs

@@ -33,6 +33,8 @@ from core.fields import (
     StrictIntegerField,
 )
 from core.text import validate_single_line
+from provisioning.sandbox_charges import SandboxChargeSpecSerializer
+from provisioning.sandbox_charges import validate_specs as validate_sandbox_charges
 from webhooks.exceptions import endpoint_limit_message
 from webhooks.http import url_refusal
 from webhooks.models import WebhookEndpoint
@@ -200,6 +202,10 @@ class AccountSpecSerializer(serializers.Serializer[Any]):
     charge_expiry_seconds = StrictIntegerField(required=False, min_value=60, max_value=MAX_INT)
     credentials = CredentialSpecSerializer(many=True, required=False)
     webhooks = WebhookSpecSerializer(many=True, required=False)
+    sandbox_paid_charges = SandboxChargeSpecSerializer(many=True, required=False)
+
+    def validate_sandbox_paid_charges(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return validate_sandbox_charges(value)
 
     def validate_credentials(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         unique_refs(value)

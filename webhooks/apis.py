@@ -11,7 +11,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Account
-from api import examples
 from api.base import (
     INVALID_BODY,
     VALIDATION_ERROR,
@@ -25,8 +24,8 @@ from api.base import (
 )
 from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from core.exceptions import ValidationFailed
+from webhooks import examples, http, selectors, services
 from webhooks import exceptions as err
-from webhooks import http, selectors, services
 from webhooks.models import WebhookDelivery
 from webhooks.serializers import (
     DeliverySerializer,
@@ -36,7 +35,10 @@ from webhooks.serializers import (
     SecretSerializer,
 )
 
-ENDPOINT_ID = uuid_path("endpoint_id", "Webhook endpoint id.")
+ENDPOINT_ID = uuid_path(
+    "endpoint_id",
+    "Webhook endpoint id: the `id` that `POST /api/webhooks` answers, or one listed by `GET /api/webhooks`.",
+)
 
 
 class WebhookApiView(AccountAPIView):

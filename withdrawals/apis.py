@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,7 +13,6 @@ from rest_framework.response import Response
 from accounts.models import Account, LedgerEntry, LedgerKind
 from accounts.selectors import statement_entries, statement_record
 from accounts.settlement import account_settlement, settlement_period_error
-from api import examples
 from api.base import (
     IDEMPOTENCY_HEADER,
     IDEMPOTENCY_RESPONSES,
@@ -38,6 +36,7 @@ from api.listing import TIMESTAMP_FORMAT, date_period, filter_and_paginate
 from api.listing_statements import Scope
 from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from core.exceptions import ValidationFailed
+from withdrawals import examples
 from withdrawals import exceptions as err
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payloads import WithdrawalEventSerializer
@@ -62,7 +61,10 @@ from withdrawals.serializers import (
 )
 from withdrawals.services import withdrawal_request, withdrawal_transition
 
-WITHDRAWAL_ID = uuid_path("withdrawal_id", "Withdrawal id.")
+WITHDRAWAL_ID = uuid_path(
+    "withdrawal_id",
+    "Withdrawal id: the `id` that `POST /api/withdrawals` answers, or one listed by `GET /api/withdrawals`.",
+)
 
 
 WITHDRAWAL_FILTERS = [*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=list(WithdrawalStatus.values))]
@@ -293,10 +295,15 @@ class SettlementApi(AccountAPIView):
         ),
         operation_id="settlements",
         parameters=[
+            # An example each, so that Swagger UI's "Try it out" can send the
+            # request as it stands (the days of examples.SETTLEMENT).
             OpenApiParameter(
-                name, OpenApiTypes.DATE, required=True, description="`YYYY-MM-DD`, inclusive; at most 31 days."
+                name,
+                {"type": "string", "format": "date", "example": example},
+                required=True,
+                description="`YYYY-MM-DD`, inclusive; at most 31 days.",
             )
-            for name in ("date_start", "date_end")
+            for name, example in (("date_start", "2026-11-24"), ("date_end", "2026-11-26"))
         ],
         responses=responses(
             {

@@ -260,11 +260,13 @@ SPECTACULAR_SETTINGS = {
         "LedgerKindEnum": "accounts.models.LedgerKind",
     },
     # The choices' labels are the back office's pt-BR; the API's documentation
-    # is English: api.schema describes each enum instead.
+    # is English: each app describes its enums beside its views instead.
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "api.schema.describe_enums",
+        "payments.examples.describe_enums",
+        "withdrawals.examples.describe_enums",
+        "webhooks.examples.describe_enums",
         "api.schema.drop_field_titles",
     ],
     # The schema and Swagger UI are public; the API they describe is not.

@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import transaction
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from accounts.models import Account, LedgerEntry
-from accounts.services import ledger_post
-from api import examples
+from payments import examples as payments_examples
 from payments import exceptions as payments_err
+from webhooks import examples as webhooks_examples
+from withdrawals import examples as withdrawals_examples
 from withdrawals import exceptions as withdrawals_err
 
 pytestmark = pytest.mark.django_db
@@ -49,9 +48,6 @@ def demo() -> APIClient:
     out = io.StringIO()
     call_command("pix_bootstrap", str(DEMO), stdout=out, stderr=io.StringIO())
     credential = json.loads(out.getvalue())["accounts"]["demo"]["credentials"]["main"]
-    demo_account = Account.objects.get(ref="demo")
-    with transaction.atomic():  # room for the withdrawal examples
-        ledger_post(account_id=demo_account.pk, amount=1_000_000, kind=LedgerEntry.Kind.CHARGE_PAID, reference="docs")
     client = APIClient()
     client.credentials(HTTP_X_PUBLIC_KEY=credential["public_key"], HTTP_X_SECRET_KEY=credential["secret_key"])
     return client
@@ -77,7 +73,7 @@ def concrete(demo: APIClient, path: str) -> str:
     refund needs), for ``{charge_id}``."""
     if "{charge_id}" not in path:
         return path
-    charge = demo.post("/api/transactions", examples.CHARGE[0].value, format="json").json()["data"]
+    charge = demo.post("/api/transactions", payments_examples.CHARGE[0].value, format="json").json()["data"]
     assert demo.post(f"/api/sandbox/transactions/{charge['id']}/pay", format="json").status_code == 200
     return path.replace("{charge_id}", charge["id"])
 
@@ -162,10 +158,10 @@ def test_the_documented_events_are_what_receivers_get(demo: APIClient) -> None:
     from webhooks.models import WebhookEvent
     from withdrawals.tasks import process_withdrawal
 
-    assert demo.post("/api/webhooks", examples.WEBHOOK_ENDPOINT[0].value, format="json").status_code == 201
-    charge = demo.post("/api/transactions", examples.CHARGE[0].value, format="json").json()["data"]
+    assert demo.post("/api/webhooks", webhooks_examples.WEBHOOK_ENDPOINT[0].value, format="json").status_code == 201
+    charge = demo.post("/api/transactions", payments_examples.CHARGE[0].value, format="json").json()["data"]
     assert demo.post(f"/api/sandbox/transactions/{charge['id']}/pay", format="json").status_code == 200
-    withdrawal = demo.post("/api/withdrawals", examples.WITHDRAWAL[0].value, format="json").json()["data"]
+    withdrawal = demo.post("/api/withdrawals", withdrawals_examples.WITHDRAWAL[0].value, format="json").json()["data"]
     process_withdrawal(withdrawal["id"])  # the payout worker's task, here: its events are emitted
     for event_type, path in (("transaction", "/api/transactions"), ("withdrawal", "/api/withdrawals")):
         sent = WebhookEvent.objects.filter(event_type=event_type).latest("created_at").body()
@@ -179,8 +175,8 @@ def test_the_201_examples_are_what_the_demo_answers(demo: APIClient) -> None:
     from acquirers import brcode
 
     for path, request, documented in (
-        ("/api/transactions", examples.CHARGE[0], examples.CHARGE_CREATED),
-        ("/api/withdrawals", examples.WITHDRAWAL[0], examples.WITHDRAWAL_CREATED),
+        ("/api/transactions", payments_examples.CHARGE[0], payments_examples.CHARGE_CREATED),
+        ("/api/withdrawals", withdrawals_examples.WITHDRAWAL[0], withdrawals_examples.WITHDRAWAL_CREATED),
     ):
         answer = demo.post(path, request.value, format="json").json()
         shown = documented.value
@@ -189,13 +185,13 @@ def test_the_201_examples_are_what_the_demo_answers(demo: APIClient) -> None:
         same = {k for k in answer["data"] if k not in ("id", "created_at", "pix")}
         assert {k: shown["data"][k] for k in same} == {k: answer["data"][k] for k in same}
     # A BR Code a payer's app would accept, for the example's amount.
-    assert brcode.check(examples.CHARGE_CREATED.value["data"]["pix"]["emv"], amount=4990)
+    assert brcode.check(payments_examples.CHARGE_CREATED.value["data"]["pix"]["emv"], amount=4990)
 
 
 def test_the_202_refund_example_is_what_the_demo_answers(demo: APIClient) -> None:
     path = concrete(demo, "/api/transactions/{charge_id}/refund")
-    answer = demo.post(path, examples.REFUND[0].value, format="json").json()
-    shown = examples.REFUND_REQUESTED.value
+    answer = demo.post(path, payments_examples.REFUND[0].value, format="json").json()
+    shown = payments_examples.REFUND_REQUESTED.value
     assert (shown["success"], shown["message"]) == (answer["success"], answer["message"])
     assert set(shown["data"]) == set(answer["data"])
     same = {k for k in answer["data"] if k not in ("id", "transaction_id", "created_at")}

@@ -32,7 +32,10 @@ lists, both optional:
              withdrawal_fee {fixed, bps}, withdrawal_limits {minimum,
              per_request, per_day_total}, charge_expiry_seconds,
              credentials [{ref, permission: cashin|cashout|all}],
-             webhooks [{ref, url}].
+             webhooks [{ref, url}], sandbox_paid_charges [{ref, amount}]
+             (PIX_SANDBOX only: charges at the account's active_acquirers,
+             all sandbox, paid by the sandbox's payer after the rest is
+             written; a ref already made is left as it is).
 
 Rules:
   - Money is integer centavos, fees in basis points (0..10000); every number
@@ -59,7 +62,8 @@ Rules:
 
 Output (stdout): {"acquirers": [key, ...], "accounts": {ref: {"id": ...,
   "credentials": {ref: {"public_key": ..., "secret_key": ...}},
-  "webhooks": {ref: {"id": ..., "code": ..., "secret": ...}}}}}
+  "webhooks": {ref: {"id": ..., "code": ..., "secret": ...}},
+  "sandbox_paid_charges": {ref: charge id} (when the file has them)}}}
 secret_key and secret appear only for what this run created. Keep them:
 they are not stored in clear and are never shown again.
 """
