@@ -18,7 +18,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from accounts.approvals_admin import staff_user
+from accounts.admin.decisions import staff_user
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.services import money_action_request
 from acquirers.admin import acquirer_page_action

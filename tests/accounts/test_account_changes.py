@@ -465,7 +465,7 @@ def test_tightening_is_judged_against_the_value_under_the_lock_not_the_form(
 ) -> None:
     from django.contrib import admin as django_admin
 
-    from accounts.admin_changes import save_controlled_changes
+    from accounts.admin.changes import save_controlled_changes
 
     # The page was built with a daily limit of R$ 20.000,00; meanwhile it was lowered to R$ 1.000,00.
     stale = Account.objects.get(pk=account.pk)

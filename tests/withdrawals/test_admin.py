@@ -28,7 +28,7 @@ from acquirers.models import Acquirer
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import admin_action
 from withdrawals import services
-from withdrawals.admin import WithdrawalAdmin
+from withdrawals.admin.withdrawals import WithdrawalAdmin
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payouts import withdrawal_process
 from withdrawals.services import withdrawal_approve, withdrawal_request

@@ -10,7 +10,7 @@ from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from accounts.approvals_admin import request_approval_action
+from accounts.admin.money_actions import request_approval_action
 from accounts.models import MoneyActionRequest
 from acquirers.adapters.base import AdapterError
 from core.admin import (
@@ -35,8 +35,9 @@ from core.admin_lists import (
 from core.admin_money import money
 from core.exceptions import PixServiceError
 from core.plural import plural
-from payments.admin_late_payments import ChargeCancellationInline, LatePaymentInline
-from payments.admin_refunds import refund
+from payments.admin.cancellations import ChargeCancellationInline
+from payments.admin.late_payments import LatePaymentInline
+from payments.admin.refunds import refund
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.reconciliation import charge_reconcile
@@ -253,7 +254,7 @@ class ChargeAdmin(
             ),
         ),
         # Credits the account: asked here, carried out when another staff
-        # member approves (accounts.approvals_admin, payments.approvals).
+        # member approves (accounts.admin.money_actions, payments.approvals).
         request_approval_action(
             name="resolve_chargeback",
             description="Resolver contestação a favor da conta",
@@ -291,7 +292,3 @@ class ChargeAdmin(
 
     def has_request_chargeback_resolution_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.request_chargeback_resolution")
-
-
-# Reconciliation with acquirers: its report and mismatches (a module of its own: this one is full).
-from payments import admin_reconciliation  # noqa: E402, F401

@@ -3,8 +3,8 @@ what the account page's form does with a change of the contact e-mail,
 manual approval of withdrawals or the withdrawal limits (asks, or applies
 at once when it only tightens them), and the queue where another staff
 member approves or rejects what was asked, with the conventions of the
-maker-checker queue (``accounts.approvals_admin``). Registered by
-``accounts.admin``."""
+maker-checker queue (``money_actions``). Registered by
+``accounts.admin``, which imports every module of the package."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from accounts.account_changes import (
     account_change_request,
     loosens,
 )
-from accounts.admin_decisions import (
+from accounts.admin.decisions import (
     DECISION_COLUMNS,
     QUEUE_ORDERING,
     DecideButtonsMixin,

@@ -1,6 +1,7 @@
 """Back office for maker-checker actions: the action that asks (on the
 charge or withdrawal list) and the queue where another staff member
-approves or rejects. Registered by ``accounts.admin``."""
+approves or rejects. Registered by ``accounts.admin``, which imports
+every module of the package."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
-from accounts.admin_decisions import (
+from accounts.admin.decisions import (
     DECISION_COLUMNS,
     QUEUE_ORDERING,
     DecideButtonsMixin,
@@ -256,4 +257,4 @@ class MoneyActionRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.Mode
         return format_html('<a href="{}">{}</a>', url, pending.target_id)
 
 
-__all__ = ["MoneyActionRequestAdmin", "request_approval_action", "staff_user"]
+__all__ = ["MoneyActionRequestAdmin", "request_approval_action"]
