@@ -25,8 +25,8 @@ from accounts.models import Account
 from acquirers import adapters, breaker
 from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot, InboundNotification
-from core.admin import ReadOnlyAdminMixin
-from core.admin_money import ReaisFieldsMixin, money
+from core.admin.money import ReaisFieldsMixin, money
+from core.admin.records import ReadOnlyAdminMixin
 from core.plural import plural
 
 #: Read-only fields of an existing acquirer's page (acquirers.breaker).

@@ -41,8 +41,8 @@ from accounts.admin.decisions import staff_user
 from accounts.admin.settlement import settlement_view
 from accounts.models import Account, AccountBalance
 from accounts.services import account_rotate_postback_secret
-from core.admin_money import ReaisFieldsMixin
-from core.admin_reveal import reveal_later, reveal_url
+from core.admin.money import ReaisFieldsMixin
+from core.admin.reveal import reveal_later, reveal_url
 from core.documents import format_document
 from core.money import brl
 

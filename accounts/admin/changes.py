@@ -41,7 +41,8 @@ from accounts.admin.decisions import (
 from accounts.exceptions import ApprovalRefused
 from accounts.models import Account, AccountChangeRequest
 from accounts.staff_models import shown_value
-from core.admin import ReadOnlyAdminMixin, confirm_or_perform
+from core.admin.confirmation import confirm_or_perform
+from core.admin.records import ReadOnlyAdminMixin
 
 State = AccountChangeRequest.State
 DECIDE_TEMPLATE = "admin/accounts/accountchangerequest/confirm_decision.html"

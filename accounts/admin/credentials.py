@@ -32,7 +32,8 @@ from accounts.credential_links import (
 from accounts.exceptions import CredentialLinkNotSent, CredentialLinkRefused
 from accounts.models import Account, ApiCredential, CredentialLink
 from accounts.services import credential_revoke
-from core.admin import ReadOnlyAdminMixin, confirm_or_perform
+from core.admin.confirmation import confirm_or_perform
+from core.admin.records import ReadOnlyAdminMixin
 
 ISSUE_TEMPLATE = "admin/accounts/account/issue_credential.html"
 CONFIRM_TEMPLATE = "admin/accounts/apicredential/confirm_link.html"

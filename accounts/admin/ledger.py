@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from accounts.models import AccountBalance, LedgerEntry
-from core.admin import ReadOnlyAdminMixin
+from core.admin.records import ReadOnlyAdminMixin
 from core.money import brl
 
 

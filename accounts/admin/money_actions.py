@@ -30,7 +30,8 @@ from accounts.approvals import money_action
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
 from accounts.services import money_action_approve, money_action_reject, money_action_request
-from core.admin import Confirmation, ReadOnlyAdminMixin, confirm_first
+from core.admin.confirmation import Confirmation, confirm_first
+from core.admin.records import ReadOnlyAdminMixin
 from core.money import brl
 from core.plural import plural
 

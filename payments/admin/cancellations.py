@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from core.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin
+from core.admin.records import ReadOnlyAdminMixin, ReadOnlyInlineMixin
 from core.plural import plural
 from payments.cancellation import charge_cancel_retry
 from payments.models import Charge, ChargeCancellation

@@ -13,14 +13,8 @@ from django.http import HttpRequest
 from accounts.admin.money_actions import request_approval_action
 from accounts.models import MoneyActionRequest
 from acquirers.adapters.base import AdapterError
-from core.admin import (
-    ActionsOnlyAdminMixin,
-    Confirmation,
-    ReadOnlyInlineMixin,
-    TransitionActions,
-    UUIDSearchMixin,
-)
-from core.admin_lists import (
+from core.admin.confirmation import Confirmation
+from core.admin.lists import (
     CsvExportMixin,
     DetailActionsMixin,
     ListTotalsMixin,
@@ -32,7 +26,9 @@ from core.admin_lists import (
     short_id,
     titled,
 )
-from core.admin_money import money
+from core.admin.money import money
+from core.admin.records import ActionsOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin
+from core.admin.transitions import TransitionActions
 from core.exceptions import PixServiceError
 from core.plural import plural
 from payments.admin.cancellations import ChargeCancellationInline

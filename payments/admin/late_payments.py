@@ -9,9 +9,10 @@ from django.http import HttpRequest
 
 from accounts.admin.money_actions import request_approval_action
 from accounts.models import MoneyActionRequest
-from core.admin import Confirmation, ReadOnlyAdminMixin, ReadOnlyInlineMixin
-from core.admin_lists import DetailActionsMixin, ListTotalsMixin
-from core.admin_money import money
+from core.admin.confirmation import Confirmation
+from core.admin.lists import DetailActionsMixin, ListTotalsMixin
+from core.admin.money import money
+from core.admin.records import ReadOnlyAdminMixin, ReadOnlyInlineMixin
 from payments.models import Charge, LatePayment, LatePaymentResolution
 
 OPEN = (LatePayment.Status.OPEN,)

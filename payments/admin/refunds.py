@@ -16,7 +16,7 @@ from accounts.admin.decisions import staff_user
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
 from accounts.services import money_action_request
-from core.admin import Confirmation, confirm_first
+from core.admin.confirmation import Confirmation, confirm_first
 from core.exceptions import PixServiceError
 from core.plural import plural
 from payments.exceptions import TransitionNotAllowed

@@ -9,8 +9,8 @@ from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.http import HttpRequest
 
-from core.admin_lists import labelled, short_id
-from core.admin_money import money
+from core.admin.lists import labelled, short_id
+from core.admin.money import money
 from core.documents import format_document, normalize_document
 from withdrawals.models import PixKeyType, Withdrawal
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from core.admin import ReadOnlyInlineMixin
+from core.admin.records import ReadOnlyInlineMixin
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalTransition
 
 

@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from accounts.admin.money_actions import request_approval_action
 from accounts.models import MoneyActionRequest
-from core.admin import ActionsOnlyAdminMixin, Confirmation, UUIDSearchMixin
-from core.admin_lists import DetailActionsMixin, ListTotalsMixin
+from core.admin.confirmation import Confirmation
+from core.admin.lists import DetailActionsMixin, ListTotalsMixin
+from core.admin.records import ActionsOnlyAdminMixin, UUIDSearchMixin
 from withdrawals.admin.columns import WithdrawalColumns, total_debit
 from withdrawals.admin.history import PayoutAttemptInline, WithdrawalTransitionInline
 from withdrawals.models import PayoutAttempt, UndeterminedPayout, WithdrawalStatus

@@ -15,14 +15,8 @@ from accounts.admin.decisions import staff_user
 from accounts.admin.money_actions import request_approval_action
 from accounts.exceptions import SegregationOfDuties
 from accounts.models import MoneyActionRequest
-from core.admin import (
-    ActionsOnlyAdminMixin,
-    Confirmation,
-    TransitionActions,
-    UUIDSearchMixin,
-    confirm_first,
-)
-from core.admin_lists import (
+from core.admin.confirmation import Confirmation, confirm_first
+from core.admin.lists import (
     CsvExportMixin,
     DetailActionsMixin,
     ListTotalsMixin,
@@ -32,6 +26,8 @@ from core.admin_lists import (
     csv_money,
     titled,
 )
+from core.admin.records import ActionsOnlyAdminMixin, UUIDSearchMixin
+from core.admin.transitions import TransitionActions
 from core.exceptions import AccessDenied
 from core.plural import plural
 from withdrawals.admin.columns import (
