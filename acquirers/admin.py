@@ -1,6 +1,6 @@
 """Back office for acquirers. Which acquirers an account may use (grants and
 slots) is edited on the account's page: the inlines below, added to it
-through ``accounts.admin.account_page_inline``."""
+through ``accounts.admin.accounts.account_page_inline``."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import formats, timezone
 
-from accounts.admin import account_page_inline
+from accounts.admin.accounts import account_page_inline
 from accounts.models import Account
 from acquirers import adapters, breaker
 from acquirers.adapters.base import InvalidOptions
 from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot, InboundNotification
-from core.admin import ReadOnlyAdminMixin
-from core.admin_money import ReaisFieldsMixin, money
+from core.admin.money import ReaisFieldsMixin, money
+from core.admin.records import ReadOnlyAdminMixin
 from core.plural import plural
 
 #: Read-only fields of an existing acquirer's page (acquirers.breaker).
@@ -361,7 +361,7 @@ def acquirer_page_action(
     with its ``permission`` (the action's ``permissions=[permission]``)
     decided by ``allowed(request)``. For the apps above acquirers
     (reconciliation on demand, in payments), which acquirers may not import;
-    like :func:`accounts.admin.account_page_inline`."""
+    like :func:`accounts.admin.accounts.account_page_inline`."""
     AcquirerAdmin.actions = (*AcquirerAdmin.actions, action)
     setattr(AcquirerAdmin, f"has_{permission}_permission", lambda self, request: allowed(request))
     return action

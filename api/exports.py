@@ -130,7 +130,7 @@ class CsvExportApi(AccountAPIView):
         return response
 
 
-E = TypeVar("E", bound=CsvExportApi)
+ExportView = TypeVar("ExportView", bound=CsvExportApi)
 
 
 def period_parameters() -> list[OpenApiParameter]:
@@ -147,7 +147,7 @@ def csv_export_schema(
     what: str,
     credentials: str,
     **operation: Any,
-) -> Callable[[type[E]], type[E]]:
+) -> Callable[[type[ExportView]], type[ExportView]]:
     """Class decorator: the OpenAPI operation of a :class:`CsvExportApi`'s
     GET. ``filters``: the listing's, but its period (required here) and
     pages; ``example``: rows of the example file; ``what``: the rows, for
@@ -188,7 +188,7 @@ def csv_export_schema(
         description=described, parameters=[*period_parameters(), *filters], responses=answers, **operation
     )
 
-    def attach(view: type[E]) -> type[E]:
+    def attach(view: type[ExportView]) -> type[ExportView]:
         return extend_schema_view(get=get)(view)
 
     return attach

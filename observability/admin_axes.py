@@ -13,7 +13,7 @@ from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
-from core.admin_lists import titled
+from core.admin.lists import titled
 
 #: Model → (singular, plural) as the index and the pages name them.
 NAMES: dict[type[Any], tuple[str, str]] = {

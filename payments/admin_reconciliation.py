@@ -18,12 +18,12 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from accounts.approvals_admin import staff_user
+from accounts.admin.decisions import staff_user
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.services import money_action_request
 from acquirers.admin import acquirer_page_action
-from core.admin import ActionsOnlyAdminMixin, confirmation_page, reason_form
-from core.admin_lists import (
+from core.admin.confirmation import confirmation_page, reason_form
+from core.admin.lists import (
     CsvExportMixin,
     DetailActionsMixin,
     csv_choice,
@@ -31,7 +31,8 @@ from core.admin_lists import (
     csv_field,
     csv_money,
 )
-from core.admin_money import money
+from core.admin.money import money
+from core.admin.records import ActionsOnlyAdminMixin
 from core.money import brl
 from core.plural import plural
 from payments.models import ReconciliationItem, ReconciliationRun

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from core.admin import confirmation_page, reason_form
+from core.admin.confirmation import confirmation_page, reason_form
 from core.plural import plural
 from staff.services import second_factor_reset
 

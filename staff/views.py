@@ -30,7 +30,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from core.admin_reveal import reveal_later, shown_once, take_revealed
+from core.admin.reveal import reveal_later, shown_once, take_revealed
 from staff.access import second_factor_passed
 from staff.forms import CODE_FIELD, CodeForm
 from staff.selectors import has_second_factor, recovery_codes_left, second_step_locked_until

@@ -12,8 +12,6 @@ from withdrawals import services
 from withdrawals.exceptions import WithdrawalNotFound
 from withdrawals.models import Withdrawal, WithdrawalStatus
 
-E = NotificationEvent
-
 
 def payout_event_apply(
     *, acquirer: Acquirer | None, notification: Notification, source: str, strict: bool = False
@@ -32,15 +30,15 @@ def payout_event_apply(
     ):
         raise WithdrawalNotFound()
     event = notification.event
-    if event is E.PAYOUT_PAID and withdrawal.status == WithdrawalStatus.REFUNDED:
+    if event is NotificationEvent.PAYOUT_PAID and withdrawal.status == WithdrawalStatus.REFUNDED:
         return ApplyResult(changed=False, detail="already paid")
-    if event is E.PAYOUT_PAID and not notification.e2e_id:
+    if event is NotificationEvent.PAYOUT_PAID and not notification.e2e_id:
         raise PixServiceError("Confirmação de pagamento sem e2e_id.")
-    if event is not E.PAYOUT_PAID and acquirer is not None and withdrawal.acquirer_id != acquirer.pk:
+    if event is not NotificationEvent.PAYOUT_PAID and acquirer is not None and withdrawal.acquirer_id != acquirer.pk:
         # Stale news from an acquirer the chain moved past (it refused): it must
         # not fail or refund a payout another acquirer is making.
         return ApplyResult(changed=False, detail="not the acquirer holding this payout")
-    if event is E.PAYOUT_FAILED:
+    if event is NotificationEvent.PAYOUT_FAILED:
         # Money goes back only when nothing may still pay it; else the news is
         # kept as evidence and the payout engine settles with the acquirer.
         changed = services.withdrawal_payout_failure_report(
@@ -48,8 +46,8 @@ def payout_event_apply(
         )
         return ApplyResult(changed=changed, detail="" if changed else "kept as evidence: payout not settled")
     target = {
-        E.PAYOUT_PAID: WithdrawalStatus.PAID,
-        E.PAYOUT_RETURNED: WithdrawalStatus.REFUNDED,
+        NotificationEvent.PAYOUT_PAID: WithdrawalStatus.PAID,
+        NotificationEvent.PAYOUT_RETURNED: WithdrawalStatus.REFUNDED,
     }[event]
     changed = services.withdrawal_transition(
         withdrawal_id=withdrawal.pk,

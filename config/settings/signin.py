@@ -16,7 +16,7 @@ env = environ.Env()  # base has read .env into the environment by now
 # refused, right password included, for ADMIN_LOGIN_COOLOFF_MINUTES. The pair
 # (not the username alone) so nobody can lock a colleague out from elsewhere.
 # The address is REMOTE_ADDR, or behind the TLS proxy (TRUST_X_FORWARDED_PROTO)
-# the one it appends to X-Forwarded-For: see core.admin.login_client_address.
+# the one it appends to X-Forwarded-For: see core.admin.signin.login_client_address.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -26,7 +26,7 @@ AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=env.float("ADMIN_LOGIN_COOLOFF_MINUTES", default=15.0))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "core.admin.login_client_address"
+AXES_CLIENT_IP_CALLABLE = "core.admin.signin.login_client_address"
 # Failures during a lockout do not extend it: the cool-off ends on time.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"

@@ -40,7 +40,6 @@ from tests.realworld import run_concurrently
 
 pytestmark = pytest.mark.django_db
 
-F = AccountChangeRequest.Field
 CHANGES = reverse("admin:accounts_accountchangerequest_changelist")
 
 
@@ -101,17 +100,17 @@ def post_account(client: Client, account: Account, **changes: Any) -> Any:
 @pytest.mark.parametrize(
     ("field", "old", "new", "loosened"),
     [
-        (F.EMAIL, "a@loja.com.br", "b@loja.com.br", True),
-        (F.EMAIL, "", "b@loja.com.br", True),
-        (F.EMAIL, "a@loja.com.br", "", True),
-        (F.WITHDRAWALS_NEED_APPROVAL, True, False, True),
-        (F.WITHDRAWALS_NEED_APPROVAL, False, True, False),
-        (F.WITHDRAWAL_MINIMUM, 1000, 500, True),
-        (F.WITHDRAWAL_MINIMUM, 1000, 5000, False),
-        (F.WITHDRAWAL_PER_REQUEST_LIMIT, 500_000, 900_000, True),
-        (F.WITHDRAWAL_PER_REQUEST_LIMIT, 500_000, 100_000, False),
-        (F.WITHDRAWAL_DAILY_LIMIT, 2_000_000, 3_000_000, True),
-        (F.WITHDRAWAL_DAILY_LIMIT, 2_000_000, 0, False),
+        (AccountChangeRequest.Field.EMAIL, "a@loja.com.br", "b@loja.com.br", True),
+        (AccountChangeRequest.Field.EMAIL, "", "b@loja.com.br", True),
+        (AccountChangeRequest.Field.EMAIL, "a@loja.com.br", "", True),
+        (AccountChangeRequest.Field.WITHDRAWALS_NEED_APPROVAL, True, False, True),
+        (AccountChangeRequest.Field.WITHDRAWALS_NEED_APPROVAL, False, True, False),
+        (AccountChangeRequest.Field.WITHDRAWAL_MINIMUM, 1000, 500, True),
+        (AccountChangeRequest.Field.WITHDRAWAL_MINIMUM, 1000, 5000, False),
+        (AccountChangeRequest.Field.WITHDRAWAL_PER_REQUEST_LIMIT, 500_000, 900_000, True),
+        (AccountChangeRequest.Field.WITHDRAWAL_PER_REQUEST_LIMIT, 500_000, 100_000, False),
+        (AccountChangeRequest.Field.WITHDRAWAL_DAILY_LIMIT, 2_000_000, 3_000_000, True),
+        (AccountChangeRequest.Field.WITHDRAWAL_DAILY_LIMIT, 2_000_000, 0, False),
     ],
 )
 def test_what_loosens_and_what_only_tightens(field: str, old: Any, new: Any, loosened: bool) -> None:
@@ -124,7 +123,11 @@ def test_a_contact_change_applies_only_when_another_staff_member_approves(
     before = fields(account)
 
     pending = account_change_request(
-        account=account, field=F.EMAIL, new_value="novo@padaria.com.br", requested_by=operator, reason="Troca de sócio"
+        account=account,
+        field=AccountChangeRequest.Field.EMAIL,
+        new_value="novo@padaria.com.br",
+        requested_by=operator,
+        reason="Troca de sócio",
     )
 
     assert fields(account) == before
@@ -149,7 +152,11 @@ def test_the_requester_can_never_decide_their_own_change(account: Account, opera
     operator.groups.add(Group.objects.get(name="finance"))
     operator = User.objects.get(pk=operator.pk)
     pending = account_change_request(
-        account=account, field=F.WITHDRAWALS_NEED_APPROVAL, new_value=False, requested_by=operator, reason="Cliente"
+        account=account,
+        field=AccountChangeRequest.Field.WITHDRAWALS_NEED_APPROVAL,
+        new_value=False,
+        requested_by=operator,
+        reason="Cliente",
     )
     before = fields(account)
 
@@ -171,7 +178,7 @@ def test_the_requester_can_never_decide_their_own_change(account: Account, opera
 def test_only_staff_with_the_permission_may_decide(account: Account, operator: User) -> None:
     pending = account_change_request(
         account=account,
-        field=F.WITHDRAWAL_DAILY_LIMIT,
+        field=AccountChangeRequest.Field.WITHDRAWAL_DAILY_LIMIT,
         new_value=9_000_000,
         requested_by=operator,
         reason="Black Friday",
@@ -186,28 +193,62 @@ def test_only_staff_with_the_permission_may_decide(account: Account, operator: U
 
 
 def test_one_open_request_per_account_and_field(account: Account, operator: User) -> None:
-    account_change_request(account=account, field=F.EMAIL, new_value="x@y.com.br", requested_by=operator, reason="a")
+    account_change_request(
+        account=account,
+        field=AccountChangeRequest.Field.EMAIL,
+        new_value="x@y.com.br",
+        requested_by=operator,
+        reason="a",
+    )
 
     with pytest.raises(ApprovalRefused, match="já existe um pedido de alteração"):
         account_change_request(
-            account=account, field=F.EMAIL, new_value="z@y.com.br", requested_by=operator, reason="b"
+            account=account,
+            field=AccountChangeRequest.Field.EMAIL,
+            new_value="z@y.com.br",
+            requested_by=operator,
+            reason="b",
         )
     with pytest.raises(ApprovalRefused, match="motivo"):
         account_change_request(
-            account=account, field=F.WITHDRAWAL_MINIMUM, new_value=1, requested_by=operator, reason=" "
+            account=account,
+            field=AccountChangeRequest.Field.WITHDRAWAL_MINIMUM,
+            new_value=1,
+            requested_by=operator,
+            reason=" ",
         )
     with pytest.raises(ApprovalRefused, match="o valor pedido é o atual"):
         account_change_request(
-            account=account, field=F.WITHDRAWAL_MINIMUM, new_value=1000, requested_by=operator, reason="c"
+            account=account,
+            field=AccountChangeRequest.Field.WITHDRAWAL_MINIMUM,
+            new_value=1000,
+            requested_by=operator,
+            reason="c",
         )
     with pytest.raises(ApprovalRefused, match="inválido"):
         account_change_request(
-            account=account, field=F.EMAIL, new_value="não é e-mail", requested_by=operator, reason="d"
+            account=account,
+            field=AccountChangeRequest.Field.EMAIL,
+            new_value="não é e-mail",
+            requested_by=operator,
+            reason="d",
         )
     # Another field, another account: their own requests.
-    account_change_request(account=account, field=F.WITHDRAWAL_MINIMUM, new_value=1, requested_by=operator, reason="e")
+    account_change_request(
+        account=account,
+        field=AccountChangeRequest.Field.WITHDRAWAL_MINIMUM,
+        new_value=1,
+        requested_by=operator,
+        reason="e",
+    )
     other = AccountFactory(email="o@loja.com.br")
-    account_change_request(account=other, field=F.EMAIL, new_value="p@loja.com.br", requested_by=operator, reason="f")
+    account_change_request(
+        account=other,
+        field=AccountChangeRequest.Field.EMAIL,
+        new_value="p@loja.com.br",
+        requested_by=operator,
+        reason="f",
+    )
     assert AccountChangeRequest.objects.filter(state="pending").count() == 3
 
 
@@ -215,7 +256,11 @@ def test_a_field_changed_since_the_request_fails_the_approval_and_changes_nothin
     account: Account, operator: User, checker: User
 ) -> None:
     pending = account_change_request(
-        account=account, field=F.WITHDRAWAL_DAILY_LIMIT, new_value=5_000_000, requested_by=operator, reason="Cliente"
+        account=account,
+        field=AccountChangeRequest.Field.WITHDRAWAL_DAILY_LIMIT,
+        new_value=5_000_000,
+        requested_by=operator,
+        reason="Cliente",
     )
     # Meanwhile someone lowered the limit (tightening applies at once).
     Account.objects.filter(pk=account.pk).update(withdrawal_daily_limit=1_000_000)
@@ -231,7 +276,11 @@ def test_a_field_changed_since_the_request_fails_the_approval_and_changes_nothin
 
 def test_a_rejected_change_changes_nothing(account: Account, operator: User, checker: User) -> None:
     pending = account_change_request(
-        account=account, field=F.EMAIL, new_value="eu@insider.com", requested_by=operator, reason="Pedido"
+        account=account,
+        field=AccountChangeRequest.Field.EMAIL,
+        new_value="eu@insider.com",
+        requested_by=operator,
+        reason="Pedido",
     )
     before = fields(account)
 
@@ -246,7 +295,11 @@ def test_two_approvers_at_once_apply_once(
     account: Account, operator: User, checker: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pending = account_change_request(
-        account=account, field=F.EMAIL, new_value="novo@padaria.com.br", requested_by=operator, reason="Troca"
+        account=account,
+        field=AccountChangeRequest.Field.EMAIL,
+        new_value="novo@padaria.com.br",
+        requested_by=operator,
+        reason="Troca",
     )
     second = staff("gabriel", "finance")
     # Each approval, once it has read the request, waits for the other to have
@@ -300,40 +353,57 @@ def test_the_account_form_only_asks_and_another_staff_member_approves(
     account.refresh_from_db()
     assert account.cashin_fee_bps == 200  # a fee is not one of them: saved
     asked = {p.field: p for p in AccountChangeRequest.objects.filter(account=account, state="pending")}
-    assert set(asked) == {F.EMAIL, F.WITHDRAWALS_NEED_APPROVAL, F.WITHDRAWAL_DAILY_LIMIT}
+    assert set(asked) == {
+        AccountChangeRequest.Field.EMAIL,
+        AccountChangeRequest.Field.WITHDRAWALS_NEED_APPROVAL,
+        AccountChangeRequest.Field.WITHDRAWAL_DAILY_LIMIT,
+    }
     messages = admin_messages(response)
     assert (
         f"E-mail de contato: contato@padaria.com.br → olivia@gmail.com: nada mudou ainda. O pedido "
-        f"#{asked[F.EMAIL].pk} aguarda a aprovação de outra pessoa da equipe (Contas: Pedidos de alteração de conta)."
+        f"#{asked[AccountChangeRequest.Field.EMAIL].pk} aguarda a aprovação de outra pessoa da equipe "
+        "(Contas: Pedidos de alteração de conta)."
     ) in messages
     page = maker.get(change_url(account)).content.decode()
-    assert f"#{asked[F.EMAIL].pk} E-mail de contato: contato@padaria.com.br → olivia@gmail.com" in page
+    assert (
+        f"#{asked[AccountChangeRequest.Field.EMAIL].pk} E-mail de contato: contato@padaria.com.br → olivia@gmail.com"
+        in page
+    )
     history = list(
         LogEntry.objects.filter(object_id=str(account.pk), content_type__model="account").values_list(
             "change_message", flat=True
         )
     )
-    assert any(f"Pedido de alteração #{asked[F.EMAIL].pk} (E-mail de contato" in m for m in history)
+    assert any(
+        f"Pedido de alteração #{asked[AccountChangeRequest.Field.EMAIL].pk} (E-mail de contato" in m for m in history
+    )
     assert all("olivia@gmail.com" not in m or "Pedido de alteração" in m for m in history)
 
     # The maker cannot decide: no action offered, and the service refuses it anyway.
     listing = maker.get(CHANGES).content.decode()
     assert 'value="approve_changes"' not in listing
-    admin_action(maker, CHANGES, "approve_changes", [asked[F.EMAIL].pk], reason="eu mesma")
+    admin_action(maker, CHANGES, "approve_changes", [asked[AccountChangeRequest.Field.EMAIL].pk], reason="eu mesma")
     assert fields(account) == before
 
     checker = staff_member("finance", "fernanda")
-    confirm = admin_action(checker, CHANGES, "approve_changes", [asked[F.EMAIL].pk])
+    confirm = admin_action(checker, CHANGES, "approve_changes", [asked[AccountChangeRequest.Field.EMAIL].pk])
     assert "contato@padaria.com.br" in confirm.content.decode()
     assert "<strong>olivia@gmail.com</strong>" in confirm.content.decode()
     assert fields(account) == before  # the confirmation page changed nothing
-    done = admin_action(checker, CHANGES, "approve_changes", [asked[F.EMAIL].pk], reason="Confirmado com o sócio")
+    done = admin_action(
+        checker,
+        CHANGES,
+        "approve_changes",
+        [asked[AccountChangeRequest.Field.EMAIL].pk],
+        reason="Confirmado com o sócio",
+    )
 
     assert admin_messages(done) == ["1 pedido aprovado e aplicado."]
     assert fields(account)[0] == "olivia@gmail.com"
     on_account = LogEntry.objects.filter(object_id=str(account.pk), user__username="fernanda").get()
     assert on_account.change_message == (
-        f"Aprovado pedido de alteração #{asked[F.EMAIL].pk} (E-mail de contato: contato@padaria.com.br → "
+        f"Aprovado pedido de alteração #{asked[AccountChangeRequest.Field.EMAIL].pk} "
+        "(E-mail de contato: contato@padaria.com.br → "
         "olivia@gmail.com). Observação: Confirmado com o sócio"
     )
 
@@ -368,7 +438,11 @@ def test_a_change_without_a_reason_or_with_a_request_already_open_saves_nothing(
         "change_reason": ["Informe o motivo da alteração do e-mail de contato, da aprovação ou dos limites."]
     }
     pending = account_change_request(
-        account=account, field=F.EMAIL, new_value="z@y.com.br", requested_by=operator, reason="antes"
+        account=account,
+        field=AccountChangeRequest.Field.EMAIL,
+        new_value="z@y.com.br",
+        requested_by=operator,
+        reason="antes",
     )
     twice = post_account(maker, account, email="x@y.com.br", cashin_fee_bps="300", change_reason="de novo")
     assert twice.context["adminform"].form.errors == {
@@ -397,7 +471,7 @@ def test_creating_an_account_only_asks_for_its_contact_email(
     pending = AccountChangeRequest.objects.get(account=created)
     olivia = User.objects.get(username="olivia")
     assert (pending.field, pending.old_value, pending.new_value, pending.state, pending.requested_by) == (
-        F.EMAIL,
+        AccountChangeRequest.Field.EMAIL,
         "",
         "novo@loja.com.br",
         "pending",
@@ -435,7 +509,13 @@ def log_messages(account: Account) -> list[str]:
 def test_the_overview_counts_changes_waiting_for_a_person(
     account: Account, operator: User, staff_member: Callable[[str, str], Client]
 ) -> None:
-    account_change_request(account=account, field=F.EMAIL, new_value="x@y.com.br", requested_by=operator, reason="a")
+    account_change_request(
+        account=account,
+        field=AccountChangeRequest.Field.EMAIL,
+        new_value="x@y.com.br",
+        requested_by=operator,
+        reason="a",
+    )
 
     assert selectors.attention().account_changes_pending == 1
     index = staff_member("support", "sofia").get(reverse("admin:index")).content.decode()
@@ -465,7 +545,7 @@ def test_tightening_is_judged_against_the_value_under_the_lock_not_the_form(
 ) -> None:
     from django.contrib import admin as django_admin
 
-    from accounts.admin_changes import save_controlled_changes
+    from accounts.admin.changes import save_controlled_changes
 
     # The page was built with a daily limit of R$ 20.000,00; meanwhile it was lowered to R$ 1.000,00.
     stale = Account.objects.get(pk=account.pk)

@@ -187,7 +187,7 @@ def test_invalid_transition_is_reported_not_a_500(admin_client: Client, monkeypa
     def refuse(*, account: Account) -> bool:
         raise InvalidTransition("Conta Pendente não pode passar a approved.")
 
-    monkeypatch.setattr("accounts.admin_account_status.account_approve", refuse)
+    monkeypatch.setattr("accounts.admin.account_status.account_approve", refuse)
 
     response = confirm_action(admin_client, ACCOUNTS, "approve", account)
 
@@ -829,7 +829,7 @@ def test_a_value_the_database_would_refuse_is_shown_on_its_field(
 
 
 def test_every_account_constraint_is_checked_on_the_form() -> None:
-    from accounts.admin_account_form import _constraint_rules
+    from accounts.admin.account_form import _constraint_rules
 
     assert {field for field, _, _ in _constraint_rules()} == ACCOUNT_CONSTRAINT_FIELDS
 

@@ -30,7 +30,6 @@ from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.helpers import staff_refund
 
 pytestmark = pytest.mark.django_db
-S = ChargeStatus
 Status = InboundNotification.Status
 AMOUNT = 1000
 LIQUID = 955  # 1000 - (30 + 1.5%)
@@ -83,7 +82,7 @@ def test_a_confirmed_callback_pays_the_charge_and_credits_the_balance(
     assert response.status_code == 200, response.content
     assert response.json()["data"] == {"processed": 1}
     charge = refresh(charge)
-    assert (charge.status, charge.e2e_id) == (S.PAID, e2e_id)
+    assert (charge.status, charge.e2e_id) == (ChargeStatus.PAID, e2e_id)
     assert charge.paid_at is not None
     assert available_balance(account) == LIQUID == ledger_sum(account)
     # Confirmed with the PSP before the money moved.
@@ -104,7 +103,7 @@ def test_the_route_without_the_pix_suffix_works_too(charge: Charge, fake_psp: Fa
     e2e_id = fake_psp.pay(charge.txid)
     response = callback(fake_psp.callback_body([e2e_id]), url=URL.removesuffix("/pix"))
     assert response.status_code == 200
-    assert refresh(charge).status == S.PAID
+    assert refresh(charge).status == ChargeStatus.PAID
 
 
 @pytest.mark.parametrize(
@@ -125,7 +124,7 @@ def test_a_callback_without_the_token_is_rejected_before_asking_the_psp(
 
     assert response.status_code == 401
     assert response.json()["message"] == "Notificação não autenticada."
-    assert refresh(charge).status == S.PENDING
+    assert refresh(charge).status == ChargeStatus.PENDING
     assert available_balance(account) == 0
     assert fake_psp.calls_of("pix.get") == []
     assert (inbound().status, inbound().error) == (Status.REJECTED, "wrong or missing notification token")
@@ -139,7 +138,7 @@ def test_a_forged_callback_is_refused_on_its_token_before_it_is_stored_whole(cha
 
     assert response.status_code == 401
     assert fake_psp.calls_of("pix.get") == []
-    assert refresh(charge).status == S.PENDING
+    assert refresh(charge).status == ChargeStatus.PENDING
     assert len(inbound().body) == REJECTED_BODY_KEPT_BYTES
     assert inbound().status == Status.REJECTED
 
@@ -151,7 +150,7 @@ def test_a_callback_for_a_pix_the_psp_does_not_know_is_rejected(charge: Charge, 
     response = callback(forged)
 
     assert response.status_code == 401
-    assert refresh(charge).status == S.PENDING
+    assert refresh(charge).status == ChargeStatus.PENDING
     assert inbound().status == Status.REJECTED
     assert "unknown to the acquirer" in inbound().error
 
@@ -183,13 +182,13 @@ def test_a_psp_that_cannot_confirm_now_gets_a_503_and_its_retry_pays(
         "message": "Notificação não confirmada na adquirente. Tente novamente.",
         "data": None,
     }
-    assert refresh(charge).status == S.PENDING
+    assert refresh(charge).status == ChargeStatus.PENDING
     assert available_balance(account) == 0
     assert inbound().status == Status.FAILED
     assert inbound().error.startswith("not confirmed with the acquirer")
 
     assert callback(fake_psp.callback_body([e2e_id])).status_code == 200
-    assert refresh(charge).status == S.PAID
+    assert refresh(charge).status == ChargeStatus.PAID
     assert available_balance(account) == LIQUID
 
 
@@ -209,11 +208,11 @@ def test_a_psp_drip_feeding_its_confirmation_is_cut_at_the_budget_and_retries_la
 
     assert response.status_code == 503
     assert time.monotonic() - started <= budget + 1
-    assert refresh(charge).status == S.PENDING
+    assert refresh(charge).status == ChargeStatus.PENDING
     assert available_balance(account) == 0
     assert inbound().status == Status.FAILED
     assert callback(fake_psp.callback_body([e2e_id])).status_code == 200
-    assert refresh(charge).status == S.PAID
+    assert refresh(charge).status == ChargeStatus.PAID
 
 
 def test_a_payment_of_another_amount_is_kept_for_staff(charge: Charge, fake_psp: FakePsp, account: Account) -> None:
@@ -223,7 +222,7 @@ def test_a_payment_of_another_amount_is_kept_for_staff(charge: Charge, fake_psp:
 
     assert response.status_code == 200  # the PSP must stop retrying; staff take it from here
     assert response.json()["data"] == {"processed": 0}
-    assert refresh(charge).status == S.PENDING
+    assert refresh(charge).status == ChargeStatus.PENDING
     assert available_balance(account) == 0
     assert inbound().status == Status.FAILED
     assert "Valor pago (100) difere do valor da cobrança (1000)" in inbound().error
@@ -291,7 +290,7 @@ def test_reconciliation_pays_a_charge_whose_callback_was_lost(
     assert charges_reconcile(older_than=dt.timedelta(0)) == 1
 
     charge = refresh(charge)
-    assert (charge.status, charge.e2e_id) == (S.PAID, e2e_id)
+    assert (charge.status, charge.e2e_id) == (ChargeStatus.PAID, e2e_id)
     assert available_balance(account) == LIQUID
     # Each charge is polled at most once per interval, whichever process runs it.
     assert charges_reconcile(older_than=dt.timedelta(0)) == 0
@@ -302,7 +301,7 @@ def test_reconciliation_fails_a_charge_the_psp_removed(charge: Charge, fake_psp:
     fake_psp.cobs[charge.txid]["status"] = "REMOVIDA_PELO_PSP"
 
     assert charges_reconcile(older_than=dt.timedelta(0)) == 1
-    assert refresh(charge).status == S.FAILED
+    assert refresh(charge).status == ChargeStatus.FAILED
 
 
 def test_reconciliation_stops_asking_an_acquirer_that_failed(api: APIClient, charge: Charge, fake_psp: FakePsp) -> None:
@@ -312,14 +311,14 @@ def test_reconciliation_stops_asking_an_acquirer_that_failed(api: APIClient, cha
     assert charges_reconcile(older_than=dt.timedelta(0)) == 0
 
     assert len(fake_psp.calls_of("cob.get")) == 2  # the first charge's call and its retry; not the second charge
-    assert refresh(charge).status == Charge.objects.get(pk=second).status == S.PENDING
+    assert refresh(charge).status == Charge.objects.get(pk=second).status == ChargeStatus.PENDING
 
 
 def test_reconciliation_leaves_recent_and_active_charges(charge: Charge, fake_psp: FakePsp) -> None:
     assert charges_reconcile() == 0  # too recent: its callback may still come
     assert fake_psp.calls_of("cob.get") == []
     assert charges_reconcile(older_than=dt.timedelta(0)) == 0
-    assert refresh(charge).status == S.PENDING
+    assert refresh(charge).status == ChargeStatus.PENDING
 
 
 def test_the_status_poll_goes_on_past_a_charge_whose_pix_another_charge_holds(
@@ -329,13 +328,13 @@ def test_the_status_poll_goes_on_past_a_charge_whose_pix_another_charge_holds(
     not stop the poll of every charge after it, run after run."""
     held = fake_psp.pay(charge.txid)
     holder = api.post("/api/transactions", BODY, format="json").json()["data"]["id"]
-    Charge.objects.filter(pk=holder).update(status=S.PAID, e2e_id=held)  # paid here with that Pix already
+    Charge.objects.filter(pk=holder).update(status=ChargeStatus.PAID, e2e_id=held)  # paid here with that Pix already
     genuine = Charge.objects.get(pk=api.post("/api/transactions", BODY, format="json").json()["data"]["id"])
     fake_psp.pay(genuine.txid)
 
     assert charges_reconcile(older_than=dt.timedelta(0)) == 1
 
-    assert (refresh(charge).status, refresh(genuine).status) == (S.PENDING, S.PAID)
+    assert (refresh(charge).status, refresh(genuine).status) == (ChargeStatus.PENDING, ChargeStatus.PAID)
     assert available_balance(account) == ledger_sum(account) == LIQUID
 
 
@@ -345,7 +344,7 @@ def test_the_status_poll_goes_on_past_a_charge_whose_pix_another_charge_holds(
 def paid(charge: Charge, fake_psp: FakePsp) -> str:
     e2e_id = fake_psp.pay(charge.txid)
     assert callback(fake_psp.callback_body([e2e_id])).status_code == 200
-    assert refresh(charge).status == S.PAID
+    assert refresh(charge).status == ChargeStatus.PAID
     return e2e_id
 
 
@@ -365,7 +364,7 @@ def test_staff_refund_returns_the_pix_and_debits_the_account(
     messages = refund(admin_client, charge)
 
     assert messages == ["Estornar: 1 cobrança."]
-    assert refresh(charge).status == S.REFUNDED
+    assert refresh(charge).status == ChargeStatus.REFUNDED
     assert available_balance(account) == 0 == ledger_sum(account)
     assert LedgerEntry.objects.filter(account=account, kind=LedgerEntry.Kind.CHARGE_REFUND).count() == 1
     (devolucao,) = fake_psp.pix[e2e_id]["devolucoes"]
@@ -385,14 +384,14 @@ def test_a_devolucao_in_processing_completes_through_the_callback(
     messages = refund(admin_client, charge)
 
     assert "1 devolução em processamento na adquirente" in messages[0]
-    assert refresh(charge).status == S.PAID
+    assert refresh(charge).status == ChargeStatus.PAID
     assert available_balance(account) == 0 == ledger_sum(account)  # reserved (test_refund_reservation.py)
 
     fake_psp.settle_refund(e2e_id, refund_id_for(charge.pk))
     response = callback(fake_psp.callback_body([e2e_id]))
 
     assert response.json()["data"] == {"processed": 1}
-    assert refresh(charge).status == S.REFUNDED
+    assert refresh(charge).status == ChargeStatus.REFUNDED
     assert available_balance(account) == 0 == ledger_sum(account)
 
 
@@ -408,7 +407,7 @@ def test_a_devolucao_the_psp_did_not_make_leaves_the_charge_paid(
     messages = refund(admin_client, charge)  # asking again reports the final state
 
     assert messages == [f"{charge.pk}: Devolução não realizada pela adquirente: Conta do pagador encerrada"]
-    assert refresh(charge).status == S.PAID
+    assert refresh(charge).status == ChargeStatus.PAID
     assert available_balance(account) == LIQUID
 
 
@@ -423,11 +422,11 @@ def test_a_refund_while_the_psp_is_down_is_reserved_until_it_answers(
     # A 503 does not say the devolução was not made: its amount is reserved
     # and the refund stays processing, for beat's sweep to ask again.
     assert message.startswith(f"{charge.pk}: Sem resposta definitiva da adquirente para a devolução")
-    assert refresh(charge).status == S.PAID
+    assert refresh(charge).status == ChargeStatus.PAID
     assert available_balance(account) == 0 == ledger_sum(account)
     assert list(charge.refunds.values_list("status", flat=True)) == [ChargeRefund.Status.PROCESSING]
 
     # Asked again (what the sweep's worker does), the PSP makes it.
     assert charge_refund_pursue(refund_id=charge.refunds.get().pk) is RefundOutcome.REFUNDED
-    assert refresh(charge).status == S.REFUNDED
+    assert refresh(charge).status == ChargeStatus.REFUNDED
     assert available_balance(account) == 0 == ledger_sum(account)

@@ -35,8 +35,6 @@ from tests.acquirers.conftest import NOTIFY_TOKEN
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.helpers import admin_action
 
-S = ChargeStatus
-C = ChargeCancellation.State
 BODY = {
     "payment_method": "pix",
     "amount": 1000,
@@ -59,7 +57,7 @@ def charge(api: APIClient, one_ask_acquirer: Acquirer, fake_psp: FakePsp) -> Cha
 def staff_cancel(client: Client, charge: Charge) -> None:
     response = admin_action(client, CHARGES, "cancel", [charge.pk], reason="Pedido desistido pelo cliente")
     assert response.status_code == 200
-    assert Charge.objects.get(pk=charge.pk).status == S.CANCELED
+    assert Charge.objects.get(pk=charge.pk).status == ChargeStatus.CANCELED
 
 
 def callback(fake_psp: FakePsp, e2e_id: str) -> Any:
@@ -82,7 +80,9 @@ def test_staff_cancel_reaches_the_psp_through_a_500_and_a_hang(
 
     staff_cancel(staff_client("operations"), charge)
 
-    realworld.wait_for(lambda: ChargeCancellation.objects.get(pk=charge.pk).state == C.DONE, timeout=60)
+    realworld.wait_for(
+        lambda: ChargeCancellation.objects.get(pk=charge.pk).state == ChargeCancellation.State.DONE, timeout=60
+    )
     assert fake_psp.cobs[charge.txid]["status"] == REMOVED
     assert len(fake_psp.calls_of("cob.patch")) == 3  # 500, too late, then "already removed"
     done = ChargeCancellation.objects.get(pk=charge.pk)
@@ -102,18 +102,18 @@ def test_an_unclear_answer_is_asked_again_with_backoff_and_nothing_else_changes(
     second = charge_cancel_pursue(charge_id=charge.pk)
     after_second = ChargeCancellation.objects.get(pk=charge.pk)
 
-    assert (first, second) == (C.PENDING, C.PENDING)
+    assert (first, second) == (ChargeCancellation.State.PENDING, ChargeCancellation.State.PENDING)
     assert after_first.next_attempt_at is not None
     assert after_second.next_attempt_at is not None
     # The wait doubles: 2 s after the first unclear answer, 4 s after the second.
     assert (cancellation.retry_delay(1), cancellation.retry_delay(2)) == (2, 4)
     assert after_second.next_attempt_at > after_first.next_attempt_at
     assert fake_psp.cobs[charge.txid]["status"] == "ATIVA"
-    assert Charge.objects.get(pk=charge.pk).status == S.CANCELED
+    assert Charge.objects.get(pk=charge.pk).status == ChargeStatus.CANCELED
 
-    assert charge_cancel_pursue(charge_id=charge.pk) == C.DONE
+    assert charge_cancel_pursue(charge_id=charge.pk) == ChargeCancellation.State.DONE
     assert fake_psp.cobs[charge.txid]["status"] == REMOVED
-    assert charge_cancel_pursue(charge_id=charge.pk) == C.DONE  # answered: not asked again
+    assert charge_cancel_pursue(charge_id=charge.pk) == ChargeCancellation.State.DONE  # answered: not asked again
     assert len(fake_psp.calls_of("cob.patch")) == 3
 
 
@@ -124,10 +124,13 @@ def test_a_psp_that_never_answers_is_left_for_staff_on_the_overview_and_asked_ag
     fake_psp.fail("cob.patch", Fault.ERROR, Fault.ERROR)
     operations = staff_client("operations")
     staff_cancel(operations, charge)
-    assert charge_cancel_pursue(charge_id=charge.pk) == C.PENDING
+    assert charge_cancel_pursue(charge_id=charge.pk) == ChargeCancellation.State.PENDING
     horizon = ChargeCancellation.objects.get(pk=charge.pk).give_up_at
 
-    assert charge_cancel_pursue(charge_id=charge.pk, now=horizon + dt.timedelta(seconds=1)) == C.GAVE_UP
+    assert (
+        charge_cancel_pursue(charge_id=charge.pk, now=horizon + dt.timedelta(seconds=1))
+        == ChargeCancellation.State.GAVE_UP
+    )
 
     gave_up = ChargeCancellation.objects.get(pk=charge.pk)
     assert (gave_up.next_attempt_at, "ErroInternoDoServidor" in gave_up.last_error) == (None, True)
@@ -138,8 +141,8 @@ def test_a_psp_that_never_answers_is_left_for_staff_on_the_overview_and_asked_ag
     listing = reverse("admin:payments_chargecancellation_changelist")
     response = operations.post(listing, {"action": "retry_cancel", "_selected_action": [str(charge.pk)]}, follow=True)
     assert response.status_code == 200
-    assert ChargeCancellation.objects.get(pk=charge.pk).state == C.PENDING
-    assert charge_cancel_pursue(charge_id=charge.pk) == C.DONE
+    assert ChargeCancellation.objects.get(pk=charge.pk).state == ChargeCancellation.State.PENDING
+    assert charge_cancel_pursue(charge_id=charge.pk) == ChargeCancellation.State.DONE
     assert fake_psp.cobs[charge.txid]["status"] == REMOVED
 
 
@@ -151,7 +154,7 @@ def test_expiry_cancels_at_the_psp_too(charge: Charge, fake_psp: FakePsp) -> Non
 
     assert charges_expire() == 1
 
-    assert charge_cancel_pursue(charge_id=charge.pk) == C.DONE
+    assert charge_cancel_pursue(charge_id=charge.pk) == ChargeCancellation.State.DONE
     assert fake_psp.cobs[charge.txid]["status"] == REMOVED
 
 
@@ -181,10 +184,10 @@ def test_a_pix_paid_after_the_cancel_is_recorded_once_with_its_evidence_never_re
     assert (late.platform_tax, late.liquid_amount, late.status) == (charge.platform_tax, charge.liquid_amount, "open")
     assert late.payer_info == "Pagamento de teste"
     assert (late.raw["endToEndId"], late.raw["txid"]) == (e2e_id, charge.txid)
-    assert (late.charge_status, late.source) == (S.CANCELED, "acquirer")
+    assert (late.charge_status, late.source) == (ChargeStatus.CANCELED, "acquirer")
     # Nothing credited by itself; the charge keeps the status the contract allows.
     assert available_balance(account) == 0 == ledger_sum(account)
-    assert Charge.objects.get(pk=charge.pk).status == S.CANCELED
+    assert Charge.objects.get(pk=charge.pk).status == ChargeStatus.CANCELED
 
     assert selectors.attention().late_payments_open == Figure(1, 1000)
     page = admin_client.get(reverse("admin:index")).content.decode()
@@ -203,7 +206,7 @@ def test_a_cancel_that_finds_the_charge_paid_there_records_the_pix(
     staff_cancel(staff_client("operations"), charge)
     e2e_id = fake_psp.pay(charge.txid)  # before the ask; its callback lost
 
-    assert charge_cancel_pursue(charge_id=charge.pk) == C.PAID_THERE
+    assert charge_cancel_pursue(charge_id=charge.pk) == ChargeCancellation.State.PAID_THERE
 
     (late,) = LatePayment.objects.all()
     assert (late.e2e_id, late.amount, late.status) == (e2e_id, 1000, "open")
@@ -362,12 +365,15 @@ def test_a_paid_there_whose_pix_cannot_be_recorded_is_asked_again_then_given_up_
         raise DatabaseError("could not serialize access")
 
     monkeypatch.setattr(events, "charge_event_apply", broken)
-    assert charge_cancel_pursue(charge_id=charge.pk) == C.PENDING
+    assert charge_cancel_pursue(charge_id=charge.pk) == ChargeCancellation.State.PENDING
     pending = ChargeCancellation.objects.get(pk=charge.pk)
     assert (pending.attempts, pending.next_attempt_at is not None) == (1, True)
     assert "registro do Pix falhou: DatabaseError" in pending.last_error
 
-    assert charge_cancel_pursue(charge_id=charge.pk, now=pending.give_up_at + dt.timedelta(seconds=1)) == C.GAVE_UP
+    assert (
+        charge_cancel_pursue(charge_id=charge.pk, now=pending.give_up_at + dt.timedelta(seconds=1))
+        == ChargeCancellation.State.GAVE_UP
+    )
     assert LatePayment.objects.count() == 0  # nothing half recorded
 
 
@@ -385,4 +391,4 @@ def test_the_sweep_leaves_a_cancellation_past_its_horizon_to_staff(
 
     assert handed == []
     gave_up = ChargeCancellation.objects.get(pk=charge.pk)
-    assert (gave_up.state, gave_up.next_attempt_at) == (C.GAVE_UP, None)
+    assert (gave_up.state, gave_up.next_attempt_at) == (ChargeCancellation.State.GAVE_UP, None)

@@ -51,7 +51,6 @@ from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
 from withdrawals.services import payouts_poll, withdrawal_request
 
 pytestmark = pytest.mark.django_db
-S = WithdrawalStatus
 AMOUNT = 1234
 CPF = "52998224725"
 
@@ -419,7 +418,7 @@ def test_a_withdrawal_is_paid_through_efi(
     wait_attempts(withdrawal, [("efi", "send", "processing")])
     poll_now()
 
-    wait_status(withdrawal, S.PAID)
+    wait_status(withdrawal, WithdrawalStatus.PAID)
     assert attempts(withdrawal) == [("efi", "send", "processing"), ("efi", "status", "paid")]
     assert_one_send(fake_efi, withdrawal)
     send = fake_efi.sends[withdrawal.idempotency_id]
@@ -427,7 +426,7 @@ def test_a_withdrawal_is_paid_through_efi(
     assert withdrawal.paid_at == dt.datetime.fromisoformat(send["horario"]["liquidacao"])
     assert available_balance(account) == SEED - WITHDRAWAL == ledger_sum(account)
     statuses = WebhookEvent.objects.filter(record_id=withdrawal.pk).order_by("created_at")
-    assert list(statuses.values_list("status", flat=True)) == [S.APPROVED, S.PAID]
+    assert list(statuses.values_list("status", flat=True)) == [WithdrawalStatus.APPROVED, WithdrawalStatus.PAID]
 
 
 @e2e
@@ -448,7 +447,7 @@ def test_a_send_efi_recorded_but_never_answered_is_asked_about_not_sent_again(
 
     withdrawal = withdraw(account, efi, fallback)
 
-    wait_status(withdrawal, S.PAID)
+    wait_status(withdrawal, WithdrawalStatus.PAID)
     assert attempts(withdrawal) == [("efi", "send", "timeout"), ("efi", "status", "paid")]
     assert_one_send(fake_efi, withdrawal)  # EXACTLY one send; the fallback never asked
     assert withdrawal.e2e_id == fake_efi.sends[withdrawal.idempotency_id]["endToEndId"]
@@ -480,7 +479,7 @@ def test_while_efi_cannot_say_the_payout_waits_and_goes_nowhere_else(
     # What beat does; the task's own retry may come first (and hold or settle it).
     payouts_poll(older_than=dt.timedelta(0))
 
-    wait_status(withdrawal, S.PAID)
+    wait_status(withdrawal, WithdrawalStatus.PAID)
     assert [a for a in attempts(withdrawal) if a[0] != "efi"] == []
     assert attempts(withdrawal)[-1] == ("efi", "status", "paid")
     assert_one_send(fake_efi, withdrawal)
@@ -497,7 +496,7 @@ def test_nao_realizado_moves_the_payout_to_the_next_acquirer(
     wait_attempts(withdrawal, [("efi", "send", "processing")])
     poll_now()
 
-    wait_status(withdrawal, S.PAID)
+    wait_status(withdrawal, WithdrawalStatus.PAID)
     assert attempts(withdrawal) == [
         ("efi", "send", "processing"),
         ("efi", "status", "failed"),
@@ -533,7 +532,7 @@ def test_a_processing_payout_is_paid_by_a_confirmed_callback_and_forgeries_move_
     unknown = {"pix": [{**claim["pix"][0], "gnExtras": {"idEnvio": uuid.uuid4().hex}}]}
     assert fake_efi.post_callback(unknown) == 401
     withdrawal.refresh_from_db()
-    assert (withdrawal.status, withdrawal.e2e_id) == (S.APPROVED, None)
+    assert (withdrawal.status, withdrawal.e2e_id) == (WithdrawalStatus.APPROVED, None)
     assert available_balance(account) == SEED - WITHDRAWAL
     assert len(fake_efi.calls_of("status")) == 2  # each authentic claim was looked up
 
@@ -541,7 +540,7 @@ def test_a_processing_payout_is_paid_by_a_confirmed_callback_and_forgeries_move_
 
     withdrawal.refresh_from_db()
     send = fake_efi.sends[id_envio]
-    assert (withdrawal.status, withdrawal.e2e_id) == (S.PAID, send["endToEndId"])
+    assert (withdrawal.status, withdrawal.e2e_id) == (WithdrawalStatus.PAID, send["endToEndId"])
     assert available_balance(account) == SEED - WITHDRAWAL == ledger_sum(account)
     assert_one_send(fake_efi, withdrawal)
     stored = list(InboundNotification.objects.order_by("id").values_list("status", flat=True))
@@ -563,6 +562,6 @@ def test_a_confirmed_nao_realizado_callback_fails_the_withdrawal_with_the_money_
     assert fake_efi.settle(withdrawal.idempotency_id, "NAO_REALIZADO", notify=True) == 200
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.FAILED
+    assert withdrawal.status == WithdrawalStatus.FAILED
     assert available_balance(account) == SEED == ledger_sum(account)
     assert_one_send(fake_efi, withdrawal)

@@ -44,8 +44,6 @@ from withdrawals.services import (
     withdrawal_transition,
 )
 
-S = WithdrawalStatus
-K = LedgerEntry.Kind
 SEED = 20_000
 WITHDRAWAL = 5000
 CPF = "52998224725"
@@ -58,7 +56,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def account(db: Any) -> Account:
     account = AccountFactory(withdrawal_fee_fixed=100, withdrawal_fee_bps=100)
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=SEED, kind=K.CHARGE_PAID, reference="seed:efi-unclear")
+        ledger_post(account_id=account.pk, amount=SEED, kind=LedgerEntry.Kind.CHARGE_PAID, reference="seed:efi-unclear")
     return account
 
 
@@ -112,7 +110,7 @@ def never_asked(acquirer: Acquirer, withdrawal: Withdrawal) -> None:
 
 
 def reversals(account: Account) -> int:
-    return LedgerEntry.objects.filter(account=account, kind=K.WITHDRAWAL_REVERSAL).count()
+    return LedgerEntry.objects.filter(account=account, kind=LedgerEntry.Kind.WITHDRAWAL_REVERSAL).count()
 
 
 def in_thread(func: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
@@ -144,7 +142,7 @@ def test_a_send_efi_records_after_our_deadline_is_paid_there_once_and_the_next_a
 
     withdrawal = withdraw(account, efi, fallback)
 
-    wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == S.PAID, timeout=90)
+    wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.PAID, timeout=90)
     withdrawal.refresh_from_db()
     history = attempts(withdrawal)
     assert history[:2] == [("efi", "send", "timeout"), ("efi", "status", "not_found")]
@@ -176,7 +174,7 @@ def test_when_every_other_acquirer_would_refuse_the_withdrawal_waits_for_efi_and
         withdrawal_process(withdrawal_id=withdrawal.pk)
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.APPROVED
+    assert withdrawal.status == WithdrawalStatus.APPROVED
     assert attempts(withdrawal) == [("efi", "send", "timeout"), ("efi", "status", "not_found")]
     assert (withdrawal.payout_owner_id, withdrawal.failure_reason) == (efi.pk, "")
     assert withdrawal.payout_unclear_since is not None
@@ -184,15 +182,17 @@ def test_when_every_other_acquirer_would_refuse_the_withdrawal_waits_for_efi_and
     assert reversals(account) == 0
     # Nor will money go back by hand or by a notification while it is undetermined.
     with pytest.raises(PayoutUnsettled, match="ainda não disse se pagou"):
-        withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.FAILED, source="staff", actor="ops")
+        withdrawal_transition(
+            withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.FAILED, source="staff", actor="ops"
+        )
 
     wait_for(lambda: withdrawal.idempotency_id in fake_efi.sends, timeout=30)
     assert withdrawal_process(withdrawal_id=withdrawal.pk) == "processing"
     fake_efi.settle(withdrawal.idempotency_id, "REALIZADO")
-    assert withdrawal_process(withdrawal_id=withdrawal.pk) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.PAID
+    assert withdrawal.status == WithdrawalStatus.PAID
     assert withdrawal.e2e_id == fake_efi.sends[withdrawal.idempotency_id]["endToEndId"]
     assert sends_at(fake_efi) == [withdrawal.idempotency_id]
     never_asked(refuses, withdrawal)
@@ -231,7 +231,7 @@ def test_past_the_settle_window_an_undetermined_payout_waits_in_staffs_queue_ask
     assert payouts_poll(older_than=dt.timedelta(0)) == 1
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.APPROVED
+    assert withdrawal.status == WithdrawalStatus.APPROVED
     assert attempts(withdrawal)[-1] == ("efi", "status", "not_found")
     assert len(sends_at(fake_efi)) == 2  # no send past the window
     never_asked(refuses, withdrawal)
@@ -255,17 +255,22 @@ def test_past_the_settle_window_an_undetermined_payout_waits_in_staffs_queue_ask
     assert "undetermined" in asked.content.decode()
     assert attempts(withdrawal)[-1] == ("efi", "status", "not_found")
     assert len(sends_at(fake_efi)) == 2
-    assert Withdrawal.objects.get(pk=withdrawal.pk).status == S.APPROVED
+    assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.APPROVED
 
     # Efí confirms out of band that it never got it: staff resolve it, saying how they know.
     with pytest.raises(ValidationFailed):
-        withdrawal_payout_resolve(withdrawal_id=withdrawal.pk, to_status=S.FAILED, reason="ok", actor="ops")
+        withdrawal_payout_resolve(
+            withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.FAILED, reason="ok", actor="ops"
+        )
     assert available_balance(account) == SEED - WITHDRAWAL
     assert withdrawal_payout_resolve(
-        withdrawal_id=withdrawal.pk, to_status=S.FAILED, reason="Efí, chamado 4471: idEnvio nunca recebido", actor="ops"
+        withdrawal_id=withdrawal.pk,
+        to_status=WithdrawalStatus.FAILED,
+        reason="Efí, chamado 4471: idEnvio nunca recebido",
+        actor="ops",
     )
     withdrawal.refresh_from_db()
-    assert (withdrawal.status, withdrawal.payout_unclear_since) == (S.FAILED, None)
+    assert (withdrawal.status, withdrawal.payout_unclear_since) == (WithdrawalStatus.FAILED, None)
     assert attempts(withdrawal)[-1] == ("efi", "notice", "failed")
     assert available_balance(account) == SEED == ledger_sum(account)
     assert reversals(account) == 1
@@ -299,7 +304,7 @@ def test_a_failed_notice_while_our_send_is_in_flight_gives_no_money_back_until_e
         assert fake_efi.settle(withdrawal.idempotency_id, "NAO_REALIZADO", notify=True) == 200
 
         withdrawal.refresh_from_db()
-        assert withdrawal.status == S.APPROVED
+        assert withdrawal.status == WithdrawalStatus.APPROVED
         assert available_balance(account) == SEED - WITHDRAWAL
         assert reversals(account) == 0
         notice = PayoutAttempt.objects.get(withdrawal=withdrawal, action="notice")
@@ -316,7 +321,7 @@ def test_a_failed_notice_while_our_send_is_in_flight_gives_no_money_back_until_e
         ("efi", "notice", "failed"),
         ("efi", "status", "failed"),
     ]
-    assert Withdrawal.objects.get(pk=withdrawal.pk).status == S.APPROVED
+    assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.APPROVED
     assert reversals(account) == 0
 
     fake_efi.change_mind(withdrawal.idempotency_id, final)
@@ -330,12 +335,12 @@ def test_a_failed_notice_while_our_send_is_in_flight_gives_no_money_back_until_e
     withdrawal.refresh_from_db()
     assert sends_at(fake_efi) == [withdrawal.idempotency_id]
     if final == "REALIZADO":
-        assert (outcome, withdrawal.status) == (S.PAID, S.PAID)
+        assert (outcome, withdrawal.status) == (WithdrawalStatus.PAID, WithdrawalStatus.PAID)
         assert withdrawal.e2e_id == fake_efi.sends[withdrawal.idempotency_id]["endToEndId"]
         assert available_balance(account) == SEED - WITHDRAWAL == ledger_sum(account)
         assert reversals(account) == 0
     else:
-        assert (outcome, withdrawal.status) == (S.FAILED, S.FAILED)
+        assert (outcome, withdrawal.status) == (WithdrawalStatus.FAILED, WithdrawalStatus.FAILED)
         assert available_balance(account) == SEED == ledger_sum(account)
         assert reversals(account) == 1
 
@@ -353,7 +358,9 @@ def test_the_lease_is_released_only_by_the_run_that_holds_it(
         assert withdrawal.payout_lease_token
         # Staff cannot fail it (money back) while the send is in flight.
         with pytest.raises(PayoutUnsettled, match="sendo enviado"):
-            withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.FAILED, source="staff", actor="ops")
+            withdrawal_transition(
+                withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.FAILED, source="staff", actor="ops"
+            )
         # Another run takes the payout over (as after an expired lease).
         other = "b" * 32
         later = timezone.now() + services.LEASE
@@ -366,7 +373,7 @@ def test_the_lease_is_released_only_by_the_run_that_holds_it(
     # The first run ended without touching the lease it no longer held.
     assert (withdrawal.payout_lease_token, withdrawal.payout_leased_until) == (other, later)
     assert withdrawal_process(withdrawal_id=withdrawal.pk) == "held"
-    assert withdrawal.status == S.APPROVED
+    assert withdrawal.status == WithdrawalStatus.APPROVED
     assert available_balance(account) == SEED - WITHDRAWAL
 
 
@@ -398,7 +405,7 @@ def test_a_blocked_or_rejected_accounts_approved_withdrawal_is_held_and_paid_onc
     wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).hold_reason == reason, timeout=30)
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.APPROVED
+    assert withdrawal.status == WithdrawalStatus.APPROVED
     assert withdrawal.held_since is not None
     assert fake_efi.calls_of("send") == []
     assert attempts(withdrawal) == []
@@ -418,7 +425,7 @@ def test_a_blocked_or_rejected_accounts_approved_withdrawal_is_held_and_paid_onc
     wait_for(lambda: attempts(withdrawal) == [("efi", "send", "processing")], timeout=30)
     wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).payout_leased_until is None, timeout=30)
     assert payouts_poll(older_than=dt.timedelta(0)) == 1
-    wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == S.PAID, timeout=30)
+    wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.PAID, timeout=30)
     resumed = Withdrawal.objects.get(pk=withdrawal.pk)
     assert (resumed.hold_reason, resumed.held_since) == ("", None)
     assert sends_at(fake_efi) == [withdrawal.idempotency_id]

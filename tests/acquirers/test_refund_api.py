@@ -48,9 +48,6 @@ from webhooks.services import endpoint_create
 from withdrawals.models import Withdrawal
 from withdrawals.services import withdrawal_request
 
-S = ChargeStatus
-K = LedgerEntry.Kind
-R = ChargeRefund.Status
 LIQUID = 955  # 1000 - (30 + 1.5 %)
 SEED = 1000
 BODY = {
@@ -67,7 +64,9 @@ def account(db: Any) -> Account:
     # Withdrawals wait for staff: nothing is sent to a broker behind the test's back.
     account = AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150, withdrawals_need_approval=True)
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=SEED, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+        ledger_post(
+            account_id=account.pk, amount=SEED, kind=LedgerEntry.Kind.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}"
+        )
     return account
 
 
@@ -93,7 +92,7 @@ def new_charge(api: APIClient) -> Charge:
 def pay(charge: Charge, fake_psp: FakePsp) -> Charge:
     assert callback(fake_psp, fake_psp.pay(charge.txid)).status_code == 200
     charge.refresh_from_db()
-    assert charge.status == S.PAID
+    assert charge.status == ChargeStatus.PAID
     return charge
 
 
@@ -157,27 +156,31 @@ def test_a_refund_is_reserved_at_once_then_returned_with_one_net_debit_and_its_e
     assert data["finished_at"] is None
     # Reserved at the request, before the acquirer is asked (after the commit).
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
-    assert (refund_row.status, refund_row.source) == (R.PROCESSING, ChargeRefund.Source.API)
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID)]
+    assert (refund_row.status, refund_row.source) == (ChargeRefund.Status.PROCESSING, ChargeRefund.Source.API)
     assert devolucao_calls(fake_psp) == 0
     assert handed == [refund_row.pk]
     paid_charge.refresh_from_db()
-    assert paid_charge.status == S.PAID
+    assert paid_charge.status == ChargeStatus.PAID
 
     assert pursue_refund(refund_row.pk) == RefundOutcome.REFUNDED  # the worker's task
 
     paid_charge.refresh_from_db()
-    assert paid_charge.status == S.REFUNDED
+    assert paid_charge.status == ChargeStatus.REFUNDED
     # One refund's worth in all: the reservation gave way to the refund itself.
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert kinds(account) == [
+        (LedgerEntry.Kind.REFUND_HOLD, -LIQUID),
+        (LedgerEntry.Kind.REFUND_RELEASE, LIQUID),
+        (LedgerEntry.Kind.CHARGE_REFUND, -LIQUID),
+    ]
     (devolucao,) = fake_psp.pix[paid_charge.e2e_id or ""]["devolucoes"]
     assert (devolucao["id"], devolucao["valor"], devolucao["status"]) == (
         refund_id_for(paid_charge.pk),
         "10.00",
         "DEVOLVIDO",
     )
-    event = WebhookEvent.objects.get(record_id=paid_charge.pk, status=S.REFUNDED)
+    event = WebhookEvent.objects.get(record_id=paid_charge.pk, status=ChargeStatus.REFUNDED)
     assert event.event_type == "transaction"
     assert WebhookDelivery.objects.filter(event=event, endpoint=endpoint).count() == 1
     shown = api.get(f"/api/transactions/{paid_charge.pk}/refund").json()["data"]
@@ -203,19 +206,19 @@ def test_a_refund_the_acquirer_did_not_make_gives_the_reservation_back(
     # EM_PROCESSAMENTO: still the payer's money, still reserved; asked again later.
     with pytest.raises(Retry):
         pursue_refund(refund_id)
-    assert ChargeRefund.objects.get(pk=refund_id).status == R.PROCESSING
+    assert ChargeRefund.objects.get(pk=refund_id).status == ChargeRefund.Status.PROCESSING
     assert available_balance(account) == SEED == ledger_sum(account)
 
     fake_psp.settle_refund(paid_charge.e2e_id or "", refund_id_for(paid_charge.pk), status="NAO_REALIZADO")
     assert pursue_refund(refund_id) == RefundOutcome.FAILED
 
     paid_charge.refresh_from_db()
-    assert paid_charge.status == S.PAID
+    assert paid_charge.status == ChargeStatus.PAID
     assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID), (LedgerEntry.Kind.REFUND_RELEASE, LIQUID)]
     shown = api.get(f"/api/transactions/{paid_charge.pk}/refund").json()["data"]
     assert (shown["status"], shown["failure_reason"]) == ("failed", "Conta do pagador encerrada")
-    assert not WebhookEvent.objects.filter(record_id=paid_charge.pk, status=S.REFUNDED).exists()
+    assert not WebhookEvent.objects.filter(record_id=paid_charge.pk, status=ChargeStatus.REFUNDED).exists()
     # Asked once more: nothing released twice.
     assert pursue_refund(refund_id) == RefundOutcome.ENDED
     assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
@@ -254,10 +257,10 @@ def test_an_unknown_outcome_keeps_the_reservation_and_is_asked_again_until_done(
         pursue_refund(refund_id)
 
     charge.refresh_from_db()
-    assert charge.status == S.PAID
-    assert ChargeRefund.objects.get(pk=refund_id).status == R.PROCESSING
+    assert charge.status == ChargeStatus.PAID
+    assert ChargeRefund.objects.get(pk=refund_id).status == ChargeRefund.Status.PROCESSING
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID)]
     assert len(fake_psp.calls_of("devolucao.put")) >= 1
 
     with fake_psp.lock:
@@ -265,9 +268,13 @@ def test_an_unknown_outcome_keeps_the_reservation_and_is_asked_again_until_done(
     assert pursue_refund(refund_id) == RefundOutcome.REFUNDED
 
     charge.refresh_from_db()
-    assert charge.status == S.REFUNDED
+    assert charge.status == ChargeStatus.REFUNDED
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert kinds(account) == [
+        (LedgerEntry.Kind.REFUND_HOLD, -LIQUID),
+        (LedgerEntry.Kind.REFUND_RELEASE, LIQUID),
+        (LedgerEntry.Kind.CHARGE_REFUND, -LIQUID),
+    ]
     # Returned once, however many times it was asked.
     assert len(fake_psp.pix[charge.e2e_id or ""]["devolucoes"]) == 1
 
@@ -345,9 +352,13 @@ def test_a_refusal_after_an_unanswered_ask_keeps_the_reservation_and_the_pix_goe
             pursue_refund(refund_id)
     assert len(fake_psp.calls_of("devolucao.get")) == 2  # the adapter's read after each refusal: 404
     pending = ChargeRefund.objects.get(pk=refund_id)
-    assert (pending.status, pending.failure_reason, pending.unclear_at is not None) == (R.PROCESSING, "", True)
+    assert (pending.status, pending.failure_reason, pending.unclear_at is not None) == (
+        ChargeRefund.Status.PROCESSING,
+        "",
+        True,
+    )
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID)]
     assert api.get(f"/api/transactions/{charge.pk}/refund").json()["data"]["status"] == "processing"
     # Beat's sweep keeps asking too.
     ChargeRefund.objects.filter(pk=refund_id).update(created_at=timezone.now() - dt.timedelta(minutes=3))
@@ -359,12 +370,16 @@ def test_a_refusal_after_an_unanswered_ask_keeps_the_reservation_and_the_pix_goe
     assert pursue_refund(refund_id) == RefundOutcome.REFUNDED
 
     charge.refresh_from_db()
-    assert charge.status == S.REFUNDED
+    assert charge.status == ChargeStatus.REFUNDED
     devolucoes = fake_psp.pix[e2e_id]["devolucoes"]
     assert [(d["id"], d["valor"], d["status"]) for d in devolucoes] == [(devolucao_id, "10.00", "DEVOLVIDO")]
     assert len(fake_psp.calls_of("devolucao.put")) == 4
     # One debit in all: the reservation gave way to the refund's own.
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert kinds(account) == [
+        (LedgerEntry.Kind.REFUND_HOLD, -LIQUID),
+        (LedgerEntry.Kind.REFUND_RELEASE, LIQUID),
+        (LedgerEntry.Kind.CHARGE_REFUND, -LIQUID),
+    ]
     assert available_balance(account) == SEED == ledger_sum(account)
     assert api.get(f"/api/transactions/{charge.pk}/refund").json()["data"]["status"] == "refunded"
 
@@ -393,11 +408,11 @@ def test_a_refusal_after_an_unanswered_ask_releases_the_reservation_once_the_psp
     shown = api.get(f"/api/transactions/{charge.pk}/refund").json()["data"]
     assert shown["status"] == "failed"
     assert "sem devolução na adquirente 24 h depois" in shown["failure_reason"]
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID), (LedgerEntry.Kind.REFUND_RELEASE, LIQUID)]
     assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
     # Released once: asked again, it has ended.
     assert pursue_refund(refund_id) == RefundOutcome.ENDED
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID), (LedgerEntry.Kind.REFUND_RELEASE, LIQUID)]
 
 
 def test_an_ask_that_never_left_starts_no_grace_and_a_refusal_after_it_is_final(
@@ -415,7 +430,7 @@ def test_an_ask_that_never_left_starts_no_grace_and_a_refusal_after_it_is_final(
     fake_psp.fail("devolucao.put", Fault.DECLINED)
     assert pursue_refund(refund_id) == RefundOutcome.FAILED
 
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID), (LedgerEntry.Kind.REFUND_RELEASE, LIQUID)]
     assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
 
 
@@ -427,17 +442,17 @@ def _pending(charge: Charge) -> None:
 
 
 def _failed(charge: Charge) -> None:
-    charge_transition(charge_id=charge.pk, to_status=S.FAILED, source="acquirer")
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.FAILED, source="acquirer")
 
 
 def _refunded(charge: Charge) -> None:
-    charge_transition(charge_id=charge.pk, to_status=S.PAID, source="acquirer", e2e_id="E" + "1" * 31)
-    charge_transition(charge_id=charge.pk, to_status=S.REFUNDED, source="acquirer")
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.PAID, source="acquirer", e2e_id="E" + "1" * 31)
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source="acquirer")
 
 
 def _chargeback(charge: Charge) -> None:
-    charge_transition(charge_id=charge.pk, to_status=S.PAID, source="acquirer", e2e_id="E" + "2" * 31)
-    charge_transition(charge_id=charge.pk, to_status=S.CHARGEBACK, source="acquirer")
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.PAID, source="acquirer", e2e_id="E" + "2" * 31)
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CHARGEBACK, source="acquirer")
 
 
 @pytest.mark.parametrize(
@@ -661,7 +676,7 @@ def test_a_real_worker_returns_the_money_and_the_merchant_receives_the_refunded_
     response = refund(api, charge)
 
     assert response.status_code == 202, response.content
-    realworld.wait_for(lambda: Charge.objects.get(pk=charge.pk).status == S.REFUNDED)
+    realworld.wait_for(lambda: Charge.objects.get(pk=charge.pk).status == ChargeStatus.REFUNDED)
     bodies = [json.loads(r.body) for r in receiver.wait_for_requests(2)]
     assert [(b["event_type"], b["data"]["status"]) for b in bodies] == [
         ("transaction", "paid"),
@@ -689,9 +704,13 @@ def test_staff_asking_again_finishes_a_refund_asked_by_api_with_one_debit(
 
     assert [str(m) for m in get_messages(done.wsgi_request)] == ["Estornar: 1 cobrança."]
     paid_charge.refresh_from_db()
-    assert paid_charge.status == S.REFUNDED
+    assert paid_charge.status == ChargeStatus.REFUNDED
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
-    assert ChargeRefund.objects.get(charge=paid_charge).status == R.DONE
+    assert kinds(account) == [
+        (LedgerEntry.Kind.REFUND_HOLD, -LIQUID),
+        (LedgerEntry.Kind.REFUND_RELEASE, LIQUID),
+        (LedgerEntry.Kind.CHARGE_REFUND, -LIQUID),
+    ]
+    assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.DONE
     assert len(fake_psp.pix[paid_charge.e2e_id or ""]["devolucoes"]) == 1
     assert pursue_refund(handed[0]) == RefundOutcome.ENDED

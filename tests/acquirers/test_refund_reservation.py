@@ -57,8 +57,6 @@ from tests.helpers import staff_refund as approved_staff_refund
 from withdrawals.models import Withdrawal
 from withdrawals.services import withdrawal_request
 
-S = ChargeStatus
-K = LedgerEntry.Kind
 LIQUID = 955  # 1000 - (30 + 1.5 %)
 SEED = 1000
 BODY = {
@@ -76,7 +74,9 @@ def account(db: Any) -> Account:
     # Withdrawals wait for staff: nothing is sent to a broker behind the test's back.
     account = AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150, withdrawals_need_approval=True)
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=SEED, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+        ledger_post(
+            account_id=account.pk, amount=SEED, kind=LedgerEntry.Kind.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}"
+        )
     return account
 
 
@@ -91,7 +91,7 @@ def paid(api: APIClient, fake_psp: FakePsp, account: Account) -> Charge:
     charge = Charge.objects.get(pk=response.json()["data"]["id"])
     assert callback(fake_psp, fake_psp.pay(charge.txid)).status_code == 200
     charge.refresh_from_db()
-    assert charge.status == S.PAID
+    assert charge.status == ChargeStatus.PAID
     assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
     return charge
 
@@ -133,10 +133,10 @@ def test_a_processing_refund_reserves_its_amount_at_once(
     assert "1 devolução em processamento na adquirente" in messages[0]
     assert paid_charge.refunds.get().reason == "pedido do pagador"  # staff's reason kept with the refund
     paid_charge.refresh_from_db()
-    assert paid_charge.status == S.PAID  # not refunded until the PSP says so
+    assert paid_charge.status == ChargeStatus.PAID  # not refunded until the PSP says so
     assert available_balance(account) == SEED == ledger_sum(account)
     assert api.get("/api/withdrawals/balance").json()["data"]["available_balance"] == SEED
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID)]
     (refund,) = ChargeRefund.objects.filter(charge=paid_charge)
     assert (refund.status, refund.amount) == (ChargeRefund.Status.PROCESSING, LIQUID)
 
@@ -164,9 +164,9 @@ def test_a_devolucao_the_psp_did_not_make_releases_the_reservation(
 
     assert messages == [f"{paid_charge.pk}: Devolução não realizada pela adquirente: Conta do pagador encerrada"]
     paid_charge.refresh_from_db()
-    assert paid_charge.status == S.PAID
+    assert paid_charge.status == ChargeStatus.PAID
     assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID), (LedgerEntry.Kind.REFUND_RELEASE, LIQUID)]
     assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.FAILED
     # The money is the merchant's again.
     assert withdraw(api, SEED + LIQUID).status_code == 201
@@ -189,10 +189,14 @@ def test_a_devolucao_the_psp_made_debits_once(
         assert staff_refund(admin_client, paid_charge) == ["Estornar: 1 cobrança."]
 
     paid_charge.refresh_from_db()
-    assert paid_charge.status == S.REFUNDED
+    assert paid_charge.status == ChargeStatus.REFUNDED
     # One refund's worth in all: the reservation gave way to the refund itself.
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert kinds(account) == [
+        (LedgerEntry.Kind.REFUND_HOLD, -LIQUID),
+        (LedgerEntry.Kind.REFUND_RELEASE, LIQUID),
+        (LedgerEntry.Kind.CHARGE_REFUND, -LIQUID),
+    ]
     assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.DONE
     # The PSP repeats itself: nothing moves.
     assert callback(fake_psp, e2e_id).json()["data"] == {"processed": 0}
@@ -215,7 +219,7 @@ def test_a_refund_without_a_definitive_answer_is_reserved_and_asked_about_again(
     assert "o valor fica reservado" in messages[0]
     assert [d["id"] for d in fake_psp.pix[e2e_id]["devolucoes"]] == [refund_id_for(paid_charge.pk)]  # made there
     paid_charge.refresh_from_db()
-    assert paid_charge.status == S.PAID
+    assert paid_charge.status == ChargeStatus.PAID
     (refund,) = ChargeRefund.objects.filter(charge=paid_charge)
     assert (refund.status, refund.amount, refund.source) == (
         ChargeRefund.Status.PROCESSING,
@@ -224,7 +228,7 @@ def test_a_refund_without_a_definitive_answer_is_reserved_and_asked_about_again(
     )
     # The money may be the payer's already: the merchant cannot withdraw it.
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID)]
     assert withdraw(api, SEED + 1).json() == NO_BALANCE
 
     # What beat's sweep hands to a worker (every refund left processing):
@@ -234,9 +238,13 @@ def test_a_refund_without_a_definitive_answer_is_reserved_and_asked_about_again(
     fake_psp.settle_refund(e2e_id, refund_id_for(paid_charge.pk))
     assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.REFUNDED
     paid_charge.refresh_from_db()
-    assert paid_charge.status == S.REFUNDED
+    assert paid_charge.status == ChargeStatus.REFUNDED
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert kinds(account) == [
+        (LedgerEntry.Kind.REFUND_HOLD, -LIQUID),
+        (LedgerEntry.Kind.REFUND_RELEASE, LIQUID),
+        (LedgerEntry.Kind.CHARGE_REFUND, -LIQUID),
+    ]
     assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.DONE
 
 
@@ -262,7 +270,7 @@ def test_staff_asking_again_after_an_unanswered_ask_keeps_the_reservation_and_th
     assert message.endswith("o valor fica reservado e a adquirente é consultada de novo até responder.")
     refund = ChargeRefund.objects.get(charge=charge)
     assert (refund.status, refund.source) == (ChargeRefund.Status.PROCESSING, ChargeRefund.Source.STAFF)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID)]
     assert available_balance(account) == SEED == ledger_sum(account)
     assert withdraw(api, SEED + 1).json() == NO_BALANCE
     # What beat's sweep hands a worker reads it the same way.
@@ -272,10 +280,14 @@ def test_staff_asking_again_after_an_unanswered_ask_keeps_the_reservation_and_th
     assert staff_refund(admin_client, charge) == ["Estornar: 1 cobrança."]
 
     charge.refresh_from_db()
-    assert charge.status == S.REFUNDED
+    assert charge.status == ChargeStatus.REFUNDED
     devolucoes = fake_psp.pix[e2e_id]["devolucoes"]
     assert [(d["id"], d["valor"], d["status"]) for d in devolucoes] == [(devolucao_id, "10.00", "DEVOLVIDO")]
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_REFUND, -LIQUID)]
+    assert kinds(account) == [
+        (LedgerEntry.Kind.REFUND_HOLD, -LIQUID),
+        (LedgerEntry.Kind.REFUND_RELEASE, LIQUID),
+        (LedgerEntry.Kind.CHARGE_REFUND, -LIQUID),
+    ]
     assert available_balance(account) == SEED == ledger_sum(account)
 
 
@@ -296,7 +308,7 @@ def test_a_staff_refund_refused_after_an_unanswered_ask_is_released_once_the_psp
     assert message.startswith(f"{charge.pk}: Devolução não realizada pela adquirente: ")
     assert message.endswith("sem devolução na adquirente 24 h depois")
     assert ChargeRefund.objects.get(charge=charge).status == ChargeRefund.Status.FAILED
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID), (LedgerEntry.Kind.REFUND_RELEASE, LIQUID)]
     assert available_balance(account) == SEED + LIQUID == ledger_sum(account)
 
 
@@ -317,7 +329,7 @@ def test_a_refund_staff_reserve_after_an_unanswered_ask_is_not_released_by_the_r
         charge_refund(charge_id=charge.pk, actor="staff")  # refused, not found: not final
 
     assert ChargeRefund.objects.get(charge=charge).status == ChargeRefund.Status.PROCESSING
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID)]
+    assert kinds(account) == [(LedgerEntry.Kind.REFUND_HOLD, -LIQUID)]
     assert available_balance(account) == SEED == ledger_sum(account)
 
 
@@ -327,10 +339,14 @@ def test_a_chargeback_during_a_processing_refund_takes_the_money_once(
     from payments.services import charge_transition
 
     staff_refund(admin_client, paid_charge)
-    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
+    charge_transition(charge_id=paid_charge.pk, to_status=ChargeStatus.CHARGEBACK, source="staff")
 
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert kinds(account) == [(K.REFUND_HOLD, -LIQUID), (K.REFUND_RELEASE, LIQUID), (K.CHARGE_CHARGEBACK, -LIQUID)]
+    assert kinds(account) == [
+        (LedgerEntry.Kind.REFUND_HOLD, -LIQUID),
+        (LedgerEntry.Kind.REFUND_RELEASE, LIQUID),
+        (LedgerEntry.Kind.CHARGE_CHARGEBACK, -LIQUID),
+    ]
     assert ChargeRefund.objects.get(charge=paid_charge).status == ChargeRefund.Status.RELEASED
 
 
@@ -354,7 +370,7 @@ def test_a_refund_a_chargeback_released_is_asked_about_until_the_psp_answers_for
     from payments.tasks import pursue_refund
 
     staff_refund(admin_client, paid_charge)
-    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
+    charge_transition(charge_id=paid_charge.pk, to_status=ChargeStatus.CHARGEBACK, source="staff")
     refund = ChargeRefund.objects.get(charge=paid_charge)
     assert (refund.status, refund.release_check) == (ChargeRefund.Status.RELEASED, "pending")
     ledger = kinds(account)
@@ -422,7 +438,7 @@ def test_a_released_refund_the_psp_never_received_is_not_made_by_asking(
     from payments.tasks import pursue_refund
 
     assert charge_refund_reserve(charge_id=paid_charge.pk)  # reserved; the PSP not asked yet
-    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
+    charge_transition(charge_id=paid_charge.pk, to_status=ChargeStatus.CHARGEBACK, source="staff")
     refund = ChargeRefund.objects.get(charge=paid_charge)
 
     assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.UNDETERMINED
@@ -453,7 +469,7 @@ def test_a_devolucao_the_psp_records_after_a_look_is_found_made(
     from payments.services import charge_transition
 
     assert charge_refund_reserve(charge_id=paid_charge.pk)
-    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="staff")
+    charge_transition(charge_id=paid_charge.pk, to_status=ChargeStatus.CHARGEBACK, source="staff")
     refund = ChargeRefund.objects.get(charge=paid_charge)
     assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.UNDETERMINED
     e2e_id = paid_charge.e2e_id or ""
@@ -493,10 +509,12 @@ def test_a_released_refund_of_a_charge_without_e2e_id_is_asked_about(db: Any, ac
     from tests.factories import AcquirerFactory, ChargeFactory
 
     sandbox = AcquirerFactory(key=f"sbx_{uuid.uuid4().hex[:8]}", adapter="sandbox", options={"refund": "processing"})
-    charge = ChargeFactory(account=account, acquirer=sandbox, status=S.PAID, e2e_id=None, paid_at=timezone.now())
+    charge = ChargeFactory(
+        account=account, acquirer=sandbox, status=ChargeStatus.PAID, e2e_id=None, paid_at=timezone.now()
+    )
     assert charge_refund_reserve(charge_id=charge.pk)
     adapters.build(sandbox).refund_charge(refund_request_for(charge))  # asked: processing there
-    charge_transition(charge_id=charge.pk, to_status=S.CHARGEBACK, source="staff")
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CHARGEBACK, source="staff")
     refund = ChargeRefund.objects.get(charge=charge)
 
     assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.ENDED
@@ -529,7 +547,9 @@ def test_withdrawals_racing_a_processing_refund_never_use_the_reserved_money(
     balance below zero, as a refund always could)."""
     extra = 1500
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=extra, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+        ledger_post(
+            account_id=account.pk, amount=extra, kind=LedgerEntry.Kind.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}"
+        )
 
     def one_withdrawal() -> Withdrawal:
         return withdrawal_request(account=account, amount=1000, key_type="cpf", key_value="52998224725")
@@ -545,8 +565,8 @@ def test_withdrawals_racing_a_processing_refund_never_use_the_reserved_money(
     refused = [o for o in outcomes[1:] if not isinstance(o, Withdrawal)]
     assert all(isinstance(o, BusinessRuleError) and o.message == NO_BALANCE["message"] for o in refused), refused
     entries = list(LedgerEntry.objects.filter(account=account).order_by("id"))
-    (hold,) = [e for e in entries if e.kind == K.REFUND_HOLD]
-    after_hold = [e for e in entries if e.kind == K.WITHDRAWAL and e.pk > hold.pk]
+    (hold,) = [e for e in entries if e.kind == LedgerEntry.Kind.REFUND_HOLD]
+    after_hold = [e for e in entries if e.kind == LedgerEntry.Kind.WITHDRAWAL and e.pk > hold.pk]
     assert len(accepted) in (2, 3)
     if len(accepted) == 3:
         assert after_hold == []
@@ -576,7 +596,6 @@ def test_the_sandbox_says_where_a_refund_stands_without_making_one(db: Any) -> N
 
 # --------------------------------------------------------------------------- the redébito of a devolução
 
-A = MoneyActionRequest.Action
 WHY = "Extrato da adquirente conferido"
 
 
@@ -595,7 +614,7 @@ def repaid_twice(api: APIClient, paid_charge: Charge, fake_psp: FakePsp, monkeyp
     assert api_refund(api, paid_charge, "first").status_code == 202
     (refund_id,) = handed
     assert charge_refund_pursue(refund_id=refund_id) is RefundOutcome.PROCESSING
-    charge_transition(charge_id=paid_charge.pk, to_status=S.CHARGEBACK, source="acquirer")
+    charge_transition(charge_id=paid_charge.pk, to_status=ChargeStatus.CHARGEBACK, source="acquirer")
     fake_psp.settle_refund(paid_charge.e2e_id or "", refund_id_for(paid_charge.pk))
     assert charge_refund_pursue(refund_id=refund_id) is RefundOutcome.ENDED
     assert ChargeRefund.objects.get(pk=refund_id).release_check == "made"
@@ -632,17 +651,19 @@ def test_a_redebited_devolucao_is_never_debited_again(
     item = item_of(charge)
     assert (item.returned_by_refund, item.returned_by_med) == (1000, None)
 
-    approved = asked_and_approved(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item.pk, maker=maker, checker=checker)
+    approved = asked_and_approved(
+        MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK, item.pk, maker=maker, checker=checker
+    )
 
     assert (approved.state, approved.amount, approved.target_id) == ("approved", LIQUID, str(item.pk))
     charge.refresh_from_db()
-    assert charge.status == S.REFUNDED  # closed with its devolução's debit
+    assert charge.status == ChargeStatus.REFUNDED  # closed with its devolução's debit
     assert available_balance(account) == SEED - LIQUID == ledger_sum(account)
     after = kinds(account)
-    assert after[-1] == (K.CHARGE_REFUND, -LIQUID)
+    assert after[-1] == (LedgerEntry.Kind.CHARGE_REFUND, -LIQUID)
 
     # The dispute resolved for the account: staff cannot ask it, the acquirer's word changes nothing.
-    refused(A.RESOLVE_CHARGEBACK, charge.pk, maker)
+    refused(MoneyActionRequest.Action.RESOLVE_CHARGEBACK, charge.pk, maker)
     resolved = Notification(event=NotificationEvent.CHARGE_CHARGEBACK_RESOLVED, reference=charge.txid)
     assert not charge_event_apply(acquirer=bacen_acquirer, notification=resolved, source="acquirer").changed
     # Refunded again, by API (the contract's envelope), by staff, or the PSP's notice of the devolução: nothing.
@@ -651,12 +672,14 @@ def test_a_redebited_devolucao_is_never_debited_again(
         409,
         {"success": False, "message": "Só transações pagas podem ser estornadas; esta está estornada.", "data": None},
     )
-    refused(A.REFUND_CHARGE, charge.pk, maker)
+    refused(MoneyActionRequest.Action.REFUND_CHARGE, charge.pk, maker)
     assert callback(fake_psp, charge.e2e_id or "").status_code == 200
-    refused(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item.pk, maker, "já foi debitado")  # nor a second redébito
+    refused(
+        MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK, item.pk, maker, "já foi debitado"
+    )  # nor a second redébito
 
     charge.refresh_from_db()
-    assert charge.status == S.REFUNDED
+    assert charge.status == ChargeStatus.REFUNDED
     assert kinds(account) == after
     assert available_balance(account) == SEED - LIQUID == ledger_sum(account)
     assert len(fake_psp.calls_of("devolucao.put")) == 1
@@ -670,25 +693,27 @@ def test_a_charge_refunded_after_its_chargeback_may_still_be_redebited_once(
     the devolução the PSP made is still the payer's second repayment."""
     charge, (maker, checker) = repaid_twice, two_staff
     if how == "med_completed":
-        charge_transition(charge_id=charge.pk, to_status=S.REFUNDED, source="acquirer")
+        charge_transition(charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source="acquirer")
     else:  # the PSP's callback for the Pix with its devolução DEVOLVIDO
         assert callback(fake_psp, charge.e2e_id or "").status_code == 200
     charge.refresh_from_db()
-    assert charge.status == S.REFUNDED
+    assert charge.status == ChargeStatus.REFUNDED
     assert available_balance(account) == SEED == ledger_sum(account)
 
-    approved = asked_and_approved(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item_of(charge).pk, maker=maker, checker=checker)
+    approved = asked_and_approved(
+        MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK, item_of(charge).pk, maker=maker, checker=checker
+    )
 
     assert (approved.state, approved.amount) == ("approved", LIQUID)
     assert available_balance(account) == SEED - LIQUID == ledger_sum(account)
     entry = LedgerEntry.objects.filter(account=account).latest("id")
     assert (entry.kind, entry.amount, entry.reference) == (
-        K.CHARGE_REFUND,
+        LedgerEntry.Kind.CHARGE_REFUND,
         -LIQUID,
         f"charge:{charge.pk}:refund-redebit",
     )
     # Once per devolução (the charge's: D<charge>), whichever item asks.
-    refused(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item_of(charge).pk, maker, "já foi debitado")
+    refused(MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK, item_of(charge).pk, maker, "já foi debitado")
     assert available_balance(account) == SEED - LIQUID == ledger_sum(account)
 
 
@@ -699,17 +724,22 @@ def test_a_devolucao_the_refund_of_a_paid_charge_debited_is_not_redebited(
     redébito: the charge's own refund (the same devolução, answered done)
     debits it, and the item's redébito is refused."""
     charge, (maker, checker) = repaid_twice, two_staff
-    assert asked_and_approved(A.RESOLVE_CHARGEBACK, charge.pk, maker=maker, checker=checker).state == "approved"
+    assert (
+        asked_and_approved(MoneyActionRequest.Action.RESOLVE_CHARGEBACK, charge.pk, maker=maker, checker=checker).state
+        == "approved"
+    )
     assert api_refund(api, charge, "second").status_code == 202
     refund = ChargeRefund.objects.filter(charge=charge).latest("id")
     assert charge_refund_pursue(refund_id=refund.pk) is RefundOutcome.REFUNDED  # the PSP: that devolução is done
     charge.refresh_from_db()
-    assert charge.status == S.REFUNDED
+    assert charge.status == ChargeStatus.REFUNDED
     # Paid, charged back, resolved, refunded: the devolução debited once.
     assert available_balance(account) == SEED == ledger_sum(account)
     before = kinds(account)
 
-    refused(A.REDEBIT_REFUND_AFTER_CHARGEBACK, item_of(charge).pk, maker, "estornada depois de paga")
+    refused(
+        MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK, item_of(charge).pk, maker, "estornada depois de paga"
+    )
 
     assert kinds(account) == before
     assert available_balance(account) == SEED == ledger_sum(account)

@@ -37,7 +37,6 @@ from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
 from withdrawals.payouts import withdrawal_process
 from withdrawals.services import LEASE, withdrawal_approve, withdrawal_request
 
-S = WithdrawalStatus
 AMOUNT = 5000  # fee 1.00 + 1 % discounted: 48.50 sent
 CPF = "52998224725"
 #: Retries come 2, 4, 8... s after a loss; the poller only after 2 minutes.
@@ -133,7 +132,7 @@ def test_a_payout_whose_database_connection_is_terminated_mid_send_is_paid_withi
     kinds = list(LedgerEntry.objects.filter(account=account).order_by("id").values_list("kind", flat=True))
     assert kinds == [LedgerEntry.Kind.CHARGE_PAID, LedgerEntry.Kind.WITHDRAWAL]
     statuses = WebhookEvent.objects.filter(record_id=withdrawal.pk).order_by("created_at")
-    assert list(statuses.values_list("status", flat=True)) == [S.APPROVED, S.PAID]
+    assert list(statuses.values_list("status", flat=True)) == [WithdrawalStatus.APPROVED, WithdrawalStatus.PAID]
 
 
 # In the test's transaction: no commit, so nothing is enqueued; this test runs the engine itself.
@@ -161,7 +160,11 @@ def test_a_lease_left_by_a_dead_attempt_is_taken_back_by_its_tasks_retry_only(ac
     leased.update(payout_lease_token=retry)
     assert withdrawal_process(withdrawal_id=withdrawal.pk, take_over=dead) == "held"  # the duplicate delivery
     leased.update(payout_lease_token=dead)
-    assert withdrawal_process(withdrawal_id=withdrawal.pk, lease_token=retry, take_over=dead) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk, lease_token=retry, take_over=dead) == WithdrawalStatus.PAID
     withdrawal.refresh_from_db()
-    assert (withdrawal.status, withdrawal.payout_leased_until, withdrawal.payout_lease_token) == (S.PAID, None, "")
+    assert (withdrawal.status, withdrawal.payout_leased_until, withdrawal.payout_lease_token) == (
+        WithdrawalStatus.PAID,
+        None,
+        "",
+    )
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)

@@ -34,7 +34,6 @@ from webhooks.models import WebhookEvent
 from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus
 from withdrawals.services import payouts_poll, withdrawal_request
 
-S = WithdrawalStatus
 AMOUNT = 5000  # fee 1.00 + 1 % discounted: 48.50 sent
 CPF = "52998224725"
 #: The issue's bound is a minute from the worker's death; well under it.
@@ -120,7 +119,7 @@ def test_a_payout_whose_pool_child_is_killed_mid_send_is_paid_within_seconds_and
     kinds = list(LedgerEntry.objects.filter(account=account).order_by("id").values_list("kind", flat=True))
     assert kinds == [LedgerEntry.Kind.CHARGE_PAID, LedgerEntry.Kind.WITHDRAWAL]
     statuses = WebhookEvent.objects.filter(record_id=withdrawal.pk).order_by("created_at")
-    assert list(statuses.values_list("status", flat=True)) == [S.APPROVED, S.PAID]
+    assert list(statuses.values_list("status", flat=True)) == [WithdrawalStatus.APPROVED, WithdrawalStatus.PAID]
 
 
 def test_a_payout_that_kills_its_child_every_time_stops_held_for_staff_who_resume_it(
@@ -162,14 +161,14 @@ def test_a_payout_that_kills_its_child_every_time_stops_held_for_staff_who_resum
             ("status", "timeout", "RunInterrupted"),
         ]
         # Held, undetermined (a send is on record), no lease left, money still debited.
-        assert withdrawal.status == S.APPROVED
+        assert withdrawal.status == WithdrawalStatus.APPROVED
         assert withdrawal.held_since is not None
         assert withdrawal.payout_unclear_since is not None
         assert withdrawal.payout_owner_id == efi_acquirer.pk
         assert (withdrawal.payout_leased_until, withdrawal.payout_lease_token) == (None, "")
         assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
         assert list(WebhookEvent.objects.filter(record_id=withdrawal.pk).values_list("status", flat=True)) == [
-            S.APPROVED
+            WithdrawalStatus.APPROVED
         ]
         assert payouts_poll(older_than=dt.timedelta(0)) == 0  # beat leaves it to staff
 

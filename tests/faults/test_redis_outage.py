@@ -48,8 +48,6 @@ from webhooks.services import endpoint_create
 from withdrawals.models import Withdrawal, WithdrawalStatus
 from withdrawals.tasks import poll_stuck_payouts
 
-D = WebhookDelivery.Status
-S = WithdrawalStatus
 CPF = "52998224725"
 CHARGE = {
     "payment_method": "pix",
@@ -121,7 +119,7 @@ def test_a_redis_outage_loses_no_event_and_the_outbox_drains(
             withdrawals = [Withdrawal.objects.get(pk=outcomes[i][0].json()["data"]["id"]) for i in (1, 3)]
             assert not redis.answers()
             # Written in the outbox, waiting: nothing could be handed to a worker.
-            pending = WebhookDelivery.objects.filter(status=D.PENDING, attempt_count=0)
+            pending = WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING, attempt_count=0)
             assert sorted(pending.values_list("event__record_id", flat=True)) == sorted(c.pk for c in charges)
             assert receiver.requests == []
 
@@ -135,8 +133,11 @@ def test_a_redis_outage_loses_no_event_and_the_outbox_drains(
             poll_stuck_payouts.delay()
 
             def drained() -> bool:
-                paid = Withdrawal.objects.filter(pk__in=[w.pk for w in withdrawals], status=S.PAID).count() == 2
-                return paid and not WebhookDelivery.objects.exclude(status=D.SUCCEEDED).exists()
+                paid = (
+                    Withdrawal.objects.filter(pk__in=[w.pk for w in withdrawals], status=WithdrawalStatus.PAID).count()
+                    == 2
+                )
+                return paid and not WebhookDelivery.objects.exclude(status=WebhookDelivery.Status.SUCCEEDED).exists()
 
             wait_for(drained, timeout=60)
 
@@ -144,13 +145,16 @@ def test_a_redis_outage_loses_no_event_and_the_outbox_drains(
     # withdrawal's approval and payout.
     events = WebhookEvent.objects.filter(account=account)
     assert sorted((e.record_id, e.status) for e in events) == sorted(
-        [(c.pk, ChargeStatus.PAID) for c in charges] + [(w.pk, s) for w in withdrawals for s in (S.APPROVED, S.PAID)]
+        [(c.pk, ChargeStatus.PAID) for c in charges]
+        + [(w.pk, s) for w in withdrawals for s in (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID)]
     )
     assert {r.headers["X-Webhook-Event-ID"] for r in receiver.requests} == {str(e.id) for e in events}
     for request in receiver.requests:
         body = json.loads(request.body)
         assert body["id"] == request.headers["X-Webhook-Event-ID"]
-    assert WebhookDelivery.objects.filter(event__in=events, status=D.SUCCEEDED).count() == len(events)
+    assert WebhookDelivery.objects.filter(event__in=events, status=WebhookDelivery.Status.SUCCEEDED).count() == len(
+        events
+    )
     # The money moved once per change.
     liquid = sum(Charge.objects.get(pk=c.pk).liquid_amount for c in charges)
     assert available_balance(account) == SEED + liquid - 2 * WITHDRAWAL_AMOUNT == ledger_sum(account)

@@ -47,9 +47,6 @@ from webhooks.tasks import relay_webhooks
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import payouts_poll
 
-S = WithdrawalStatus
-K = LedgerEntry.Kind
-D = WebhookDelivery.Status
 AMOUNT = 5000
 CPF = "52998224725"
 # Seconds a taken, unacknowledged task waits before the broker gives it to
@@ -128,11 +125,11 @@ def test_a_payout_cut_short_by_a_killed_worker_is_finished_by_the_next_one_and_s
     (interrupted,) = set(task_ids(first, task, "received")) - set(task_ids(first, task, "succeeded"))
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.APPROVED
+    assert withdrawal.status == WithdrawalStatus.APPROVED
     assert withdrawal.payout_leased_until is not None
     assert withdrawal.payout_leased_until > timezone.now()  # still the dead worker's
     assert attempts(withdrawal) == [(acquirer.key, "send", "in_progress")]
-    assert events(withdrawal.pk) == [S.APPROVED]
+    assert events(withdrawal.pk) == [WithdrawalStatus.APPROVED]
     assert sandbox.payout_requests(withdrawal.idempotency_id) == 1
     assert available_balance(account) == SEED - AMOUNT
 
@@ -156,7 +153,11 @@ def test_a_payout_cut_short_by_a_killed_worker_is_finished_by_the_next_one_and_s
 
     withdrawal.refresh_from_db()
     held = sandbox.get_payout_status(withdrawal.idempotency_id)
-    assert (withdrawal.status, withdrawal.e2e_id, withdrawal.acquirer_id) == (S.PAID, held.e2e_id, acquirer.pk)
+    assert (withdrawal.status, withdrawal.e2e_id, withdrawal.acquirer_id) == (
+        WithdrawalStatus.PAID,
+        held.e2e_id,
+        acquirer.pk,
+    )
     assert withdrawal.paid_at is not None
     assert withdrawal.payout_leased_until is None
     # It asked before anything else, found the transfer made, and never sent again;
@@ -165,13 +166,16 @@ def test_a_payout_cut_short_by_a_killed_worker_is_finished_by_the_next_one_and_s
     assert PayoutAttempt.objects.filter(withdrawal=withdrawal).order_by("id")[0].error_class == "RunInterrupted"
     assert sandbox.payout_requests(withdrawal.idempotency_id) == 1
     transitions = WithdrawalTransition.objects.filter(withdrawal=withdrawal).order_by("id")
-    assert [(t.from_status, t.to_status) for t in transitions] == [(S.PENDING, S.APPROVED), (S.APPROVED, S.PAID)]
-    assert events(withdrawal.pk) == [S.APPROVED, S.PAID]
+    assert [(t.from_status, t.to_status) for t in transitions] == [
+        (WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED),
+        (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID),
+    ]
+    assert events(withdrawal.pk) == [WithdrawalStatus.APPROVED, WithdrawalStatus.PAID]
     # Debited once, at the request; nothing moved when it was paid.
-    assert ledger(account) == [(K.CHARGE_PAID, SEED), (K.WITHDRAWAL, -AMOUNT)]
+    assert ledger(account) == [(LedgerEntry.Kind.CHARGE_PAID, SEED), (LedgerEntry.Kind.WITHDRAWAL, -AMOUNT)]
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
     read = api.get(f"/api/withdrawals/{withdrawal.pk}").json()["data"]
-    assert (read["status"], read["e2e_id"]) == (S.PAID, withdrawal.e2e_id)
+    assert (read["status"], read["e2e_id"]) == (WithdrawalStatus.PAID, withdrawal.e2e_id)
     assert payouts_poll(older_than=dt.timedelta(0)) == 0  # nothing left for beat
 
 
@@ -215,7 +219,11 @@ def test_a_delivery_cut_short_by_a_killed_worker_is_sent_again_and_succeeds(
 
     event = WebhookEvent.objects.get(record_id=charge.pk)
     delivery = WebhookDelivery.objects.get(event=event)
-    assert (delivery.status, delivery.attempt_count, delivery.endpoint_id) == (D.PENDING, 0, endpoint.pk)
+    assert (delivery.status, delivery.attempt_count, delivery.endpoint_id) == (
+        WebhookDelivery.Status.PENDING,
+        0,
+        endpoint.pk,
+    )
     assert delivery.leased_until is not None
     assert delivery.leased_until > timezone.now()  # still the dead worker's
     # The attempt is on record before the call: the receiver may have seen it.
@@ -235,7 +243,7 @@ def test_a_delivery_cut_short_by_a_killed_worker_is_sent_again_and_succeeds(
     # lease: with the session worker's 4 threads its endpoint may hold only one.
     capacity._client().delete(*capacity.delivery_caps(endpoint_id=endpoint.pk, account_id=account.pk))
     relay_webhooks.delay()
-    wait_for(lambda: WebhookDelivery.objects.get(pk=delivery.pk).status == D.SUCCEEDED, timeout=30)
+    wait_for(lambda: WebhookDelivery.objects.get(pk=delivery.pk).status == WebhookDelivery.Status.SUCCEEDED, timeout=30)
 
     # At least once: the receiver saw the same event twice, and deduplicates on its id.
     first_request, second_request = receiver.requests
@@ -252,6 +260,6 @@ def test_a_delivery_cut_short_by_a_killed_worker_is_sent_again_and_succeeds(
     first, second = WebhookAttempt.objects.filter(delivery=delivery).order_by("number")
     assert (first.number, first.status_code, first.succeeded) == (1, None, False)
     assert (second.number, second.status_code, second.succeeded) == (2, 200, True)
-    assert not WebhookDelivery.objects.filter(status=D.PENDING).exists()
+    assert not WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING).exists()
     assert len(receiver.requests) == 2
     assert events(charge.pk) == ["paid"]

@@ -20,8 +20,8 @@ from django.utils import timezone
 from accounts.models import Account, LedgerEntry, MoneyActionRequest
 from accounts.selectors import available_balance
 from acquirers.models import Acquirer, InboundNotification
-from core.admin_lists import CsvColumn
-from payments.admin import ChargeAdmin
+from core.admin.lists import CsvColumn
+from payments.admin.charges import ChargeAdmin
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.refunds import RefundOutcome, charge_refund_pursue
 from payments.services import charge_transition

@@ -26,7 +26,6 @@ from tests.factories import AccountFactory, ChargeFactory, WithdrawalFactory
 from tests.helpers import SAO_PAULO, VALIDATION, csv_rows, listing_data
 from withdrawals.models import Withdrawal
 
-P = ApiCredential.Permission
 NO_PERMISSION = {
     "success": False,
     "message": "Esta credencial não tem permissão para realizar esta operação.",
@@ -56,8 +55,8 @@ CHARGES = Export(
     url="/api/transactions.csv",
     listing="/api/transactions",
     collection="transactions",
-    permission=P.CASHIN,
-    refused=P.CASHOUT,
+    permission=ApiCredential.Permission.CASHIN,
+    refused=ApiCredential.Permission.CASHOUT,
     filename="transacoes",
     required="Informe o período (created_at_start e created_at_end) para exportar as transações.",
     too_long="O período das transações em CSV é de no máximo 31 dias.",
@@ -67,8 +66,8 @@ WITHDRAWALS = Export(
     url="/api/withdrawals.csv",
     listing="/api/withdrawals",
     collection="withdrawals",
-    permission=P.CASHOUT,
-    refused=P.CASHIN,
+    permission=ApiCredential.Permission.CASHOUT,
+    refused=ApiCredential.Permission.CASHIN,
     filename="saques",
     required="Informe o período (created_at_start e created_at_end) para exportar os saques.",
     too_long="O período dos saques em CSV é de no máximo 31 dias.",
@@ -242,7 +241,7 @@ def test_credentials(account: Account, export: Export) -> None:
     refused = api_for(account, export.refused).get(export.url, MARCH)
     assert refused.status_code == 403
     assert refused.json() == NO_PERMISSION
-    for permission in (export.permission, P.ALL):
+    for permission in (export.permission, ApiCredential.Permission.ALL):
         assert csv_rows(api_for(account, permission).get(export.url, MARCH))[0][0] == "id"
 
 

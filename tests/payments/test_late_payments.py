@@ -30,8 +30,6 @@ from tests.factories import AcquirerFactory
 from tests.helpers import admin_action, admin_messages, staff_login
 from tests.realworld import run_concurrently
 
-S = ChargeStatus
-A = MoneyActionRequest.Action
 BODY = {
     "payment_method": "pix",
     "amount": 1000,
@@ -68,7 +66,7 @@ def pay(api: APIClient, charge: Charge) -> Any:
 def canceled_and_paid(api: APIClient) -> tuple[Charge, LatePayment]:
     """Staff cancelled it; the payer paid before the cancel reached the acquirer."""
     charge = new_charge(api)
-    charge_transition(charge_id=charge.pk, to_status=S.CANCELED, source="staff", actor="op")
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CANCELED, source="staff", actor="op")
     response = pay(api, charge)
     assert response.status_code == 200, response.content
     return charge, LatePayment.objects.get(charge=charge)
@@ -80,7 +78,7 @@ def canceled_and_paid(api: APIClient) -> tuple[Charge, LatePayment]:
 @pytest.mark.django_db
 def test_the_sandbox_payer_can_pay_until_the_cancel_reaches_it(api: APIClient, account: Account) -> None:
     charge = new_charge(api)
-    charge_transition(charge_id=charge.pk, to_status=S.CANCELED, source="staff", actor="op")
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CANCELED, source="staff", actor="op")
     sandbox = adapters.build(charge.acquirer)
     assert isinstance(sandbox, SandboxAdapter)
     assert sandbox.charge_state(charge.txid) == "active"  # the finding: still payable there
@@ -102,7 +100,7 @@ def test_the_sandbox_payer_can_pay_until_the_cancel_reaches_it(api: APIClient, a
 @pytest.mark.django_db
 def test_once_the_cancel_reached_the_sandbox_its_payer_cannot_pay(api: APIClient, account: Account) -> None:
     charge = new_charge(api)
-    charge_transition(charge_id=charge.pk, to_status=S.CANCELED, source="staff", actor="op")
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CANCELED, source="staff", actor="op")
     assert charge_cancel_pursue(charge_id=charge.pk) == ChargeCancellation.State.DONE
 
     refused = pay(api, charge)
@@ -124,7 +122,7 @@ def test_a_late_payment_credited_by_a_second_staff_member(api: APIClient, accoun
 
     asked = admin_action(maker_client, LATE, "request_late_credit", [late.pk], reason="Cliente confirmou o pedido")
     assert any("1 pedido de aprovação criado" in m for m in admin_messages(asked))
-    pending = MoneyActionRequest.objects.get(action=A.CREDIT_LATE_PAYMENT)
+    pending = MoneyActionRequest.objects.get(action=MoneyActionRequest.Action.CREDIT_LATE_PAYMENT)
     assert (pending.amount, pending.account_id) == (charge.liquid_amount, account.pk)
     assert available_balance(account) == 0  # nothing before the approval
 
@@ -146,7 +144,7 @@ def test_a_late_payment_credited_by_a_second_staff_member(api: APIClient, accoun
     )
     late.refresh_from_db()
     assert late.status == "credited"
-    assert Charge.objects.get(pk=charge.pk).status == S.CANCELED  # the contract's status stays
+    assert Charge.objects.get(pk=charge.pk).status == ChargeStatus.CANCELED  # the contract's status stays
     # The merchant's statement shows the credit under the charge that received the Pix.
     statement = api.get("/api/statement").json()["data"]
     (line,) = statement["entries"]
@@ -154,7 +152,12 @@ def test_a_late_payment_credited_by_a_second_staff_member(api: APIClient, accoun
 
     # No second credit: a new request is refused at once.
     with pytest.raises(Exception, match="creditado"):
-        money_action_request(action=A.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="de novo")
+        money_action_request(
+            action=MoneyActionRequest.Action.CREDIT_LATE_PAYMENT,
+            target_id=late.pk,
+            requested_by=maker,
+            reason="de novo",
+        )
     assert available_balance(account) == charge.liquid_amount
 
 
@@ -166,10 +169,10 @@ def test_two_approvers_at_once_resolve_it_exactly_once(api: APIClient, account: 
     maker = staff("maker", "operations")
     first, second = staff("first", "finance"), staff("second", "finance")
     credit = money_action_request(
-        action=A.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Creditar"
+        action=MoneyActionRequest.Action.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Creditar"
     )
     give_back = money_action_request(
-        action=A.RETURN_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Devolver"
+        action=MoneyActionRequest.Action.RETURN_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Devolver"
     )
 
     outcomes = run_concurrently(
@@ -210,7 +213,7 @@ def test_a_return_the_acquirer_did_not_make_waits_for_a_decision_again(
     charge.acquirer.save()
     maker, checker = staff("maker", "operations"), staff("checker", "finance")
     pending = money_action_request(
-        action=A.RETURN_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Devolver"
+        action=MoneyActionRequest.Action.RETURN_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Devolver"
     )
     with django_capture_on_commit_callbacks() as callbacks:
         assert money_action_approve(request_id=pending.pk, approver=checker).state == "approved"
@@ -222,7 +225,9 @@ def test_a_return_the_acquirer_did_not_make_waits_for_a_decision_again(
     assert (late.status, late.resolved_at) == ("open", None)
     assert available_balance(account) == 0
     # Staff may now credit it (a new resolution: the failed one does not count).
-    again = money_action_request(action=A.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Ok")
+    again = money_action_request(
+        action=MoneyActionRequest.Action.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Ok"
+    )
     assert money_action_approve(request_id=again.pk, approver=checker).state == "approved"
     assert available_balance(account) == charge.liquid_amount
 
@@ -245,7 +250,9 @@ def test_a_devolucao_the_acquirer_does_not_know_is_never_taken_as_returned(
         SandboxAdapter, "refund_charge", lambda self, request: RefundResult(status=RefundStatus.NOT_FOUND)
     )
     maker, checker = staff("maker", "operations"), staff("checker", "finance")
-    pending = money_action_request(action=A.RETURN_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="X")
+    pending = money_action_request(
+        action=MoneyActionRequest.Action.RETURN_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="X"
+    )
     assert money_action_approve(request_id=pending.pk, approver=checker).state == "approved"
     (resolution,) = LatePaymentResolution.objects.all()
 

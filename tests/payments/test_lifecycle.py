@@ -33,8 +33,6 @@ from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import local
 
-S = ChargeStatus
-K = LedgerEntry.Kind
 AMOUNT = 1000
 # Fees of the account below: 30 + round_half_up(1000 * 150 / 10000) = 45.
 LIQUID = 955
@@ -63,7 +61,7 @@ def create_charge(api: APIClient) -> Charge:
     response = api.post("/api/transactions", BODY, format="json")
     assert response.status_code == 201, response.content
     charge = Charge.objects.get(pk=response.json()["data"]["id"])
-    assert (charge.amount, charge.liquid_amount, charge.status) == (AMOUNT, LIQUID, S.PENDING)
+    assert (charge.amount, charge.liquid_amount, charge.status) == (AMOUNT, LIQUID, ChargeStatus.PENDING)
     return charge
 
 
@@ -138,19 +136,20 @@ def sandbox(api: APIClient, charge_id: Any, action: str) -> Any:
 
 ALLOWED = [
     # (path to the "from" state, to, ledger kind or None, signed multiple of liquid_amount)
-    ((), S.PAID, K.CHARGE_PAID, +1),
-    ((), S.FAILED, None, 0),
-    ((), S.CANCELED, None, 0),
-    ((S.PAID,), S.REFUNDED, K.CHARGE_REFUND, -1),
-    ((S.PAID,), S.CHARGEBACK, K.CHARGE_CHARGEBACK, -1),
-    ((S.PAID, S.CHARGEBACK), S.PAID, K.CHARGEBACK_REVERSAL, +1),
-    ((S.PAID, S.CHARGEBACK), S.REFUNDED, None, 0),
+    ((), ChargeStatus.PAID, LedgerEntry.Kind.CHARGE_PAID, +1),
+    ((), ChargeStatus.FAILED, None, 0),
+    ((), ChargeStatus.CANCELED, None, 0),
+    ((ChargeStatus.PAID,), ChargeStatus.REFUNDED, LedgerEntry.Kind.CHARGE_REFUND, -1),
+    ((ChargeStatus.PAID,), ChargeStatus.CHARGEBACK, LedgerEntry.Kind.CHARGE_CHARGEBACK, -1),
+    ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), ChargeStatus.PAID, LedgerEntry.Kind.CHARGEBACK_REVERSAL, +1),
+    ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), ChargeStatus.REFUNDED, None, 0),
 ]
 
 
 def test_the_table_is_exactly_decisions_4() -> None:
     expected = {
-        ((path[-1] if path else S.PENDING), to): ((kind, sign) if kind else None) for path, to, kind, sign in ALLOWED
+        ((path[-1] if path else ChargeStatus.PENDING), to): ((kind, sign) if kind else None)
+        for path, to, kind, sign in ALLOWED
     }
     assert expected == TRANSITIONS
 
@@ -183,27 +182,27 @@ def test_allowed_transition_applies_its_ledger_effect(
 
 
 REFUSED = [
-    ((S.PAID,), S.PENDING),
-    ((S.PAID,), S.FAILED),
-    ((S.PAID,), S.CANCELED),
-    ((), S.REFUNDED),
-    ((), S.CHARGEBACK),
-    ((S.FAILED,), S.PAID),
-    ((S.FAILED,), S.PENDING),
-    ((S.FAILED,), S.CANCELED),
-    ((S.FAILED,), S.REFUNDED),
-    ((S.CANCELED,), S.PAID),
-    ((S.CANCELED,), S.PENDING),
-    ((S.CANCELED,), S.FAILED),
-    ((S.CANCELED,), S.CHARGEBACK),
-    ((S.PAID, S.REFUNDED), S.PAID),
-    ((S.PAID, S.REFUNDED), S.PENDING),
-    ((S.PAID, S.REFUNDED), S.FAILED),
-    ((S.PAID, S.REFUNDED), S.CANCELED),
-    ((S.PAID, S.REFUNDED), S.CHARGEBACK),
-    ((S.PAID, S.CHARGEBACK), S.PENDING),
-    ((S.PAID, S.CHARGEBACK), S.FAILED),
-    ((S.PAID, S.CHARGEBACK), S.CANCELED),
+    ((ChargeStatus.PAID,), ChargeStatus.PENDING),
+    ((ChargeStatus.PAID,), ChargeStatus.FAILED),
+    ((ChargeStatus.PAID,), ChargeStatus.CANCELED),
+    ((), ChargeStatus.REFUNDED),
+    ((), ChargeStatus.CHARGEBACK),
+    ((ChargeStatus.FAILED,), ChargeStatus.PAID),
+    ((ChargeStatus.FAILED,), ChargeStatus.PENDING),
+    ((ChargeStatus.FAILED,), ChargeStatus.CANCELED),
+    ((ChargeStatus.FAILED,), ChargeStatus.REFUNDED),
+    ((ChargeStatus.CANCELED,), ChargeStatus.PAID),
+    ((ChargeStatus.CANCELED,), ChargeStatus.PENDING),
+    ((ChargeStatus.CANCELED,), ChargeStatus.FAILED),
+    ((ChargeStatus.CANCELED,), ChargeStatus.CHARGEBACK),
+    ((ChargeStatus.PAID, ChargeStatus.REFUNDED), ChargeStatus.PAID),
+    ((ChargeStatus.PAID, ChargeStatus.REFUNDED), ChargeStatus.PENDING),
+    ((ChargeStatus.PAID, ChargeStatus.REFUNDED), ChargeStatus.FAILED),
+    ((ChargeStatus.PAID, ChargeStatus.REFUNDED), ChargeStatus.CANCELED),
+    ((ChargeStatus.PAID, ChargeStatus.REFUNDED), ChargeStatus.CHARGEBACK),
+    ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), ChargeStatus.PENDING),
+    ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), ChargeStatus.FAILED),
+    ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), ChargeStatus.CANCELED),
 ]
 
 
@@ -227,7 +226,7 @@ def test_refused_transition_raises_and_changes_nothing(
     assert available_balance(account) == ledger_sum(account)
 
 
-@pytest.mark.parametrize("status", [S.PAID, S.FAILED, S.CANCELED])
+@pytest.mark.parametrize("status", [ChargeStatus.PAID, ChargeStatus.FAILED, ChargeStatus.CANCELED])
 def test_repeating_a_transition_is_a_no_op(account: Account, acquirer: Acquirer, status: str) -> None:
     charge = make_charge(account, acquirer)
     move(charge, status)
@@ -242,15 +241,22 @@ def test_chargeback_then_paid_then_chargeback_again_uses_distinct_references(
     account: Account, acquirer: Acquirer
 ) -> None:
     charge = make_charge(account, acquirer)
-    move(charge, S.PAID, S.CHARGEBACK, S.PAID, S.CHARGEBACK, S.PAID)
+    move(
+        charge,
+        ChargeStatus.PAID,
+        ChargeStatus.CHARGEBACK,
+        ChargeStatus.PAID,
+        ChargeStatus.CHARGEBACK,
+        ChargeStatus.PAID,
+    )
 
     entries = list(LedgerEntry.objects.filter(account=account).order_by("id"))
     assert [(e.kind, e.amount) for e in entries] == [
-        (K.CHARGE_PAID, LIQUID),
-        (K.CHARGE_CHARGEBACK, -LIQUID),
-        (K.CHARGEBACK_REVERSAL, LIQUID),
-        (K.CHARGE_CHARGEBACK, -LIQUID),
-        (K.CHARGEBACK_REVERSAL, LIQUID),
+        (LedgerEntry.Kind.CHARGE_PAID, LIQUID),
+        (LedgerEntry.Kind.CHARGE_CHARGEBACK, -LIQUID),
+        (LedgerEntry.Kind.CHARGEBACK_REVERSAL, LIQUID),
+        (LedgerEntry.Kind.CHARGE_CHARGEBACK, -LIQUID),
+        (LedgerEntry.Kind.CHARGEBACK_REVERSAL, LIQUID),
     ]
     assert len({e.reference for e in entries}) == 5
     assert [e.balance_after for e in entries] == [LIQUID, 0, LIQUID, 0, LIQUID]
@@ -260,15 +266,20 @@ def test_chargeback_then_paid_then_chargeback_again_uses_distinct_references(
 
 def withdraw_everything(account: Account) -> None:
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=-available_balance(account), kind=K.WITHDRAWAL, reference="w:all")
+        ledger_post(
+            account_id=account.pk,
+            amount=-available_balance(account),
+            kind=LedgerEntry.Kind.WITHDRAWAL,
+            reference="w:all",
+        )
 
 
-@pytest.mark.parametrize("to", [S.REFUNDED, S.CHARGEBACK])
+@pytest.mark.parametrize("to", [ChargeStatus.REFUNDED, ChargeStatus.CHARGEBACK])
 def test_refund_or_chargeback_after_withdrawal_takes_the_balance_negative(
     api: APIClient, account: Account, acquirer: Acquirer, to: str
 ) -> None:
     charge = create_charge(api)
-    move(charge, S.PAID)
+    move(charge, ChargeStatus.PAID)
     withdraw_everything(account)
     assert balance_via_api(api) == 0
 
@@ -282,25 +293,31 @@ def test_dispute_lost_after_withdrawal_moves_no_further_money(
     api: APIClient, account: Account, acquirer: Acquirer
 ) -> None:
     charge = create_charge(api)
-    move(charge, S.PAID)
+    move(charge, ChargeStatus.PAID)
     withdraw_everything(account)
-    move(charge, S.CHARGEBACK, S.REFUNDED)
+    move(charge, ChargeStatus.CHARGEBACK, ChargeStatus.REFUNDED)
     assert balance_via_api(api) == -LIQUID == ledger_sum(account)
 
 
 def test_paid_sets_paid_at_and_e2e_id_and_dispute_resolution_keeps_them(account: Account, acquirer: Acquirer) -> None:
     charge = make_charge(account, acquirer)
     paid_at = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=5)
-    charge_transition(charge_id=charge.pk, to_status=S.PAID, source="acquirer", e2e_id="E" + "1" * 31, paid_at=paid_at)
+    charge_transition(
+        charge_id=charge.pk, to_status=ChargeStatus.PAID, source="acquirer", e2e_id="E" + "1" * 31, paid_at=paid_at
+    )
     charge.refresh_from_db()
     assert (charge.paid_at, charge.e2e_id) == (paid_at, "E" + "1" * 31)
 
-    move(charge, S.CHARGEBACK)
+    move(charge, ChargeStatus.CHARGEBACK)
     charge_transition(
-        charge_id=charge.pk, to_status=S.PAID, source="acquirer", e2e_id="E" + "2" * 31, paid_at=timezone.now()
+        charge_id=charge.pk,
+        to_status=ChargeStatus.PAID,
+        source="acquirer",
+        e2e_id="E" + "2" * 31,
+        paid_at=timezone.now(),
     )
     charge.refresh_from_db()
-    assert charge.status == S.PAID
+    assert charge.status == ChargeStatus.PAID
     assert (charge.paid_at, charge.e2e_id) == (paid_at, "E" + "1" * 31)
 
 
@@ -316,7 +333,7 @@ def test_sandbox_pay_credits_and_answers_the_record(api: APIClient, account: Acc
     assert response.status_code == 200
     charge.refresh_from_db()
     assert response.json() == {"success": True, "message": "Transação atualizada.", "data": record(charge)}
-    assert charge.status == S.PAID
+    assert charge.status == ChargeStatus.PAID
     assert charge.e2e_id is not None
     assert len(charge.e2e_id) == 32
     assert charge.e2e_id.startswith("E")
@@ -330,11 +347,11 @@ def test_sandbox_pay_credits_and_answers_the_record(api: APIClient, account: Acc
 
 SANDBOX_ALLOWED = [
     # (path, action, resulting status, balance change in liquid_amounts)
-    ((), "pay", S.PAID, +1),
-    ((), "fail", S.FAILED, 0),
-    ((S.PAID,), "refund", S.REFUNDED, -1),
-    ((S.PAID,), "chargeback", S.CHARGEBACK, -1),
-    ((S.PAID, S.CHARGEBACK), "refund", S.REFUNDED, 0),
+    ((), "pay", ChargeStatus.PAID, +1),
+    ((), "fail", ChargeStatus.FAILED, 0),
+    ((ChargeStatus.PAID,), "refund", ChargeStatus.REFUNDED, -1),
+    ((ChargeStatus.PAID,), "chargeback", ChargeStatus.CHARGEBACK, -1),
+    ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), "refund", ChargeStatus.REFUNDED, 0),
 ]
 
 
@@ -362,19 +379,24 @@ def test_sandbox_drivers(
 SANDBOX_REFUSED = [
     ((), "refund"),
     ((), "chargeback"),
-    ((S.PAID,), "fail"),
-    ((S.FAILED,), "refund"),
-    ((S.CANCELED,), "chargeback"),
-    ((S.PAID, S.REFUNDED), "fail"),
-    ((S.PAID, S.REFUNDED), "chargeback"),
-    ((S.PAID, S.CHARGEBACK), "fail"),
+    ((ChargeStatus.PAID,), "fail"),
+    ((ChargeStatus.FAILED,), "refund"),
+    ((ChargeStatus.CANCELED,), "chargeback"),
+    ((ChargeStatus.PAID, ChargeStatus.REFUNDED), "fail"),
+    ((ChargeStatus.PAID, ChargeStatus.REFUNDED), "chargeback"),
+    ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), "fail"),
     # A late confirmation never undoes a chargeback or a refund: asked of the
     # sandbox, it is a refusal like any other (one answer, 409, everywhere).
-    ((S.PAID, S.CHARGEBACK), "pay"),
-    ((S.PAID, S.REFUNDED), "pay"),
-    ((S.PAID, S.CHARGEBACK, S.REFUNDED), "pay"),
+    ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), "pay"),
+    ((ChargeStatus.PAID, ChargeStatus.REFUNDED), "pay"),
+    ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK, ChargeStatus.REFUNDED), "pay"),
 ]
-ACTION_TARGET = {"pay": S.PAID, "fail": S.FAILED, "refund": S.REFUNDED, "chargeback": S.CHARGEBACK}
+ACTION_TARGET = {
+    "pay": ChargeStatus.PAID,
+    "fail": ChargeStatus.FAILED,
+    "refund": ChargeStatus.REFUNDED,
+    "chargeback": ChargeStatus.CHARGEBACK,
+}
 
 
 @pytest.mark.parametrize(("path", "action"), SANDBOX_REFUSED, ids=lambda v: str(v))
@@ -485,7 +507,7 @@ def test_sandbox_refuses_a_cashout_credential_and_changes_nothing(
 
 @pytest.mark.parametrize(
     ("path", "action"),
-    [((), "pay"), ((), "fail"), ((S.PAID,), "refund"), ((S.PAID,), "chargeback")],
+    [((), "pay"), ((), "fail"), ((ChargeStatus.PAID,), "refund"), ((ChargeStatus.PAID,), "chargeback")],
     ids=lambda v: str(v),
 )
 def test_sandbox_cannot_touch_a_charge_held_by_a_real_acquirer(
@@ -508,7 +530,7 @@ def test_sandbox_needs_credentials(account: Account, acquirer: Acquirer) -> None
     charge = make_charge(account, acquirer)
     response = APIClient().post(f"/api/sandbox/transactions/{charge.pk}/pay")
     assert response.status_code == 401
-    assert snapshot(charge)["status"] == S.PENDING
+    assert snapshot(charge)["status"] == ChargeStatus.PENDING
 
 
 @pytest.fixture
@@ -547,7 +569,7 @@ def test_sandbox_route_exists_only_with_pix_sandbox(
         assert response.status_code == 404
         assert response.json() == {"success": False, "message": "Recurso não encontrado.", "data": None}
 
-    assert snapshot(charge)["status"] == S.PENDING
+    assert snapshot(charge)["status"] == ChargeStatus.PENDING
     # The other charge routes do not depend on the flag.
     assert resolve(f"/api/transactions/{charge.pk}").url_name == "transaction-detail"
 
@@ -562,8 +584,8 @@ def test_charges_expire_cancels_only_pending_charges_past_their_expiry(account: 
     not_yet = make_charge(account, acquirer)
     paid = make_charge(account, acquirer)
     failed = make_charge(account, acquirer)
-    move(paid, S.PAID)
-    move(failed, S.FAILED)
+    move(paid, ChargeStatus.PAID)
+    move(failed, ChargeStatus.FAILED)
     Charge.objects.filter(pk__in=[due.pk, paid.pk, failed.pk]).update(expires_at=now - dt.timedelta(seconds=1))
     Charge.objects.filter(pk=exactly_due.pk).update(expires_at=now)
     Charge.objects.filter(pk=not_yet.pk).update(expires_at=now + dt.timedelta(seconds=1))
@@ -574,11 +596,11 @@ def test_charges_expire_cancels_only_pending_charges_past_their_expiry(account: 
 
     statuses = dict(Charge.objects.values_list("pk", "status"))
     assert statuses == {
-        due.pk: S.CANCELED,
-        exactly_due.pk: S.CANCELED,
-        not_yet.pk: S.PENDING,
-        paid.pk: S.PAID,
-        failed.pk: S.FAILED,
+        due.pk: ChargeStatus.CANCELED,
+        exactly_due.pk: ChargeStatus.CANCELED,
+        not_yet.pk: ChargeStatus.PENDING,
+        paid.pk: ChargeStatus.PAID,
+        failed.pk: ChargeStatus.FAILED,
     }
     assert ChargeTransition.objects.get(charge=due).source == "expiry"
     assert available_balance(account) == balance
@@ -633,7 +655,7 @@ def test_concurrent_payment_confirmations_credit_once() -> None:
     charge = make_charge(account, AcquirerFactory(key="sbx_concurrent"))
 
     def pay() -> bool:
-        return charge_transition(charge_id=charge.pk, to_status=S.PAID, source="acquirer")
+        return charge_transition(charge_id=charge.pk, to_status=ChargeStatus.PAID, source="acquirer")
 
     results, errors = run_concurrently(pay, pay, pay, pay)
 
@@ -648,20 +670,20 @@ def test_concurrent_payment_confirmations_credit_once() -> None:
 def test_concurrent_refund_and_chargeback_debit_once() -> None:
     account = AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150)
     charge = make_charge(account, AcquirerFactory(key="sbx_concurrent"))
-    move(charge, S.PAID)
+    move(charge, ChargeStatus.PAID)
 
     def to(status: str) -> Callable[[], bool]:
         return lambda: charge_transition(charge_id=charge.pk, to_status=status, source="acquirer")
 
-    results, errors = run_concurrently(to(S.REFUNDED), to(S.CHARGEBACK))
+    results, errors = run_concurrently(to(ChargeStatus.REFUNDED), to(ChargeStatus.CHARGEBACK))
 
     charge.refresh_from_db()
-    if charge.status == S.REFUNDED and not errors:
+    if charge.status == ChargeStatus.REFUNDED and not errors:
         # chargeback first, then the lost dispute's refund (no money of its own).
         assert results == [True, True]
     else:
         # refund first: a refunded charge cannot be charged back.
-        assert charge.status == S.REFUNDED
+        assert charge.status == ChargeStatus.REFUNDED
         assert results == [True]
         assert [type(e) for e in errors] == [TransitionNotAllowed]
     entries = LedgerEntry.objects.filter(account=account)

@@ -21,7 +21,6 @@ from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import listing_data, listing_errors, local
 
-S = ChargeStatus
 URL = "/api/transactions"
 RECORD_FIELDS = {
     "id",
@@ -97,7 +96,9 @@ def make_many(account: Account, acquirer: Acquirer, count: int) -> list[Charge]:
 
 
 def pay(charge: Charge, paid_at: dt.datetime, e2e_id: str | None = None) -> Charge:
-    charge_transition(charge_id=charge.pk, to_status=S.PAID, source="acquirer", paid_at=paid_at, e2e_id=e2e_id)
+    charge_transition(
+        charge_id=charge.pk, to_status=ChargeStatus.PAID, source="acquirer", paid_at=paid_at, e2e_id=e2e_id
+    )
     charge.refresh_from_db()
     return charge
 
@@ -254,12 +255,12 @@ def test_filter_by_amount_is_inclusive(api: APIClient, account: Account, acquire
 
 
 def test_filter_by_status(api: APIClient, account: Account, acquirer: Acquirer) -> None:
-    charges = {status: make_charge(account, acquirer) for status in S.values}
-    charge_transition(charge_id=charges[S.PAID].pk, to_status=S.PAID, source="staff")
-    charge_transition(charge_id=charges[S.FAILED].pk, to_status=S.FAILED, source="staff")
-    charge_transition(charge_id=charges[S.CANCELED].pk, to_status=S.CANCELED, source="staff")
-    for final in (S.REFUNDED, S.CHARGEBACK):
-        for step in (S.PAID, final):
+    charges = {status: make_charge(account, acquirer) for status in ChargeStatus.values}
+    charge_transition(charge_id=charges[ChargeStatus.PAID].pk, to_status=ChargeStatus.PAID, source="staff")
+    charge_transition(charge_id=charges[ChargeStatus.FAILED].pk, to_status=ChargeStatus.FAILED, source="staff")
+    charge_transition(charge_id=charges[ChargeStatus.CANCELED].pk, to_status=ChargeStatus.CANCELED, source="staff")
+    for final in (ChargeStatus.REFUNDED, ChargeStatus.CHARGEBACK):
+        for step in (ChargeStatus.PAID, final):
             charge_transition(charge_id=charges[final].pk, to_status=step, source="staff")
 
     for status, charge in charges.items():

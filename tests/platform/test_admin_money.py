@@ -1,4 +1,4 @@
-"""Money as staff read and type it in the back office (core.admin)."""
+"""Money as staff read and type it in the back office (core.admin.money)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import pytest
 from django import forms
 
-from core.admin_money import ReaisField, parse_reais
+from core.admin.money import ReaisField, parse_reais
 
 
 @pytest.mark.parametrize(

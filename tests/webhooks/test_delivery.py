@@ -46,7 +46,6 @@ BODY = {
     "amount": 1000,
     "buyer": {"buyer_name": "Fulano", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
 }
-D = WebhookDelivery.Status
 
 # The worker is another process: it sees only committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -142,7 +141,7 @@ def test_paid_charge_is_delivered_once_with_spec_headers_body_and_signature(
     before = time.time()
     drive(api, charge, "pay")
     event = event_of(charge, ChargeStatus.PAID)
-    delivery = wait_status(delivery_of(event, created.endpoint), D.SUCCEEDED)
+    delivery = wait_status(delivery_of(event, created.endpoint), WebhookDelivery.Status.SUCCEEDED)
 
     (request,) = receiver.requests
     headers = lower(request.headers)
@@ -215,7 +214,7 @@ def test_each_later_transition_emits_one_event_and_a_repeat_emits_none(
     other = create_charge(api)
     assert charge_transition(charge_id=other.pk, to_status=ChargeStatus.CANCELED, source=ChargeTransition.Source.EXPIRY)
     assert verified(receiver.wait_for_requests(4)[-1], created.secret)["data"]["status"] == "canceled"
-    wait_for(lambda: WebhookDelivery.objects.filter(status=D.SUCCEEDED).count() == 4)
+    wait_for(lambda: WebhookDelivery.objects.filter(status=WebhookDelivery.Status.SUCCEEDED).count() == 4)
     assert WebhookDelivery.objects.count() == 4
     assert len(receiver.requests) == 4
 
@@ -237,7 +236,7 @@ def test_every_active_endpoint_gets_the_event_and_an_inactive_one_none(
     assert {r.headers["X-Webhook-Event-ID"] for r in requests} == {str(event.id)}
     assert json.loads(requests[0].body) == json.loads(requests[1].body)
     assert {d.endpoint_id for d in WebhookDelivery.objects.filter(event=event)} == {first.pk, second.pk}
-    wait_for(lambda: WebhookDelivery.objects.filter(event=event, status=D.SUCCEEDED).count() == 2)
+    wait_for(lambda: WebhookDelivery.objects.filter(event=event, status=WebhookDelivery.Status.SUCCEEDED).count() == 2)
     assert len(receiver.requests) == 2
 
 
@@ -253,7 +252,7 @@ def test_failures_are_retried_on_the_schedule_with_the_same_event_id(
 
     drive(api, charge, "pay")
     event = event_of(charge, ChargeStatus.PAID)
-    delivery = wait_status(delivery_of(event, created.endpoint), D.SUCCEEDED)
+    delivery = wait_status(delivery_of(event, created.endpoint), WebhookDelivery.Status.SUCCEEDED)
 
     requests = receiver.requests
     assert len(requests) == 3
@@ -283,7 +282,7 @@ def test_exhausted_schedule_fails_the_delivery_after_four_attempts(
     drive(api, charge, "pay")
     delivery = delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint)
     wait_for(lambda: WebhookAttempt.objects.filter(delivery=delivery).count() == 4)
-    delivery = wait_status(delivery, D.FAILED)
+    delivery = wait_status(delivery, WebhookDelivery.Status.FAILED)
 
     assert [(a.number, a.status_code, a.succeeded) for a in attempts_of(delivery)] == [
         (n, 500, False) for n in (1, 2, 3, 4)
@@ -292,7 +291,7 @@ def test_exhausted_schedule_fails_the_delivery_after_four_attempts(
     assert len(receiver.requests) == 4
     stays(lambda: len(receiver.requests) == 4, seconds=3)
     delivery.refresh_from_db()
-    assert (delivery.status, delivery.attempt_count) == (D.FAILED, 4)
+    assert (delivery.status, delivery.attempt_count) == (WebhookDelivery.Status.FAILED, 4)
 
 
 def test_a_redirect_is_a_failure_and_is_not_followed(
@@ -303,7 +302,9 @@ def test_a_redirect_is_a_failure_and_is_not_followed(
     charge = create_charge(api)
 
     drive(api, charge, "pay")
-    delivery = wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), D.SUCCEEDED)
+    delivery = wait_status(
+        delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), WebhookDelivery.Status.SUCCEEDED
+    )
 
     assert [r.path for r in receiver.requests] == ["/hook", "/hook"]
     assert [(a.status_code, a.succeeded) for a in attempts_of(delivery)] == [(302, False), (200, True)]
@@ -317,7 +318,9 @@ def test_a_timeout_is_a_failed_attempt_with_an_error(
     charge = create_charge(api)
 
     drive(api, charge, "pay")
-    delivery = wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), D.SUCCEEDED)
+    delivery = wait_status(
+        delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), WebhookDelivery.Status.SUCCEEDED
+    )
 
     first, second = attempts_of(delivery)
     assert (first.status_code, first.succeeded) == (None, False)
@@ -335,7 +338,7 @@ def test_410_disables_the_endpoint_at_once(
     charge = create_charge(api)
 
     drive(api, charge, "pay")
-    delivery = wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), endpoint), D.FAILED)
+    delivery = wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), endpoint), WebhookDelivery.Status.FAILED)
 
     endpoint.refresh_from_db()
     assert endpoint.is_active is False
@@ -356,7 +359,9 @@ def test_retry_after_on_429_is_honoured(
     charge = create_charge(api)
 
     drive(api, charge, "pay")
-    delivery = wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), D.SUCCEEDED)
+    delivery = wait_status(
+        delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), WebhookDelivery.Status.SUCCEEDED
+    )
 
     (gap,) = gaps(receiver.requests)
     assert gap >= 0.8
@@ -376,11 +381,11 @@ def test_retry_after_is_capped_at_twice_the_scheduled_delay(
     delivery.refresh_from_db()
 
     # Scheduled 1 s after the first attempt: at most 2 s, not 100 s.
-    assert delivery.status == D.PENDING
+    assert delivery.status == WebhookDelivery.Status.PENDING
     assert delivery.next_attempt_at is not None
     wait_seconds = (delivery.next_attempt_at - first.attempted_at).total_seconds()
     assert 0.8 <= wait_seconds <= 2.0
-    wait_status(delivery, D.SUCCEEDED)
+    wait_status(delivery, WebhookDelivery.Status.SUCCEEDED)
     (gap,) = gaps(receiver.requests)
     assert gap <= 3.0
 
@@ -393,7 +398,7 @@ def test_a_short_retry_after_does_not_shorten_the_schedule(
     charge = create_charge(api)
 
     drive(api, charge, "pay")
-    wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), D.SUCCEEDED)
+    wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), WebhookDelivery.Status.SUCCEEDED)
 
     # Scheduled 1 s ±20 %: "retry after 0 s" is no reason to retry sooner.
     (gap,) = gaps(receiver.requests)
@@ -490,7 +495,7 @@ def test_a_drip_feeding_receiver_is_cut_at_the_total_timeout_and_nothing_outlive
 
     assert 2.0 <= elapsed < 3.0
     delivery.refresh_from_db()
-    assert (outcome, delivery.status, delivery.attempt_count) == ("retry", D.PENDING, 1)
+    assert (outcome, delivery.status, delivery.attempt_count) == ("retry", WebhookDelivery.Status.PENDING, 1)
     assert delivery.last_status_code is None
     (attempt,) = attempts_of(delivery)
     assert (attempt.status_code, attempt.succeeded) == (None, False)
@@ -532,8 +537,8 @@ def test_an_endpoint_failing_for_five_days_is_disabled_and_a_success_clears_the_
 
         drive(api, charge, "pay")
         event = event_of(charge, ChargeStatus.PAID)
-        wait_status(delivery_of(event, recovering), D.SUCCEEDED)
-        failed = wait_status(delivery_of(event, failing), D.FAILED)
+        wait_status(delivery_of(event, recovering), WebhookDelivery.Status.SUCCEEDED)
+        failed = wait_status(delivery_of(event, failing), WebhookDelivery.Status.FAILED)
 
     failing.refresh_from_db()
     recovering.refresh_from_db()
@@ -567,7 +572,7 @@ def test_the_attempt_that_disables_an_endpoint_ends_its_delivery(
     endpoint.refresh_from_db()
     delivery.refresh_from_db()
     assert endpoint.is_active is False
-    assert (delivery.status, delivery.next_attempt_at) == (D.FAILED, None)
+    assert (delivery.status, delivery.next_attempt_at) == (WebhookDelivery.Status.FAILED, None)
     assert enqueued == []
 
 
@@ -581,7 +586,7 @@ def test_the_postback_url_gets_the_event_signed_with_the_account_postback_secret
 
     drive(api, charge, "pay")
     event = event_of(charge, ChargeStatus.PAID)
-    delivery = wait_status(delivery_of(event, None), D.SUCCEEDED)
+    delivery = wait_status(delivery_of(event, None), WebhookDelivery.Status.SUCCEEDED)
 
     (request,) = receiver.requests
     assert request.headers["X-Webhook-Code"] == "postback"
@@ -599,7 +604,7 @@ def test_after_a_postback_secret_rotation_both_secrets_sign_for_a_while(
     charge = create_charge(api, postback_url=receiver.url)
 
     drive(api, charge, "pay")
-    wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), None), D.SUCCEEDED)
+    wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), None), WebhookDelivery.Status.SUCCEEDED)
 
     (request,) = receiver.requests
     assert len(request.headers["webhook-signature"].split(" ")) == 2
@@ -615,7 +620,9 @@ def test_a_succeeded_delivery_is_never_sent_again(
     created = endpoint_create(account=account, url=receiver.url)
     charge = create_charge(api)
     drive(api, charge, "pay")
-    delivery = wait_status(delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), D.SUCCEEDED)
+    delivery = wait_status(
+        delivery_of(event_of(charge, ChargeStatus.PAID), created.endpoint), WebhookDelivery.Status.SUCCEEDED
+    )
 
     assert delivery_attempt(delivery_id=delivery.pk) == "skipped"
     # And through the worker: the task runs and reports it skipped.
@@ -645,7 +652,7 @@ def test_a_redelivered_event_is_sent_and_recorded(
     outcome = delivery_attempt(delivery_id=delivery.pk)
 
     delivery.refresh_from_db()
-    assert (outcome, delivery.status) == ("succeeded", D.SUCCEEDED)
+    assert (outcome, delivery.status) == ("succeeded", WebhookDelivery.Status.SUCCEEDED)
     assert [(a.number, a.status_code, a.succeeded) for a in attempts_of(delivery)] == [
         (1, 500, False),
         (2, 200, True),

@@ -40,7 +40,6 @@ BODY = {
     "buyer": {"buyer_name": "Fulano", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
 }
 UNREACHABLE_BROKER = "redis://127.0.0.1:1/0"
-D = WebhookDelivery.Status
 
 
 @pytest.fixture
@@ -128,7 +127,7 @@ def test_a_broker_outage_loses_no_event_and_the_relay_delivers_it(
     assert charge.status == ChargeStatus.PAID
     event = WebhookEvent.objects.get(record_id=charge.pk, status=ChargeStatus.PAID)
     delivery = WebhookDelivery.objects.get(event=event, endpoint=endpoint)
-    assert (delivery.status, delivery.attempt_count, delivery.leased_until) == (D.PENDING, 0, None)
+    assert (delivery.status, delivery.attempt_count, delivery.leased_until) == (WebhookDelivery.Status.PENDING, 0, None)
     assert delivery.next_attempt_at is not None
     # The hand-off failed on the broker connection: no message exists that a worker could take.
     (record,) = [r for r in caplog.records if f"delivery {delivery.pk} left to the relay" in r.getMessage()]
@@ -137,11 +136,11 @@ def test_a_broker_outage_loses_no_event_and_the_relay_delivers_it(
     assert receiver.requests == []
 
     assert deliveries_relay() == 1
-    wait_for(lambda: WebhookDelivery.objects.get(pk=delivery.pk).status == D.SUCCEEDED)
+    wait_for(lambda: WebhookDelivery.objects.get(pk=delivery.pk).status == WebhookDelivery.Status.SUCCEEDED)
 
     (request,) = receiver.requests
     assert request.headers["X-Webhook-Event-ID"] == str(event.id)
-    assert not WebhookDelivery.objects.filter(status=D.PENDING).exists()
+    assert not WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING).exists()
     assert deliveries_relay() == 0
 
 
@@ -164,7 +163,7 @@ def test_the_relay_task_runs_on_the_worker(
     WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now() - dt.timedelta(minutes=1))
 
     relay_webhooks.delay()
-    wait_for(lambda: WebhookDelivery.objects.get(pk=delivery.pk).status == D.SUCCEEDED)
+    wait_for(lambda: WebhookDelivery.objects.get(pk=delivery.pk).status == WebhookDelivery.Status.SUCCEEDED)
 
     assert len(receiver.requests) == 1
 
@@ -200,7 +199,10 @@ def test_concurrent_relays_take_disjoint_deliveries_and_each_is_sent_once(
     with monkeypatch.context() as lost:
         lost.setattr(services, "_enqueue", lambda delivery_id, countdown: None)
         pay(api, charge)
-    pending = {str(pk) for pk in WebhookDelivery.objects.filter(status=D.PENDING).values_list("pk", flat=True)}
+    pending = {
+        str(pk)
+        for pk in WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING).values_list("pk", flat=True)
+    }
     assert len(pending) == 4
 
     real_enqueue = services._enqueue
@@ -243,7 +245,7 @@ def test_concurrent_relays_take_disjoint_deliveries_and_each_is_sent_once(
     assert set(picked["first"]) | set(picked["second"]) == pending
 
     requests = receiver.wait_for_requests(4)
-    wait_for(lambda: WebhookDelivery.objects.filter(status=D.SUCCEEDED).count() == 4)
+    wait_for(lambda: WebhookDelivery.objects.filter(status=WebhookDelivery.Status.SUCCEEDED).count() == 4)
     assert sorted(r.headers["X-Webhook-Code"] for r in receiver.requests) == sorted(e.code for e in endpoints)
     assert len(requests) == len(receiver.requests) == 4
 
@@ -336,7 +338,7 @@ def test_a_long_retry_delay_is_stored_for_the_relay_not_sent_as_a_countdown(
 
     delivery.refresh_from_db()
     (attempt,) = WebhookAttempt.objects.filter(delivery=delivery)
-    assert delivery.status == D.PENDING
+    assert delivery.status == WebhookDelivery.Status.PENDING
     assert delivery.next_attempt_at is not None
     assert delivery.next_attempt_at - attempt.attempted_at == dt.timedelta(seconds=300)
     assert recorded_enqueues == []  # no countdown at all: the relay will take it when due
@@ -367,7 +369,7 @@ def test_the_default_schedule_uses_countdowns_only_up_to_the_maximum(
             outcome = delivery_attempt(delivery_id=delivery.pk)
         delivery.refresh_from_db()
         if number == len(schedule):
-            assert (outcome, delivery.status, recorded_enqueues) == ("failed", D.FAILED, [])
+            assert (outcome, delivery.status, recorded_enqueues) == ("failed", WebhookDelivery.Status.FAILED, [])
             break
         assert outcome == "retry"
         assert delivery.next_attempt_at is not None

@@ -28,13 +28,11 @@ from acquirers.models import Acquirer
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import admin_action
 from withdrawals import services
-from withdrawals.admin import WithdrawalAdmin
+from withdrawals.admin.withdrawals import WithdrawalAdmin
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payouts import withdrawal_process
 from withdrawals.services import withdrawal_approve, withdrawal_request
 
-S = WithdrawalStatus
-K = LedgerEntry.Kind
 WITHDRAWALS = reverse("admin:withdrawals_withdrawal_changelist")
 SEED = 50_000
 AMOUNT = 5000
@@ -63,7 +61,9 @@ class Book:
 
 def seed(account: Account) -> None:
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=SEED, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+        ledger_post(
+            account_id=account.pk, amount=SEED, kind=LedgerEntry.Kind.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}"
+        )
 
 
 def request(account: Account, key_type: str = "cpf", key_value: str = "52998224725") -> Withdrawal:
@@ -84,7 +84,7 @@ def book(db: Any) -> Book:
     withdrawal_approve(withdrawal_id=approved.pk, source="staff")
     paid = request(auto, key_type="email", key_value="fulano@example.com")
     assert withdrawal_process(withdrawal_id=paid.pk) == "approved"
-    assert withdrawal_process(withdrawal_id=paid.pk) == S.PAID
+    assert withdrawal_process(withdrawal_id=paid.pk) == WithdrawalStatus.PAID
     for withdrawal in (queued, pending_auto, approved, paid):
         withdrawal.refresh_from_db()
     return Book(auto, manual, acquirer, queued, pending_auto, approved, paid)
@@ -196,7 +196,7 @@ def test_change_page_shows_payout_attempts_and_transitions_read_only(admin_clien
     assert "transitions-__prefix__" not in page
 
     before = state(book.paid)
-    admin_client.post(url, {"status": S.PENDING, "amount": "1", "e2e_id": ""})
+    admin_client.post(url, {"status": WithdrawalStatus.PENDING, "amount": "1", "e2e_id": ""})
     assert state(book.paid) == before
     book.paid.refresh_from_db()
     assert book.paid.amount == AMOUNT
@@ -259,12 +259,12 @@ def test_approve_goes_through_the_service_and_enqueues_the_payout_after_commit(
 
     assert enqueued == [(book.queued.pk,)]
     book.queued.refresh_from_db()
-    assert book.queued.status == S.APPROVED
+    assert book.queued.status == WithdrawalStatus.APPROVED
     assert book.queued.approved_at is not None
     transition = WithdrawalTransition.objects.filter(withdrawal=book.queued).get()
     assert (transition.from_status, transition.to_status, transition.source, transition.actor) == (
-        S.PENDING,
-        S.APPROVED,
+        WithdrawalStatus.PENDING,
+        WithdrawalStatus.APPROVED,
         "staff",
         "admin",
     )
@@ -272,7 +272,7 @@ def test_approve_goes_through_the_service_and_enqueues_the_payout_after_commit(
     assert messages_of(response) == ["Aprovar: 1 saque.", SKIPPED]
     # The paid one was skipped and untouched.
     book.paid.refresh_from_db()
-    assert book.paid.status == S.PAID
+    assert book.paid.status == WithdrawalStatus.PAID
     assert change_log(book.paid) == []
 
 
@@ -282,18 +282,18 @@ def test_cancel_gives_the_total_back(admin_client: Client, book: Book) -> None:
     response = act(admin_client, "cancel", book.queued, book.approved)
 
     book.queued.refresh_from_db()
-    assert book.queued.status == S.CANCELED
+    assert book.queued.status == WithdrawalStatus.CANCELED
     assert book.queued.total_debit == AMOUNT
     assert available_balance(book.manual) == before + AMOUNT == ledger_sum(book.manual)
     entry = LedgerEntry.objects.filter(account=book.manual).latest("id")
-    assert (entry.kind, entry.amount) == (K.WITHDRAWAL_REVERSAL, AMOUNT)
+    assert (entry.kind, entry.amount) == (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, AMOUNT)
     assert change_log(book.queued) == [
         ("admin", f"Cancelar (devolve o saldo) (Pendente → Cancelado). Motivo: {REASON}")
     ]
     # Approved is past cancelling (decisions §5): skipped with a warning.
     assert messages_of(response) == ["Cancelar (devolve o saldo): 1 saque.", SKIPPED]
     book.approved.refresh_from_db()
-    assert book.approved.status == S.APPROVED
+    assert book.approved.status == WithdrawalStatus.APPROVED
     assert not PayoutAttempt.objects.filter(withdrawal=book.queued).exists()
 
 
@@ -315,7 +315,7 @@ def test_mark_returned_only_asks_and_credits_once_another_staff_member_approves(
     )
     assert available_balance(book.auto) == before
     book.paid.refresh_from_db()
-    assert book.paid.status == S.PAID
+    assert book.paid.status == WithdrawalStatus.PAID
     assert change_log(book.paid) == [
         ("admin", f"Marcar como devolvido pelo destino: pedido #{pending.pk} aguardando aprovação. Motivo: {REASON}")
     ]
@@ -328,16 +328,16 @@ def test_mark_returned_only_asks_and_credits_once_another_staff_member_approves(
 
     assert messages_of(approve) == ["1 pedido aprovado e executado."]
     book.paid.refresh_from_db()
-    assert book.paid.status == S.REFUNDED
+    assert book.paid.status == WithdrawalStatus.REFUNDED
     assert available_balance(book.auto) == before + AMOUNT - FEE == ledger_sum(book.auto)
     entry = LedgerEntry.objects.filter(account=book.auto).latest("id")
-    assert (entry.kind, entry.amount) == (K.WITHDRAWAL_RETURN, AMOUNT - FEE)
+    assert (entry.kind, entry.amount) == (LedgerEntry.Kind.WITHDRAWAL_RETURN, AMOUNT - FEE)
     transition = WithdrawalTransition.objects.filter(withdrawal=book.paid).latest("id")
-    assert (transition.to_status, transition.source) == (S.REFUNDED, "staff")
+    assert (transition.to_status, transition.source) == (WithdrawalStatus.REFUNDED, "staff")
     assert transition.actor == f"fernanda (aprovou o pedido #{pending.pk} de admin)"
     assert [who for who, _ in change_log(book.paid)] == ["fernanda", "admin"]  # newest first
     book.pending_auto.refresh_from_db()
-    assert book.pending_auto.status == S.PENDING
+    assert book.pending_auto.status == WithdrawalStatus.PENDING
 
 
 @pytest.mark.parametrize(
@@ -398,7 +398,7 @@ def test_operations_can_act(staff_client: Callable[[str], Client], book: Book, e
     book.queued.refresh_from_db()
     book.paid.refresh_from_db()
     # Marking returned credits the account: operations only asks for it.
-    assert (book.queued.status, book.paid.status) == (S.APPROVED, S.PAID)
+    assert (book.queued.status, book.paid.status) == (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID)
     assert MoneyActionRequest.objects.get().requested_by.get_username() == "operations-user"
     assert WithdrawalTransition.objects.filter(withdrawal=book.queued).get().actor == "operations-user"
     assert change_log(book.queued) == [("operations-user", f"Aprovar (Pendente → Aprovado). Motivo: {REASON}")]
@@ -501,7 +501,7 @@ def test_approve_from_the_detail_page_confirms_logs_the_reason_and_comes_back(
     assert done.status_code == 302
     assert done["Location"] == change
     book.queued.refresh_from_db()
-    assert book.queued.status == S.APPROVED
+    assert book.queued.status == WithdrawalStatus.APPROVED
     assert enqueued == [(book.queued.pk,)]
     assert change_log(book.queued) == [("admin", f"Aprovar (Pendente → Aprovado). Motivo: {REASON}")]
 
@@ -567,7 +567,7 @@ def test_csv_export_is_read_before_the_first_byte_in_the_lists_order(
 def undetermined(withdrawal: Withdrawal, hours_ago: int) -> Withdrawal:
     """Test setup: the payout was sent and its acquirer has not said where it stands."""
     Withdrawal.objects.filter(pk=withdrawal.pk).update(
-        status=S.APPROVED, payout_unclear_since=timezone.now() - timedelta(hours=hours_ago)
+        status=WithdrawalStatus.APPROVED, payout_unclear_since=timezone.now() - timedelta(hours=hours_ago)
     )
     withdrawal.refresh_from_db()
     return withdrawal

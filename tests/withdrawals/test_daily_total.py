@@ -31,7 +31,6 @@ from withdrawals import services
 from withdrawals.models import WithdrawalStatus
 from withdrawals.selectors import day_start, withdrawn_today
 
-S = WithdrawalStatus
 pytestmark = pytest.mark.django_db
 
 
@@ -51,9 +50,11 @@ def test_the_total_follows_requests_failures_and_cancels(no_enqueue: Any, refuse
     assert day_total(account) == (today(), 9000)
     refused(client_of(account), account, body(1001), 400, error(DAILY))
 
-    services.withdrawal_transition(withdrawal_id=ids[1], to_status=S.FAILED, source="test", reason="recusado")
+    services.withdrawal_transition(
+        withdrawal_id=ids[1], to_status=WithdrawalStatus.FAILED, source="test", reason="recusado"
+    )
     assert day_total(account) == (today(), 5000)
-    services.withdrawal_transition(withdrawal_id=ids[2], to_status=S.CANCELED, source="test")
+    services.withdrawal_transition(withdrawal_id=ids[2], to_status=WithdrawalStatus.CANCELED, source="test")
     assert day_total(account) == (today(), 3000) == (today(), withdrawn_today(account))
 
     # What failed or was canceled can be withdrawn again the same day, and no more.
@@ -81,7 +82,9 @@ def test_a_failure_of_an_earlier_day_leaves_todays_total_alone(no_enqueue: Any, 
     earlier = make_withdrawal(account, 5000, created_at=day_start() - dt.timedelta(seconds=1))
     assert post(client_of(account), body(8000)).status_code == 201
 
-    services.withdrawal_transition(withdrawal_id=earlier.pk, to_status=S.FAILED, source="test", reason="recusado")
+    services.withdrawal_transition(
+        withdrawal_id=earlier.pk, to_status=WithdrawalStatus.FAILED, source="test", reason="recusado"
+    )
     assert day_total(account) == (today(), 8000)
     refused(client_of(account), account, body(2001), 400, error(DAILY))
 

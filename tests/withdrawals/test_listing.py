@@ -19,7 +19,6 @@ from tests.factories import AccountFactory
 from tests.helpers import listing_data, listing_errors, local
 from withdrawals.models import Withdrawal, WithdrawalStatus
 
-S = WithdrawalStatus
 URL = "/api/withdrawals"
 BALANCE_URL = "/api/withdrawals/balance"
 RECORD_FIELDS = {"id", "e2e_id", "amount", "liquid_amount", "pix_type", "pix_key", "status", "paid_at", "created_at"}
@@ -49,7 +48,7 @@ def new_withdrawal(
     *,
     fee: int = 0,
     discount_fee: bool = True,
-    status: str = S.PENDING,
+    status: str = WithdrawalStatus.PENDING,
     **fields: Any,
 ) -> Withdrawal:
     """A row consistent with ``withdrawal_fee_arithmetic``."""
@@ -90,7 +89,7 @@ def make_many(account: Account, count: int) -> list[Withdrawal]:
 
 def paid(account: Account, paid_at: dt.datetime, e2e_id: str | None = None, **fields: Any) -> Withdrawal:
     return make_withdrawal(
-        account, status=S.PAID, paid_at=paid_at, e2e_id=e2e_id or f"E{uuid.uuid4().hex}"[:32], **fields
+        account, status=WithdrawalStatus.PAID, paid_at=paid_at, e2e_id=e2e_id or f"E{uuid.uuid4().hex}"[:32], **fields
     )
 
 
@@ -299,15 +298,15 @@ def test_huge_amount_bounds_match_nothing_rather_than_fail(api: APIClient, accou
     assert len(ids(api, amount_max=str(10**30))) == 1
 
 
-@pytest.mark.parametrize("status", S.values)
+@pytest.mark.parametrize("status", WithdrawalStatus.values)
 def test_filter_by_status(api: APIClient, account: Account, status: str) -> None:
-    rows = {s: make_withdrawal(account, status=s) for s in S.values}
+    rows = {s: make_withdrawal(account, status=s) for s in WithdrawalStatus.values}
     assert ids(api, status=status) == [str(rows[status].pk)]
-    assert listing(api)["pagination"]["total"] == len(S.values)
+    assert listing(api)["pagination"]["total"] == len(WithdrawalStatus.values)
 
 
 def test_statuses_are_the_six_of_the_spec() -> None:
-    assert set(S.values) == {"pending", "approved", "paid", "failed", "canceled", "refunded"}
+    assert set(WithdrawalStatus.values) == {"pending", "approved", "paid", "failed", "canceled", "refunded"}
 
 
 def test_created_at_filters_are_sao_paulo_time_and_inclusive(api: APIClient, account: Account) -> None:
@@ -533,7 +532,9 @@ def test_listing_runs_in_a_bounded_number_of_queries(
 ) -> None:
     made = make_many(account, rows)
     for withdrawal in made[:5]:
-        Withdrawal.objects.filter(pk=withdrawal.pk).update(status=S.PAID, paid_at=utc(2026, 1, 2), e2e_id=None)
+        Withdrawal.objects.filter(pk=withdrawal.pk).update(
+            status=WithdrawalStatus.PAID, paid_at=utc(2026, 1, 2), e2e_id=None
+        )
     api.get(URL)  # the credential's last_used_at write happens once, not per listing
 
     with django_assert_max_num_queries(6):

@@ -52,8 +52,6 @@ from withdrawals.payouts import withdrawal_process
 from withdrawals.services import payouts_poll, withdrawal_approve, withdrawal_request, withdrawal_transition
 from withdrawals.tasks import poll_stuck_payouts, process_withdrawal
 
-S = WithdrawalStatus
-K = LedgerEntry.Kind
 SEED = 20_000
 AMOUNT = 5000
 FEE = 150  # 100 + 1 % of 5000
@@ -84,7 +82,12 @@ def worker(celery_worker_process: CeleryWorker) -> CeleryWorker:
 
 def seed(account: Account, amount: int = SEED) -> None:
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=amount, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+        ledger_post(
+            account_id=account.pk,
+            amount=amount,
+            kind=LedgerEntry.Kind.CHARGE_PAID,
+            reference=f"seed:{uuid.uuid4().hex}",
+        )
 
 
 def sandbox(key: str, payout: str, **fields: Any) -> Acquirer:
@@ -98,7 +101,7 @@ def cashout_chain(account: Account, *acquirers: Acquirer) -> None:
 def request_via_api(api: APIClient) -> Withdrawal:
     response = api.post("/api/withdrawals", {"amount": AMOUNT, "key_value": CPF}, format="json")
     assert response.status_code == 201, response.content
-    assert response.json()["data"]["status"] == S.PENDING
+    assert response.json()["data"]["status"] == WithdrawalStatus.PENDING
     return Withdrawal.objects.get(pk=response.json()["data"]["id"])
 
 
@@ -153,7 +156,7 @@ def task_result(worker: CeleryWorker, task_id: str, timeout: float = 20.0) -> st
 
 def assert_paid_by(withdrawal: Withdrawal, acquirer: Acquirer) -> None:
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.PAID
+    assert withdrawal.status == WithdrawalStatus.PAID
     assert withdrawal.acquirer_id == acquirer.pk
     assert withdrawal.e2e_id is not None
     assert len(withdrawal.e2e_id) == 32
@@ -177,23 +180,26 @@ def test_automatic_approval_and_payout(
 
     withdrawal = request_via_api(api)
 
-    wait_status(withdrawal, S.PAID)
+    wait_status(withdrawal, WithdrawalStatus.PAID)
     assert_paid_by(withdrawal, acquirer)
     assert withdrawal.paid_at is not None
     assert started <= withdrawal.paid_at <= timezone.now()
     assert withdrawal.approved_at is not None
-    assert transitions(withdrawal) == [(S.PENDING, S.APPROVED, "system"), (S.APPROVED, S.PAID, "acquirer")]
+    assert transitions(withdrawal) == [
+        (WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED, "system"),
+        (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID, "acquirer"),
+    ]
     assert attempts(withdrawal) == [("sbx_auto", "send", "paid")]
-    assert events(withdrawal) == [S.APPROVED, S.PAID]
+    assert events(withdrawal) == [WithdrawalStatus.APPROVED, WithdrawalStatus.PAID]
     # Debited once, at creation; nothing moved when it was paid.
-    assert ledger(account) == [(K.CHARGE_PAID, SEED), (K.WITHDRAWAL, -TOTAL)]
+    assert ledger(account) == [(LedgerEntry.Kind.CHARGE_PAID, SEED), (LedgerEntry.Kind.WITHDRAWAL, -TOTAL)]
     assert available_balance(account) == SEED - TOTAL == ledger_sum(account)
     read = api.get(f"/api/withdrawals/{withdrawal.pk}").json()["data"]
-    assert (read["status"], read["e2e_id"]) == (S.PAID, withdrawal.e2e_id)
+    assert (read["status"], read["e2e_id"]) == (WithdrawalStatus.PAID, withdrawal.e2e_id)
     # The account's endpoint heard both changes, never the creation.
     received = receiver.wait_for_requests(2)
     bodies = [json.loads(r.body) for r in received]
-    assert sorted(b["data"]["status"] for b in bodies) == [S.APPROVED, S.PAID]
+    assert sorted(b["data"]["status"] for b in bodies) == [WithdrawalStatus.APPROVED, WithdrawalStatus.PAID]
     assert {(b["event_type"], b["data"]["id"]) for b in bodies} == {("withdrawal", str(withdrawal.pk))}
     assert {r.headers["X-Webhook-Code"] for r in received} == {endpoint.code}
 
@@ -207,16 +213,22 @@ def test_manual_approval_waits_for_staff_then_pays(worker: CeleryWorker, api: AP
     assert task_result(worker, process_withdrawal.delay(str(withdrawal.pk)).id) == "'awaiting_approval'"
     assert payouts_poll(older_than=dt.timedelta(0)) == 0  # beat leaves it alone too
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.PENDING
+    assert withdrawal.status == WithdrawalStatus.PENDING
     assert transitions(withdrawal) == []
     assert attempts(withdrawal) == []
 
     assert withdrawal_approve(withdrawal_id=withdrawal.pk, source="staff", actor="ops")
 
-    wait_status(withdrawal, S.PAID)
+    wait_status(withdrawal, WithdrawalStatus.PAID)
     assert_paid_by(withdrawal, acquirer)
-    assert transitions(withdrawal) == [(S.PENDING, S.APPROVED, "staff"), (S.APPROVED, S.PAID, "acquirer")]
-    assert WithdrawalTransition.objects.filter(withdrawal=withdrawal, to_status=S.APPROVED).get().actor == "ops"
+    assert transitions(withdrawal) == [
+        (WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED, "staff"),
+        (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID, "acquirer"),
+    ]
+    assert (
+        WithdrawalTransition.objects.filter(withdrawal=withdrawal, to_status=WithdrawalStatus.APPROVED).get().actor
+        == "ops"
+    )
     assert attempts(withdrawal) == [("sbx_manual", "send", "paid")]
     assert available_balance(account) == SEED - TOTAL == ledger_sum(account)
 
@@ -229,16 +241,22 @@ def test_staff_cancel_gives_the_money_back_and_nothing_is_sent(
     withdrawal = request_via_api(api)
     assert available_balance(account) == SEED - TOTAL
 
-    assert withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.CANCELED, source="staff", actor="ops")
+    assert withdrawal_transition(
+        withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.CANCELED, source="staff", actor="ops"
+    )
 
     # A stray processing run (a duplicate message) finds nothing to do.
     assert task_result(worker, process_withdrawal.delay(str(withdrawal.pk)).id) == "'canceled'"
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.CANCELED
+    assert withdrawal.status == WithdrawalStatus.CANCELED
     assert attempts(withdrawal) == []
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert ledger(account) == [(K.CHARGE_PAID, SEED), (K.WITHDRAWAL, -TOTAL), (K.WITHDRAWAL_REVERSAL, TOTAL)]
-    assert events(withdrawal) == [S.CANCELED]
+    assert ledger(account) == [
+        (LedgerEntry.Kind.CHARGE_PAID, SEED),
+        (LedgerEntry.Kind.WITHDRAWAL, -TOTAL),
+        (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, TOTAL),
+    ]
+    assert events(withdrawal) == [WithdrawalStatus.CANCELED]
 
 
 def test_refused_payout_fails_and_gives_the_money_back(worker: CeleryWorker, api: APIClient, account: Account) -> None:
@@ -248,13 +266,20 @@ def test_refused_payout_fails_and_gives_the_money_back(worker: CeleryWorker, api
 
     withdrawal = request_via_api(api)
 
-    wait_status(withdrawal, S.FAILED)
+    wait_status(withdrawal, WithdrawalStatus.FAILED)
     assert attempts(withdrawal) == [("sbx_refuses", "send", "declined")]
-    assert transitions(withdrawal) == [(S.PENDING, S.APPROVED, "system"), (S.APPROVED, S.FAILED, "system")]
+    assert transitions(withdrawal) == [
+        (WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED, "system"),
+        (WithdrawalStatus.APPROVED, WithdrawalStatus.FAILED, "system"),
+    ]
     assert withdrawal.failure_reason
     assert (withdrawal.e2e_id, withdrawal.paid_at) == (None, None)
-    assert events(withdrawal) == [S.APPROVED, S.FAILED]
-    assert ledger(account) == [(K.CHARGE_PAID, SEED), (K.WITHDRAWAL, -TOTAL), (K.WITHDRAWAL_REVERSAL, TOTAL)]
+    assert events(withdrawal) == [WithdrawalStatus.APPROVED, WithdrawalStatus.FAILED]
+    assert ledger(account) == [
+        (LedgerEntry.Kind.CHARGE_PAID, SEED),
+        (LedgerEntry.Kind.WITHDRAWAL, -TOTAL),
+        (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, TOTAL),
+    ]
     assert available_balance(account) == SEED == ledger_sum(account)
     assert sandbox_payout(refuses, withdrawal).status is PayoutStatus.NOT_FOUND
 
@@ -267,7 +292,7 @@ def test_chain_falls_back_to_the_next_acquirer_after_a_refusal(
 
     withdrawal = request_via_api(api)
 
-    wait_status(withdrawal, S.PAID)
+    wait_status(withdrawal, WithdrawalStatus.PAID)
     assert_paid_by(withdrawal, pays)
     assert attempts(withdrawal) == [("sbx_first_refuses", "send", "declined"), ("sbx_second_pays", "send", "paid")]
     assert sandbox_payout(refuses, withdrawal).status is PayoutStatus.NOT_FOUND
@@ -282,7 +307,7 @@ def test_timeout_is_followed_by_a_status_check_never_by_a_second_send(
 
     withdrawal = request_via_api(api)
 
-    wait_status(withdrawal, S.PAID)
+    wait_status(withdrawal, WithdrawalStatus.PAID)
     # The slow acquirer did pay (late): asking it found that, so the spare was never used.
     assert_paid_by(withdrawal, slow)
     assert attempts(withdrawal) == [("sbx_slow", "send", "timeout"), ("sbx_slow", "status", "paid")]
@@ -294,7 +319,7 @@ def test_timeout_is_followed_by_a_status_check_never_by_a_second_send(
     assert isinstance(slow_adapter, SandboxAdapter)
     assert slow_adapter.payout_requests(withdrawal.idempotency_id) == 1
     assert available_balance(account) == SEED - TOTAL == ledger_sum(account)
-    assert events(withdrawal) == [S.APPROVED, S.PAID]
+    assert events(withdrawal) == [WithdrawalStatus.APPROVED, WithdrawalStatus.PAID]
 
 
 def test_beat_processes_withdrawals_left_behind(
@@ -317,10 +342,10 @@ def test_beat_processes_withdrawals_left_behind(
 
     assert task_result(worker, polled.id) == "2"
     for withdrawal in (stuck_approved, stuck_pending):
-        wait_status(withdrawal, S.PAID)
+        wait_status(withdrawal, WithdrawalStatus.PAID)
         assert_paid_by(withdrawal, acquirer)
         assert attempts(withdrawal) == [("sbx_poll", "send", "paid")]
-    for withdrawal, status in ((fresh, S.APPROVED), (waiting, S.PENDING)):
+    for withdrawal, status in ((fresh, WithdrawalStatus.APPROVED), (waiting, WithdrawalStatus.PENDING)):
         withdrawal.refresh_from_db()
         assert withdrawal.status == status
         assert attempts(withdrawal) == []
@@ -357,7 +382,7 @@ def test_payout_chain_prefers_cashout_then_cashin_then_default(account: Account,
 
     assert payout_chain(account, LIQUID) == [expected]
     assert withdrawal_process(withdrawal_id=withdrawal.pk) == "approved"
-    assert withdrawal_process(withdrawal_id=withdrawal.pk) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
 
     assert_paid_by(withdrawal, expected)
     assert attempts(withdrawal) == [(expected.key, "send", "paid")]
@@ -375,7 +400,7 @@ def test_payout_sends_the_liquid_amount_with_the_idempotency_id(account: Account
     cashout_chain(account, recorder)
 
     withdrawal_process(withdrawal_id=withdrawal.pk)
-    assert withdrawal_process(withdrawal_id=withdrawal.pk) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
 
     assert sent == [
         PayoutRequest(
@@ -485,13 +510,13 @@ def test_undetermined_payout_stays_approved_and_is_never_sent_elsewhere(
         withdrawal_process(withdrawal_id=withdrawal.pk)
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.APPROVED
+    assert withdrawal.status == WithdrawalStatus.APPROVED
     assert withdrawal.payout_leased_until is None  # the next run may try again at once
     first = [("test_blackhole_acq", "send", "timeout"), ("test_blackhole_acq", "status", "unavailable")]
     assert attempts(withdrawal) == first
     assert sandbox_payout(spare, withdrawal).status is PayoutStatus.NOT_FOUND
     assert available_balance(account) == SEED - TOTAL
-    assert events(withdrawal) == [S.APPROVED]
+    assert events(withdrawal) == [WithdrawalStatus.APPROVED]
 
     # A retry while it is still down only asks again.
     with pytest.raises(PayoutUndetermined):
@@ -501,10 +526,10 @@ def test_undetermined_payout_stays_approved_and_is_never_sent_elsewhere(
     assert Blackhole.sends == [withdrawal.idempotency_id]
 
     Acquirer.objects.filter(pk=blackhole.pk).update(options={"status": later})
-    assert withdrawal_process(withdrawal_id=withdrawal.pk) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.PAID
+    assert withdrawal.status == WithdrawalStatus.PAID
     assert withdrawal.acquirer is not None
     assert withdrawal.acquirer.key == paid_by
     assert attempts(withdrawal) == [*second, *later_attempts]
@@ -532,7 +557,7 @@ def test_not_found_after_an_unclear_send_is_no_answer_the_payout_stays_with_that
         withdrawal_process(withdrawal_id=withdrawal.pk)
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.APPROVED
+    assert withdrawal.status == WithdrawalStatus.APPROVED
     assert withdrawal.payout_owner_id == blackhole.pk
     assert withdrawal.payout_unclear_since is not None
     assert attempts(withdrawal) == [
@@ -549,12 +574,12 @@ def test_not_found_after_an_unclear_send_is_no_answer_the_payout_stays_with_that
     assert withdrawal_process(withdrawal_id=withdrawal.pk) == "undetermined"
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.APPROVED
+    assert withdrawal.status == WithdrawalStatus.APPROVED
     assert attempts(withdrawal)[-1] == ("test_blackhole_acq", "status", "not_found")
     assert [a for a in attempts(withdrawal) if a[0] != "test_blackhole_acq"] == []
     assert Blackhole.sends == [withdrawal.idempotency_id]
     assert available_balance(account) == SEED - TOTAL == ledger_sum(account)
-    assert events(withdrawal) == [S.APPROVED]
+    assert events(withdrawal) == [WithdrawalStatus.APPROVED]
 
 
 def test_two_concurrent_runs_send_once(account: Account, no_enqueue: list[Any]) -> None:
@@ -590,16 +615,16 @@ def test_two_concurrent_runs_send_once(account: Account, no_enqueue: list[Any]) 
         for thread in threads:
             thread.join(timeout=20)
 
-    assert results == ["held", S.PAID]
+    assert results == ["held", WithdrawalStatus.PAID]
     assert Gate.sends == [withdrawal.idempotency_id]
     assert attempts(withdrawal) == [("test_gate_acq", "send", "paid")]
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.PAID
+    assert withdrawal.status == WithdrawalStatus.PAID
     assert withdrawal.payout_leased_until is None
     # A run after the end is a no-op.
-    assert withdrawal_process(withdrawal_id=withdrawal.pk) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
     assert len(attempts(withdrawal)) == 1
-    assert events(withdrawal) == [S.APPROVED, S.PAID]
+    assert events(withdrawal) == [WithdrawalStatus.APPROVED, WithdrawalStatus.PAID]
 
 
 @pytest.mark.django_db
@@ -615,11 +640,14 @@ def test_the_lease_ends_in_the_commit_that_settles_the_payout(account: Account) 
     )
 
     assert services.withdrawal_transition(
-        withdrawal_id=withdrawal.pk, to_status=S.PAID, source=WithdrawalTransition.Source.SYSTEM, lease_token="run-a"
+        withdrawal_id=withdrawal.pk,
+        to_status=WithdrawalStatus.PAID,
+        source=WithdrawalTransition.Source.SYSTEM,
+        lease_token="run-a",
     )
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.PAID
+    assert withdrawal.status == WithdrawalStatus.PAID
     assert withdrawal.payout_leased_until is None
     assert withdrawal.payout_lease_token == ""
 
@@ -636,7 +664,7 @@ def test_an_expired_lease_is_taken_over(account: Account) -> None:
 
     # Its holder died: once the lease has run out, the next run goes ahead.
     Withdrawal.objects.filter(pk=withdrawal.pk).update(payout_leased_until=timezone.now() - dt.timedelta(seconds=1))
-    assert withdrawal_process(withdrawal_id=withdrawal.pk) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
     assert_paid_by(withdrawal, acquirer)
 
 
@@ -644,7 +672,7 @@ def test_an_expired_lease_is_taken_over(account: Account) -> None:
 def test_no_acquirer_at_all_fails_with_the_money_back(account: Account) -> None:
     withdrawal = request(account)
     withdrawal_process(withdrawal_id=withdrawal.pk)
-    assert withdrawal_process(withdrawal_id=withdrawal.pk) == S.FAILED
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.FAILED
     assert attempts(withdrawal) == []
     assert available_balance(account) == SEED == ledger_sum(account)
 
@@ -673,4 +701,4 @@ def test_undetermined_payout_is_never_sent_elsewhere_even_after_the_chain_change
     assert sandbox_payout(spare, withdrawal).status is PayoutStatus.NOT_FOUND
     assert [a for a in attempts(withdrawal) if a[1] == "send"] == [("test_blackhole_acq", "send", "timeout")]
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.APPROVED
+    assert withdrawal.status == WithdrawalStatus.APPROVED

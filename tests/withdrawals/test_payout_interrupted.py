@@ -34,7 +34,6 @@ from withdrawals.runs import (
 )
 from withdrawals.services import LEASE, payouts_poll, withdrawal_approve, withdrawal_request, withdrawals_resume_held
 
-S = WithdrawalStatus
 SEED = 20_000
 AMOUNT = 5000
 CPF = "52998224725"
@@ -139,14 +138,14 @@ def test_a_redelivery_takes_the_dead_runs_lease_asks_its_acquirer_and_sends_nowh
     ]
     assert payouts_asked(first, withdrawal) == payouts_asked(second, withdrawal) == 0
     withdrawal.refresh_from_db()
-    assert (withdrawal.status, withdrawal.payout_owner_id) == (S.APPROVED, first.pk)
+    assert (withdrawal.status, withdrawal.payout_owner_id) == (WithdrawalStatus.APPROVED, first.pk)
     assert withdrawal.payout_unclear_since is not None
     assert (withdrawal.payout_leased_until, withdrawal.payout_lease_token) == (None, "")
 
     # Once that send can no longer be on its way, the same payout goes again
     # to the same acquirer under the same idempotency id, and is paid there.
     PayoutAttempt.objects.filter(withdrawal=withdrawal).update(created_at=timezone.now() - LEASE - dt.timedelta(1))
-    assert withdrawal_process(withdrawal_id=withdrawal.pk) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
     assert payouts_asked(first, withdrawal) == 1
     assert payouts_asked(second, withdrawal) == 0
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
@@ -163,7 +162,7 @@ def test_a_payout_held_because_its_runs_kept_dying_runs_again_only_when_staff_re
 
     assert withdrawal_payout_hold_interrupted(withdrawal_id=withdrawal.pk, runs_lost=3, take_over=dead) is None
     withdrawal.refresh_from_db()
-    assert (withdrawal.hold_reason, withdrawal.status) == (HoldReason.PAYOUT_INTERRUPTED, S.APPROVED)
+    assert (withdrawal.hold_reason, withdrawal.status) == (HoldReason.PAYOUT_INTERRUPTED, WithdrawalStatus.APPROVED)
     assert withdrawal.held_since is not None
     # A send is on record: undetermined too (only its acquirer, or staff, settle it).
     assert withdrawal.payout_unclear_since is not None
@@ -186,6 +185,6 @@ def test_a_payout_held_because_its_runs_kept_dying_runs_again_only_when_staff_re
     assert withdrawal_payout_resume(withdrawal_id=withdrawal.pk) is False  # once
     assert lost_runs(withdrawal.pk) is None
     PayoutAttempt.objects.filter(withdrawal=withdrawal).update(created_at=timezone.now() - LEASE - dt.timedelta(1))
-    assert withdrawal_process(withdrawal_id=withdrawal.pk) == S.PAID
+    assert withdrawal_process(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
     assert payouts_asked(acquirer, withdrawal) == 1
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)

@@ -37,7 +37,6 @@ from withdrawals.selectors import day_start, withdrawn_today
 URL = "/api/withdrawals"
 BALANCE_URL = "/api/withdrawals/balance"
 
-S = WithdrawalStatus
 
 VALIDATION = "Erro de validação nos dados fornecidos"
 REQUIRED = "Este campo é obrigatório."
@@ -134,7 +133,7 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[uuid.UUID]:
 def make_withdrawal(
     account: Account,
     amount: int,
-    status: str = S.PENDING,
+    status: str = WithdrawalStatus.PENDING,
     created_at: dt.datetime | None = None,
 ) -> Withdrawal:
     withdrawal = Withdrawal.objects.create(
@@ -238,7 +237,7 @@ def test_created_body_debit_and_ledger(
         "created_at": local(withdrawal.created_at),
     }
     assert TIMESTAMP.match(data["created_at"])
-    assert (withdrawal.account_id, withdrawal.status, withdrawal.fee) == (account.pk, S.PENDING, 0)
+    assert (withdrawal.account_id, withdrawal.status, withdrawal.fee) == (account.pk, WithdrawalStatus.PENDING, 0)
     assert (withdrawal.total_debit, withdrawal.discount_fee) == (7000, True)
     assert (withdrawal.e2e_id, withdrawal.paid_at) == (None, None)
     assert re.fullmatch(r"[a-zA-Z0-9]{1,35}", withdrawal.idempotency_id)
@@ -256,7 +255,7 @@ def test_nothing_is_enqueued_when_the_account_needs_manual_approval(
     with django_capture_on_commit_callbacks(execute=True):
         response = post(client_of(account), body())
     assert response.status_code == 201
-    assert Withdrawal.objects.get().status == S.PENDING
+    assert Withdrawal.objects.get().status == WithdrawalStatus.PENDING
     assert available_balance(account) == SEED_BALANCE - 5000
     assert enqueued == []
 
@@ -694,11 +693,11 @@ def test_withdrawn_today_boundary_and_statuses(account: Account) -> None:
     make_withdrawal(account, 1001, created_at=midnight - dt.timedelta(seconds=1))  # 23:59:59 yesterday
     make_withdrawal(account, 1002, created_at=midnight - dt.timedelta(microseconds=1))
     make_withdrawal(account, 2000, created_at=midnight)  # 00:00:00 today
-    make_withdrawal(account, 3000, S.APPROVED, created_at=midnight + dt.timedelta(hours=10))
-    make_withdrawal(account, 4000, S.PAID, created_at=midnight + dt.timedelta(hours=11))
-    make_withdrawal(account, 5000, S.REFUNDED, created_at=midnight + dt.timedelta(hours=12))
-    make_withdrawal(account, 7000, S.FAILED, created_at=midnight + dt.timedelta(hours=13))
-    make_withdrawal(account, 8000, S.CANCELED, created_at=midnight + dt.timedelta(hours=14))
+    make_withdrawal(account, 3000, WithdrawalStatus.APPROVED, created_at=midnight + dt.timedelta(hours=10))
+    make_withdrawal(account, 4000, WithdrawalStatus.PAID, created_at=midnight + dt.timedelta(hours=11))
+    make_withdrawal(account, 5000, WithdrawalStatus.REFUNDED, created_at=midnight + dt.timedelta(hours=12))
+    make_withdrawal(account, 7000, WithdrawalStatus.FAILED, created_at=midnight + dt.timedelta(hours=13))
+    make_withdrawal(account, 8000, WithdrawalStatus.CANCELED, created_at=midnight + dt.timedelta(hours=14))
     make_withdrawal(AccountFactory(), 9000, created_at=midnight + dt.timedelta(hours=1))  # another account
 
     assert withdrawn_today(account, now=now) == 2000 + 3000 + 4000 + 5000
@@ -715,10 +714,10 @@ def test_daily_limit_through_the_api_counts_only_todays_live_withdrawals(refused
     start = day_start()
     now = timezone.now()
     make_withdrawal(account, 9000, created_at=start - dt.timedelta(seconds=1))  # yesterday
-    make_withdrawal(account, 9000, S.FAILED, created_at=now)
-    make_withdrawal(account, 9000, S.CANCELED, created_at=now)
-    make_withdrawal(account, 3000, S.REFUNDED, created_at=now)
-    make_withdrawal(account, 4000, S.PAID, created_at=now)
+    make_withdrawal(account, 9000, WithdrawalStatus.FAILED, created_at=now)
+    make_withdrawal(account, 9000, WithdrawalStatus.CANCELED, created_at=now)
+    make_withdrawal(account, 3000, WithdrawalStatus.REFUNDED, created_at=now)
+    make_withdrawal(account, 4000, WithdrawalStatus.PAID, created_at=now)
     make_withdrawal(account, 5000, created_at=now)
 
     data = client.get(BALANCE_URL).json()["data"]

@@ -25,7 +25,6 @@ from tests.helpers import SAO_PAULO, VALIDATION, csv_rows, listing_data, listing
 from withdrawals.models import WithdrawalStatus
 from withdrawals.services import withdrawal_request, withdrawal_transition
 
-K = LedgerEntry.Kind
 URL = "/api/statement"
 CSV_URL = "/api/statement.csv"
 ENTRY_FIELDS = {"id", "kind", "amount", "balance_after", "record", "created_at"}
@@ -39,7 +38,9 @@ def cashout(account: Account) -> APIClient:
     return client_for(credential_issue(account=account, permission=ApiCredential.Permission.CASHOUT))
 
 
-def post(account: Account, amount: int, kind: str = K.CHARGE_PAID, reference: str = "", **placed: Any) -> LedgerEntry:
+def post(
+    account: Account, amount: int, kind: str = LedgerEntry.Kind.CHARGE_PAID, reference: str = "", **placed: Any
+) -> LedgerEntry:
     """An entry through the real service; ``at`` (Sao Paulo wall time) places its created_at."""
     with transaction.atomic():
         entry = ledger_post(account_id=account.pk, amount=amount, kind=kind, reference=reference or uuid.uuid4().hex)
@@ -89,12 +90,12 @@ def test_the_statement_shows_every_movement_newest_first_with_its_record(
         (s.pk, s.kind, s.amount, s.balance_after, local(s.created_at)) for s in stored
     ]
     assert [(e["kind"], e["record"]) for e in entries] == [
-        (K.CHARGE_PAID, None),  # a reference that names no record
-        (K.REFUND_HOLD, {"type": "transaction", "id": str(refunded.pk)}),  # refund:<id> names its charge
-        (K.CHARGE_PAID, {"type": "transaction", "id": str(refunded.pk)}),
-        (K.WITHDRAWAL_REVERSAL, {"type": "withdrawal", "id": str(withdrawal.pk)}),
-        (K.WITHDRAWAL, {"type": "withdrawal", "id": str(withdrawal.pk)}),
-        (K.CHARGE_PAID, {"type": "transaction", "id": str(charge.pk)}),
+        (LedgerEntry.Kind.CHARGE_PAID, None),  # a reference that names no record
+        (LedgerEntry.Kind.REFUND_HOLD, {"type": "transaction", "id": str(refunded.pk)}),  # refund:<id> names its charge
+        (LedgerEntry.Kind.CHARGE_PAID, {"type": "transaction", "id": str(refunded.pk)}),
+        (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, {"type": "withdrawal", "id": str(withdrawal.pk)}),
+        (LedgerEntry.Kind.WITHDRAWAL, {"type": "withdrawal", "id": str(withdrawal.pk)}),
+        (LedgerEntry.Kind.CHARGE_PAID, {"type": "transaction", "id": str(charge.pk)}),
     ]
     assert_chain(entries)
     assert entries[0]["balance_after"] == AccountBalance.objects.get(account=account).available
@@ -150,9 +151,9 @@ def test_the_period_is_inclusive_at_both_ends_in_sao_paulo_time(account: Account
 def test_the_kind_filter(account: Account, cashout: APIClient, no_enqueue: list[Any]) -> None:
     post(account, 10_000)
     withdrawal = withdrawal_request(account=account, amount=2000, key_type="cpf", key_value="52998224725")
-    entries = listing_data(cashout, URL, kind=K.WITHDRAWAL)["entries"]
-    assert [(e["kind"], e["record"]["id"]) for e in entries] == [(K.WITHDRAWAL, str(withdrawal.pk))]
-    assert listing_data(cashout, URL, kind=K.CHARGE_CHARGEBACK)["entries"] == []
+    entries = listing_data(cashout, URL, kind=LedgerEntry.Kind.WITHDRAWAL)["entries"]
+    assert [(e["kind"], e["record"]["id"]) for e in entries] == [(LedgerEntry.Kind.WITHDRAWAL, str(withdrawal.pk))]
+    assert listing_data(cashout, URL, kind=LedgerEntry.Kind.CHARGE_CHARGEBACK)["entries"] == []
 
 
 @pytest.mark.django_db
@@ -219,7 +220,7 @@ def test_the_csv_streams_the_statements_rows(account: Account, cashout: APIClien
     LedgerEntry.objects.filter(account=account).update(created_at=dt.datetime(2025, 3, 10, 9, 30, 5, tzinfo=SAO_PAULO))
     adjustment = post(account, 700, reference="ajuste", at=dt.datetime(2025, 3, 31, 23, 59, 59))
     post(account, 1, at=dt.datetime(2025, 4, 1, 0, 0, 0))  # outside
-    paid = LedgerEntry.objects.get(account=account, kind=K.CHARGE_PAID, reference__startswith="charge:")
+    paid = LedgerEntry.objects.get(account=account, kind=LedgerEntry.Kind.CHARGE_PAID, reference__startswith="charge:")
 
     response = cashout.get(
         CSV_URL, {"created_at_start": "2025-03-01 00:00:00", "created_at_end": "2025-03-31 23:59:59"}
@@ -337,7 +338,7 @@ def test_the_statement_is_documented_like_the_listings(schema: dict[str, Any]) -
     assert set(listing["responses"]) >= {"200", "401", "403", "422"}
     entry = schema["components"]["schemas"]["StatementEntry"]
     assert set(entry["properties"]) == ENTRY_FIELDS
-    assert set(schema["components"]["schemas"]["LedgerKindEnum"]["enum"]) == set(K.values)
+    assert set(schema["components"]["schemas"]["LedgerKindEnum"]["enum"]) == set(LedgerEntry.Kind.values)
     assert "refund_hold" in schema["components"]["schemas"]["LedgerKindEnum"]["description"]
 
     export = schema["paths"]["/api/statement.csv"]["get"]

@@ -32,8 +32,6 @@ from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import TRANSITIONS, withdrawal_request, withdrawal_transition
 
-S = WithdrawalStatus
-K = LedgerEntry.Kind
 SEED = 20_000
 AMOUNT = 5000
 # The account's withdrawal fee: 100 + round_half_up(5000 * 100 / 10000) = 150.
@@ -61,7 +59,12 @@ def endpoint(account: Account) -> WebhookEndpoint:
 
 def seed(account: Account, amount: int) -> None:
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=amount, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+        ledger_post(
+            account_id=account.pk,
+            amount=amount,
+            kind=LedgerEntry.Kind.CHARGE_PAID,
+            reference=f"seed:{uuid.uuid4().hex}",
+        )
 
 
 def request(account: Account, *, discount_fee: bool = False) -> Withdrawal:
@@ -130,8 +133,14 @@ def test_creation_debits_the_total_and_emits_no_event(
 
     assert response.status_code == 201, response.content
     withdrawal = Withdrawal.objects.get(pk=response.json()["data"]["id"])
-    assert (withdrawal.status, withdrawal.total_debit, withdrawal.liquid_amount) == (S.PENDING, total, liquid)
-    assert new_entries(account, 1) == [(K.WITHDRAWAL, -total, SEED - total, f"withdrawal:{withdrawal.pk}")]
+    assert (withdrawal.status, withdrawal.total_debit, withdrawal.liquid_amount) == (
+        WithdrawalStatus.PENDING,
+        total,
+        liquid,
+    )
+    assert new_entries(account, 1) == [
+        (LedgerEntry.Kind.WITHDRAWAL, -total, SEED - total, f"withdrawal:{withdrawal.pk}")
+    ]
     assert available_balance(account) == SEED - total == ledger_sum(account)
     assert not WebhookEvent.objects.exists()
     assert not WebhookDelivery.objects.exists()
@@ -141,18 +150,24 @@ def test_creation_debits_the_total_and_emits_no_event(
 
 ALLOWED = [
     # (path to the "from" state, to, ledger kind or None, which amount is credited)
-    ((), S.APPROVED, None, None),
-    ((), S.CANCELED, K.WITHDRAWAL_REVERSAL, "total_debit"),
-    ((S.APPROVED,), S.PAID, None, None),
-    ((), S.FAILED, K.WITHDRAWAL_REVERSAL, "total_debit"),
-    ((S.APPROVED,), S.FAILED, K.WITHDRAWAL_REVERSAL, "total_debit"),
-    ((S.APPROVED, S.PAID), S.REFUNDED, K.WITHDRAWAL_RETURN, "liquid_amount"),
+    ((), WithdrawalStatus.APPROVED, None, None),
+    ((), WithdrawalStatus.CANCELED, LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
+    ((WithdrawalStatus.APPROVED,), WithdrawalStatus.PAID, None, None),
+    ((), WithdrawalStatus.FAILED, LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
+    ((WithdrawalStatus.APPROVED,), WithdrawalStatus.FAILED, LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
+    (
+        (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID),
+        WithdrawalStatus.REFUNDED,
+        LedgerEntry.Kind.WITHDRAWAL_RETURN,
+        "liquid_amount",
+    ),
 ]
 
 
 def test_the_table_is_exactly_decisions_5() -> None:
     expected = {
-        ((path[-1] if path else S.PENDING), to): ((kind, field) if kind else None) for path, to, kind, field in ALLOWED
+        ((path[-1] if path else WithdrawalStatus.PENDING), to): ((kind, field) if kind else None)
+        for path, to, kind, field in ALLOWED
     }
     assert expected == TRANSITIONS
 
@@ -204,46 +219,48 @@ def test_total_credited_back_differs_from_liquid_returned(account: Account) -> N
     """With the fee on top, cancel/fail give back amount + fee; a return only the amount sent."""
     failed, canceled, returned = request(account), request(account), request(account)
     assert available_balance(account) == SEED - 3 * (AMOUNT + FEE)
-    move(failed, S.APPROVED, S.FAILED)
-    move(canceled, S.CANCELED)
-    move(returned, S.APPROVED, S.PAID, S.REFUNDED)
+    move(failed, WithdrawalStatus.APPROVED, WithdrawalStatus.FAILED)
+    move(canceled, WithdrawalStatus.CANCELED)
+    move(returned, WithdrawalStatus.APPROVED, WithdrawalStatus.PAID, WithdrawalStatus.REFUNDED)
     assert available_balance(account) == SEED - FEE == ledger_sum(account)
-    credits = LedgerEntry.objects.filter(account=account, amount__gt=0).exclude(kind=K.CHARGE_PAID)
+    credits = LedgerEntry.objects.filter(account=account, amount__gt=0).exclude(kind=LedgerEntry.Kind.CHARGE_PAID)
     assert sorted((e.kind, e.amount) for e in credits) == [
-        (K.WITHDRAWAL_RETURN, AMOUNT),
-        (K.WITHDRAWAL_REVERSAL, AMOUNT + FEE),
-        (K.WITHDRAWAL_REVERSAL, AMOUNT + FEE),
+        (LedgerEntry.Kind.WITHDRAWAL_RETURN, AMOUNT),
+        (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, AMOUNT + FEE),
+        (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, AMOUNT + FEE),
     ]
 
 
 def test_approval_and_payment_set_their_timestamps_and_the_e2e_id(account: Account) -> None:
     withdrawal = request(account)
     started = timezone.now()
-    move(withdrawal, S.APPROVED)
+    move(withdrawal, WithdrawalStatus.APPROVED)
     withdrawal.refresh_from_db()
     assert withdrawal.approved_at is not None
     assert started <= withdrawal.approved_at <= timezone.now()
     assert (withdrawal.paid_at, withdrawal.e2e_id) == (None, None)
 
     paid_at = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=3)
-    withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.PAID, source="acquirer", e2e_id=E2E, paid_at=paid_at)
+    withdrawal_transition(
+        withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.PAID, source="acquirer", e2e_id=E2E, paid_at=paid_at
+    )
 
     withdrawal.refresh_from_db()
-    assert (withdrawal.status, withdrawal.e2e_id, withdrawal.paid_at) == (S.PAID, E2E, paid_at)
-    event = WebhookEvent.objects.get(record_id=withdrawal.pk, status=S.PAID)
+    assert (withdrawal.status, withdrawal.e2e_id, withdrawal.paid_at) == (WithdrawalStatus.PAID, E2E, paid_at)
+    event = WebhookEvent.objects.get(record_id=withdrawal.pk, status=WithdrawalStatus.PAID)
     assert (event.data["e2e_id"], event.data["paid_at"]) == (E2E, local(paid_at))
 
     # Refunded keeps what the payment set.
-    move(withdrawal, S.REFUNDED)
+    move(withdrawal, WithdrawalStatus.REFUNDED)
     withdrawal.refresh_from_db()
     assert (withdrawal.e2e_id, withdrawal.paid_at) == (E2E, paid_at)
 
 
 def test_paid_without_a_time_uses_now(account: Account) -> None:
     withdrawal = request(account)
-    move(withdrawal, S.APPROVED)
+    move(withdrawal, WithdrawalStatus.APPROVED)
     started = timezone.now()
-    withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.PAID, source="acquirer", e2e_id=E2E)
+    withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.PAID, source="acquirer", e2e_id=E2E)
     withdrawal.refresh_from_db()
     assert withdrawal.paid_at is not None
     assert started <= withdrawal.paid_at <= timezone.now()
@@ -251,25 +268,27 @@ def test_paid_without_a_time_uses_now(account: Account) -> None:
 
 def test_failure_keeps_the_reason(account: Account) -> None:
     withdrawal = request(account)
-    move(withdrawal, S.APPROVED)
-    withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.FAILED, source="acquirer", reason="conta fechada")
+    move(withdrawal, WithdrawalStatus.APPROVED)
+    withdrawal_transition(
+        withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.FAILED, source="acquirer", reason="conta fechada"
+    )
     withdrawal.refresh_from_db()
     assert withdrawal.failure_reason == "conta fechada"
 
 
 STATES: dict[str, tuple[str, ...]] = {
-    S.PENDING: (),
-    S.APPROVED: (S.APPROVED,),
-    S.PAID: (S.APPROVED, S.PAID),
-    S.FAILED: (S.FAILED,),
-    S.CANCELED: (S.CANCELED,),
-    S.REFUNDED: (S.APPROVED, S.PAID, S.REFUNDED),
+    WithdrawalStatus.PENDING: (),
+    WithdrawalStatus.APPROVED: (WithdrawalStatus.APPROVED,),
+    WithdrawalStatus.PAID: (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID),
+    WithdrawalStatus.FAILED: (WithdrawalStatus.FAILED,),
+    WithdrawalStatus.CANCELED: (WithdrawalStatus.CANCELED,),
+    WithdrawalStatus.REFUNDED: (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID, WithdrawalStatus.REFUNDED),
 }
 REFUSED = [
     (frm, to)
     for frm in STATES
-    for to in S
-    if to != frm and (frm, to) not in {((p[-1] if p else S.PENDING), t) for p, t, _, _ in ALLOWED}
+    for to in WithdrawalStatus
+    if to != frm and (frm, to) not in {((p[-1] if p else WithdrawalStatus.PENDING), t) for p, t, _, _ in ALLOWED}
 ]
 
 
@@ -277,14 +296,14 @@ def test_every_other_transition_is_refused() -> None:
     # 6 statuses, 5 targets each, 6 allowed: 24 refused, among them the obvious ones.
     assert len(REFUSED) == 24
     for pair in [
-        (S.PAID, S.FAILED),
-        (S.CANCELED, S.APPROVED),
-        (S.REFUNDED, S.PAID),
-        (S.FAILED, S.PAID),
-        (S.PENDING, S.PAID),
-        (S.PENDING, S.REFUNDED),
-        (S.APPROVED, S.CANCELED),
-        (S.APPROVED, S.PENDING),
+        (WithdrawalStatus.PAID, WithdrawalStatus.FAILED),
+        (WithdrawalStatus.CANCELED, WithdrawalStatus.APPROVED),
+        (WithdrawalStatus.REFUNDED, WithdrawalStatus.PAID),
+        (WithdrawalStatus.FAILED, WithdrawalStatus.PAID),
+        (WithdrawalStatus.PENDING, WithdrawalStatus.PAID),
+        (WithdrawalStatus.PENDING, WithdrawalStatus.REFUNDED),
+        (WithdrawalStatus.APPROVED, WithdrawalStatus.CANCELED),
+        (WithdrawalStatus.APPROVED, WithdrawalStatus.PENDING),
     ]:
         assert pair in REFUSED
 
@@ -301,12 +320,15 @@ def test_refused_transition_raises_and_changes_nothing(
         withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=to, source="staff", e2e_id=E2E, reason="x")
 
     assert raised.value.status_code == 409
-    assert raised.value.message == f"O saque não pode passar de {S(frm).label} para {S(to).label}."
+    assert (
+        raised.value.message
+        == f"O saque não pode passar de {WithdrawalStatus(frm).label} para {WithdrawalStatus(to).label}."
+    )
     assert snapshot(withdrawal) == before
     assert available_balance(account) == ledger_sum(account)
 
 
-@pytest.mark.parametrize("status", list(S), ids=str)
+@pytest.mark.parametrize("status", list(WithdrawalStatus), ids=str)
 def test_repeating_a_transition_is_a_no_op(account: Account, endpoint: WebhookEndpoint, status: str) -> None:
     withdrawal = request(account)
     move(withdrawal, *STATES[status])
@@ -343,15 +365,15 @@ def test_sandbox_return_of_a_paid_withdrawal_credits_the_liquid_amount(
     api: APIClient, account: Account, discount_fee: bool
 ) -> None:
     withdrawal = sent_by(create_via_api(api, discount_fee=discount_fee))
-    withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.APPROVED, source="system")
-    withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=S.PAID, source="acquirer", e2e_id=E2E)
+    withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.APPROVED, source="system")
+    withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.PAID, source="acquirer", e2e_id=E2E)
     before = snapshot(withdrawal)
 
     response = sandbox_return(api, withdrawal.pk)
 
     assert response.status_code == 200, response.content
     assert response.json() == {"success": True, "message": "Saque atualizado.", "data": record(withdrawal)}
-    assert response.json()["data"]["status"] == S.REFUNDED
+    assert response.json()["data"]["status"] == WithdrawalStatus.REFUNDED
     assert response.json()["data"]["e2e_id"] == E2E
     after = snapshot(withdrawal)
     assert after["balance"] == before["balance"] + withdrawal.liquid_amount == ledger_sum(account)
@@ -366,7 +388,9 @@ def test_sandbox_return_of_a_paid_withdrawal_credits_the_liquid_amount(
     assert snapshot(withdrawal) == after
 
 
-@pytest.mark.parametrize("status", [S.PENDING, S.APPROVED, S.FAILED, S.CANCELED])
+@pytest.mark.parametrize(
+    "status", [WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED, WithdrawalStatus.FAILED, WithdrawalStatus.CANCELED]
+)
 def test_sandbox_return_of_an_unpaid_withdrawal_is_409(api: APIClient, account: Account, status: str) -> None:
     withdrawal = sent_by(create_via_api(api))
     move(withdrawal, *STATES[status])
@@ -377,7 +401,7 @@ def test_sandbox_return_of_an_unpaid_withdrawal_is_409(api: APIClient, account: 
     assert response.status_code == 409
     assert response.json() == {
         "success": False,
-        "message": f"O saque não pode passar de {S(status).label} para Devolvido.",
+        "message": f"O saque não pode passar de {WithdrawalStatus(status).label} para Devolvido.",
         "data": None,
     }
     assert snapshot(withdrawal) == before
@@ -389,7 +413,7 @@ def test_sandbox_return_of_unknown_malformed_or_foreign_withdrawal_is_404(
     other = AccountFactory()
     seed(other, SEED)
     foreign = sent_by(create_via_api(client_for(issue_credential(other))))
-    move(foreign, S.APPROVED, S.PAID)
+    move(foreign, WithdrawalStatus.APPROVED, WithdrawalStatus.PAID)
     before = snapshot(foreign)
 
     for withdrawal_id in (uuid.uuid4(), "not-a-uuid", foreign.pk):
@@ -405,17 +429,17 @@ def test_sandbox_return_accepts_the_withdrawals_permission(
     account: Account, issue_credential: Callable[..., IssuedCredential], permission: str
 ) -> None:
     withdrawal = sent_by(request(account))
-    move(withdrawal, S.APPROVED, S.PAID)
+    move(withdrawal, WithdrawalStatus.APPROVED, WithdrawalStatus.PAID)
     response = sandbox_return(client_for(issue_credential(account, permission)), withdrawal.pk)
     assert response.status_code == 200
-    assert response.json()["data"]["status"] == S.REFUNDED
+    assert response.json()["data"]["status"] == WithdrawalStatus.REFUNDED
 
 
 def test_sandbox_return_refuses_a_cashin_credential_and_changes_nothing(
     account: Account, issue_credential: Callable[..., IssuedCredential]
 ) -> None:
     withdrawal = sent_by(request(account))
-    move(withdrawal, S.APPROVED, S.PAID)
+    move(withdrawal, WithdrawalStatus.APPROVED, WithdrawalStatus.PAID)
     before = snapshot(withdrawal)
 
     response = sandbox_return(client_for(issue_credential(account, ApiCredential.Permission.CASHIN)), withdrawal.pk)
@@ -436,7 +460,7 @@ def test_sandbox_return_of_a_withdrawal_not_sent_by_the_sandbox_is_404(
     withdrawal = request(account)
     if adapter:
         sent_by(withdrawal, adapter)
-    move(withdrawal, S.APPROVED, S.PAID)
+    move(withdrawal, WithdrawalStatus.APPROVED, WithdrawalStatus.PAID)
     before = snapshot(withdrawal)
 
     response = sandbox_return(api, withdrawal.pk)
@@ -449,10 +473,10 @@ def test_sandbox_return_of_a_withdrawal_not_sent_by_the_sandbox_is_404(
 
 def test_sandbox_return_needs_credentials(account: Account) -> None:
     withdrawal = sent_by(request(account))
-    move(withdrawal, S.APPROVED, S.PAID)
+    move(withdrawal, WithdrawalStatus.APPROVED, WithdrawalStatus.PAID)
     response = APIClient().post(f"/api/sandbox/withdrawals/{withdrawal.pk}/return")
     assert response.status_code == 401
-    assert snapshot(withdrawal)["status"] == S.PAID
+    assert snapshot(withdrawal)["status"] == WithdrawalStatus.PAID
 
 
 # --------------------------------------------------------------------------- acquirer notifications
@@ -471,7 +495,7 @@ def stranger(db: Any) -> Acquirer:
 
 def sent_through(withdrawal: Withdrawal, acquirer: Acquirer, *statuses: str) -> Withdrawal:
     """An approved withdrawal whose payout went to ``acquirer`` and is still processing there."""
-    move(withdrawal, S.APPROVED)
+    move(withdrawal, WithdrawalStatus.APPROVED)
     PayoutAttempt.objects.create(
         withdrawal=withdrawal, acquirer=acquirer, action="send", outcome="processing", latency_ms=12
     )
@@ -512,7 +536,7 @@ def test_payout_paid_notification_pays(account: Account, acquirer: Acquirer) -> 
 
     accepted(response, 1)
     after = snapshot(withdrawal)
-    assert (after["status"], after["e2e_id"], after["paid_at"]) == (S.PAID, E2E, occurred)
+    assert (after["status"], after["e2e_id"], after["paid_at"]) == (WithdrawalStatus.PAID, E2E, occurred)
     assert after["balance"] == before["balance"]
     assert after["ledger"] == before["ledger"]
     assert after["events"] == before["events"] + 1
@@ -530,13 +554,13 @@ def test_payout_failed_notification_gives_the_money_back(account: Account, acqui
     accepted(notify(acquirer, {"event": "payout.failed", "reference": withdrawal.idempotency_id}), 1)
 
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.FAILED
+    assert withdrawal.status == WithdrawalStatus.FAILED
     assert withdrawal.failure_reason == "refused by the acquirer"
     assert available_balance(account) == SEED == ledger_sum(account)
-    assert LedgerEntry.objects.filter(account=account).latest("id").kind == K.WITHDRAWAL_REVERSAL
+    assert LedgerEntry.objects.filter(account=account).latest("id").kind == LedgerEntry.Kind.WITHDRAWAL_REVERSAL
     assert list(WebhookEvent.objects.filter(record_id=withdrawal.pk).values_list("status", flat=True)) == [
-        S.FAILED,
-        S.APPROVED,
+        WithdrawalStatus.FAILED,
+        WithdrawalStatus.APPROVED,
     ]
 
 
@@ -548,12 +572,12 @@ def test_payout_returned_notification_refunds_the_liquid_amount(account: Account
     accepted(notify(acquirer, {"event": "payout.returned", "reference": withdrawal.idempotency_id}), 1)
 
     withdrawal.refresh_from_db()
-    assert (withdrawal.status, withdrawal.e2e_id) == (S.REFUNDED, E2E)
+    assert (withdrawal.status, withdrawal.e2e_id) == (WithdrawalStatus.REFUNDED, E2E)
     assert available_balance(account) == SEED - FEE == ledger_sum(account)
     # A late confirmation does not undo the return.
     accepted(notify(acquirer, {"event": "payout.paid", "reference": withdrawal.idempotency_id, "e2e_id": E2E}), 0)
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.REFUNDED
+    assert withdrawal.status == WithdrawalStatus.REFUNDED
 
 
 def test_payout_notification_from_an_acquirer_never_used_changes_nothing(
@@ -583,8 +607,8 @@ def test_payout_notification_for_an_unknown_reference_changes_nothing(account: A
 @pytest.mark.parametrize(
     ("statuses", "event"),
     [
-        ((S.FAILED,), "payout.paid"),  # too late: the money is already back in the balance
-        ((S.PAID,), "payout.failed"),
+        ((WithdrawalStatus.FAILED,), "payout.paid"),  # too late: the money is already back in the balance
+        ((WithdrawalStatus.PAID,), "payout.failed"),
         ((), "payout.returned"),  # approved, never paid
     ],
     ids=str,
@@ -618,7 +642,7 @@ def test_one_refused_event_does_not_cost_the_others(account: Account, acquirer: 
     accepted(response, 1)
     first.refresh_from_db()
     second.refresh_from_db()
-    assert (first.status, second.status) == (S.PAID, S.APPROVED)
+    assert (first.status, second.status) == (WithdrawalStatus.PAID, WithdrawalStatus.APPROVED)
     assert second.e2e_id is None
     assert InboundNotification.objects.get().status == InboundNotification.Status.FAILED
     assert available_balance(account) == ledger_sum(account)
@@ -629,7 +653,7 @@ def test_news_from_an_acquirer_the_chain_moved_past_changes_nothing(
     account: Account, acquirer: Acquirer, stranger: Acquirer, event: str
 ) -> None:
     withdrawal = request(account)
-    move(withdrawal, S.APPROVED)
+    move(withdrawal, WithdrawalStatus.APPROVED)
     # What _pay_out leaves: the first acquirer refused, the second took it.
     PayoutAttempt.objects.create(
         withdrawal=withdrawal, acquirer=acquirer, action="send", outcome="declined", latency_ms=5
@@ -670,10 +694,10 @@ def race(withdrawal_id: Any, *targets: str) -> list[Any]:
 
 RACES = [
     # (from, the two targets, statuses either may end in)
-    (S.APPROVED, (S.PAID, S.FAILED)),
-    (S.PENDING, (S.APPROVED, S.CANCELED)),
-    (S.APPROVED, (S.PAID, S.PAID)),
-    (S.PAID, (S.REFUNDED, S.REFUNDED)),
+    (WithdrawalStatus.APPROVED, (WithdrawalStatus.PAID, WithdrawalStatus.FAILED)),
+    (WithdrawalStatus.PENDING, (WithdrawalStatus.APPROVED, WithdrawalStatus.CANCELED)),
+    (WithdrawalStatus.APPROVED, (WithdrawalStatus.PAID, WithdrawalStatus.PAID)),
+    (WithdrawalStatus.PAID, (WithdrawalStatus.REFUNDED, WithdrawalStatus.REFUNDED)),
 ]
 
 

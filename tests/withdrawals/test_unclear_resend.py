@@ -35,8 +35,6 @@ from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
 from withdrawals.payouts import withdrawal_process
 from withdrawals.services import withdrawal_request
 
-S = WithdrawalStatus
-K = LedgerEntry.Kind
 SEED = 20_000
 AMOUNT = 5000
 
@@ -96,7 +94,9 @@ def _account(first: Acquirer, monkeypatch: pytest.MonkeyPatch) -> tuple[Account,
     second = AcquirerFactory(key="test_pays_acq", adapter="test_pays_at_once", options={})
     account = AccountFactory(withdrawal_fee_fixed=0, withdrawal_fee_bps=0)
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=SEED, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+        ledger_post(
+            account_id=account.pk, amount=SEED, kind=LedgerEntry.Kind.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}"
+        )
     acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHOUT, acquirers=[first, second])
     return account, second
 
@@ -122,7 +122,7 @@ def test_a_refused_resend_keeps_the_payout_with_its_acquirer(monkeypatch: pytest
     withdrawal.refresh_from_db()
     assert RefusesTheResend.sends == [withdrawal.idempotency_id] * 2
     assert PaysAtOnce.sends == []  # the next acquirer is never asked
-    assert (withdrawal.status, withdrawal.payout_owner_id) == (S.APPROVED, first.pk)
+    assert (withdrawal.status, withdrawal.payout_owner_id) == (WithdrawalStatus.APPROVED, first.pk)
     assert withdrawal.payout_unclear_since is not None
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
 
@@ -150,7 +150,7 @@ def test_a_failed_after_a_send_cut_at_our_deadline_frees_nothing_past_the_lease(
     with pytest.raises(PayoutUndetermined):
         withdrawal_process(withdrawal_id=withdrawal.pk)
     withdrawal.refresh_from_db()
-    assert (withdrawal.status, withdrawal.payout_owner_id) == (S.APPROVED, first.pk)
+    assert (withdrawal.status, withdrawal.payout_owner_id) == (WithdrawalStatus.APPROVED, first.pk)
     assert PaysAtOnce.sends == []
     assert Drips.sends == [withdrawal.idempotency_id]  # sent once, never again
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
@@ -206,7 +206,7 @@ def test_a_send_a_killed_worker_left_keeps_the_payout_with_its_acquirer_for_the_
         withdrawal_process(withdrawal_id=withdrawal.pk)
 
     withdrawal.refresh_from_db()
-    assert (withdrawal.status, withdrawal.payout_owner_id) == (S.APPROVED, first.pk)
+    assert (withdrawal.status, withdrawal.payout_owner_id) == (WithdrawalStatus.APPROVED, first.pk)
     assert PaysAtOnce.sends == []  # the next acquirer is never asked
     assert LostWithItsWorker.sends == []  # nor is it sent again to the first
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)

@@ -45,8 +45,6 @@ from withdrawals.models import PayoutAttempt, UndeterminedPayout, Withdrawal, Wi
 from withdrawals.payouts import withdrawal_payout_ask, withdrawal_process
 from withdrawals.services import withdrawal_request
 
-S = WithdrawalStatus
-K = LedgerEntry.Kind
 FAIL = MoneyActionRequest.Action.FAIL_UNDETERMINED_PAYOUT
 QUEUE = reverse("admin:withdrawals_undeterminedpayout_changelist")
 REQUESTS = reverse("admin:accounts_moneyactionrequest_changelist")
@@ -96,7 +94,9 @@ def account(db: Any, unsure: Acquirer, monkeypatch: pytest.MonkeyPatch) -> Accou
     monkeypatch.setattr(services, "_enqueue_processing", lambda *args, **kwargs: None)
     account = AccountFactory(withdrawal_fee_fixed=100, withdrawal_fee_bps=100)
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=SEED, kind=K.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}")
+        ledger_post(
+            account_id=account.pk, amount=SEED, kind=LedgerEntry.Kind.CHARGE_PAID, reference=f"seed:{uuid.uuid4().hex}"
+        )
     acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHOUT, acquirers=[unsure])
     return account
 
@@ -139,7 +139,9 @@ def state(withdrawal: Withdrawal) -> tuple[Any, ...]:
 
 def reversals(account: Account) -> list[int]:
     return list(
-        LedgerEntry.objects.filter(account=account, kind=K.WITHDRAWAL_REVERSAL).values_list("amount", flat=True)
+        LedgerEntry.objects.filter(account=account, kind=LedgerEntry.Kind.WITHDRAWAL_REVERSAL).values_list(
+            "amount", flat=True
+        )
     )
 
 
@@ -183,11 +185,15 @@ def test_operations_asks_finance_approves_and_the_debit_comes_back_once(
     assert pending.decided_by is not None
     assert pending.decided_by.get_username() == "fernanda"
     withdrawal.refresh_from_db()
-    assert (withdrawal.status, withdrawal.payout_unclear_since) == (S.FAILED, None)
+    assert (withdrawal.status, withdrawal.payout_unclear_since) == (WithdrawalStatus.FAILED, None)
     assert available_balance(account) == SEED == ledger_sum(account)
     assert reversals(account) == [AMOUNT]
     transition = WithdrawalTransition.objects.filter(withdrawal=withdrawal).latest("id")
-    assert (transition.from_status, transition.to_status, transition.source) == (S.APPROVED, S.FAILED, "staff")
+    assert (transition.from_status, transition.to_status, transition.source) == (
+        WithdrawalStatus.APPROVED,
+        WithdrawalStatus.FAILED,
+        "staff",
+    )
     assert transition.actor == f"fernanda (aprovou o pedido #{pending.pk} de olivia)"
     notice = PayoutAttempt.objects.filter(withdrawal=withdrawal).latest("id")
     assert (notice.acquirer.key, notice.action, notice.outcome) == ("test_unsure_acq", "notice", "failed")
@@ -292,13 +298,13 @@ def test_a_payout_the_acquirer_settled_meanwhile_fails_the_request_and_nothing_c
     )
     # Asked again, the acquirer now says it paid.
     Acquirer.objects.filter(pk=unsure.pk).update(options={"status": "paid"})
-    assert withdrawal_payout_ask(withdrawal_id=withdrawal.pk) == S.PAID
+    assert withdrawal_payout_ask(withdrawal_id=withdrawal.pk) == WithdrawalStatus.PAID
     before = state(withdrawal)
 
     decided = money_action_approve(request_id=pending.pk, approver=staff("fernanda", "finance"))
 
     assert (decided.state, decided.outcome) == ("failed", err.RESOLVE_NOT_UNDETERMINED)
-    assert state(withdrawal)[0] == S.PAID
+    assert state(withdrawal)[0] == WithdrawalStatus.PAID
     assert state(withdrawal) == before
     assert reversals(account) == []
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)
@@ -339,9 +345,9 @@ def test_approval_while_a_send_is_in_flight_fails_the_request_and_nothing_moves(
         resend.join(timeout=20)
 
     # That send paid: giving the debit back would have paid the withdrawal twice.
-    assert results == [S.PAID]
+    assert results == [WithdrawalStatus.PAID]
     withdrawal.refresh_from_db()
-    assert withdrawal.status == S.PAID
+    assert withdrawal.status == WithdrawalStatus.PAID
     assert Unsure.sends == [withdrawal.idempotency_id, withdrawal.idempotency_id]
     assert reversals(account) == []
     assert available_balance(account) == SEED - AMOUNT == ledger_sum(account)

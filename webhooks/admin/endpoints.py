@@ -15,9 +15,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, reverse
 
-from accounts.admin import account_page_inline
+from accounts.admin.accounts import account_page_inline
 from accounts.models import Account
-from core.admin_reveal import reveal_later, reveal_url
+from core.admin.reveal import reveal_later, reveal_url
 from core.plural import plural
 from webhooks import http, readable, services
 from webhooks.exceptions import EndpointLimitReached

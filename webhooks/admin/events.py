@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
-from core.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin
+from core.admin.records import ReadOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin
 from core.plural import plural
 from webhooks import readable, services
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from accounts.settlement import SAO_PAULO, Settlement, account_settlement, settlement_period_error
-from core.admin_lists import CsvColumn, csv_download, csv_money
+from core.admin.lists import CsvColumn, csv_download, csv_money
 from core.money import brl
 
 TEMPLATE = "admin/accounts/account/settlement.html"

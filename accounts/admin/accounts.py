@@ -1,8 +1,7 @@
-"""Back office for accounts, balances and the ledger (the account form:
-``accounts.admin_account_form``; its status changes with a reason:
-``accounts.admin_account_status``; API credentials:
-``accounts.admin_credentials``; the maker-checker queue:
-``accounts.approvals_admin``; both registered from here).
+"""Back office for accounts: the list, the account's page and its actions
+(the form: ``account_form``; status changes with a reason:
+``account_status``; API credentials: ``credentials``; account change
+requests: ``changes``; the daily settlement: ``settlement``).
 
 The admin collects input, checks the staff permission and reports; every
 status change and every credential goes through ``accounts.services``.
@@ -25,7 +24,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from accounts.account_changes import account_create_by_staff
-from accounts.admin_account_form import (
+from accounts.admin.account_form import (
     ACCOUNT_REAIS_FIELDS,
     ADD_IDENTITY,
     CONFIGURATION,
@@ -35,23 +34,15 @@ from accounts.admin_account_form import (
     AccountAdminForm,
     bare_document,
 )
-from accounts.admin_account_status import TRANSITIONS, list_action, transition_view
-
-# Also registers the queue of account change requests.
-from accounts.admin_changes import CHANGE_REASON_FIELDSET, pending_changes, report_requested, save_controlled_changes
-
-# Also registers the credentials list.
-from accounts.admin_credentials import CredentialInline, can_manage_credentials, issue_credential_view
-from accounts.admin_decisions import staff_user
-from accounts.admin_settlement import settlement_view
-
-# Registers the maker-checker queue (pedidos de aprovação).
-from accounts.approvals_admin import MoneyActionRequestAdmin  # noqa: F401
-from accounts.models import Account, AccountBalance, LedgerEntry
+from accounts.admin.account_status import TRANSITIONS, list_action, transition_view
+from accounts.admin.changes import CHANGE_REASON_FIELDSET, pending_changes, report_requested, save_controlled_changes
+from accounts.admin.credentials import CredentialInline, can_manage_credentials, issue_credential_view
+from accounts.admin.decisions import staff_user
+from accounts.admin.settlement import settlement_view
+from accounts.models import Account, AccountBalance
 from accounts.services import account_rotate_postback_secret
-from core.admin import ReadOnlyAdminMixin
-from core.admin_money import ReaisFieldsMixin
-from core.admin_reveal import reveal_later, reveal_url
+from core.admin.money import ReaisFieldsMixin
+from core.admin.reveal import reveal_later, reveal_url
 from core.documents import format_document
 from core.money import brl
 
@@ -349,41 +340,3 @@ def account_page_inline(inline: _Inline) -> _Inline:
     every inline is in place before the system checks and the first request."""
     AccountAdmin.inlines = (*AccountAdmin.inlines, inline)
     return inline
-
-
-# --------------------------------------------------------------------------- balances and ledger
-
-
-@admin.register(LedgerEntry)
-class LedgerEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[LedgerEntry]):
-    list_display = ("id", "account", "kind", "amount_display", "balance_after_display", "reference", "created_at")
-    list_filter = ("kind", "created_at")
-    search_fields = ("account__name", "=account__document", "reference")
-    list_select_related = ("account",)
-    date_hierarchy = "created_at"
-    # The detail page too shows money as R$ (the stored centavos never).
-    fields = ("account", "kind", "amount_display", "balance_after_display", "reference", "created_at")
-    readonly_fields = fields
-
-    @admin.display(description="valor", ordering="amount")
-    def amount_display(self, entry: LedgerEntry) -> str:
-        return brl(entry.amount)
-
-    @admin.display(description="saldo após", ordering="balance_after")
-    def balance_after_display(self, entry: LedgerEntry) -> str:
-        return brl(entry.balance_after)
-
-
-@admin.register(AccountBalance)
-class AccountBalanceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[AccountBalance]):
-    list_display = ("account", "available_display", "updated_at")
-    list_filter = ("updated_at",)
-    search_fields = ("account__name", "account__document")
-    list_select_related = ("account",)
-    ordering = ("account__name",)
-    fields = ("account", "available_display", "updated_at")
-    readonly_fields = fields
-
-    @admin.display(description="disponível", ordering="available")
-    def available_display(self, balance: AccountBalance) -> str:
-        return brl(balance.available)

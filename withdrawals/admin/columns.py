@@ -1,6 +1,5 @@
-"""Pieces of the withdrawals back office (withdrawals.admin): the history
-inlines, the queue filters and their order, and the columns that show a
-withdrawal in reais and pt-BR."""
+"""The columns that show a withdrawal in reais and pt-BR, on its list and
+page, and the amounts its confirmation pages show."""
 
 from __future__ import annotations
 
@@ -8,90 +7,12 @@ from typing import Any, ClassVar
 
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
-from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 
-from core.admin import ReadOnlyInlineMixin
-from core.admin_lists import labelled, short_id
-from core.admin_money import money
+from core.admin.lists import labelled, short_id
+from core.admin.money import money
 from core.documents import format_document, normalize_document
-from withdrawals.models import PayoutAttempt, PixKeyType, Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.services import payout_settle_window
-
-
-class PayoutAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[PayoutAttempt, Withdrawal]):
-    model = PayoutAttempt
-    fields = (
-        "created_at",
-        "acquirer",
-        "action",
-        "outcome",
-        "error_class",
-        "error_message",
-        "latency_ms",
-        "released",
-        "late_outcome",
-        "late_detail",
-        "late_at",
-    )
-    readonly_fields = fields
-
-
-class WithdrawalTransitionInline(ReadOnlyInlineMixin, admin.TabularInline[WithdrawalTransition, Withdrawal]):
-    model = WithdrawalTransition
-    fields = ("created_at", "from_status", "to_status", "source", "actor")
-    readonly_fields = fields
-
-
-class ApprovalQueueFilter(admin.SimpleListFilter):
-    """Withdrawals waiting for a person: pending on accounts with manual
-    approval. Listed oldest first (WithdrawalAdmin.get_ordering)."""
-
-    title = "fila de aprovação"
-    parameter_name = "queue"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("awaiting", "Aguardando aprovação")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value() == "awaiting":
-            return queryset.filter(status=WithdrawalStatus.PENDING, account__withdrawals_need_approval=True)
-        return queryset
-
-
-class PayoutStateFilter(admin.SimpleListFilter):
-    """Approved withdrawals whose payout waits: on an acquirer that has not
-    said where it stands, or held (their account, or runs that kept dying)."""
-
-    title = "pagamento parado"
-    parameter_name = "payout"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [
-            ("undetermined", "Pagamento indeterminado"),
-            ("staff", "Indeterminado além da janela (equipe)"),
-            ("held", "Retido: conta bloqueada ou não aprovada, ou processamento interrompido"),
-        ]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        approved = queryset.filter(status=WithdrawalStatus.APPROVED)
-        if self.value() == "undetermined":
-            return approved.filter(payout_unclear_since__isnull=False)
-        if self.value() == "staff":
-            return approved.filter(payout_unclear_since__lt=timezone.now() - payout_settle_window())
-        if self.value() == "held":
-            return approved.exclude(hold_reason="")
-        return queryset
-
-
-#: Queues are worked oldest first: the filter's value → the default order.
-QUEUE_ORDER = {
-    ("queue", "awaiting"): ("created_at", "id"),
-    ("payout", "undetermined"): ("payout_unclear_since", "id"),
-    ("payout", "staff"): ("payout_unclear_since", "id"),
-    ("payout", "held"): ("held_since", "id"),
-}
+from withdrawals.models import PixKeyType, Withdrawal
 
 
 @admin.display(description="Chave de destino")
@@ -130,6 +51,14 @@ def destination_holder(modeladmin: Any, withdrawal: Withdrawal) -> str:
 @admin.display(description="CPF/CNPJ da conta")
 def account_document_display(modeladmin: Any, withdrawal: Withdrawal) -> str:
     return account_document(withdrawal)
+
+
+def liquid_amount(withdrawal: Withdrawal) -> int:
+    return withdrawal.liquid_amount
+
+
+def total_debit(withdrawal: Withdrawal) -> int:
+    return withdrawal.total_debit
 
 
 class WithdrawalColumns:

@@ -1,8 +1,8 @@
 """What the back office's queues of requests share (*Pedidos de aprovação*,
-``accounts.approvals_admin``; *Pedidos de alteração de conta*,
-``accounts.admin_changes``): each selected request decided in its own
-transaction with its audit entries, the counts staff read after, and the
-approve / reject buttons on a request's own page."""
+``money_actions``; *Pedidos de alteração de conta*, ``changes``): each
+selected request decided in its own transaction with its audit entries, the
+counts staff read after, and the approve / reject buttons on a request's
+own page."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Back office for maker-checker actions: the action that asks (on the
 charge or withdrawal list) and the queue where another staff member
-approves or rejects. Registered by ``accounts.admin``."""
+approves or rejects. Registered by ``accounts.admin``, which imports
+every module of the package."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
-from accounts.admin_decisions import (
+from accounts.admin.decisions import (
     DECISION_COLUMNS,
     QUEUE_ORDERING,
     DecideButtonsMixin,
@@ -29,7 +30,8 @@ from accounts.approvals import money_action
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
 from accounts.services import money_action_approve, money_action_reject, money_action_request
-from core.admin import Confirmation, ReadOnlyAdminMixin, confirm_first
+from core.admin.confirmation import Confirmation, confirm_first
+from core.admin.records import ReadOnlyAdminMixin
 from core.money import brl
 from core.plural import plural
 
@@ -256,4 +258,4 @@ class MoneyActionRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.Mode
         return format_html('<a href="{}">{}</a>', url, pending.target_id)
 
 
-__all__ = ["MoneyActionRequestAdmin", "request_approval_action", "staff_user"]
+__all__ = ["MoneyActionRequestAdmin", "request_approval_action"]

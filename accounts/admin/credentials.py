@@ -3,7 +3,7 @@ claim link again), the read-only inline and the issuing page of the
 account's page. Staff never see a secret key: a credential issued or
 rotated here waits for its claim, and its secret is shown to whoever opens
 the link e-mailed to the account's contact (``accounts.credential_links``).
-Registered by ``accounts.admin``, which imports this module."""
+Registered by ``accounts.admin``, which imports every module of the package."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 
-from accounts.approvals_admin import staff_user
+from accounts.admin.decisions import staff_user
 from accounts.credential_links import (
     credential_issue_for_claim,
     credential_link_send,
@@ -32,7 +32,8 @@ from accounts.credential_links import (
 from accounts.exceptions import CredentialLinkNotSent, CredentialLinkRefused
 from accounts.models import Account, ApiCredential, CredentialLink
 from accounts.services import credential_revoke
-from core.admin import ReadOnlyAdminMixin, confirm_or_perform
+from core.admin.confirmation import confirm_or_perform
+from core.admin.records import ReadOnlyAdminMixin
 
 ISSUE_TEMPLATE = "admin/accounts/account/issue_credential.html"
 CONFIRM_TEMPLATE = "admin/accounts/apicredential/confirm_link.html"

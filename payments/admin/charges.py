@@ -10,17 +10,11 @@ from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from accounts.approvals_admin import request_approval_action
+from accounts.admin.money_actions import request_approval_action
 from accounts.models import MoneyActionRequest
 from acquirers.adapters.base import AdapterError
-from core.admin import (
-    ActionsOnlyAdminMixin,
-    Confirmation,
-    ReadOnlyInlineMixin,
-    TransitionActions,
-    UUIDSearchMixin,
-)
-from core.admin_lists import (
+from core.admin.confirmation import Confirmation
+from core.admin.lists import (
     CsvExportMixin,
     DetailActionsMixin,
     ListTotalsMixin,
@@ -32,11 +26,14 @@ from core.admin_lists import (
     short_id,
     titled,
 )
-from core.admin_money import money
+from core.admin.money import money
+from core.admin.records import ActionsOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin
+from core.admin.transitions import TransitionActions
 from core.exceptions import PixServiceError
 from core.plural import plural
-from payments.admin_late_payments import ChargeCancellationInline, LatePaymentInline
-from payments.admin_refunds import refund
+from payments.admin.cancellations import ChargeCancellationInline
+from payments.admin.late_payments import LatePaymentInline
+from payments.admin.refunds import refund
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.reconciliation import charge_reconcile
@@ -253,7 +250,7 @@ class ChargeAdmin(
             ),
         ),
         # Credits the account: asked here, carried out when another staff
-        # member approves (accounts.approvals_admin, payments.approvals).
+        # member approves (accounts.admin.money_actions, payments.approvals).
         request_approval_action(
             name="resolve_chargeback",
             description="Resolver contestação a favor da conta",
@@ -291,7 +288,3 @@ class ChargeAdmin(
 
     def has_request_chargeback_resolution_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.request_chargeback_resolution")
-
-
-# Reconciliation with acquirers: its report and mismatches (a module of its own: this one is full).
-from payments import admin_reconciliation  # noqa: E402, F401

@@ -24,7 +24,7 @@ from django.utils.cache import add_never_cache_headers
 from accounts.exceptions import InvalidTransition
 from accounts.models import Account
 from accounts.services import account_approve, account_reject, account_set_blocked
-from core.admin import CONFIRMED, ReasonForm, reason_form
+from core.admin.confirmation import CONFIRMED, ReasonForm, reason_form
 from core.documents import format_document
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.db.models import CheckConstraint, Q
 
-from accounts.admin_changes import CHANGE_REASON, change_reason_field, clean_controlled_changes
+from accounts.admin.changes import CHANGE_REASON, change_reason_field, clean_controlled_changes
 from accounts.models import Account, PaymentMethod
 from core.documents import format_document, normalize_document
 from core.money import brl
@@ -96,9 +96,9 @@ class AccountAdminForm(forms.ModelForm[Account]):
     )
 
     # Not a field of the account: why the contact e-mail, manual approval or
-    # limits change (accounts.admin_changes); shown on an existing account only.
+    # limits change (``changes``); shown on an existing account only.
     change_reason = change_reason_field()
-    #: The controlled fields this save only asked to change (accounts.admin_changes).
+    #: The controlled fields this save only asked to change (``changes``).
     requested: set[str] = set()
 
     class Meta:

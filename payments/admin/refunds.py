@@ -1,7 +1,7 @@
 """The charges list's refund action ("Estornar"): a paid charge's refund is
 asked for here and made only once another staff member approves it
 (``payments.approvals``); a charge in chargeback is marked refunded (MED
-returned the money already). Used by ``payments.admin``."""
+returned the money already). Used by ``payments.admin.charges``."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from accounts.approvals_admin import staff_user
+from accounts.admin.decisions import staff_user
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused
 from accounts.models import MoneyActionRequest
 from accounts.services import money_action_request
-from core.admin import Confirmation, confirm_first
+from core.admin.confirmation import Confirmation, confirm_first
 from core.exceptions import PixServiceError
 from core.plural import plural
 from payments.exceptions import TransitionNotAllowed

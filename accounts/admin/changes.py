@@ -3,8 +3,8 @@ what the account page's form does with a change of the contact e-mail,
 manual approval of withdrawals or the withdrawal limits (asks, or applies
 at once when it only tightens them), and the queue where another staff
 member approves or rejects what was asked, with the conventions of the
-maker-checker queue (``accounts.approvals_admin``). Registered by
-``accounts.admin``."""
+maker-checker queue (``money_actions``). Registered by
+``accounts.admin``, which imports every module of the package."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from accounts.account_changes import (
     account_change_request,
     loosens,
 )
-from accounts.admin_decisions import (
+from accounts.admin.decisions import (
     DECISION_COLUMNS,
     QUEUE_ORDERING,
     DecideButtonsMixin,
@@ -41,7 +41,8 @@ from accounts.admin_decisions import (
 from accounts.exceptions import ApprovalRefused
 from accounts.models import Account, AccountChangeRequest
 from accounts.staff_models import shown_value
-from core.admin import ReadOnlyAdminMixin, confirm_or_perform
+from core.admin.confirmation import confirm_or_perform
+from core.admin.records import ReadOnlyAdminMixin
 
 State = AccountChangeRequest.State
 DECIDE_TEMPLATE = "admin/accounts/accountchangerequest/confirm_decision.html"
