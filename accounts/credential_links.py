@@ -38,7 +38,7 @@ from accounts.exceptions import ClaimRefused, CredentialLinkNotSent, CredentialL
 from accounts.models import Account, ApiCredential, CredentialLink
 from accounts.services import rotated_label
 from core.bulkhead import Bulkhead
-from core.db import release_connections
+from core.connections import release_connections
 from core.text import single_line
 from core.tokens import hash_secret, new_claim_token, new_public_key, new_secret_key
 

@@ -2,58 +2,25 @@
 
 from __future__ import annotations
 
-import functools
 import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connections, router
 from django.db.models import Case, Exists, OuterRef, QuerySet, Sum, UUIDField, Value, When
 
 from accounts.models import Account, AccountBalance, ApiCredential, CredentialLink, LedgerEntry
-from core.db import from_rows, plain_columns, statement_of
+from accounts.sql import active_credential_row
 
 # The request rule of the spec; an account may only raise it (decisions §5).
 PLATFORM_MINIMUM_WITHDRAWAL = 1000
 
 
-@functools.cache
-def _active_credential_statement() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-    """The credential and its account in one SELECT, compiled once, with the
-    columns of each (attnames, in the models' order): compiling the ORM's
-    ``select_related`` query was most of a key-authenticated request's CPU
-    whenever the credential's snapshot had to be taken again (an account
-    calling less than once a second: ``make bench``'s 1,000 accounts)."""
-    using = router.db_for_read(ApiCredential)
-    credential = plain_columns(ApiCredential, [f.name for f in ApiCredential._meta.concrete_fields], using=using)
-    account = plain_columns(Account, [f.name for f in Account._meta.concrete_fields], using=using)
-    placeholder = "pk_placeholder"
-    query = (
-        ApiCredential.objects.filter(public_key=placeholder, is_active=True)
-        .order_by()
-        .values_list(*credential, *(f"account__{column}" for column in account))
-        .query
-    )
-    return statement_of(query, [placeholder], what="the active credential"), credential, account
-
-
 def active_credential(public_key: str) -> ApiCredential | None:
     """The active credential with this public key, its account loaded with
     it (as ``select_related("account")`` would), or None."""
-    sql, credential_columns, account_columns = _active_credential_statement()
-    using = router.db_for_read(ApiCredential)
-    with connections[using].cursor() as cursor:
-        cursor.execute(sql, [public_key])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    split = len(credential_columns)
-    [credential] = from_rows(ApiCredential, using, credential_columns, [row[:split]])
-    [account] = from_rows(Account, using, account_columns, [row[split:]])
-    credential.account = account
-    return credential
+    return active_credential_row(public_key)
 
 
 def effective_minimum_withdrawal(account: Account) -> int:

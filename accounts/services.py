@@ -20,7 +20,7 @@ from django.utils import timezone
 from accounts import approvals
 from accounts.exceptions import ActionNotExecutable, ApprovalRefused, InvalidTransition
 from accounts.models import Account, AccountBalance, ApiCredential, CredentialLink, LedgerEntry, MoneyActionRequest
-from core.db import Insert, from_rows, insert_sql, statement_of
+from accounts.sql import balance_row_locked, post_entry
 from core.exceptions import InsufficientBalance
 from core.tokens import hash_secret, new_public_key, new_secret_key, new_webhook_secret
 
@@ -181,34 +181,18 @@ def balance_lock(*, account_id: Any) -> AccountBalance:
     Every money movement of an account serialises here; callers that must
     check more than the balance (a withdrawal's daily limit) take it first.
     """
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block:
+    if not transaction.get_connection().in_atomic_block:
         # What select_for_update() raises: a lock taken in autocommit would end
         # with its statement.
         raise transaction.TransactionManagementError("balance_lock must run inside a transaction")
-    sql, columns = _balance_lock_statement()
     for _ in range(2):
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [account_id])
-            row = cursor.fetchone()
-        if row is not None:
-            [balance] = from_rows(AccountBalance, connection.alias, columns, [row])
+        balance = balance_row_locked(account_id)
+        if balance is not None:
             return balance
         # Accounts made outside account_create (admin, shell) get their row on
         # first use; ON CONFLICT makes concurrent first uses safe.
         AccountBalance.objects.bulk_create([AccountBalance(account_id=account_id)], ignore_conflicts=True)
     raise AccountBalance.DoesNotExist(f"no balance row for account {account_id}")
-
-
-@functools.cache
-def _balance_lock_statement() -> tuple[str, tuple[str, ...]]:
-    """The ``SELECT … FOR UPDATE`` of :func:`balance_lock`, compiled by the ORM
-    once: compiled per call it was 8% of a withdrawal's CPU (py-spy under wrk),
-    and every money movement of the account waits behind it."""
-    columns = tuple(field.attname for field in AccountBalance._meta.concrete_fields)
-    account = uuid.UUID(int=1)
-    query = AccountBalance.objects.select_for_update().filter(account_id=account).values_list(*columns).query
-    return statement_of(query, [account], what="balance lock"), columns
 
 
 def ledger_post(
@@ -219,8 +203,6 @@ def ledger_post(
     reference: str,
     locked: AccountBalance | None = None,
     new_reference: bool = False,
-    along: Insert | None = None,
-    withdrawn: tuple[dt.date, int] | None = None,
 ) -> LedgerEntry | None:
     """Post one signed movement and move the balance with it.
 
@@ -230,61 +212,50 @@ def ledger_post(
     :func:`balance_lock` in this transaction). Returns ``None`` (and changes
     nothing) when this ``(kind, reference)`` was already posted. Raises
     :class:`InsufficientBalance` when a debit that may not overdraw would.
-    ``new_reference``: the caller created the record the reference names in
-    this transaction, so nothing can have been posted for it yet (the unique
-    constraint still stands behind that). ``along``: that record, not saved
-    yet, as a :class:`core.db.Insert` (its INSERT compiled before the lock
-    was taken): it is inserted by the same statement as the entry (one round
-    trip less under the balance lock), and is saved when this returns an entry.
-    ``withdrawn``: the day and withdrawn total the balance row keeps for the
-    daily limit (withdrawals/limits.py), set by the same statement: the
-    total moves if and only if the entry is posted.
+
+    ``new_reference`` is accepted and changes nothing: the posting's own
+    INSERT tells a repeat apart (:func:`accounts.sql.post_entry`), so no
+    caller needs to say its reference is new. Kept only until
+    ``payments.refunds`` stops passing it (issue 30 changes that module in
+    another part); then it goes.
     """
+    del new_reference
+    balance = _locked_for_posting(account_id, locked)
+    try:
+        entry, moves = ledger_entry_new(balance=balance, amount=amount, kind=kind, reference=reference)
+    except InsufficientBalance:
+        # A repeat of a debit already posted is not a new debit: nothing to refuse.
+        if LedgerEntry.objects.filter(kind=kind, reference=reference).exists():
+            return None
+        raise
+    return entry if post_entry(entry, balance, moves, repeat_is_noop=True) else None
+
+
+def _locked_for_posting(account_id: Any, locked: AccountBalance | None) -> AccountBalance:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("ledger_post must run inside the transaction of the change that causes it")
-    if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
-        raise ValueError("amount must be a non-zero int of centavos")
-    if along is not None and not new_reference:
-        raise ValueError("along is the record a new reference names: pass new_reference=True")
-
     if locked is not None and str(locked.account_id) != str(account_id):
         raise ValueError("locked is another account's balance")
-    balance = locked or balance_lock(account_id=account_id)
-    # References name one account's record, and under its balance lock no other
-    # posting can interleave: this check is exact. The unique constraint stays
-    # as the net under it (a violation fails the caller's whole transaction).
-    if not new_reference and LedgerEntry.objects.filter(kind=kind, reference=reference).exists():
-        return None
+    return locked or balance_lock(account_id=account_id)
 
+
+def ledger_entry_new(
+    *, balance: AccountBalance, amount: int, kind: str, reference: str
+) -> tuple[LedgerEntry, dict[str, Any]]:
+    """The entry of one movement on ``balance`` (the account's row, locked),
+    not saved, with the balance fields it moves (field → new value): what
+    :func:`ledger_post` posts, and what an app's own statement posts with
+    :func:`accounts.sql.post_entry` (withdrawals.sql). Raises
+    :class:`InsufficientBalance` when a debit that may not overdraw would."""
+    if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
+        raise ValueError("amount must be a non-zero int of centavos")
     new_balance = balance.available + amount
     if amount < 0 and new_balance < 0 and kind not in LedgerEntry.MAY_GO_NEGATIVE:
         raise InsufficientBalance()
-
-    entry = LedgerEntry(account_id=account_id, kind=kind, amount=amount, balance_after=new_balance, reference=reference)
-    balance.available = new_balance
-    balance.updated_at = timezone.now()
-    # The entry and the balance it moves in one statement (one round trip on
-    # every money movement), and the record it is for when given: a
-    # data-modifying CTE runs whatever the outer statement returns, in the
-    # same snapshot and transaction, all or nothing.
-    balances = AccountBalance._meta.db_table
-    day_total = ", withdrawn_day = %s, withdrawn_on_day = %s" if withdrawn is not None else ""
-    moved = f"moved AS (UPDATE {balances} SET available = %s, updated_at = %s{day_total} WHERE account_id = %s)"  # noqa: S608 - names from the models, values bound
-    ctes = [moved]
-    params: list[Any] = [new_balance, balance.updated_at, *(withdrawn or ()), balance.account_id]
-    if withdrawn is not None:
-        balance.withdrawn_day, balance.withdrawn_on_day = withdrawn
-    if along is not None:
-        ctes.insert(0, f"record AS ({along.sql})")
-        params[:0] = along.params
-    insert, entry_params = insert_sql(entry)
-    with transaction.get_connection().cursor() as cursor:
-        cursor.execute(f"WITH {', '.join(ctes)} {insert}", (*params, *entry_params))
-        entry.pk = cursor.fetchone()[0]
-    entry._state.adding = False
-    if along is not None:
-        along.instance._state.adding = False
-    return entry
+    entry = LedgerEntry(
+        account_id=balance.account_id, kind=kind, amount=amount, balance_after=new_balance, reference=reference
+    )
+    return entry, {"available": new_balance, "updated_at": timezone.now()}
 
 
 # --------------------------------------------------------------------------- maker-checker

@@ -35,7 +35,7 @@ from acquirers.adapters.base import (
     InvalidResponse,
 )
 from acquirers.models import Acquirer
-from core import db, deadline, metrics
+from core import connections, deadline, metrics
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -185,7 +185,7 @@ def _guarded(
     the call is the breaker's half-open probe, or forced through an open
     circuit; its outcome decides the circuit. A call past its deadline has
     its connections closed and is a timeout: no part of it goes on."""
-    db.release_connections(before=f"acquirer {acquirer.key} {operation}")
+    connections.release_connections(before=f"acquirer {acquirer.key} {operation}")
     started = time.monotonic()
     result: T | None = None
     error: BaseException | None = None

@@ -33,7 +33,7 @@ from acquirers.adapters.base import (
 )
 from acquirers.exceptions import UnknownNotificationRecord
 from acquirers.models import Acquirer, InboundNotification
-from core import db
+from core import connections
 from core.exceptions import PixServiceError
 
 logger = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ def notification_process(
     rejected), and :class:`AdapterError` when the adapter could not confirm
     the news with the acquirer (stored as failed; the acquirer retries)."""
     # API Pix adapters confirm each Pix with the PSP (GET /pix/{e2eid}) here.
-    db.release_connections(before=f"acquirer {inbound.acquirer.key} notification lookup")
+    connections.release_connections(before=f"acquirer {inbound.acquirer.key} notification lookup")
     try:
         notifications = adapters.build(inbound.acquirer).parse_notification(
             inbound.headers if headers is None else headers, body

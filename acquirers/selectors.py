@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
-from django.db import connections, router
 from django.db.models import QuerySet
 
 from accounts.models import Account
 from acquirers import adapters
 from acquirers.adapters.base import Capability
-from acquirers.models import Acquirer, AcquirerGrant, AcquirerSlot
-from core.db import statement_of
+from acquirers.models import Acquirer, AcquirerSlot
+from acquirers.sql import account_granted_ids, account_slot_rows
 from core.snapshots import Snapshots
 
 SLOT_NAMES = {1: "primary", 2: "secondary", 3: "tertiary"}
@@ -95,7 +92,7 @@ def cashin_chain(account: Account, amount: int, override: Sequence[Acquirer] | N
 def _configured_cashin(account_id: uuid.UUID, slots: _Slots) -> tuple[Acquirer, ...]:
     configured = slots.get(AcquirerSlot.Purpose.CASHIN)
     if configured:
-        granted = set(_account_ids(_grants_statement(), account_id))
+        granted = set(account_granted_ids(account_id))
         return tuple(a for _, a in configured if a.pk in granted)
     return tuple(platform_default_chain())
 
@@ -143,35 +140,8 @@ def _every_acquirer() -> tuple[Acquirer, ...]:
     return _acquirers.get("all") or ()
 
 
-_PLACEHOLDER = uuid.UUID(int=1)
 #: purpose → (priority, acquirer) of an account's slots, by priority.
 _Slots = dict[str, list[tuple[int, Acquirer]]]
-
-
-@functools.cache
-def _slots_statement() -> str:
-    slots = AcquirerSlot.objects.filter(account_id=_PLACEHOLDER).order_by()
-    return statement_of(
-        slots.values_list("purpose", "priority", "acquirer").query, [_PLACEHOLDER], what="an account's slots"
-    )
-
-
-@functools.cache
-def _grants_statement() -> str:
-    grants = AcquirerGrant.objects.filter(account_id=_PLACEHOLDER).order_by()
-    return statement_of(grants.values_list("acquirer").query, [_PLACEHOLDER], what="an account's grants")
-
-
-def _account_rows(sql: str, account_id: uuid.UUID) -> list[tuple[Any, ...]]:
-    """The rows of a statement compiled once (above), for one account, through a plain cursor."""
-    with connections[router.db_for_read(AcquirerSlot)].cursor() as cursor:
-        cursor.execute(sql, [account_id])
-        rows: list[tuple[Any, ...]] = cursor.fetchall()
-    return rows
-
-
-def _account_ids(sql: str, account_id: uuid.UUID) -> list[Any]:
-    return [row[0] for row in _account_rows(sql, account_id)]
 
 
 def _slots_with_acquirers(account_id: uuid.UUID) -> _Slots | None:
@@ -180,7 +150,7 @@ def _slots_with_acquirers(account_id: uuid.UUID) -> _Slots | None:
     was taken, by a write this request's generation predates)."""
     by_id = {a.pk: a for a in _every_acquirer()}
     slots: _Slots = {}
-    for purpose, priority, acquirer_id in sorted(_account_rows(_slots_statement(), account_id)):
+    for purpose, priority, acquirer_id in sorted(account_slot_rows(account_id)):
         acquirer = by_id.get(acquirer_id)
         if acquirer is None:
             return None

@@ -7,7 +7,7 @@ to a queryset, then the count and the page, with its key subquery, each
 compiled, and each row built through the model iterable. Here the same two
 statements are compiled by the ORM from the same filters, once for each
 *shape* (model, scope, filters given, order), with placeholder values, and
-checked by :func:`core.db.statement_of` to bind exactly those values in that
+checked by :func:`core.sql.statement_of` to bind exactly those values in that
 order; a request binds its own. The rows are read through a plain cursor
 into the model, as a read by id is (:func:`core.selectors.owned_by_uuid`).
 
@@ -17,6 +17,11 @@ Only plain filters are compiled: a field compared with the cleaned value
 that does not bind what it was built with, makes :func:`compiled` answer
 ``None`` and the listing goes through the ORM as before: slower, never
 different.
+
+This is the api's one module of hand-written SQL. Plans:
+tests/perf/test_listing_plans.py (every filter reads an index); round
+trips: tests/perf/test_query_counts.py (COUNT and page); answers as the
+ORM's: tests/platform/test_listing_statements.py.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from django.db import connections, router
 from django.db.models import Count, Model, QuerySet
 from django_filters.constants import EMPTY_VALUES
 
-from core.db import from_rows, plain_columns, statement_of
+from core.sql import from_rows, plain_columns, statement_of
 
 log = logging.getLogger(__name__)
 

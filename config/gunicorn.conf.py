@@ -22,7 +22,7 @@ import os
 # cheap, what limits is the CPU-bound part of each request, and 2 x 64 beat
 # 1 x 128 (one GIL) by half again.
 # One process per CPU, each with many threads: a thread waiting on an
-# acquirer holds no database connection (core/db.py) and no lock, so waiting
+# acquirer holds no database connection (core/connections.py) and no lock, so waiting
 # is cheap; the processes give the CPU-bound part of each request both CPUs
 # (one GIL each). Chosen by `python -m bench.isolation` (README, "Serving model").
 workers = int(os.environ.get("WEB_WORKERS") or os.environ.get("WEB_CONCURRENCY") or max(1, os.cpu_count() or 2))

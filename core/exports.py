@@ -3,7 +3,7 @@ CSV") that pin nothing while a client reads them, and whose cells are never
 formulas.
 
 - The thread's pooled database connection is given back
-  (:func:`core.db.release_connections`) before every write to the client
+  (:func:`core.connections.release_connections`) before every write to the client
   (:class:`ExportStream`). A client that stops reading holds a thread, never
   a connection: with the pool full of stalled exports, every other tenant's
   request waited out the pool's timeout and got a 500. The rows are read
@@ -39,7 +39,7 @@ from django.db.models import Expression, F, Model, Q, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.db.models.expressions import OrderBy
 
-from core.db import release_connections
+from core.connections import release_connections
 from core.slots import Slot
 
 logger = logging.getLogger(__name__)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.db import connections, router
 from django.db.models import Model, QuerySet
 
-from core.db import from_rows, plain_columns, statement_of
 from core.exceptions import NotFoundError
+from core.sql import owned_row
 
 M = TypeVar("M", bound=Model)
 
@@ -28,18 +26,6 @@ def get_by_uuid(queryset: QuerySet[M], raw_id: Any, not_found: type[NotFoundErro
         raise not_found() from None
 
 
-@functools.cache
-def _owned_row_statement(model: type[Model], fields: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-    """The SELECT of ``fields`` (and the primary key) of ``model``'s row by
-    account and id, compiled once, with the columns it returns (attnames, in
-    the model's order): the ORM's compilation cost as much CPU as the rest of
-    a read by id (``make bench``)."""
-    columns = plain_columns(model, fields, using=router.db_for_read(model))
-    account, key = uuid.UUID(int=1), uuid.UUID(int=2)
-    query = model._default_manager.filter(account_id=account, pk=key).values_list(*columns).query
-    return statement_of(query, [account, key], what=model.__name__), columns
-
-
 def owned_by_uuid(
     model: type[M], account_id: Any, raw_id: Any, not_found: type[NotFoundError], fields: Sequence[str]
 ) -> M:
@@ -48,15 +34,9 @@ def owned_by_uuid(
     read-by-id path, same rows and same 404s, a precompiled statement read
     with a plain cursor (a RawQuerySet's column mapping cost a tenth of a
     read in py-spy under wrk)."""
-    key = _uuid_or(raw_id, not_found)
-    sql, columns = _owned_row_statement(model, tuple(fields))
-    using = router.db_for_read(model)
-    with connections[using].cursor() as cursor:
-        cursor.execute(sql, [account_id, key])
-        row = cursor.fetchone()
-    if row is None:
+    record = owned_row(model, account_id, _uuid_or(raw_id, not_found), fields)
+    if record is None:
         raise not_found()
-    [record] = from_rows(model, using, columns, [row])
     return record
 
 

@@ -7,7 +7,6 @@ import threading
 from typing import Any
 
 from celery import current_app
-from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
@@ -21,14 +20,14 @@ from rest_framework.response import Response
 
 from api.base import API_METHODS, ServiceAPIView
 from core.exceptions import INTERNAL_ERROR_MESSAGE, NOT_FOUND_MESSAGE, envelope
+from observability.sql import database_answers
 
 logger = logging.getLogger(__name__)
 
 
 def _database_ok() -> bool:
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        database_answers()
         return True
     except Exception:
         logger.warning("health: database unreachable", exc_info=True)

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core import db, metrics
+from core import connections, metrics
 from webhooks import capacity, http, services, signing
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -147,7 +147,7 @@ def _delivery_attempt(delivery_id: uuid.UUID | str) -> str:
         )
         headers = _headers(delivery, body, timestamp)
         # The receiver may take its whole timeout: nobody else's database connection waits on it.
-        db.release_connections(before=f"webhook delivery {delivery.pk}")
+        connections.release_connections(before=f"webhook delivery {delivery.pk}")
         result = http.post(delivery.url, body, headers)
         return _record(delivery.pk, attempt.pk, result)
 

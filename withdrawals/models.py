@@ -23,6 +23,10 @@ class WithdrawalStatus(models.TextChoices):
     REFUNDED = "refunded", "Devolvido"
 
 
+#: Withdrawals that never moved money do not use the day's limit (decisions §5).
+NOT_COUNTED = (WithdrawalStatus.FAILED, WithdrawalStatus.CANCELED)
+
+
 class PixKeyType(models.TextChoices):
     CPF = "cpf", "CPF"
     CNPJ = "cnpj", "CNPJ"

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import uuid
 import zoneinfo
 from collections.abc import Sequence
 from typing import Any
 
 import django_filters
-from django.db import connection
-from django.db.models import OuterRef, QuerySet, Subquery, Sum, UUIDField
+from django.db.models import OuterRef, QuerySet, Subquery, UUIDField
 from django.db.models.functions import Cast, Substr
 from django.utils import timezone
 
@@ -21,14 +18,12 @@ from accounts.settlement import SettlementFee
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import ListingFilterSet, RecordFilterSet, timestamp_filter
 from api.listing_statements import Scope
-from core.db import statement_of
 from core.selectors import get_by_uuid, owned_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
 from withdrawals.models import HoldReason, Withdrawal, WithdrawalStatus
+from withdrawals.sql import withdrawn_since
 
 SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
-#: Withdrawals that never moved money do not use the day's limit.
-NOT_COUNTED = (WithdrawalStatus.FAILED, WithdrawalStatus.CANCELED)
 
 
 def day_start(now: dt.datetime | None = None) -> dt.datetime:
@@ -37,32 +32,10 @@ def day_start(now: dt.datetime | None = None) -> dt.datetime:
     return local.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-@functools.cache
-def _withdrawn_since_sql() -> str:
-    """The SUM of :func:`withdrawn_today`, compiled once (grouped by the one
-    account asked for: no withdrawal today, no row). It runs under the
-    account's balance lock when the row's running total is of another day
-    (withdrawals/limits.py): compiled there, the lock would be held for the
-    ORM's CPU as well as the statement's."""
-    account, since = uuid.UUID(int=1), dt.datetime(2000, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
-    query = (
-        Withdrawal.objects.filter(account_id=account, created_at__gte=since)
-        .exclude(status__in=NOT_COUNTED)
-        .values("account_id")
-        .annotate(total=Sum("amount"))
-        .values("total")
-        .query
-    )
-    return statement_of(query, [account, since, *NOT_COUNTED], what="withdrawn today")
-
-
 def withdrawn_today(account: Account, now: dt.datetime | None = None) -> int:
     """Sum of ``amount`` of the account's withdrawals created on the current
     America/Sao_Paulo day, except failed and canceled ones (decisions §5)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_withdrawn_since_sql(), [account.pk, day_start(now), *NOT_COUNTED])
-        row = cursor.fetchone()
-    return int(row[0]) if row is not None and row[0] is not None else 0
+    return withdrawn_since(account.pk, day_start(now))
 
 
 def withdrawals_of(account: Account) -> QuerySet[Withdrawal]:

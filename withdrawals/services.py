@@ -21,21 +21,28 @@ from django.utils import timezone
 from accounts.fees import withdrawal_fee
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import effective_minimum_withdrawal
-from accounts.services import balance_lock, ledger_post
+from accounts.services import balance_lock
 from acquirers.adapters.base import PayoutStatus
 from acquirers.calls import DeadlineExceeded, Outcome
 from acquirers.models import Acquirer
 from core import metrics
-from core.db import Insert
 from core.exceptions import BusinessRuleError, ValidationFailed
 from core.money import brl as _brl
+from core.sql import Insert
 from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
 from withdrawals.limits import total_after_request, total_after_reversal, withdrawn_before
-from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.models import (
+    NOT_COUNTED,
+    HoldReason,
+    PayoutAttempt,
+    Withdrawal,
+    WithdrawalStatus,
+    WithdrawalTransition,
+)
 from withdrawals.payloads import withdrawal_payload
-from withdrawals.selectors import NOT_COUNTED
+from withdrawals.sql import debit_new_withdrawal, post_with_day_total
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +94,8 @@ def withdrawal_request(
         raise BusinessRuleError(err.PER_REQUEST_LIMIT)
 
     withdrawal_id = uuid.uuid4()
-    # Inserted by ledger_post's statement, with its debit (``along``); its
-    # INSERT compiled here, before the balance lock, not while holding it.
+    # Inserted by the statement of its debit (withdrawals.sql); its INSERT
+    # compiled here, before the balance lock, not while holding it.
     withdrawal = Withdrawal(
         id=withdrawal_id,
         account=account,
@@ -109,14 +116,10 @@ def withdrawal_request(
             raise BusinessRuleError(err.DAILY_LIMIT)
         if quote.total_debit > balance.available:
             raise BusinessRuleError(err.INSUFFICIENT_BALANCE)
-        ledger_post(
-            account_id=account.pk,
+        debit_new_withdrawal(
+            withdrawal=insert,
+            balance=balance,
             amount=-quote.total_debit,
-            kind=K.WITHDRAWAL,
-            reference=f"withdrawal:{withdrawal.pk}",
-            locked=balance,
-            new_reference=True,
-            along=insert,
             withdrawn=total_after_request(balance, withdrawal.created_at, day_total),
         )
         if in_transaction is not None:
@@ -213,12 +216,11 @@ def withdrawal_transition(
         if effect is not None:
             kind, field = effect
             balance = balance_lock(account_id=withdrawal.account_id)
-            ledger_post(
-                account_id=withdrawal.account_id,
+            post_with_day_total(
+                balance=balance,
                 amount=getattr(withdrawal, field),
                 kind=kind,
                 reference=f"withdrawal:{withdrawal.pk}:{withdrawal.version}",
-                locked=balance,
                 # Failed or canceled: its amount no longer counts for its day.
                 withdrawn=total_after_reversal(balance, withdrawal) if to_status in NOT_COUNTED else None,
             )

@@ -159,7 +159,7 @@ def caches(url: str, prefix: str = "pix") -> dict[str, dict[str, Any]]:
 
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=8)
 # Every outbound call (acquirer, webhook receiver) first gives the thread's
-# connection back (core/db.py); one made inside a transaction is a bug that
+# connection back (core/connections.py); one made inside a transaction is a bug that
 # is logged, and raised when this is on (the tests turn it on).
 DB_RELEASE_STRICT = env.bool("DB_RELEASE_STRICT", default=False)
 DATABASES = database(env.db_url("DATABASE_URL")) if env.str("DATABASE_URL", default="") else {}

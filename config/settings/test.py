@@ -13,7 +13,7 @@ ADMIN_OTP_REQUIRED = True
 # E-mails stay in django.core.mail.outbox; claim links point at the test client's host.
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PUBLIC_BASE_URL = "http://testserver"
-# A transaction open across an acquirer call or a webhook delivery fails the test (core/db.py).
+# A transaction open across an acquirer call or a webhook delivery fails the test (core/connections.py).
 DB_RELEASE_STRICT = True
 LOGGING["root"]["level"] = env.str("LOG_LEVEL", default="WARNING")  # type: ignore[index]  # noqa: F405
 CACHES = caches(REDIS_URL, prefix="pix-test")

@@ -29,7 +29,7 @@ from django.utils.formats import get_format
 from django.utils.html import format_html
 from django.utils.text import capfirst
 
-from core.db import read_snapshot
+from core.connections import read_snapshot
 from core.exports import ExportStream, FormattedNumber, csv_lines, spool
 from core.money import brl
 
@@ -200,7 +200,7 @@ def csv_download(
     spreadsheets open it (with the BOM), never cached.
 
     The records are read whole before the first byte is sent, in one
-    read-only REPEATABLE READ transaction (:func:`core.db.read_snapshot`),
+    read-only REPEATABLE READ transaction (:func:`core.connections.read_snapshot`),
     into a spooled file (:func:`core.exports.spool`: memory up to a bound,
     disk past it): the file is the list as it stood at one instant, every
     row once in the list's order, whatever changes while it is read or

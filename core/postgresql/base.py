@@ -3,7 +3,7 @@
 With ``CONN_HEALTH_CHECKS`` on, Django gives its psycopg pool
 ``ConnectionPool.check_connection`` as ``check``: an empty query, a full
 round trip to PostgreSQL, on every checkout; at least one per request, two
-per charge (its connection is given back before the acquirer call, core/db.py).
+per charge (its connection is given back before the acquirer call, core/connections.py).
 That round trip measured about 8% of a GET's throughput.
 
 Here a pooled connection is instead handed out when it is *quiet*: open,

@@ -7,7 +7,7 @@ process's pool must have none handed out. After the call the same thread
 queries again (the charge and its attempts are written after the answer).
 
 Not in the test case's transaction (``transaction=True``): inside it nothing
-can be released, so the release is skipped there (core/db.py)."""
+can be released, so the release is skipped there (core/connections.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from acquirers import calls
 from acquirers.adapters.base import ChargeRequest
 from acquirers.models import Acquirer
 from acquirers.tasks import cancel_charge_at_acquirer
-from core.db import TransactionOpenAcrossCall
+from core.connections import TransactionOpenAcrossCall
 from payments.models import Charge, ChargeAttempt, ChargeStatus
 from payments.reconcile_acquirer import acquirer_reconcile
 from tests.acquirers.conftest import CHAVE, CLIENT_SECRET, NOTIFY_TOKEN, PKI

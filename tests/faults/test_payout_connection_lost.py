@@ -79,7 +79,7 @@ def test_a_payout_whose_database_connection_is_terminated_mid_send_is_paid_withi
 
         def drop_the_workers_connections(operation: str) -> None:
             if operation == "send" and once.acquire(blocking=False):
-                # The run holds no connection while Efí answers (core/db.py):
+                # The run holds no connection while Efí answers (core/connections.py):
                 # it meets the fault when it writes the answer. Hold the
                 # withdrawal's rows so that write waits, and terminate the
                 # backend waiting on it.

@@ -1,4 +1,4 @@
-"""``core.db.release_connections``: what it gives back, and what it refuses
+"""``core.connections.release_connections``: what it gives back, and what it refuses
 to hide (a transaction open across an outbound call)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 
 from accounts.models import Account
-from core.db import TransactionOpenAcrossCall, release_connections
+from core.connections import TransactionOpenAcrossCall, release_connections
 from tests.factories import AccountFactory
 from tests.realworld import ConnectionState, ConnectionWatch
 
@@ -44,7 +44,7 @@ def test_inside_a_transaction_it_raises_under_strict_and_leaves_the_transaction_
         Account.objects.filter(pk=account.pk).update(name="still here")
 
     assert Account.objects.get(pk=account.pk).name == "still here"
-    assert [r.levelno for r in caplog.records if r.name == "core.db"] == [logging.ERROR]
+    assert [r.levelno for r in caplog.records if r.name == "core.connections"] == [logging.ERROR]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -61,7 +61,7 @@ def test_inside_a_transaction_it_logs_an_error_without_strict_and_holds_on(
         release_connections(before="acquirer alpha create_charge")
         assert connection.connection is not None
 
-    (record,) = [r for r in caplog.records if r.name == "core.db"]
+    (record,) = [r for r in caplog.records if r.name == "core.connections"]
     assert record.levelno == logging.ERROR
     assert "acquirer alpha create_charge" in record.getMessage()
     assert record.stack_info
@@ -78,7 +78,7 @@ def test_the_test_cases_own_transaction_is_left_alone(db: Any, caplog: pytest.Lo
 
     assert connection.connection is not None
     assert Account.objects.filter(pk=account.pk).exists()
-    assert not [r for r in caplog.records if r.name == "core.db"]
+    assert not [r for r in caplog.records if r.name == "core.connections"]
 
 
 @pytest.mark.django_db

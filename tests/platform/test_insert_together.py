@@ -1,4 +1,4 @@
-"""core.db.insert_together: several new rows in one statement, all or nothing."""
+"""core.sql.insert_together: several new rows in one statement, all or nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.db.models.sql.subqueries import InsertQuery
 from django.utils import timezone
 
 from accounts.models import LedgerEntry
-from core.db import _INSERTS, insert_sql, insert_together
+from core.sql import _INSERTS, insert_sql, insert_together
 from payments.models import Charge, ChargeAttempt
 from tests.factories import AccountFactory, AcquirerFactory
 

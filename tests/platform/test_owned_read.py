@@ -1,7 +1,7 @@
 """The hot read by id (core.selectors.owned_by_uuid): a precompiled SELECT
 read with a plain cursor must give the same record and the same 404s as the
 ORM, and refuse a field it would read unconverted; instances built from a
-plain cursor's rows (core.db.from_rows) are the ORM's."""
+plain cursor's rows (core.sql.from_rows) are the ORM's."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import uuid
 import pytest
 from django.db.models import signals
 
-from core.db import from_rows
 from core.selectors import owned_by_uuid
+from core.sql import from_rows
 from payments.exceptions import ChargeNotFound
 from payments.models import Charge
 from tests.factories import AccountFactory, ChargeFactory

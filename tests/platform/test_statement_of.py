@@ -1,4 +1,4 @@
-"""core.db.statement_of: a statement compiled once for a hot path binds
+"""core.sql.statement_of: a statement compiled once for a hot path binds
 exactly the values it was built with, or refuses to be used."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.db.models import Value
 from django.db.models.functions import Concat
 
 from accounts.models import Account, AccountBalance
-from core.db import statement_of
+from core.sql import statement_of
 from tests.factories import AccountFactory
 
 pytestmark = pytest.mark.django_db

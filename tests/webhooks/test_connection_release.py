@@ -16,7 +16,7 @@ import pytest
 from django.db import transaction
 
 from accounts.models import Account
-from core.db import TransactionOpenAcrossCall
+from core.connections import TransactionOpenAcrossCall
 from tests.factories import AccountFactory
 from tests.realworld import ConnectionState, ConnectionWatch, Receiver, http_receiver
 from webhooks import services
