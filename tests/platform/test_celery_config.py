@@ -36,7 +36,6 @@ def test_no_setting_of_ours_reads_as_deprecated() -> None:
     conf = configured(DjangoSettings()).conf
     conf.finalize()
     assert conf.deprecated_settings == set()
-    assert conf.maybe_warn_deprecated_settings() is False
 
 
 def test_the_app_reads_the_copy() -> None:
