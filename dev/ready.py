@@ -43,9 +43,13 @@ def web_ready(port: str) -> bool:
 
 
 def workers_answering(names: set[str]) -> bool:
-    from config.celery import app
+    # A bare app on the same broker: dev sits below config (the layer test),
+    # and a ping needs nothing of the project's Celery configuration.
+    from celery import Celery
+    from django.conf import settings
 
-    replies = app.control.ping(destination=sorted(names), timeout=1.0, limit=len(names)) or []
+    with Celery("pix-dev-ready", broker=settings.CELERY_BROKER_URL, set_as_current=False) as app:
+        replies = app.control.ping(destination=sorted(names), timeout=1.0, limit=len(names)) or []
     return names <= {name for reply in replies for name in reply}
 
 
