@@ -89,13 +89,15 @@ MINUTES ?= 3
 soak: install-dev
 	$(PY) -m tests.soak --minutes $(MINUTES) $(SOAK_ARGS)
 
-## Stop the embedded PostgreSQL and Redis (data stays in ./var).
-## The demo account's keys again (make run printed them at start).
+## The demo account's keys again (make run printed them at start), as
+## shell comments and one export line: eval "$$(make -s keys)" sets them.
 keys: install
-	$(PY) -m dev.keys
+	@$(PY) -m dev.keys
 
+## Stop what make run started (web, workers, beat, honcho), then the embedded
+## PostgreSQL and Redis (data stays in ./var).
 stop: install
-	$(PY) -m dev.embedded stop
+	$(PY) -m dev.stop
 
 status: install
 	$(PY) -m dev.embedded status

@@ -18,6 +18,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 broker.register()
 
 
+#: The prefix of Celery's settings among Django's.
+NAMESPACE = "CELERY_"
+
+
 class DjangoSettings(Mapping[str, Any]):
     """Django's settings as Celery's configuration source, read once.
 
@@ -29,10 +33,15 @@ class DjangoSettings(Mapping[str, Any]):
     that was 40% of the publish's CPU (``process_withdrawal.apply_async``,
     about 750 µs, measured one at a time), a twentieth of a withdrawal's.
 
-    Here Celery gets a plain mapping of the same names and values: every
-    upper-case setting, as ``DictAttribute`` would have found it, copied the
+    Here Celery gets a plain mapping of the same values under Celery's own
+    names: every ``CELERY_*`` setting as the name the ``CELERY`` namespace
+    would have found (``CELERY_TASK_ROUTES`` → ``task_routes``), copied the
     first time Celery reads its configuration (after Django's settings are
-    importable). Settings do not change while a process runs; the tests
+    importable). Given the prefixed names, Celery took four of them
+    (``CELERY_ACCEPT_CONTENT``, ``CELERY_TASK_SERIALIZER``,
+    ``CELERY_RESULT_BACKEND``, ``CELERY_TIMEZONE``) for its 3.x names and
+    printed a deprecation warning for each, in every worker and beat
+    (issue 30: they buried ``make run``'s banner). Settings do not change while a process runs; the tests
     change Celery's configuration through ``app.conf.update``, which this
     does not affect (``override_settings`` of a ``CELERY_`` name would not
     be seen, and no test does it)."""
@@ -41,7 +50,11 @@ class DjangoSettings(Mapping[str, Any]):
     def _settings(self) -> dict[str, Any]:
         from django.conf import settings
 
-        return {name: getattr(settings, name) for name in dir(settings) if name.isupper()}
+        return {
+            name.removeprefix(NAMESPACE).lower(): getattr(settings, name)
+            for name in dir(settings)
+            if name.startswith(NAMESPACE) and name.isupper()
+        }
 
     def __getitem__(self, key: str) -> Any:
         return self._settings[key]
@@ -54,7 +67,7 @@ class DjangoSettings(Mapping[str, Any]):
 
 
 app = Celery("pix_service")
-app.config_from_object(DjangoSettings(), namespace="CELERY")
+app.config_from_object(DjangoSettings())
 app.autodiscover_tasks()
 
 

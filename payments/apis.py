@@ -43,8 +43,10 @@ from payments.payloads import TransactionEventSerializer
 from payments.sandbox import SANDBOX_EVENTS, sandbox_charge_drive
 from payments.selectors import ChargeFilterSet, charge_get, charges_of, charges_scope, sandbox_charge_get
 from payments.serializers import (
+    CHARGE_READ_COLUMNS,
     ChargeCreatedSerializer,
     ChargeCreateSerializer,
+    ChargeReadSerializer,
     ChargeSerializer,
 )
 from payments.services import Buyer, OverrideItem, charge_create
@@ -91,13 +93,13 @@ class ChargesApi(ListingMixin, AccountAPIView):
     required_permission = "cashin"
     internal_error_messages = {"POST": err.CREATE_INTERNAL_ERROR}
     filterset_class = ChargeFilterSet
-    item_serializer = ChargeSerializer
+    item_serializer = ChargeReadSerializer
     collection = "transactions"
     listed_message = "Transações listadas com sucesso."
     schema_name = "ChargeListResponse"
 
     def listing_scope(self, request: Request, **kwargs: Any) -> Scope[Charge]:
-        return charges_scope(request.user, ChargeSerializer.Meta.fields)  # type: ignore[arg-type]
+        return charges_scope(request.user, CHARGE_READ_COLUMNS)  # type: ignore[arg-type]
 
     @extend_schema(
         tags=["transactions"],
@@ -202,12 +204,12 @@ class ChargeDetailApi(AccountAPIView):
         summary="Read a charge",
         parameters=[CHARGE_ID],
         responses=responses(
-            {200: success_envelope("ChargeResponse", ChargeSerializer())}, (404, not_found(err.CHARGE_NOT_FOUND))
+            {200: success_envelope("ChargeResponse", ChargeReadSerializer())}, (404, not_found(err.CHARGE_NOT_FOUND))
         ),
     )
     def get(self, request: Request, charge_id: str) -> Response:
-        charge = charge_get(account=request.user, charge_id=charge_id, fields=ChargeSerializer.Meta.fields)  # type: ignore[arg-type]
-        return ok(ChargeSerializer(charge).data, "Transação consultada com sucesso.")
+        charge = charge_get(account=request.user, charge_id=charge_id, fields=CHARGE_READ_COLUMNS)  # type: ignore[arg-type]
+        return ok(ChargeReadSerializer(charge).data, "Transação consultada com sucesso.")
 
 
 class ChargeQrCodeApi(AccountAPIView):

@@ -186,6 +186,24 @@ class ChargeSerializer(OutputSerializer):
         read_only_fields = fields
 
 
+class ChargeReadSerializer(ChargeSerializer):
+    """A charge as ``GET /transactions/{id}`` and the listing show it: the
+    record plus the ``pix`` object exactly as the creation answered it, so
+    the copy-and-paste code can be fetched again (issue 30). Additive: the
+    CSV export and the sandbox drivers keep :class:`ChargeSerializer`."""
+
+    pix = PixCodeSerializer(source="*", help_text="The charge's PIX code, as the creation response has it.")
+
+    class Meta(ChargeSerializer.Meta):
+        fields = [*ChargeSerializer.Meta.fields, "pix"]
+        read_only_fields = fields
+
+
+#: The model fields a read loads for :class:`ChargeReadSerializer`: the
+#: record's columns and ``emv`` (behind ``pix``), in the same row.
+CHARGE_READ_COLUMNS = (*ChargeSerializer.Meta.fields, "emv")
+
+
 #: The refund's ``status`` as merchants read it (README: Refunds by API).
 REFUND_STATUSES = {
     ChargeRefund.Status.PROCESSING: "processing",

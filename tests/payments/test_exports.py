@@ -87,9 +87,14 @@ def api_for(account: Account, permission: str) -> APIClient:
     return client_for(credential_issue(account=account, permission=permission))
 
 
+#: What the listing adds to the record and the file leaves out: the charge's
+#: ``pix`` object (issue 30), not a cell; the file's columns stay as they were.
+LISTING_ONLY = {"pix"}
+
+
 def as_csv(records: list[dict[str, Any]]) -> list[list[str]]:
     """The listing's JSON records as the CSV writes them (null is empty)."""
-    return [["" if v is None else str(v) for v in record.values()] for record in records]
+    return [["" if v is None else str(v) for k, v in record.items() if k not in LISTING_ONLY] for record in records]
 
 
 def ids(rows: list[list[str]]) -> list[str]:
@@ -116,7 +121,8 @@ def test_the_file_is_the_listing_for_the_same_filters(account: Account, export: 
     ):
         listed = listing_data(api, export.listing, **MARCH, **filters, per_page=100)[export.collection]
         rows = csv_rows(api.get(export.url, {**MARCH, **filters}))
-        assert rows[0] == list(listing_data(api, export.listing, per_page=1)[export.collection][0])
+        header = list(listing_data(api, export.listing, per_page=1)[export.collection][0])
+        assert rows[0] == [name for name in header if name not in LISTING_ONLY]
         assert rows[1:] == as_csv(listed), filters
     assert len(csv_rows(api.get(export.url, MARCH))) == 1 + 3
     assert [row[2 if export is WITHDRAWALS else 3] for row in csv_rows(api.get(export.url, MARCH))[1:]] == [

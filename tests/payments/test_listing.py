@@ -7,6 +7,7 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from django.utils import timezone
@@ -33,6 +34,7 @@ RECORD_FIELDS = {
     "paid_at",
     "created_at",
     "expires_at",
+    "pix",
 }
 BODY = {
     "payment_method": "pix",
@@ -116,6 +118,7 @@ def record(charge: Charge) -> dict[str, Any]:
         "paid_at": local(charge.paid_at),
         "created_at": local(charge.created_at),
         "expires_at": local(charge.expires_at),
+        "pix": {"emv": charge.emv},
     }
 
 
@@ -395,8 +398,24 @@ def test_detail_is_the_record_in_sao_paulo_time(api: APIClient, account: Account
             "paid_at": "2026-03-05 11:09:30",
             "created_at": "2026-03-05 11:07:09",
             "expires_at": local(charge.expires_at),
+            "pix": {"emv": charge.emv},
         },
     }
+
+
+def test_detail_and_listing_give_the_pix_code_of_the_creation_again(
+    api: APIClient, account: Account, acquirer: Acquirer
+) -> None:
+    created = api.post(URL, BODY, format="json")
+    assert created.status_code == 201
+    pix = created.json()["data"]["pix"]
+    assert pix["emv"].startswith("000201")
+
+    detail = api.get(f"{URL}/{created.json()['data']['id']}").json()["data"]
+    [item] = listing(api)["transactions"]
+
+    assert detail["pix"] == pix
+    assert item["pix"] == pix
 
 
 def test_detail_of_unknown_malformed_or_foreign_id_is_404(api: APIClient, account: Account, acquirer: Acquirer) -> None:
@@ -512,3 +531,25 @@ def test_the_filter_form_class_is_built_once_and_each_request_gets_its_own_error
     bad_status = listing_errors(api, URL, status="nope")
     assert set(bad_amount) == {"amount_min"}
     assert set(bad_status) == {"status"}
+
+
+def test_the_schema_documents_pix_on_reads_and_not_in_the_file() -> None:
+    schema = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    components = schema["components"]["schemas"]
+
+    def resolved(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node or "allOf" in node:
+            node = components[node["$ref"].rsplit("/", 1)[1]] if "$ref" in node else node["allOf"][0]
+        return node
+
+    def data_of(path: str) -> dict[str, Any]:
+        response = schema["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]
+        return resolved(resolved(response["schema"])["properties"]["data"])
+
+    assert resolved(data_of("/api/transactions/{charge_id}")["properties"]["pix"])["properties"] == {
+        "emv": {"type": "string", "description": ANY}
+    }
+    item = resolved(data_of("/api/transactions")["properties"]["transactions"]["items"])
+    assert "pix" in item["properties"]
+    csv_example = schema["paths"]["/api/transactions.csv"]["get"]["description"]
+    assert "pix" not in csv_example.split("`")[1].split(";")
