@@ -10,7 +10,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
-from config import broker
+import config.broker as broker
 
 # Fail closed: production unless the process names its settings (manage.py).
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")

@@ -18,6 +18,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
+from core import dispatch
 from webhooks import selectors
 from webhooks.exceptions import EndpointLimitReached
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -57,15 +58,12 @@ def event_emit(
 
 
 def _enqueue(delivery_id: uuid.UUID, countdown: float) -> None:
-    from webhooks.tasks import deliver_webhook
-
-    try:
-        # No publish retries: while the broker is down the relay is the way, and
-        # a request must not wait out retry back-offs inside its commit.
-        deliver_webhook.apply_async((str(delivery_id),), countdown=max(0.0, countdown), retry=False)
-    except Exception:
-        # The row is committed and due: the relay will send it once the broker is back.
-        logger.warning("broker unavailable; delivery %s left to the relay", delivery_id, exc_info=True)
+    # The app's one hand-off to its worker (``webhooks.delivery`` calls it
+    # through this module, so replacing it here replaces it everywhere). By
+    # the task's name: ``webhooks.tasks`` imports this module, not the reverse.
+    # A broker that is down is no error: the row is committed and due, and the
+    # relay sends it once the broker is back.
+    dispatch.enqueue("webhooks.tasks.deliver_webhook", str(delivery_id), countdown=countdown, left_to="the relay")
 
 
 def event_resend(*, event: WebhookEvent) -> int:

@@ -25,7 +25,7 @@ from accounts.services import balance_lock
 from acquirers.adapters.base import PayoutStatus
 from acquirers.calls import DeadlineExceeded, Outcome
 from acquirers.models import Acquirer
-from core import metrics
+from core import dispatch, metrics
 from core.exceptions import BusinessRuleError, ValidationFailed
 from core.money import brl as _brl
 from core.sql import Insert
@@ -130,13 +130,12 @@ def withdrawal_request(
 
 
 def _enqueue_processing(withdrawal_id: uuid.UUID, countdown: float = 0) -> None:
-    from withdrawals.tasks import process_withdrawal
-
-    try:
-        process_withdrawal.apply_async((str(withdrawal_id),), countdown=countdown, retry=False)
-    except Exception:
-        # Committed and pending/approved: beat's poll of stuck payouts picks it up.
-        logger.warning("broker unavailable; withdrawal %s left to the poller", withdrawal_id, exc_info=True)
+    # The app's one hand-off to the payout worker, by the task's name (tasks
+    # import services, not the reverse). A broker that is down is no error:
+    # the withdrawal is committed, and beat's poll of stuck payouts takes it.
+    dispatch.enqueue(
+        "withdrawals.tasks.process_withdrawal", str(withdrawal_id), countdown=countdown, left_to="beat's payout poller"
+    )
 
 
 def withdrawal_process_later(*, withdrawal_id: uuid.UUID, retry_in: float) -> None:

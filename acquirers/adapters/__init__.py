@@ -1,4 +1,4 @@
-"""Adapter registry: ``Acquirer.adapter`` names a class registered here.
+"""Adapters by name: ``Acquirer.adapter`` names a class registered in :mod:`.registry`.
 
 Built in: ``sandbox`` (:mod:`.sandbox`), and the API Pix adapters
 ``bacen_pix`` and ``efi_pix`` (:mod:`.apipix`). What an adapter can do is in
@@ -11,32 +11,24 @@ acquirer using it not built."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from acquirers.adapters.base import AcquirerAdapter, AcquirerConfig, Capability, InvalidOptions, UnknownAdapter
 
+# ``register`` lives in .registry, which the adapters' modules import (this
+# package imports them); re-exported for adapters defined elsewhere (tests).
+from acquirers.adapters.registry import register as register
+from acquirers.adapters.registry import registered
+
 if TYPE_CHECKING:
     from acquirers.models import Acquirer
-
-_REGISTRY: dict[str, type[AcquirerAdapter]] = {}
-A = TypeVar("A", bound=type[AcquirerAdapter])
-
-
-def register(cls: A) -> A:
-    # A flag without its method would put the acquirer in chains whose every
-    # call it refuses: caught when the class is registered, not in production.
-    missing = cls.missing_methods()
-    if missing:
-        raise TypeError(f"adapter {cls.name!r} claims capabilities it does not implement: {', '.join(missing)}")
-    _REGISTRY[cls.name] = cls
-    return cls
 
 
 def adapter_names(*, supporting: Capability | None = None) -> list[str]:
     """The enabled adapters' names; ``supporting``: only those that can do that."""
     _load_builtin()
     return sorted(
-        name for name, cls in _REGISTRY.items() if cls.enabled() and (supporting is None or cls.supports(supporting))
+        name for name, cls in registered().items() if cls.enabled() and (supporting is None or cls.supports(supporting))
     )
 
 
@@ -44,7 +36,7 @@ def adapter_class(name: str) -> type[AcquirerAdapter]:
     """The class registered as ``name``; :class:`UnknownAdapter` when there is
     none or it is not enabled."""
     _load_builtin()
-    cls = _REGISTRY.get(name)
+    cls = registered().get(name)
     if cls is None or not cls.enabled():
         raise UnknownAdapter(f"unknown adapter {name!r}")
     return cls

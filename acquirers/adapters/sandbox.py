@@ -46,9 +46,8 @@ from django.core.cache import cache
 from django.utils import timezone
 from redis import Redis
 
+import acquirers.adapters.sandbox_signing as signing
 from acquirers import brcode
-from acquirers.adapters import register
-from acquirers.adapters import sandbox_signing as signing
 from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerDeclined,
@@ -72,6 +71,7 @@ from acquirers.adapters.base import (
     RefundStatus,
     UnreadableNotification,
 )
+from acquirers.adapters.registry import register
 from core import deadline
 from core.redis import Direct
 from core.redis import client as redis_client

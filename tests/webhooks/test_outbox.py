@@ -120,7 +120,7 @@ def test_a_broker_outage_loses_no_event_and_the_relay_delivers_it(
     endpoint = endpoint_create(account=account, url=receiver.url).endpoint
     charge = create_charge(api)
 
-    with broker_unreachable(), caplog.at_level(logging.WARNING, logger="webhooks.services"):
+    with broker_unreachable(), caplog.at_level(logging.WARNING, logger="core.dispatch"):
         pay(api, charge)
 
     charge.refresh_from_db()
@@ -130,7 +130,8 @@ def test_a_broker_outage_loses_no_event_and_the_relay_delivers_it(
     assert (delivery.status, delivery.attempt_count, delivery.leased_until) == (WebhookDelivery.Status.PENDING, 0, None)
     assert delivery.next_attempt_at is not None
     # The hand-off failed on the broker connection: no message exists that a worker could take.
-    (record,) = [r for r in caplog.records if f"delivery {delivery.pk} left to the relay" in r.getMessage()]
+    handed = f"webhooks.tasks.deliver_webhook({str(delivery.pk)!r},) left to the relay"
+    (record,) = [r for r in caplog.records if handed in r.getMessage()]
     assert record.exc_info is not None
     assert isinstance(record.exc_info[1], kombu.exceptions.OperationalError)
     assert receiver.requests == []

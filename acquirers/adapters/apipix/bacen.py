@@ -39,7 +39,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from acquirers.adapters import register
 from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
 from acquirers.adapters.apipix.client import ApiClient, client_for
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
@@ -65,6 +64,7 @@ from acquirers.adapters.base import (
     RefundStatus,
     UnreadableNotification,
 )
+from acquirers.adapters.registry import register
 
 logger = logging.getLogger(__name__)
 

@@ -46,7 +46,6 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from acquirers.adapters import register
 from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
 from acquirers.adapters.apipix.client import ApiClient, client_for
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
@@ -70,6 +69,7 @@ from acquirers.adapters.base import (
     ProviderRecordStatus,
     UnreadableNotification,
 )
+from acquirers.adapters.registry import register
 
 logger = logging.getLogger(__name__)
 
