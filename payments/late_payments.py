@@ -43,6 +43,7 @@ from accounts.models import Account, LedgerEntry
 from accounts.services import ledger_post
 from acquirers import calls
 from acquirers.adapters.base import RefundRequest
+from core.dispatch import enqueue
 from core.exceptions import PixServiceError
 from payments.devolucao_answers import Seen, Verdict, devolucao_judge, unclear_at_after
 from payments.late_evidence import late_credit_refusal
@@ -194,12 +195,12 @@ def late_payment_return(*, late_payment_id: int | str, actor: str, reason: str) 
 def return_pursue_later(*, resolution_id: int, countdown: float = 0) -> None:
     """Hand the return to a worker (:func:`payments.tasks.pursue_late_payment_return`);
     a lost hand-off is picked up by beat's sweep (:func:`late_returns_sweep`)."""
-    from payments.tasks import pursue_late_payment_return
-
-    try:
-        pursue_late_payment_return.apply_async((resolution_id,), countdown=countdown, retry=False)
-    except Exception:
-        logger.warning("broker unavailable; late payment return %s left to the sweep", resolution_id, exc_info=True)
+    enqueue(
+        "payments.tasks.pursue_late_payment_return",
+        resolution_id,
+        countdown=countdown,
+        left_to="the late payment returns' sweep",
+    )
 
 
 def late_payment_return_pursue(*, resolution_id: int) -> str:

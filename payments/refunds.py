@@ -56,14 +56,17 @@ from accounts.models import Account, LedgerEntry
 from accounts.services import balance_lock, ledger_post
 from acquirers import adapters, calls
 from acquirers.adapters.base import AdapterError, InvalidOptions
+from core.dispatch import enqueue
 from core.exceptions import BusinessRuleError
 from payments import exceptions as err
+from payments import services
 from payments.devolucao_answers import Verdict, devolucao_judge, unclear_at_after
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.refund_requests import RefundAnswer as RefundAnswer
 from payments.refund_requests import RefundOutcome as RefundOutcome
 from payments.refund_requests import refund_id_for as refund_id_for
 from payments.refund_requests import refund_request_for
+from payments.refund_reservations import charge_refund_close
 from payments.refunds_released import charge_refund_release_check
 from payments.selectors import charge_get
 
@@ -90,10 +93,6 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
     (:mod:`payments.devolucao_answers`): released earlier, the merchant
     would get back money the first devolução still takes to the payer. Call
     it holding no transaction."""
-    # services imports this module (a transition out of "paid" closes the
-    # reservation): it is reached at call time, not at import.
-    from payments import services
-
     request = refund_request_for(charge, reason=reason)
     # The one guarded call: deadline, outcome, latency metric and breaker as
     # for a charge or a payout.
@@ -131,8 +130,6 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
     Raises :class:`~payments.exceptions.RefundFailed` when the refund was not
     made (:class:`~payments.exceptions.RefundUndetermined` when that is not
     known yet)."""
-    from payments import services
-
     charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
     if charge.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
         raise err.TransitionNotAllowed("Só cobranças pagas ou contestadas podem ser estornadas.")
@@ -204,32 +201,6 @@ def charge_refund_release(*, charge_id: uuid.UUID | str, failure_reason: str = "
         return charge_refund_close(charge=charge, status=R.FAILED, failure_reason=failure_reason)
 
 
-def charge_refund_close(*, charge: Charge, status: str, failure_reason: str = "") -> bool:
-    """End the charge's reserved refund, if any, with ``status``, giving its
-    amount back. For callers already holding the charge's lock in their
-    transaction: :func:`charge_refund_release`, and ``charge_transition`` when
-    a charge leaves ``paid`` (refunded: the refund's own debit follows;
-    charged back: the chargeback's does)."""
-    refund = charge.refunds.select_for_update().filter(status=R.PROCESSING).first()
-    if refund is None:
-        return False
-    refund.status = status
-    refund.finished_at = timezone.now()
-    refund.failure_reason = failure_reason[:500]
-    if status == R.RELEASED:
-        # The acquirer may still make it: asked about until it answers for good
-        # (beat's sweep hands it to charge_refund_pursue).
-        refund.release_check = ChargeRefund.ReleaseCheck.PENDING
-    refund.save(update_fields=["status", "finished_at", "failure_reason", "release_check"])
-    ledger_post(
-        account_id=charge.account_id,
-        amount=refund.amount,
-        kind=LedgerEntry.Kind.REFUND_RELEASE,
-        reference=f"refund:{refund.pk}",
-    )
-    return True
-
-
 # --------------------------------------------------------------------------- merchants (API)
 
 
@@ -293,12 +264,7 @@ def _refuse_unless_refundable(charge: Charge) -> None:
 def refund_pursue_later(*, refund_id: int, countdown: float = 0) -> None:
     """Hand the refund to a worker (:func:`payments.tasks.pursue_refund`).
     A lost hand-off is picked up by beat's sweep of refunds left processing."""
-    from payments.tasks import pursue_refund
-
-    try:
-        pursue_refund.apply_async((refund_id,), countdown=countdown, retry=False)
-    except Exception:
-        logger.warning("broker unavailable; refund %s left to the sweep", refund_id, exc_info=True)
+    enqueue("payments.tasks.pursue_refund", refund_id, countdown=countdown, left_to="the refunds' sweep")
 
 
 def charge_refund_pursue(*, refund_id: int) -> RefundOutcome:

@@ -29,7 +29,7 @@ from payments import exceptions as err
 from payments.cancellation import charge_cancellation_open
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.payloads import charge_payload
-from payments.refunds import charge_refund_close
+from payments.refund_reservations import charge_refund_close
 from webhooks.models import EventType
 from webhooks.services import event_emit
 
