@@ -39,8 +39,8 @@ from payments.admin_late_payments import ChargeCancellationInline, LatePaymentIn
 from payments.admin_refunds import refund
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
-from payments.reconciliation import charge_reconcile
 from payments.services import charge_transition
+from payments.status_polling import charge_status_poll
 
 
 class ChargeAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeAttempt, Charge]):
@@ -103,7 +103,7 @@ def reconcile(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) ->
     changed = 0
     for record in queryset.select_related(None).only("pk", "status").filter(status=ChargeStatus.PENDING):
         try:
-            changed += sum(r.changed for r in charge_reconcile(charge_id=record.pk))
+            changed += sum(r.changed for r in charge_status_poll(charge_id=record.pk))
         except (AdapterError, PixServiceError) as exc:
             modeladmin.message_user(request, f"{record.pk}: {exc}", messages.ERROR)
     modeladmin.message_user(
@@ -291,7 +291,3 @@ class ChargeAdmin(
 
     def has_request_chargeback_resolution_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.request_chargeback_resolution")
-
-
-# Reconciliation with acquirers: its report and mismatches (a module of its own: this one is full).
-from payments import admin_reconciliation  # noqa: E402, F401

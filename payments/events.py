@@ -1,6 +1,6 @@
 """What an acquirer's news does to a charge (``reference`` = our txid):
 pushed (inbound notifications, through :mod:`acquirers.inbound`), pulled
-(:mod:`payments.reconciliation`) or driven by the sandbox. Applied through
+(:mod:`payments.status_polling`) or driven by the sandbox. Applied through
 :func:`payments.services.charge_transition`, like every change of status.
 """
 
@@ -19,7 +19,7 @@ from payments.exceptions import ChargeNotFound
 from payments.late_evidence import late_payment_returned_there, returned_record
 from payments.late_payments import LATE_FROM, late_payment_record
 from payments.models import Charge, ChargeStatus, LatePayment
-from payments.reconcile_items import reconciliation_item_store
+from payments.reports import late_returned_report
 
 S = ChargeStatus
 E = NotificationEvent
@@ -129,10 +129,10 @@ def _late_returned(charge: Charge, notification: Notification, source: str) -> A
     record = returned_record(
         charge=charge, e2e_id=late.e2e_id, amount=late.amount, returned=notification.amount, raw=notification.raw
     )
-    noted = late_payment_returned_there(charge=charge, record=record, source=source)
-    if noted.finding is None:
+    noted = late_payment_returned_there(record=record, source=source)
+    if not noted.news:
         return ApplyResult(changed=False, detail=LATE_RETURNED_DETAIL)
-    reconciliation_item_store(noted.finding, acquirer_id=charge.acquirer_id, direction="received")
+    late_returned_report(charge=charge, record=record, noted=noted)
     return ApplyResult(changed=True, detail=LATE_RETURNED_DETAIL)
 
 

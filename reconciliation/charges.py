@@ -1,5 +1,5 @@
 """Matching an acquirer's received Pix (and charges) against our charges
-(the ``received`` matcher of :mod:`acquirers.reconcile`).
+(the ``received`` listing's matcher of :mod:`reconciliation.run`).
 
 A Pix there whose charge is pending here is healed: the confirmed payment
 is applied through :func:`payments.events.charge_event_apply` (the one way a
@@ -31,14 +31,15 @@ from collections.abc import Sequence
 
 from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
 from acquirers.models import Acquirer
-from acquirers.reconcile import Finding, FindingKind, Matching, Ours
 from core.exceptions import PixServiceError
 from core.money import brl
 from payments.events import PAID_ONCE, charge_event_apply
 from payments.late_evidence import late_payment_returned_there
 from payments.late_payments import LATE_FROM
 from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
-from payments.reconcile_items import repaid_excess
+from reconciliation.findings import Finding, FindingKind, Matching, Ours
+from reconciliation.items import repaid_excess
+from reconciliation.reports import late_returned_finding
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +146,8 @@ def _late(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matchin
     """A Pix for a charge cancelled or failed here: recorded as a late payment
     (payments.late_payments, once per e2e id), where staff credit or return it.
     Returned there (all or part) other than by a return of ours: recorded on
-    the late payment, never credited, an item for staff (payments.late_evidence)."""
+    the late payment, never credited, an item for staff (payments.late_evidence,
+    reconciliation.reports)."""
     if not record.e2e_id:
         detail = "Recebido para cobrança cancelada ou falha e sem e2e id na adquirente; confira."
         matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
@@ -162,16 +164,17 @@ def _late(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matchin
             return
         detail = "Recebido após o cancelamento: registrado em Pagamentos após cancelamento para a equipe decidir."
         matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, healed=True, detail=detail))
-    noted = late_payment_returned_there(charge=charge, record=record, source=ChargeTransition.Source.RECONCILIATION)
+    noted = late_payment_returned_there(record=record, source=ChargeTransition.Source.RECONCILIATION)
     if noted.late is None:
         # Returned there before anything of it was recorded here: nothing to credit.
         detail = "Recebido para cobrança cancelada ou falha e já devolvido ao pagador na adquirente; nada creditado."
         matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
         return
-    if noted.finding is not None:
-        matching.findings.append(noted.finding)
+    finding = late_returned_finding(charge, record, noted)
+    if finding is not None:
+        matching.findings.append(finding)
     # Returned there counts as matched only as recorded here: by our return, or closed as returned.
-    if record.status is R.PAID or noted.finding is None or noted.finding.healed:
+    if record.status is R.PAID or finding is None or finding.healed:
         matching.match(record.amount)
 
 

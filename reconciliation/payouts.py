@@ -1,5 +1,5 @@
 """Matching an acquirer's sent Pix against our withdrawals (the ``sent``
-matcher of :mod:`acquirers.reconcile`), by the payout's idempotency id.
+listing's matcher of :mod:`reconciliation.run`), by the payout's idempotency id.
 
 A payout sent and settled there whose withdrawal is still approved here is
 healed: the confirmed payment is applied through
@@ -22,17 +22,11 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Any
 
-from django.db import transaction
-
-from accounts.exceptions import ActionNotExecutable
-from accounts.models import LedgerKind
-from accounts.services import ledger_post
 from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
 from acquirers.models import Acquirer
-from acquirers.reconcile import Finding, FindingKind, Matching, Ours
 from core.exceptions import PixServiceError
+from reconciliation.findings import Finding, FindingKind, Matching, Ours
 from withdrawals.events import payout_event_apply
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
 
@@ -220,28 +214,3 @@ def payouts_match(
         logger.error("reconciliation: payout %s is paid here but %s does not list it", withdrawal.pk, acquirer.key)
         matching.findings.append(_finding(K.PAID_HERE_UNKNOWN_THERE, None, withdrawal))
         matching.flush()
-
-
-# --------------------------------------------------------------------------- staff's resolution
-
-
-def withdrawal_sent_payout_redebit(*, withdrawal_id: Any, actor: str, reason: str) -> bool:
-    """Debit again a withdrawal that failed here (its debit given back) but
-    that the acquirer paid (reconciliation's "sent there, failed here"),
-    once a second staff member approved it (``accounts.approvals``). The
-    withdrawal keeps its status (the contract has no failed → paid); the
-    ledger says why. Never overdraws (:class:`InsufficientBalance`); False
-    when already debited again."""
-    with transaction.atomic():
-        withdrawal = Withdrawal.objects.select_for_update().get(pk=withdrawal_id)
-        if withdrawal.status != S.FAILED:
-            raise ActionNotExecutable(f"O saque está {S(withdrawal.status).label}, não falho.")
-        entry = ledger_post(
-            account_id=withdrawal.account_id,
-            amount=-withdrawal.total_debit,
-            kind=LedgerKind.WITHDRAWAL,
-            reference=f"withdrawal:{withdrawal.pk}:redebit",
-        )
-        if entry is not None:
-            logger.warning("withdrawal %s debited again by %s: %s", withdrawal.pk, actor, reason)
-        return entry is not None

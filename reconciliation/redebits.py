@@ -1,11 +1,11 @@
 """The redébito of a refund the acquirer made after a chargeback: the payer
 got the Pix back twice (by the MED and by the devolução), and the account is
 debited what the payer got beyond the Pix, once a second staff member
-approves (``accounts.approvals``, registered in :mod:`payments.approvals`).
+approves (``accounts.approvals``, registered in :mod:`reconciliation.approvals`).
 
 The request names the reconciliation item that holds the evidence (the
 check of a released refund that found it made, or the day's listing): what
-went back by MED and by refund (:func:`~payments.reconcile_items.repaid_excess`).
+went back by MED and by refund (:func:`~reconciliation.items.repaid_excess`).
 The debit is that excess pro rata to the charge's liquid amount, rounded down
 to the centavo (never more than the evidence): the whole liquid amount when
 the payer got the Pix twice.
@@ -33,9 +33,10 @@ from django.db import transaction
 from accounts.exceptions import ActionNotExecutable
 from accounts.models import LedgerEntry
 from accounts.services import ledger_post
-from payments.models import Charge, ChargeStatus, ChargeTransition, ReconciliationItem
-from payments.reconcile_items import repaid_excess
+from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
+from reconciliation.items import repaid_excess
+from reconciliation.models import ReconciliationItem
 
 logger = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ LAYERS = [
     {"acquirers"},
     {"webhooks"},
     {"payments", "withdrawals"},
+    {"reconciliation"},
     {"staff"},
     {"observability", "provisioning", "dev"},
     {"config"},

@@ -22,15 +22,16 @@ from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.models import Acquirer
-from payments.models import Charge, ReconciliationItem, ReconciliationRun
-from payments.tasks import reconcile_acquirer_day
+from payments.models import Charge
+from reconciliation.models import ReconciliationItem, ReconciliationRun
+from reconciliation.tasks import reconcile_acquirer_day
 from tests.factories import AcquirerFactory, ChargeFactory, WithdrawalFactory
 from tests.helpers import admin_action, admin_messages
 from withdrawals.models import Withdrawal
 
 pytestmark = pytest.mark.django_db
-RUNS = reverse("admin:payments_reconciliationrun_changelist")
-ITEMS = reverse("admin:payments_reconciliationitem_changelist")
+RUNS = reverse("admin:reconciliation_reconciliationrun_changelist")
+ITEMS = reverse("admin:reconciliation_reconciliationitem_changelist")
 REQUESTS = reverse("admin:accounts_moneyactionrequest_changelist")
 ACQUIRERS = reverse("admin:acquirers_acquirer_changelist")
 REASON = "Conferido com o extrato da adquirente"
@@ -91,7 +92,7 @@ def test_the_report_lists_each_day_and_acquirer_and_exports_csv(admin_client: Cl
     for query in ("?status__exact=done", f"?acquirer__id__exact={run.acquirer_id}", "?day__year=2026"):
         assert admin_client.get(RUNS + query).status_code == 200
 
-    export = admin_client.get(reverse("admin:payments_reconciliationrun_export"))
+    export = admin_client.get(reverse("admin:reconciliation_reconciliationrun_export"))
 
     assert isinstance(export, StreamingHttpResponse)
     lines = b"".join(export.streaming_content).decode("utf-8-sig").splitlines()
@@ -106,7 +107,7 @@ def test_an_item_shows_both_sides_and_is_acknowledged_with_a_reason(
     client = staff_client("operations")
     for query in ("", "?kind__exact=paid_here_unknown_there", "?status__exact=open", f"?q={found.key}"):
         assert client.get(ITEMS + query).status_code == 200
-    detail = client.get(reverse("admin:payments_reconciliationitem_change", args=[found.pk])).content.decode()
+    detail = client.get(reverse("admin:reconciliation_reconciliationitem_change", args=[found.pk])).content.decode()
     assert "Na adquirente" in detail
     assert "not_listed" in detail
     assert "R$ 50,00" in detail
@@ -146,7 +147,7 @@ def test_a_redebit_moves_money_only_once_a_second_staff_member_approves(
     found = item(run, K.PAYOUT_SENT_THERE_FAILED_HERE, target_type="withdrawals.withdrawal", target_id=withdrawal.pk)
     operator = staff_member("operations", "olivia")
     checker = staff_member("finance", "fernanda")
-    detail = operator.get(reverse("admin:payments_reconciliationitem_change", args=[found.pk])).content.decode()
+    detail = operator.get(reverse("admin:reconciliation_reconciliationitem_change", args=[found.pk])).content.decode()
     assert 'data-action="request_redebit"' in detail
 
     asked = admin_action(operator, ITEMS, "request_redebit", [found.pk], reason=REASON)
@@ -248,7 +249,7 @@ def test_a_refund_made_after_a_chargeback_is_debited_only_once_a_second_staff_me
     found = refund_made_after_chargeback(run, charge)
     operator = staff_member("operations", "olivia")
     checker = staff_member("finance", "fernanda")
-    detail = operator.get(reverse("admin:payments_reconciliationitem_change", args=[found.pk])).content.decode()
+    detail = operator.get(reverse("admin:reconciliation_reconciliationitem_change", args=[found.pk])).content.decode()
     assert "Devolvida na adquirente, contestada (MED) aqui" in detail
     assert 'data-action="request_redebit"' in detail
 

@@ -22,12 +22,13 @@ from accounts.services import money_action_approve, money_action_request
 from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.models import Acquirer, InboundNotification
 from payments import cancellation
-from payments.cancellation import charge_cancel_pursue
+from payments.cancel_pursuit import charge_cancel_pursue
 from payments.events import charge_event_apply
 from payments.late_payments import late_payment_return_pursue
-from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, ReconciliationItem
-from payments.reconcile_acquirer import acquirer_reconcile
+from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment
 from payments.services import charge_transition
+from reconciliation.models import ReconciliationItem
+from reconciliation.run import acquirer_reconcile
 from tests.acquirers.conftest import NOTIFY_TOKEN
 from tests.acquirers.fake_psp import FakePsp
 

@@ -29,9 +29,10 @@ from acquirers.adapters.base import Notification, NotificationEvent, PayoutReque
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.models import Acquirer
 from payments.events import charge_event_apply
-from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment, ReconciliationItem, ReconciliationRun
-from payments.reconcile_acquirer import acquirer_reconcile, local_day_window
-from payments.tasks import reconcile_acquirer_day, reconcile_acquirers_yesterday
+from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
+from reconciliation.models import ReconciliationItem, ReconciliationRun
+from reconciliation.run import acquirer_reconcile, local_day_window
+from reconciliation.tasks import reconcile_acquirer_day, reconcile_acquirers_yesterday
 from tests.acquirers.fake_efi import FakeEfi
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.factories import AcquirerFactory, WithdrawalFactory
@@ -497,7 +498,7 @@ def test_an_error_on_one_record_rolls_back_that_record_only_and_is_an_item(
             raise RuntimeError("falha depois do crédito")
         return result
 
-    monkeypatch.setattr("payments.reconcile_charges.charge_event_apply", apply_then_break)
+    monkeypatch.setattr("reconciliation.charges.charge_event_apply", apply_then_break)
 
     run = reconcile(bacen_acquirer)
 
@@ -532,7 +533,7 @@ def test_findings_are_stored_as_they_come_when_the_run_dies_midway(
         applied.append(kwargs["notification"].e2e_id)
         return charge_event_apply(**kwargs)
 
-    monkeypatch.setattr("payments.reconcile_charges.charge_event_apply", out_of_time_at_the_third)
+    monkeypatch.setattr("reconciliation.charges.charge_event_apply", out_of_time_at_the_third)
 
     with pytest.raises(SoftTimeLimitExceeded):
         reconcile(bacen_acquirer)
