@@ -202,7 +202,6 @@ def ledger_post(
     kind: str,
     reference: str,
     locked: AccountBalance | None = None,
-    new_reference: bool = False,
 ) -> LedgerEntry | None:
     """Post one signed movement and move the balance with it.
 
@@ -212,14 +211,9 @@ def ledger_post(
     :func:`balance_lock` in this transaction). Returns ``None`` (and changes
     nothing) when this ``(kind, reference)`` was already posted. Raises
     :class:`InsufficientBalance` when a debit that may not overdraw would.
-
-    ``new_reference`` is accepted and changes nothing: the posting's own
-    INSERT tells a repeat apart (:func:`accounts.sql.post_entry`), so no
-    caller needs to say its reference is new. Kept only until
-    ``payments.refunds`` stops passing it (issue 30 changes that module in
-    another part); then it goes.
+    The posting's own INSERT tells a repeat apart
+    (:func:`accounts.sql.post_entry`), so no caller says its reference is new.
     """
-    del new_reference
     balance = _locked_for_posting(account_id, locked)
     try:
         entry, moves = ledger_entry_new(balance=balance, amount=amount, kind=kind, reference=reference)

@@ -26,7 +26,7 @@ from typing import Any
 
 from django.contrib.auth.models import Group, Permission
 
-PROJECT_APPS = ("accounts", "acquirers", "payments", "withdrawals", "webhooks")
+PROJECT_APPS = ("accounts", "acquirers", "payments", "withdrawals", "reconciliation", "webhooks")
 
 OPERATIONS_EXTRA = (
     "accounts.add_account",
@@ -50,7 +50,7 @@ OPERATIONS_EXTRA = (
     # Acquirers: close a circuit breaker by hand.
     "acquirers.reset_circuit_breaker",
     # Reconciliation with acquirers: run it on demand, resolve its items (asking where money moves).
-    "payments.resolve_reconciliationitem",
+    "reconciliation.resolve_reconciliationitem",
     # A Pix received after a cancel: ask to credit or return it; ask a silent acquirer to cancel again.
     "payments.request_late_payment_resolution",
     "payments.retry_chargecancellation",

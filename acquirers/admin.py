@@ -360,7 +360,7 @@ def acquirer_page_action(
     """Add ``action`` to the acquirers' list, after the ones already there,
     with its ``permission`` (the action's ``permissions=[permission]``)
     decided by ``allowed(request)``. For the apps above acquirers
-    (reconciliation on demand, in payments), which acquirers may not import;
+    (reconciliation on demand, in reconciliation), which acquirers may not import;
     like :func:`accounts.admin.accounts.account_page_inline`."""
     AcquirerAdmin.actions = (*AcquirerAdmin.actions, action)
     setattr(AcquirerAdmin, f"has_{permission}_permission", lambda self, request: allowed(request))

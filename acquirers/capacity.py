@@ -57,7 +57,7 @@ OPERATIONS: dict[str, Purpose] = {
     "refund_status": Purpose.RECONCILE,
     "charge_status": Purpose.RECONCILE,
     "cancel_charge": Purpose.RECONCILE,
-    # The daily listings of reconciliation (payments.reconcile_acquirer), one call per page.
+    # The daily listings of reconciliation (reconciliation.run), one call per page.
     "list_received": Purpose.RECONCILE,
     "list_sent": Purpose.RECONCILE,
 }

@@ -1,9 +1,10 @@
 """Charge actions that move an account's money only after a second staff
 member approves them (``accounts.approvals``): resolving a chargeback in the
 account's favour (a credit), staff's refund of a paid charge (the
-merchant's money goes to the payer, whom an insider can be), a refund the
-acquirer made after a chargeback (a debit) and a Pix paid after the cancel
-(credited, or returned to its payer)."""
+merchant's money goes to the payer, whom an insider can be) and a Pix paid
+after the cancel (credited, or returned to its payer). The redébito of a
+refund the acquirer made after a chargeback names a reconciliation item:
+:mod:`reconciliation.approvals`."""
 
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from payments.late_payments import (
     late_payment_return,
 )
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition, LatePayment
-from payments.refund_redebits import charge_refund_redebit, refund_redebit_quote
 from payments.services import charge_transition
 
 
@@ -103,16 +103,6 @@ def _resolving(resolve: Callable[..., object]) -> Callable[[str, str, str], None
             raise ActionNotExecutable(exc.message) from exc
 
     return perform
-
-
-def _quote_refund_redebit(target_id: str) -> approvals.Quote:
-    # What the payer got beyond the Pix, pro rata to the liquid amount (payments.refund_redebits).
-    quote = refund_redebit_quote(item_id=target_id)
-    return approvals.Quote(account_id=quote.account_id, amount=quote.amount)
-
-
-def _refund_redebit(target_id: str, actor: str, reason: str) -> None:
-    charge_refund_redebit(item_id=target_id, actor=actor, reason=reason)
 
 
 def _quote_refund(target_id: str) -> approvals.Quote:
@@ -213,19 +203,6 @@ def register() -> None:
             approve_permission="accounts.approve_chargeback_resolution",
             quote=_quote_resolution,
             perform=_resolve,
-        )
-    )
-    # The acquirer made a refund after a chargeback had returned the money
-    # (reconciliation, or the check of the released refund): what the payer
-    # got twice is debited only once a second staff member approves. The
-    # request names the item whose evidence measures it.
-    approvals.register(
-        approvals.MoneyAction(
-            action=MoneyActionRequest.Action.REDEBIT_REFUND_AFTER_CHARGEBACK,
-            target_type="payments.reconciliationitem",
-            approve_permission="accounts.approve_refund_after_chargeback_redebit",
-            quote=_quote_refund_redebit,
-            perform=_refund_redebit,
         )
     )
     # The merchant's money goes to the payer: only once a second staff member approves.

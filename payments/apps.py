@@ -9,10 +9,9 @@ class PaymentsConfig(AppConfig):
     def ready(self) -> None:
         from accounts.selectors import statement_reference_register
         from accounts.settlement import settlement_fee_register
-        from acquirers import inbound, reconcile
+        from acquirers import inbound
         from payments import approvals
         from payments.events import charge_event_apply
-        from payments.reconcile_charges import charges_match
         from payments.selectors import SETTLEMENT_CHARGE_FEE, STATEMENT_LATE_PAYMENT, STATEMENT_REFUND
 
         # accounts carries out maker-checker actions through this registry.
@@ -20,9 +19,6 @@ class PaymentsConfig(AppConfig):
 
         # acquirers hands the charge events it receives to this app.
         inbound.register("charge", charge_event_apply)
-
-        # Reconciliation matches the acquirers' received Pix against charges here.
-        reconcile.register("received", charges_match)
 
         # The statement (GET /api/statement) shows a refund's entries as its charge's.
         statement_reference_register(STATEMENT_REFUND)

@@ -1,6 +1,6 @@
 """What an acquirer's news does to a charge (``reference`` = our txid):
 pushed (inbound notifications, through :mod:`acquirers.inbound`), pulled
-(:mod:`payments.reconciliation`) or driven by the sandbox. Applied through
+(:mod:`payments.status_polling`) or driven by the sandbox. Applied through
 :func:`payments.services.charge_transition`, like every change of status.
 """
 
@@ -19,18 +19,15 @@ from payments.exceptions import ChargeNotFound
 from payments.late_evidence import late_payment_returned_there, returned_record
 from payments.late_payments import LATE_FROM, late_payment_record
 from payments.models import Charge, ChargeStatus, LatePayment
-from payments.reconcile_items import reconciliation_item_store
-
-S = ChargeStatus
-E = NotificationEvent
+from payments.reports import late_returned_report
 
 # The chargeback rule, for the acquirer's news and staff alike:
 #: A charge in any of these has been paid: news of a payment is late or
 #: repeated, and must never undo a chargeback or credit twice.
-PAID_ONCE = frozenset({S.PAID, S.CHARGEBACK, S.REFUNDED})
+PAID_ONCE = frozenset({ChargeStatus.PAID, ChargeStatus.CHARGEBACK, ChargeStatus.REFUNDED})
 #: Only a charge in chargeback goes back to paid by resolving it (MED in the
 #: account's favour), whoever resolves it.
-CHARGEBACK_RESOLVABLE_FROM = frozenset({S.CHARGEBACK})
+CHARGEBACK_RESOLVABLE_FROM = frozenset({ChargeStatus.CHARGEBACK})
 
 
 #: What a Pix for a cancelled (or failed) charge came to.
@@ -38,7 +35,7 @@ LATE_DETAIL = "late payment recorded for staff"
 #: What a refund or chargeback of such a Pix came to.
 LATE_RETURNED_DETAIL = "late payment returned to the payer at the acquirer"
 #: The acquirer's word that a Pix went back to its payer (a devolução, a MED).
-RETURNED_EVENTS = frozenset({E.CHARGE_REFUNDED, E.CHARGE_CHARGEBACK})
+RETURNED_EVENTS = frozenset({NotificationEvent.CHARGE_REFUNDED, NotificationEvent.CHARGE_CHARGEBACK})
 
 
 @dataclass(frozen=True)
@@ -53,11 +50,13 @@ class EventRule:
 
 
 EVENT_RULES: dict[NotificationEvent, EventRule] = {
-    E.CHARGE_PAID: EventRule(S.PAID, frozenset(S) - PAID_ONCE, "already paid"),
-    E.CHARGE_FAILED: EventRule(S.FAILED),
-    E.CHARGE_REFUNDED: EventRule(S.REFUNDED),
-    E.CHARGE_CHARGEBACK: EventRule(S.CHARGEBACK),
-    E.CHARGE_CHARGEBACK_RESOLVED: EventRule(S.PAID, CHARGEBACK_RESOLVABLE_FROM, "no open chargeback"),
+    NotificationEvent.CHARGE_PAID: EventRule(ChargeStatus.PAID, frozenset(ChargeStatus) - PAID_ONCE, "already paid"),
+    NotificationEvent.CHARGE_FAILED: EventRule(ChargeStatus.FAILED),
+    NotificationEvent.CHARGE_REFUNDED: EventRule(ChargeStatus.REFUNDED),
+    NotificationEvent.CHARGE_CHARGEBACK: EventRule(ChargeStatus.CHARGEBACK),
+    NotificationEvent.CHARGE_CHARGEBACK_RESOLVED: EventRule(
+        ChargeStatus.PAID, CHARGEBACK_RESOLVABLE_FROM, "no open chargeback"
+    ),
 }
 
 
@@ -85,7 +84,7 @@ def charge_event_apply(
         raise ChargeNotFound()
     if notification.event in RETURNED_EVENTS and charge.status in LATE_FROM and not strict:
         return _late_returned(charge, notification, source)
-    if notification.event is E.CHARGE_PAID and charge.status not in PAID_ONCE:
+    if notification.event is NotificationEvent.CHARGE_PAID and charge.status not in PAID_ONCE:
         # Judged under the charge's lock, with the payment applied in the same
         # transaction: a cancel committing meanwhile cannot make this Pix a
         # refused transition (money lost); it makes it a late payment.
@@ -129,16 +128,20 @@ def _late_returned(charge: Charge, notification: Notification, source: str) -> A
     record = returned_record(
         charge=charge, e2e_id=late.e2e_id, amount=late.amount, returned=notification.amount, raw=notification.raw
     )
-    noted = late_payment_returned_there(charge=charge, record=record, source=source)
-    if noted.finding is None:
+    noted = late_payment_returned_there(record=record, source=source)
+    if not noted.news:
         return ApplyResult(changed=False, detail=LATE_RETURNED_DETAIL)
-    reconciliation_item_store(noted.finding, acquirer_id=charge.acquirer_id, direction="received")
+    late_returned_report(charge=charge, record=record, noted=noted)
     return ApplyResult(changed=True, detail=LATE_RETURNED_DETAIL)
 
 
 def _apply(charge: Charge, notification: Notification, source: str, strict: bool) -> ApplyResult:
     event = notification.event
-    if event is E.CHARGE_PAID and notification.amount is not None and notification.amount != charge.amount:
+    if (
+        event is NotificationEvent.CHARGE_PAID
+        and notification.amount is not None
+        and notification.amount != charge.amount
+    ):
         # Our charges have a fixed value: another amount is for staff, never credited as is.
         raise PixServiceError(f"Valor pago ({notification.amount}) difere do valor da cobrança ({charge.amount}).")
     rule = EVENT_RULES.get(event)
@@ -147,7 +150,7 @@ def _apply(charge: Charge, notification: Notification, source: str, strict: bool
     if rule.only_from is not None and charge.status not in rule.only_from:
         # A fast path, read without the lock; charge_transition judges
         # only_from again under the charge's lock.
-        refused_below = strict and event is E.CHARGE_PAID and charge.status != rule.to_status
+        refused_below = strict and event is NotificationEvent.CHARGE_PAID and charge.status != rule.to_status
         if not refused_below:
             return ApplyResult(changed=False, detail=rule.late)
     changed = services.charge_transition(

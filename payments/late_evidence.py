@@ -11,7 +11,8 @@ late payment, with the acquirer's record as evidence, and:
 
 - waiting for a decision and returned in full: the money is the payer's
   again and never was the account's, so it is closed as returned (no
-  balance moves); staff see it, healed, among the reconciliation items;
+  balance moves); staff see it, healed, among the reconciliation items
+  (reconciliation, above payments, makes the item: :mod:`payments.reports`);
 - waiting for a decision and partly returned: left open for staff (an
   item), and a credit is refused (``ActionNotExecutable``), by the request
   and by its approval: crediting would credit money that left;
@@ -30,67 +31,55 @@ from django.db import transaction
 from django.utils import timezone
 
 from acquirers.adapters.base import ProviderPixRecord, ProviderRecordStatus
-from acquirers.reconcile import Finding, FindingKind, Ours
 from core.money import brl
 from payments.models import Charge, LatePayment
 
-L = LatePayment.Status
-K = FindingKind
 #: Being returned, or returned, by us: what the acquirer reports is our devolução.
-OURS = frozenset({L.RETURNING, L.RETURNED})
+OURS = frozenset({LatePayment.Status.RETURNING, LatePayment.Status.RETURNED})
 
 
 @dataclass(frozen=True)
 class ReturnedThere:
-    """What the acquirer's word came to: ``finding`` None when it was ours
-    (or nothing new); ``late`` None when no late payment has that e2e id."""
+    """What the acquirer's word came to: ``late`` None when no late payment
+    has that e2e id; ``returned`` 0 when it was ours (or nothing new), else
+    the centavos it says went back, for staff; ``closed``: the late payment
+    is closed as returned on its word (now, or by an earlier word)."""
 
     late: LatePayment | None
-    finding: Finding | None
+    returned: int = 0
+    closed: bool = False
+
+    @property
+    def news(self) -> bool:
+        """Whether staff must hear of it (an item: :mod:`payments.reports`)."""
+        return self.late is not None and self.returned > 0
 
 
-def late_payment_returned_there(*, charge: Charge, record: ProviderPixRecord, source: str) -> ReturnedThere:
+def late_payment_returned_there(*, record: ProviderPixRecord, source: str) -> ReturnedThere:
     """The acquirer says ``record.returned`` centavos of the Pix
-    ``record.e2e_id`` (a late payment of ``charge``) went back to its payer
+    ``record.e2e_id`` (a late payment) went back to its payer
     (``record.status`` refunded: all of it). Under the late payment's lock;
-    idempotent (the amount recorded is the largest said). Returns the
-    finding for staff; the caller stores it (the daily run, or
-    :func:`payments.reconcile_items.reconciliation_item_store`)."""
+    idempotent (the amount recorded is the largest said). Returns what staff
+    must hear of; the caller reports it (the daily run, or
+    :func:`payments.reports.late_returned_report`)."""
     returned = record.returned or (record.amount if record.status is ProviderRecordStatus.REFUNDED else 0)
     with transaction.atomic():
         late = LatePayment.objects.select_for_update().filter(e2e_id=record.e2e_id).first()
         if late is None or returned <= 0:
-            return ReturnedThere(late, None)
+            return ReturnedThere(late)
         if late.status in OURS and late.returned_there == 0:
-            return ReturnedThere(late, None)  # our devolução, as recorded here
+            return ReturnedThere(late)  # our devolução, as recorded here
         now = timezone.now()
         fields = ["returned_there", "returned_there_at", "returned_there_evidence"]
         late.returned_there = max(late.returned_there, min(returned, late.amount))
         late.returned_there_at = late.returned_there_at or now
         late.returned_there_evidence = {"source": source, "returned": returned, "record": dict(record.raw)}
-        if late.status == L.OPEN and late.returned_there >= late.amount:
-            late.status, late.resolved_at = L.RETURNED, now
+        if late.status == LatePayment.Status.OPEN and late.returned_there >= late.amount:
+            late.status, late.resolved_at = LatePayment.Status.RETURNED, now
             fields += ["status", "resolved_at"]
         late.save(update_fields=fields)
     # Returned here with an amount returned there: closed on the acquirer's word (now, or by an earlier run).
-    closed = late.status == L.RETURNED
-    return ReturnedThere(late, _finding(charge, late, record, returned, closed=closed))
-
-
-def _finding(charge: Charge, late: LatePayment, record: ProviderPixRecord, returned: int, *, closed: bool) -> Finding:
-    said = f"a adquirente diz que {brl(returned)} de {brl(late.amount)} voltaram ao pagador (devolução feita lá ou MED)"
-    name = f"Pagamento após cancelamento #{late.pk}"
-    if closed:
-        kind, detail = K.REFUND_DIFFERS, f"{name}: {said}. Encerrado como devolvido; nada foi creditado à conta."
-    elif late.status == L.CREDITED:
-        kind = K.REFUND_DIFFERS if returned >= late.amount else K.PARTIAL_RETURN
-        detail = f"{name} creditado à conta, e {said}: a conta ficou com valor que saiu. Nada debitado automaticamente."
-    else:
-        kind = K.PARTIAL_RETURN
-        status = late.get_status_display().lower()
-        detail = f"{name} {status}, e {said}: o crédito fica recusado; decida com a adquirente."
-    ours = Ours("payments.charge", str(charge.pk), charge.status, charge.amount, charge.txid, late.e2e_id)
-    return Finding.of(kind, record, ours, key_by_e2e=True, healed=closed, detail=detail[:500])
+    return ReturnedThere(late, returned, closed=late.status == LatePayment.Status.RETURNED)
 
 
 def returned_record(

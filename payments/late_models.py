@@ -10,7 +10,7 @@ from django.db.models import F, Q
 from accounts.models import Account, MoneyActionRequest
 from acquirers.models import Acquirer
 from core.money import brl
-from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.choices import ChargeSource, ChargeStatus
 
 
 class ChargeCancellation(models.Model):
@@ -29,7 +29,11 @@ class ChargeCancellation(models.Model):
         GAVE_UP = "gave_up", "Sem resposta definitiva da adquirente"
 
     charge = models.OneToOneField(
-        Charge, on_delete=models.CASCADE, primary_key=True, related_name="cancellation", verbose_name="cobrança"
+        "payments.Charge",
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="cancellation",
+        verbose_name="cobrança",
     )
     acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="+", verbose_name="adquirente")
     state = models.CharField("situação", max_length=16, choices=State.choices, default=State.PENDING)
@@ -72,7 +76,9 @@ class LatePayment(models.Model):
         RETURNED = "returned", "Devolvido ao pagador"
 
     id = models.BigAutoField(primary_key=True)
-    charge = models.ForeignKey(Charge, on_delete=models.PROTECT, related_name="late_payments", verbose_name="cobrança")
+    charge = models.ForeignKey(
+        "payments.Charge", on_delete=models.PROTECT, related_name="late_payments", verbose_name="cobrança"
+    )
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+", verbose_name="conta")
     acquirer = models.ForeignKey(Acquirer, on_delete=models.PROTECT, related_name="+", verbose_name="adquirente")
     e2e_id = models.CharField("ID end-to-end (E2E)", max_length=64)
@@ -82,7 +88,7 @@ class LatePayment(models.Model):
     charge_status = models.CharField(
         "status da cobrança", max_length=16, choices=ChargeStatus.choices, help_text="Quando o Pix chegou."
     )
-    source = models.CharField("visto por", max_length=16, choices=ChargeTransition.Source.choices)
+    source = models.CharField("visto por", max_length=16, choices=ChargeSource.choices)
     paid_at = models.DateTimeField("pago em", null=True, blank=True, help_text="Segundo a adquirente.")
     payer_info = models.CharField(
         "informação do pagador", max_length=500, blank=True, help_text="O que a adquirente diz de quem pagou."

@@ -43,6 +43,7 @@ from accounts.models import Account, LedgerEntry
 from accounts.services import ledger_post
 from acquirers import calls
 from acquirers.adapters.base import RefundRequest
+from core.dispatch import enqueue
 from core.exceptions import PixServiceError
 from payments.devolucao_answers import Seen, Verdict, devolucao_judge, unclear_at_after
 from payments.late_evidence import late_credit_refusal
@@ -50,11 +51,8 @@ from payments.models import Charge, ChargeStatus, LatePayment, LatePaymentResolu
 
 logger = logging.getLogger(__name__)
 
-S = ChargeStatus
-L = LatePayment.Status
-R = LatePaymentResolution.Status
 #: A Pix for a charge in one of these is a late payment (it cannot pay the charge).
-LATE_FROM = frozenset({S.CANCELED, S.FAILED})
+LATE_FROM = frozenset({ChargeStatus.CANCELED, ChargeStatus.FAILED})
 #: How the ledger names a late payment's credit: ``late_payment:<LatePayment id>``.
 REFERENCE_PREFIX = "late_payment:"
 #: How often beat's sweep hands one return left processing to a worker again.
@@ -132,7 +130,7 @@ def _payer_info(raw: Mapping[str, Any]) -> str:
 
 def _open(late_payment_id: int | str) -> LatePayment:
     late = LatePayment.objects.select_for_update().get(pk=late_payment_id)
-    if late.status != L.OPEN:
+    if late.status != LatePayment.Status.OPEN:
         raise LatePaymentNotOpen(f"Este pagamento já está {late.get_status_display().lower()}.")
     return late
 
@@ -154,12 +152,12 @@ def late_payment_credit(*, late_payment_id: int | str, actor: str, reason: str) 
         resolution = LatePaymentResolution.objects.create(
             late_payment=late,
             kind=LatePaymentResolution.Kind.CREDIT,
-            status=R.DONE,
+            status=LatePaymentResolution.Status.DONE,
             actor=actor[:300],
             reason=reason,
             finished_at=now,
         )
-        late.status, late.resolved_at = L.CREDITED, now
+        late.status, late.resolved_at = LatePayment.Status.CREDITED, now
         late.save(update_fields=["status", "resolved_at"])
         ledger_post(
             account_id=late.account_id,
@@ -181,11 +179,11 @@ def late_payment_return(*, late_payment_id: int | str, actor: str, reason: str) 
         resolution = LatePaymentResolution.objects.create(
             late_payment=late,
             kind=LatePaymentResolution.Kind.RETURN,
-            status=R.PROCESSING,
+            status=LatePaymentResolution.Status.PROCESSING,
             actor=actor[:300],
             reason=reason,
         )
-        late.status, late.resolved_at = L.RETURNING, now
+        late.status, late.resolved_at = LatePayment.Status.RETURNING, now
         late.save(update_fields=["status", "resolved_at"])
         transaction.on_commit(functools.partial(return_pursue_later, resolution_id=resolution.pk))
     return resolution
@@ -194,12 +192,12 @@ def late_payment_return(*, late_payment_id: int | str, actor: str, reason: str) 
 def return_pursue_later(*, resolution_id: int, countdown: float = 0) -> None:
     """Hand the return to a worker (:func:`payments.tasks.pursue_late_payment_return`);
     a lost hand-off is picked up by beat's sweep (:func:`late_returns_sweep`)."""
-    from payments.tasks import pursue_late_payment_return
-
-    try:
-        pursue_late_payment_return.apply_async((resolution_id,), countdown=countdown, retry=False)
-    except Exception:
-        logger.warning("broker unavailable; late payment return %s left to the sweep", resolution_id, exc_info=True)
+    enqueue(
+        "payments.tasks.pursue_late_payment_return",
+        resolution_id,
+        countdown=countdown,
+        left_to="the late payment returns' sweep",
+    )
 
 
 def late_payment_return_pursue(*, resolution_id: int) -> str:
@@ -217,7 +215,7 @@ def late_payment_return_pursue(*, resolution_id: int) -> str:
     resolution = LatePaymentResolution.objects.select_related("late_payment__charge", "late_payment__acquirer").get(
         pk=resolution_id
     )
-    if resolution.status != R.PROCESSING:
+    if resolution.status != LatePaymentResolution.Status.PROCESSING:
         return resolution.status
     late = resolution.late_payment
     request = RefundRequest(
@@ -231,26 +229,26 @@ def late_payment_return_pursue(*, resolution_id: int) -> str:
     call = calls.call(late.acquirer, "refund", lambda adapter: adapter.refund_charge(request))
     answer = devolucao_judge(acquirer=late.acquirer, request=request, call=call, unclear_at=resolution.unclear_at)
     if answer.verdict is Verdict.DONE:
-        return _return_ended(resolution_id, R.DONE, "")
+        return _return_ended(resolution_id, LatePaymentResolution.Status.DONE, "")
     if answer.verdict is Verdict.NOT_MADE:
-        return _return_ended(resolution_id, R.FAILED, answer.detail)
+        return _return_ended(resolution_id, LatePaymentResolution.Status.FAILED, answer.detail)
     return _return_unclear(resolution_id, answer.detail, answer.seen)
 
 
 def _return_unclear(resolution_id: int, error: str, seen: Seen) -> str:
     """No definitive answer: ask again later, ``unclear_at`` moved as
     :func:`~payments.devolucao_answers.unclear_at_after` says."""
-    LatePaymentResolution.objects.filter(pk=resolution_id, status=R.PROCESSING).update(
+    LatePaymentResolution.objects.filter(pk=resolution_id, status=LatePaymentResolution.Status.PROCESSING).update(
         attempts=F("attempts") + 1, last_error=error[:500], unclear_at=unclear_at_after(seen)
     )
     logger.warning("late payment return %s: no definitive answer (%s)", resolution_id, error)
-    return R.PROCESSING
+    return LatePaymentResolution.Status.PROCESSING
 
 
 def _return_ended(resolution_id: int, status: str, failure_reason: str) -> str:
     with transaction.atomic():
         resolution = LatePaymentResolution.objects.select_for_update().get(pk=resolution_id)
-        if resolution.status != R.PROCESSING:
+        if resolution.status != LatePaymentResolution.Status.PROCESSING:
             return resolution.status  # answered meanwhile by another worker
         late = LatePayment.objects.select_for_update().get(pk=resolution.late_payment_id)
         resolution.status = status
@@ -258,11 +256,11 @@ def _return_ended(resolution_id: int, status: str, failure_reason: str) -> str:
         resolution.failure_reason = failure_reason[:500]
         resolution.finished_at = timezone.now()
         resolution.save()
-        if status == R.DONE:
-            late.status = L.RETURNED
+        if status == LatePaymentResolution.Status.DONE:
+            late.status = LatePayment.Status.RETURNED
         else:
             # Not returned: the money is still held for it; staff decide again.
-            late.status, late.resolved_at = L.OPEN, None
+            late.status, late.resolved_at = LatePayment.Status.OPEN, None
         late.save(update_fields=["status", "resolved_at"])
     return status
 
@@ -273,7 +271,9 @@ def late_returns_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2), li
     ``older_than`` is handed to a worker again, at most once per
     :data:`SWEEP_EVERY`. Returns how many."""
     ids = (
-        LatePaymentResolution.objects.filter(status=R.PROCESSING, created_at__lte=timezone.now() - older_than)
+        LatePaymentResolution.objects.filter(
+            status=LatePaymentResolution.Status.PROCESSING, created_at__lte=timezone.now() - older_than
+        )
         .order_by("created_at")
         .values_list("pk", flat=True)[:limit]
     )

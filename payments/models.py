@@ -11,15 +11,8 @@ from accounts.models import Account, PaymentMethod
 from acquirers.models import Acquirer
 from core.indexes import record_listing_indexes
 from core.money import brl
-
-
-class ChargeStatus(models.TextChoices):
-    PENDING = "pending", "Pendente"
-    PAID = "paid", "Paga"
-    FAILED = "failed", "Falhou"
-    CANCELED = "canceled", "Cancelada"
-    REFUNDED = "refunded", "Estornada"
-    CHARGEBACK = "chargeback", "Contestada"
+from payments.choices import ChargeSource
+from payments.choices import ChargeStatus as ChargeStatus  # callers name it with the models
 
 
 class Charge(models.Model):
@@ -157,12 +150,7 @@ class ChargeAttempt(models.Model):
 class ChargeTransition(models.Model):
     """Audit trail: every status change, who caused it, and when."""
 
-    class Source(models.TextChoices):
-        ACQUIRER = "acquirer", "Adquirente"
-        SANDBOX = "sandbox", "Sandbox"
-        STAFF = "staff", "Equipe"
-        EXPIRY = "expiry", "Expiração"
-        RECONCILIATION = "reconciliation", "Conciliação"
+    Source = ChargeSource
 
     charge = models.ForeignKey(Charge, on_delete=models.CASCADE, related_name="transitions", verbose_name="cobrança")
     from_status = models.CharField("de", max_length=16, choices=ChargeStatus.choices)
@@ -261,8 +249,3 @@ class ChargeRefund(models.Model):
 from payments.late_models import ChargeCancellation as ChargeCancellation  # noqa: E402
 from payments.late_models import LatePayment as LatePayment  # noqa: E402
 from payments.late_models import LatePaymentResolution as LatePaymentResolution  # noqa: E402
-
-# Reconciliation with acquirers (the daily run and its items): models of
-# their own module too.
-from payments.reconcile_models import ReconciliationItem as ReconciliationItem  # noqa: E402
-from payments.reconcile_models import ReconciliationRun as ReconciliationRun  # noqa: E402

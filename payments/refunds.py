@@ -56,20 +56,22 @@ from accounts.models import Account, LedgerEntry
 from accounts.services import balance_lock, ledger_post
 from acquirers import adapters, calls
 from acquirers.adapters.base import AdapterError, InvalidOptions
+from core.dispatch import enqueue
 from core.exceptions import BusinessRuleError
 from payments import exceptions as err
+from payments import services
 from payments.devolucao_answers import Verdict, devolucao_judge, unclear_at_after
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.refund_requests import RefundAnswer as RefundAnswer
 from payments.refund_requests import RefundOutcome as RefundOutcome
 from payments.refund_requests import refund_id_for as refund_id_for
 from payments.refund_requests import refund_request_for
+from payments.refund_reservations import charge_refund_close
 from payments.refunds_released import charge_refund_release_check
 from payments.selectors import charge_get
 
 logger = logging.getLogger(__name__)
 
-R = ChargeRefund.Status
 #: How often beat's sweep hands one refund left processing to a worker again.
 SWEEP_EVERY = dt.timedelta(minutes=5)
 
@@ -90,15 +92,11 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
     (:mod:`payments.devolucao_answers`): released earlier, the merchant
     would get back money the first devolução still takes to the payer. Call
     it holding no transaction."""
-    # services imports this module (a transition out of "paid" closes the
-    # reservation): it is reached at call time, not at import.
-    from payments import services
-
     request = refund_request_for(charge, reason=reason)
     # The one guarded call: deadline, outcome, latency metric and breaker as
     # for a charge or a payout.
     call = calls.call(charge.acquirer, "refund", lambda adapter: adapter.refund_charge(request))
-    since = charge.refunds.filter(status=R.PROCESSING).values_list("unclear_at", flat=True).first()
+    since = charge.refunds.filter(status=ChargeRefund.Status.PROCESSING).values_list("unclear_at", flat=True).first()
     answer = devolucao_judge(acquirer=charge.acquirer, request=request, call=call, unclear_at=since)
     if answer.verdict is Verdict.NOT_MADE:
         charge_refund_release(charge_id=charge.pk, failure_reason=answer.detail)
@@ -108,7 +106,9 @@ def charge_refund_ask(*, charge: Charge, actor: str, source: str, reason: str = 
         return RefundAnswer(RefundOutcome.REFUNDED)
     unclear = answer.seen != "not_asked"
     if unclear:
-        ChargeRefund.objects.filter(charge=charge, status=R.PROCESSING).update(unclear_at=unclear_at_after(answer.seen))
+        ChargeRefund.objects.filter(charge=charge, status=ChargeRefund.Status.PROCESSING).update(
+            unclear_at=unclear_at_after(answer.seen)
+        )
     if answer.verdict is Verdict.PROCESSING:
         return RefundAnswer(RefundOutcome.PROCESSING, unclear=unclear)
     return RefundAnswer(RefundOutcome.UNDETERMINED, answer.detail, unclear=unclear)
@@ -131,8 +131,6 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
     Raises :class:`~payments.exceptions.RefundFailed` when the refund was not
     made (:class:`~payments.exceptions.RefundUndetermined` when that is not
     known yet)."""
-    from payments import services
-
     charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
     if charge.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
         raise err.TransitionNotAllowed("Só cobranças pagas ou contestadas podem ser estornadas.")
@@ -178,7 +176,7 @@ def charge_refund_reserve(*, charge_id: uuid.UUID | str, reason: str = "", uncle
     (its ``unclear_at`` starts now: a refusal that follows is not final)."""
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
-        if charge.status != ChargeStatus.PAID or charge.refunds.filter(status=R.PROCESSING).exists():
+        if charge.status != ChargeStatus.PAID or charge.refunds.filter(status=ChargeRefund.Status.PROCESSING).exists():
             return False
         refund = ChargeRefund.objects.create(
             charge=charge,
@@ -201,33 +199,7 @@ def charge_refund_release(*, charge_id: uuid.UUID | str, failure_reason: str = "
     back. False when nothing was reserved."""
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
-        return charge_refund_close(charge=charge, status=R.FAILED, failure_reason=failure_reason)
-
-
-def charge_refund_close(*, charge: Charge, status: str, failure_reason: str = "") -> bool:
-    """End the charge's reserved refund, if any, with ``status``, giving its
-    amount back. For callers already holding the charge's lock in their
-    transaction: :func:`charge_refund_release`, and ``charge_transition`` when
-    a charge leaves ``paid`` (refunded: the refund's own debit follows;
-    charged back: the chargeback's does)."""
-    refund = charge.refunds.select_for_update().filter(status=R.PROCESSING).first()
-    if refund is None:
-        return False
-    refund.status = status
-    refund.finished_at = timezone.now()
-    refund.failure_reason = failure_reason[:500]
-    if status == R.RELEASED:
-        # The acquirer may still make it: asked about until it answers for good
-        # (beat's sweep hands it to charge_refund_pursue).
-        refund.release_check = ChargeRefund.ReleaseCheck.PENDING
-    refund.save(update_fields=["status", "finished_at", "failure_reason", "release_check"])
-    ledger_post(
-        account_id=charge.account_id,
-        amount=refund.amount,
-        kind=LedgerEntry.Kind.REFUND_RELEASE,
-        reference=f"refund:{refund.pk}",
-    )
-    return True
+        return charge_refund_close(charge=charge, status=ChargeRefund.Status.FAILED, failure_reason=failure_reason)
 
 
 # --------------------------------------------------------------------------- merchants (API)
@@ -271,7 +243,6 @@ def charge_refund_request(
             kind=LedgerEntry.Kind.REFUND_HOLD,
             reference=f"refund:{refund.pk}",
             locked=balance,
-            new_reference=True,
         )
         if in_transaction is not None:
             in_transaction(refund)
@@ -283,9 +254,9 @@ def _refuse_unless_refundable(charge: Charge) -> None:
     if charge.status != ChargeStatus.PAID:
         raise err.RefundNotAllowed(err.REFUND_NOT_PAID.format(status=ChargeStatus(charge.status).label.lower()))
     statuses = set(charge.refunds.values_list("status", flat=True))
-    if R.PROCESSING in statuses:
+    if ChargeRefund.Status.PROCESSING in statuses:
         raise err.RefundNotAllowed(err.REFUND_IN_PROGRESS)
-    if R.FAILED in statuses:
+    if ChargeRefund.Status.FAILED in statuses:
         # The devolução id is the charge's: asking again gets the same "not made".
         raise err.RefundNotAllowed(err.REFUND_ALREADY_FAILED)
 
@@ -293,12 +264,7 @@ def _refuse_unless_refundable(charge: Charge) -> None:
 def refund_pursue_later(*, refund_id: int, countdown: float = 0) -> None:
     """Hand the refund to a worker (:func:`payments.tasks.pursue_refund`).
     A lost hand-off is picked up by beat's sweep of refunds left processing."""
-    from payments.tasks import pursue_refund
-
-    try:
-        pursue_refund.apply_async((refund_id,), countdown=countdown, retry=False)
-    except Exception:
-        logger.warning("broker unavailable; refund %s left to the sweep", refund_id, exc_info=True)
+    enqueue("payments.tasks.pursue_refund", refund_id, countdown=countdown, left_to="the refunds' sweep")
 
 
 def charge_refund_pursue(*, refund_id: int) -> RefundOutcome:
@@ -309,9 +275,9 @@ def charge_refund_pursue(*, refund_id: int) -> RefundOutcome:
     (:func:`charge_refund_release_check`). ``processing`` and
     ``undetermined`` mean: ask again later."""
     refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
-    if refund.status == R.RELEASED:
+    if refund.status == ChargeRefund.Status.RELEASED:
         return charge_refund_release_check(refund_id=refund.pk)
-    if refund.status != R.PROCESSING:
+    if refund.status != ChargeRefund.Status.PROCESSING:
         return RefundOutcome.ENDED
     actor = "api" if refund.source == ChargeRefund.Source.API else ""
     answer = charge_refund_ask(
@@ -332,7 +298,7 @@ def refunds_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: 
     Returns how many."""
     ids = (
         ChargeRefund.objects.filter(
-            Q(status=R.PROCESSING) | Q(release_check=ChargeRefund.ReleaseCheck.PENDING),
+            Q(status=ChargeRefund.Status.PROCESSING) | Q(release_check=ChargeRefund.ReleaseCheck.PENDING),
             created_at__lte=timezone.now() - older_than,
         )
         .order_by("created_at")

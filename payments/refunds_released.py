@@ -4,9 +4,10 @@ and the MED returned it to the payer, but the acquirer may still make the
 devolução, and then the payer is repaid twice. Such a refund is asked about
 (read only: asking never makes it) until the acquirer's answer is final;
 made there, it is a reconciliation item for staff with the acquirer's
-answer as evidence, and nothing is debited automatically: staff acknowledge
-it, or ask for the refund's debit (:mod:`payments.refund_redebits`), which a
-second staff member approves (``accounts.approvals``).
+answer as evidence (reported through :mod:`payments.reports`), and nothing
+is debited automatically: staff acknowledge it, or ask for the refund's
+debit (:mod:`reconciliation.redebits`), which a second staff member
+approves (``accounts.approvals``).
 
 "No such devolução" is final only :data:`NOT_FOUND_FINAL_AFTER` after the
 refund was last asked for: an ask whose answer was unclear may still be
@@ -14,7 +15,6 @@ arriving at the acquirer, and a look too soon would end it "not made"."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
 
@@ -22,22 +22,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from acquirers import adapters, calls
-from acquirers.adapters.base import (
-    InvalidOptions,
-    ProviderPixRecord,
-    ProviderRecordStatus,
-    RefundResult,
-    RefundStatus,
-)
-from acquirers.reconcile import Finding, FindingKind, Ours
-from payments.models import Charge, ChargeRefund, ChargeStatus
-from payments.reconcile_items import reconciliation_item_store
-from payments.refund_requests import RefundOutcome, refund_id_for, refund_request_for
+from acquirers.adapters.base import InvalidOptions, RefundResult, RefundStatus
+from payments.models import Charge, ChargeRefund
+from payments.refund_requests import RefundOutcome, refund_request_for
+from payments.reports import refund_made_report
 
 logger = logging.getLogger(__name__)
 
-R = ChargeRefund.Status
-K = FindingKind
 #: How long after a released refund was last asked for (its release: it is
 #: never asked for again after it) the acquirer's "no such devolução" is
 #: believed. Before that it may be an ask still on its way (a timeout whose
@@ -58,7 +49,7 @@ def charge_refund_release_check(*, refund_id: int) -> RefundOutcome:
     module docstring). ``processing`` and ``undetermined``: ask again later.
     Call it holding no transaction."""
     refund = ChargeRefund.objects.select_related("charge__acquirer").get(pk=refund_id)
-    if refund.status != R.RELEASED or refund.release_check != ChargeRefund.ReleaseCheck.PENDING:
+    if refund.status != ChargeRefund.Status.RELEASED or refund.release_check != ChargeRefund.ReleaseCheck.PENDING:
         return RefundOutcome.ENDED
     charge = refund.charge
     if _never_asked(charge):
@@ -87,7 +78,7 @@ def charge_refund_release_check(*, refund_id: int) -> RefundOutcome:
         locked.save(update_fields=["release_check", "release_checked_at"])
         if made:
             charge.refresh_from_db(fields=["status"])
-            _report_repaid_twice(charge=charge, refund=locked, answer=answer)
+            refund_made_report(charge=charge, refund=locked, answer=answer)
     if made:
         logger.error("refund %s of charge %s was made by the acquirer after a chargeback", refund.pk, charge.pk)
     return RefundOutcome.ENDED
@@ -109,38 +100,3 @@ def _never_asked(charge: Charge) -> bool:
 def _not_found_is_final(refund: ChargeRefund) -> bool:
     released = refund.finished_at or refund.created_at
     return timezone.now() - released >= NOT_FOUND_FINAL_AFTER
-
-
-def _report_repaid_twice(*, charge: Charge, refund: ChargeRefund, answer: RefundResult) -> None:
-    """The item for staff, keyed as the day's reconciliation keys a Pix
-    "refunded there, charged back here" (its e2e id): one item either way."""
-    evidence = {
-        "devolucao": {
-            "id": refund_id_for(charge.pk),
-            "status": answer.status.value,
-            "provider_refund_id": answer.provider_refund_id,
-        },
-        "refund": refund.pk,
-    }
-    record = ProviderPixRecord(
-        reference=charge.txid,
-        status=ProviderRecordStatus.REFUNDED,
-        amount=charge.amount,
-        e2e_id=charge.e2e_id,
-        returned=charge.amount,
-        raw=evidence,
-    )
-    ours = Ours("payments.charge", str(charge.pk), charge.status, charge.amount, charge.txid, charge.e2e_id)
-    detail = (
-        f"O estorno #{refund.pk}, liberado pela contestação (MED) enquanto a adquirente o processava, foi feito "
-        "por ela: o pagador recebeu a devolução do MED e o estorno. Nada debitado automaticamente."
-    )
-    if charge.status == ChargeStatus.PAID:
-        # Resolved for the account meanwhile: the MED gave the money back, and
-        # the charge's refund (the same devolução, answered done) debits it once.
-        detail += " A contestação foi resolvida a favor da conta: estorne a cobrança para debitar a devolução."
-    finding = Finding.of(K.REFUNDED_THERE_CHARGEBACK_HERE, record, ours, key_by_e2e=True, detail=detail)
-    # The evidence the redébito is measured on: the devolução returned the
-    # whole Pix; the MED's return, unknown here, is the chargeback's (in full).
-    finding = dataclasses.replace(finding, returned_by_refund=charge.amount)
-    reconciliation_item_store(finding, acquirer_id=charge.acquirer_id, direction="received")

@@ -24,12 +24,12 @@ from acquirers.chain import run_charge_chain
 from acquirers.models import Acquirer
 from acquirers.selectors import acquirer_label, cashin_chain, selectable_acquirers
 from core import metrics
-from core.db import insert_together
+from core.sql import insert_together
 from payments import exceptions as err
 from payments.cancellation import charge_cancellation_open
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.payloads import charge_payload
-from payments.refunds import charge_refund_close
+from payments.refund_reservations import charge_refund_close
 from webhooks.models import EventType
 from webhooks.services import event_emit
 
@@ -198,18 +198,16 @@ def _cancel_abandoned(to_cancel: Sequence[Acquirer], txid: str, keep: Acquirer |
 
 # --------------------------------------------------------------------------- lifecycle
 
-K = LedgerEntry.Kind
-S = ChargeStatus
 
 #: (from, to) → (ledger kind, sign of liquid_amount) or None for no money movement (decisions §4).
 TRANSITIONS: dict[tuple[str, str], tuple[str, int] | None] = {
-    (S.PENDING, S.PAID): (K.CHARGE_PAID, +1),
-    (S.PENDING, S.FAILED): None,
-    (S.PENDING, S.CANCELED): None,
-    (S.PAID, S.REFUNDED): (K.CHARGE_REFUND, -1),
-    (S.PAID, S.CHARGEBACK): (K.CHARGE_CHARGEBACK, -1),
-    (S.CHARGEBACK, S.PAID): (K.CHARGEBACK_REVERSAL, +1),
-    (S.CHARGEBACK, S.REFUNDED): None,
+    (ChargeStatus.PENDING, ChargeStatus.PAID): (LedgerEntry.Kind.CHARGE_PAID, +1),
+    (ChargeStatus.PENDING, ChargeStatus.FAILED): None,
+    (ChargeStatus.PENDING, ChargeStatus.CANCELED): None,
+    (ChargeStatus.PAID, ChargeStatus.REFUNDED): (LedgerEntry.Kind.CHARGE_REFUND, -1),
+    (ChargeStatus.PAID, ChargeStatus.CHARGEBACK): (LedgerEntry.Kind.CHARGE_CHARGEBACK, -1),
+    (ChargeStatus.CHARGEBACK, ChargeStatus.PAID): (LedgerEntry.Kind.CHARGEBACK_REVERSAL, +1),
+    (ChargeStatus.CHARGEBACK, ChargeStatus.REFUNDED): None,
 }
 
 
@@ -248,14 +246,15 @@ def charge_transition(
         key = (charge.status, to_status)
         if outside or key not in TRANSITIONS:
             raise err.TransitionNotAllowed(
-                f"A transação não pode passar de {S(charge.status).label} para {S(to_status).label}."
+                f"A transação não pode passar de {ChargeStatus(charge.status).label} "
+                f"para {ChargeStatus(to_status).label}."
             )
         effect = TRANSITIONS[key]
         from_status = charge.status
         charge.status = to_status
         charge.version += 1
         fields = ["status", "version", "updated_at"]
-        if to_status == S.PAID and charge.paid_at is None:
+        if to_status == ChargeStatus.PAID and charge.paid_at is None:
             charge.paid_at = paid_at or timezone.now()
             charge.e2e_id = e2e_id or charge.e2e_id
             fields += ["paid_at", "e2e_id"]
@@ -263,15 +262,15 @@ def charge_transition(
         ChargeTransition.objects.create(
             charge=charge, from_status=from_status, to_status=to_status, source=source, actor=actor[:150]
         )
-        if to_status == S.CANCELED:
+        if to_status == ChargeStatus.CANCELED:
             # Cancelled here (staff, expiry): the acquirer is asked to withdraw
             # it after the commit, until it answers (payments.cancellation).
             charge_cancellation_open(charge=charge)
-        if from_status == S.PAID:
+        if from_status == ChargeStatus.PAID:
             # A reserved refund ends with "paid": refunded, the reservation
             # gives way to the refund's own debit below (the balance moves
             # once); charged back, to the chargeback's.
-            ended = ChargeRefund.Status.DONE if to_status == S.REFUNDED else ChargeRefund.Status.RELEASED
+            ended = ChargeRefund.Status.DONE if to_status == ChargeStatus.REFUNDED else ChargeRefund.Status.RELEASED
             charge_refund_close(charge=charge, status=ended)
         if effect is not None:
             kind, sign = effect
@@ -300,7 +299,7 @@ def charges_expire(*, now: dt.datetime | None = None, batch_size: int = 500) -> 
     already-changed one is a no-op."""
     moment = now or timezone.now()
     ids = list(
-        Charge.objects.filter(status=S.PENDING, expires_at__lte=moment)
+        Charge.objects.filter(status=ChargeStatus.PENDING, expires_at__lte=moment)
         .order_by("expires_at")
         .values_list("pk", flat=True)[:batch_size]
     )
@@ -308,7 +307,7 @@ def charges_expire(*, now: dt.datetime | None = None, batch_size: int = 500) -> 
     for charge_id in ids:
         try:
             expired += charge_transition(
-                charge_id=charge_id, to_status=S.CANCELED, source=ChargeTransition.Source.EXPIRY
+                charge_id=charge_id, to_status=ChargeStatus.CANCELED, source=ChargeTransition.Source.EXPIRY
             )
         except err.TransitionNotAllowed:
             continue  # paid (or otherwise moved on) since we listed it

@@ -3,20 +3,18 @@ acquirer's side of a refund asked by API."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from celery import Task, shared_task
 
+from payments.cancel_pursuit import charge_cancel_pursue
 from payments.cancellation import State as CancelState
-from payments.cancellation import cancel_next_ask_in, cancellations_sweep, charge_cancel_pursue
+from payments.cancellation import cancel_next_ask_in, cancellations_sweep
 from payments.conversion import acquirers_conversion_measure
 from payments.late_payments import late_payment_return_pursue, late_return_sweep_skip, late_returns_sweep
-from payments.reconcile_acquirer import AlreadyRunning, acquirer_reconcile, reconcilable_acquirers, yesterday
-from payments.reconcile_items import reconciliation_items_follow_approvals
-from payments.reconciliation import charges_reconcile
 from payments.refunds import RefundOutcome, charge_refund_pursue, refund_sweep_skip, refunds_sweep
 from payments.services import charges_expire
+from payments.status_polling import charges_status_poll
 
 #: Seconds before the first retry of a refund without a definitive answer;
 #: doubled each time up to REFUND_RETRY_MAX_SECONDS, for REFUND_MAX_RETRIES
@@ -33,10 +31,10 @@ def expire_charges() -> int:
 
 
 @shared_task(acks_late=True)
-def reconcile_charges() -> int:
+def poll_charge_statuses() -> int:
     """Ask acquirers that can answer (``GET /cob/{txid}``) about charges left
     pending, in case their notification was lost. Idempotent."""
-    return charges_reconcile()
+    return charges_status_poll()
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=REFUND_MAX_RETRIES)
@@ -100,29 +98,3 @@ def measure_acquirer_conversion() -> int:
     """Beat, every 10 minutes: the acquirer listing's measured conversion
     (payments.conversion). Idempotent: a run repeated measures the same."""
     return acquirers_conversion_measure()
-
-
-# Every page of a day's listings, each under the acquirer's deadline: longer
-# than the default limits allow (a run cut short is recorded as failed).
-@shared_task(acks_late=True, soft_time_limit=1500, time_limit=1620)
-def reconcile_acquirer_day(acquirer_id: int, day: str) -> str:
-    """Reconcile one acquirer's day (``YYYY-MM-DD``, America/Sao_Paulo) with
-    its listings. Idempotent: a rerun heals nothing twice, adds no item
-    twice; a day another process is reconciling is left to it."""
-    try:
-        run = acquirer_reconcile(acquirer_id=acquirer_id, day=dt.date.fromisoformat(day))
-    except AlreadyRunning:
-        return "already running"
-    return str(run.status)
-
-
-@shared_task(acks_late=True)
-def reconcile_acquirers_yesterday() -> int:
-    """Beat's daily entry: one task per enabled acquirer with listings, for
-    yesterday (America/Sao_Paulo). Returns how many were enqueued."""
-    reconciliation_items_follow_approvals()
-    day = yesterday().isoformat()
-    acquirers = reconcilable_acquirers()
-    for acquirer in acquirers:
-        reconcile_acquirer_day.delay(acquirer.pk, day)
-    return len(acquirers)

@@ -17,7 +17,7 @@ from core.exceptions import AccessDenied, InsufficientBalance, ValidationFailed
 from withdrawals import exceptions as err
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.reconcile_payouts import withdrawal_sent_payout_redebit
+from withdrawals.redebits import withdrawal_sent_payout_redebit
 from withdrawals.services import RESOLVE_REASON_MIN_LENGTH, withdrawal_payout_resolve, withdrawal_transition
 
 APPROVE_PERMISSION = "withdrawals.approve_withdrawal"

@@ -9,10 +9,9 @@ class WithdrawalsConfig(AppConfig):
     def ready(self) -> None:
         from accounts.services import account_on_reactivated
         from accounts.settlement import settlement_fee_register
-        from acquirers import inbound, reconcile
+        from acquirers import inbound
         from withdrawals import approvals
         from withdrawals.events import payout_event_apply
-        from withdrawals.reconcile_payouts import payouts_match
         from withdrawals.selectors import SETTLEMENT_WITHDRAWAL_FEES
         from withdrawals.services import withdrawals_resume_held
 
@@ -28,6 +27,3 @@ class WithdrawalsConfig(AppConfig):
         # The settlement (accounts.settlement) shows the fees inside withdrawals' debits and reversals.
         for fee in SETTLEMENT_WITHDRAWAL_FEES:
             settlement_fee_register(fee)
-
-        # Reconciliation matches the acquirers' sent Pix against payouts here.
-        reconcile.register("sent", payouts_match)

@@ -46,7 +46,6 @@ from withdrawals.services import LEASE, payout_sends_in_flight, payout_settle_wi
 
 logger = logging.getLogger(__name__)
 
-S = WithdrawalStatus
 
 #: Answers of a call the engine can settle on.
 CLEAR = (PayoutStatus.PAID.value, PayoutStatus.PROCESSING.value)
@@ -72,7 +71,7 @@ class _NotApproved(Exception):
 
 
 def _status_of(withdrawal: Withdrawal) -> WithdrawalStatus:
-    return S(Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk))
+    return WithdrawalStatus(Withdrawal.objects.values_list("status", flat=True).get(pk=withdrawal.pk))
 
 
 def withdrawal_process(
@@ -87,7 +86,7 @@ def withdrawal_process(
     dead = [take_over] if isinstance(take_over, str) else list(take_over)
     dead = [token for token in dead if token]
     withdrawal = Withdrawal.objects.select_related("account").get(pk=withdrawal_id)
-    if withdrawal.status == S.PENDING:
+    if withdrawal.status == WithdrawalStatus.PENDING:
         if withdrawal.account.withdrawals_need_approval:
             return ProcessOutcome.AWAITING_APPROVAL
         # Approval enqueues processing again on commit; that run pays out.
@@ -97,9 +96,9 @@ def withdrawal_process(
             # "pending" was read without the lock: staff canceled it, or another
             # run approved and paid it, meanwhile. Their change stands.
             return _status_of(withdrawal)
-        return S.APPROVED
-    if withdrawal.status != S.APPROVED:
-        return S(withdrawal.status)
+        return WithdrawalStatus.APPROVED
+    if withdrawal.status != WithdrawalStatus.APPROVED:
+        return WithdrawalStatus(withdrawal.status)
     if withdrawal.hold_reason == HoldReason.PAYOUT_INTERRUPTED:
         return ProcessOutcome.ON_HOLD  # until staff resume it (withdrawals.runs)
 
@@ -107,7 +106,7 @@ def withdrawal_process(
     token = lease_token or uuid.uuid4().hex
     free = Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now)
     claimed = (
-        Withdrawal.objects.filter(pk=withdrawal.pk, status=S.APPROVED)
+        Withdrawal.objects.filter(pk=withdrawal.pk, status=WithdrawalStatus.APPROVED)
         .filter(free | Q(payout_lease_token__in=dead) if dead else free)
         .update(payout_leased_until=now + LEASE, payout_lease_token=token, updated_at=now)
     )
@@ -193,13 +192,13 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
 
     services.withdrawal_transition(
         withdrawal_id=withdrawal.pk,
-        to_status=S.FAILED,
+        to_status=WithdrawalStatus.FAILED,
         source=WithdrawalTransition.Source.SYSTEM,
         reason="no acquirer could pay out",
         lease_token=token,
     )
-    metrics.PAYOUTS.labels("none", S.FAILED).inc()
-    return S.FAILED
+    metrics.PAYOUTS.labels("none", WithdrawalStatus.FAILED).inc()
+    return WithdrawalStatus.FAILED
 
 
 def _send(
@@ -266,7 +265,7 @@ def _begin_send(withdrawal: Withdrawal, acquirer: Acquirer) -> PayoutAttempt | N
     call (if this worker dies mid-send, the next run asks this acquirer first)."""
     with transaction.atomic():
         locked = Withdrawal.objects.select_for_update().get(pk=withdrawal.pk)
-        if locked.status != S.APPROVED:
+        if locked.status != WithdrawalStatus.APPROVED:
             raise _NotApproved()
         if locked.hold_reason == HoldReason.PAYOUT_INTERRUPTED:
             return None  # held for staff meanwhile (a run that outlived its lease)
@@ -365,13 +364,13 @@ def _settle(withdrawal: Withdrawal, acquirer: Acquirer, result: PayoutResult) ->
     if result.status is PayoutStatus.PAID:
         services.withdrawal_transition(
             withdrawal_id=withdrawal.pk,
-            to_status=S.PAID,
+            to_status=WithdrawalStatus.PAID,
             source=WithdrawalTransition.Source.ACQUIRER,
             e2e_id=result.e2e_id,
             paid_at=result.paid_at,
         )
-        metrics.PAYOUTS.labels(acquirer.key, S.PAID).inc()
-        return S.PAID
+        metrics.PAYOUTS.labels(acquirer.key, WithdrawalStatus.PAID).inc()
+        return WithdrawalStatus.PAID
     metrics.PAYOUTS.labels(acquirer.key, ProcessOutcome.PROCESSING).inc()
     return ProcessOutcome.PROCESSING  # confirmed later by a notification or by the poller
 

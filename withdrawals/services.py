@@ -11,23 +11,19 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from accounts.fees import withdrawal_fee
 from accounts.models import Account, LedgerEntry
-from accounts.selectors import effective_minimum_withdrawal
 from accounts.services import balance_lock
 from acquirers.adapters.base import PayoutStatus
 from acquirers.calls import DeadlineExceeded, Outcome
 from acquirers.models import Acquirer
 from core import dispatch, metrics
 from core.exceptions import BusinessRuleError, ValidationFailed
-from core.money import brl as _brl
 from core.sql import Insert
 from webhooks.models import EventType
 from webhooks.services import event_emit
@@ -42,36 +38,13 @@ from withdrawals.models import (
     WithdrawalTransition,
 )
 from withdrawals.payloads import withdrawal_payload
+from withdrawals.quotes import withdrawal_quote
 from withdrawals.sql import debit_new_withdrawal, post_with_day_total
 
 logger = logging.getLogger(__name__)
 
-S = WithdrawalStatus
-K = LedgerEntry.Kind
-
 
 # --------------------------------------------------------------------------- request
-
-
-@dataclass(frozen=True)
-class Quote:
-    fee: int
-    total_debit: int
-    liquid_amount: int
-
-
-def withdrawal_quote(*, account: Account, amount: int, discount_fee: bool) -> Quote:
-    """Field rules of the amount (422 under ``amount``): the effective minimum
-    and, with ``discount_fee``, something left after the fee."""
-    minimum = effective_minimum_withdrawal(account)
-    if amount < minimum:
-        raise ValidationFailed({"amount": [err.BELOW_MINIMUM.format(amount=_brl(minimum))]})
-    fee = withdrawal_fee(account, amount)
-    if discount_fee:
-        if amount - fee < 1:
-            raise ValidationFailed({"amount": [err.NOTHING_LEFT_AFTER_FEE]})
-        return Quote(fee=fee, total_debit=amount, liquid_amount=amount - fee)
-    return Quote(fee=fee, total_debit=amount + fee, liquid_amount=amount)
 
 
 def withdrawal_request(
@@ -150,12 +123,12 @@ def withdrawal_process_later(*, withdrawal_id: uuid.UUID, retry_in: float) -> No
 
 #: (from, to) → (ledger kind, which amount is credited back) or None (decisions §5).
 TRANSITIONS: dict[tuple[str, str], tuple[str, str] | None] = {
-    (S.PENDING, S.APPROVED): None,
-    (S.PENDING, S.CANCELED): (K.WITHDRAWAL_REVERSAL, "total_debit"),
-    (S.APPROVED, S.PAID): None,
-    (S.PENDING, S.FAILED): (K.WITHDRAWAL_REVERSAL, "total_debit"),
-    (S.APPROVED, S.FAILED): (K.WITHDRAWAL_REVERSAL, "total_debit"),
-    (S.PAID, S.REFUNDED): (K.WITHDRAWAL_RETURN, "liquid_amount"),
+    (WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED): None,
+    (WithdrawalStatus.PENDING, WithdrawalStatus.CANCELED): (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
+    (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID): None,
+    (WithdrawalStatus.PENDING, WithdrawalStatus.FAILED): (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
+    (WithdrawalStatus.APPROVED, WithdrawalStatus.FAILED): (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
+    (WithdrawalStatus.PAID, WithdrawalStatus.REFUNDED): (LedgerEntry.Kind.WITHDRAWAL_RETURN, "liquid_amount"),
 }
 
 
@@ -185,22 +158,23 @@ def withdrawal_transition(
         key = (withdrawal.status, to_status)
         if key not in TRANSITIONS:
             raise err.WithdrawalTransitionNotAllowed(
-                f"O saque não pode passar de {S(withdrawal.status).label} para {S(to_status).label}."
+                f"O saque não pode passar de {WithdrawalStatus(withdrawal.status).label} "
+                f"para {WithdrawalStatus(to_status).label}."
             )
-        if key == (S.APPROVED, S.FAILED):
+        if key == (WithdrawalStatus.APPROVED, WithdrawalStatus.FAILED):
             _refuse_if_unsettled(withdrawal, lease_token)
         from_status = withdrawal.status
         withdrawal.status = to_status
         withdrawal.version += 1
         now = timezone.now()
-        if to_status == S.APPROVED:
+        if to_status == WithdrawalStatus.APPROVED:
             withdrawal.approved_at = now
-        if to_status == S.PAID:
+        if to_status == WithdrawalStatus.PAID:
             withdrawal.paid_at = paid_at or now
             withdrawal.e2e_id = e2e_id or withdrawal.e2e_id
-        if to_status == S.FAILED:
+        if to_status == WithdrawalStatus.FAILED:
             withdrawal.failure_reason = reason[:500]
-        if to_status != S.APPROVED:
+        if to_status != WithdrawalStatus.APPROVED:
             # Settled, failed or canceled: nothing is held or waited for any more.
             withdrawal.payout_unclear_since = None
             withdrawal.hold_reason, withdrawal.held_since = "", None
@@ -231,7 +205,7 @@ def withdrawal_transition(
             status=to_status,
             data=withdrawal_payload(withdrawal),
         )
-        if to_status == S.APPROVED:
+        if to_status == WithdrawalStatus.APPROVED:
             transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))
     return True
 
@@ -251,7 +225,9 @@ def _refuse_if_unsettled(withdrawal: Withdrawal, lease_token: str) -> None:
 
 def withdrawal_approve(*, withdrawal_id: uuid.UUID | str, source: str, actor: str = "") -> bool:
     """Approve a pending withdrawal; the payout is sent after commit."""
-    return withdrawal_transition(withdrawal_id=withdrawal_id, to_status=S.APPROVED, source=source, actor=actor)
+    return withdrawal_transition(
+        withdrawal_id=withdrawal_id, to_status=WithdrawalStatus.APPROVED, source=source, actor=actor
+    )
 
 
 # --------------------------------------------------------------------------- may a payout still land?
@@ -300,7 +276,9 @@ def withdrawal_payout_failure_report(
     not settled it) kept as evidence on the payout's attempts, and the payout
     engine settles with the owner. True when the withdrawal changed."""
     try:
-        return withdrawal_transition(withdrawal_id=withdrawal_id, to_status=S.FAILED, source=source, reason=reason)
+        return withdrawal_transition(
+            withdrawal_id=withdrawal_id, to_status=WithdrawalStatus.FAILED, source=source, reason=reason
+        )
     except err.PayoutUnsettled as refused:
         withdrawal = Withdrawal.objects.get(pk=withdrawal_id)
         reporter_id = acquirer.pk if acquirer is not None else withdrawal.payout_owner_id or withdrawal.acquirer_id
@@ -332,11 +310,13 @@ def withdrawal_payout_resolve(
     reason = reason.strip()
     if len(reason) < RESOLVE_REASON_MIN_LENGTH:
         raise ValidationFailed({"reason": [err.RESOLVE_REASON_REQUIRED]})
-    if to_status not in (S.PAID, S.FAILED) or (to_status == S.PAID and not e2e_id):
+    if to_status not in (WithdrawalStatus.PAID, WithdrawalStatus.FAILED) or (
+        to_status == WithdrawalStatus.PAID and not e2e_id
+    ):
         raise ValidationFailed({"to_status": [err.RESOLVE_OUTCOME]})
     with transaction.atomic():
         withdrawal = Withdrawal.objects.select_for_update().get(pk=withdrawal_id)
-        if withdrawal.status != S.APPROVED or withdrawal.payout_unclear_since is None:
+        if withdrawal.status != WithdrawalStatus.APPROVED or withdrawal.payout_unclear_since is None:
             raise err.WithdrawalTransitionNotAllowed(err.RESOLVE_NOT_UNDETERMINED)
         now = timezone.now()
         leased = withdrawal.payout_leased_until is not None and withdrawal.payout_leased_until > now
@@ -351,7 +331,7 @@ def withdrawal_payout_resolve(
                 outcome=to_status,
                 error_message=f"resolved by {actor}: {reason}"[:500],
                 latency_ms=0,
-                released=to_status == S.FAILED,
+                released=to_status == WithdrawalStatus.FAILED,
             )
         Withdrawal.objects.filter(pk=withdrawal.pk).update(payout_unclear_since=None)
         return withdrawal_transition(
@@ -368,7 +348,7 @@ def withdrawals_resume_held(account_id: uuid.UUID | str) -> int:
     """The account may cash out again: its withdrawals held because of it
     are processed now (not those whose runs kept dying: staff's)."""
     ids = list(
-        Withdrawal.objects.filter(account_id=account_id, status=S.APPROVED)
+        Withdrawal.objects.filter(account_id=account_id, status=WithdrawalStatus.APPROVED)
         .exclude(hold_reason="")
         .exclude(hold_reason=HoldReason.PAYOUT_INTERRUPTED)
         .values_list("pk", flat=True)
@@ -388,7 +368,10 @@ def payouts_poll(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: i
     cutoff = now - older_than
     stuck = (
         Withdrawal.objects.filter(updated_at__lt=cutoff)
-        .filter(Q(status=S.APPROVED) | Q(status=S.PENDING, account__withdrawals_need_approval=False))
+        .filter(
+            Q(status=WithdrawalStatus.APPROVED)
+            | Q(status=WithdrawalStatus.PENDING, account__withdrawals_need_approval=False)
+        )
         .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
         .filter(Q(hold_reason="") | Q(account__is_blocked=False, account__status=Account.Status.APPROVED))
         .exclude(hold_reason=HoldReason.PAYOUT_INTERRUPTED)

@@ -265,7 +265,7 @@ class AcquirerAdapter(abc.ABC):
     #: created); without it, the acquirer's own expiry of it stops a payer.
     supports_cancel: ClassVar[bool] = False
     supports_charge_status: ClassVar[bool] = False
-    #: Listings for reconciliation (:mod:`payments.reconcile_acquirer`): what
+    #: Listings for reconciliation (:mod:`reconciliation.run`): what
     #: the acquirer received (charges) and sent (payouts) in a window. An
     #: adapter without them is skipped by reconciliation, which says why.
     supports_list_received: ClassVar[bool] = False

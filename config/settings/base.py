@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "acquirers",
     "payments",
     "withdrawals",
+    "reconciliation",
     "webhooks",
     "provisioning",
     "staff",

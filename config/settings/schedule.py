@@ -11,7 +11,7 @@ env = environ.Env()  # base has read .env into the environment by now
 
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-charges": {"task": "payments.tasks.expire_charges", "schedule": 60.0},
-    "reconcile-charges": {"task": "payments.tasks.reconcile_charges", "schedule": 60.0},
+    "poll-charge-statuses": {"task": "payments.tasks.poll_charge_statuses", "schedule": 60.0},
     "sweep-refunds": {"task": "payments.tasks.sweep_refunds", "schedule": 60.0},
     # Cancels at acquirers and returns of late payments whose task was lost (payments.cancellation, late_payments).
     "sweep-charge-cancels": {"task": "payments.tasks.sweep_charge_cancels", "schedule": 60.0},
@@ -19,7 +19,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Each acquirer's listings of yesterday (America/Sao_Paulo) against our records, daily at
     # 04:30 local (07:30 UTC): late enough for the acquirers to have closed the day.
     "reconcile-acquirers": {
-        "task": "payments.tasks.reconcile_acquirers_yesterday",
+        "task": "reconciliation.tasks.reconcile_acquirers_yesterday",
         "schedule": crontab(hour=env.int("RECONCILE_HOUR_UTC", default=7), minute=30),
     },
     "purge-idempotency-keys": {"task": "api.tasks.purge_idempotency_keys", "schedule": 3600.0},

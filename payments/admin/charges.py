@@ -36,8 +36,8 @@ from payments.admin.late_payments import LatePaymentInline
 from payments.admin.refunds import refund
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
-from payments.reconciliation import charge_reconcile
 from payments.services import charge_transition
+from payments.status_polling import charge_status_poll
 
 
 class ChargeAttemptInline(ReadOnlyInlineMixin, admin.TabularInline[ChargeAttempt, Charge]):
@@ -100,7 +100,7 @@ def reconcile(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) ->
     changed = 0
     for record in queryset.select_related(None).only("pk", "status").filter(status=ChargeStatus.PENDING):
         try:
-            changed += sum(r.changed for r in charge_reconcile(charge_id=record.pk))
+            changed += sum(r.changed for r in charge_status_poll(charge_id=record.pk))
         except (AdapterError, PixServiceError) as exc:
             modeladmin.message_user(request, f"{record.pk}: {exc}", messages.ERROR)
     modeladmin.message_user(

@@ -14,10 +14,9 @@ from accounts.models import LedgerEntry
 from accounts.selectors import available_balance
 from acquirers.adapters.sandbox_signing import SIGNATURE_HEADER, signed_headers
 from acquirers.models import Acquirer, InboundNotification
-from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.models import Charge, ChargeTransition
 from tests.factories import AcquirerFactory
 
-S = ChargeStatus
 Status = InboundNotification.Status
 SECRET = "sandbox-notification-secret-0123"
 OTHER_SECRET = "another-sandbox-secret-456789"

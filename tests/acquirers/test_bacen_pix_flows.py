@@ -23,8 +23,8 @@ from acquirers.adapters.base import NOTIFICATION_TOKEN_HEADER
 from acquirers.inbound import REJECTED_BODY_KEPT_BYTES
 from acquirers.models import Acquirer, InboundNotification
 from payments.models import Charge, ChargeRefund, ChargeStatus
-from payments.reconciliation import charges_reconcile
 from payments.refunds import RefundOutcome, charge_refund_pursue, refund_id_for
+from payments.status_polling import charges_status_poll
 from tests.acquirers.conftest import NOTIFY_TOKEN, bacen_options
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.helpers import staff_refund
@@ -287,20 +287,20 @@ def test_reconciliation_pays_a_charge_whose_callback_was_lost(
 ) -> None:
     e2e_id = fake_psp.pay(charge.txid)  # no callback
 
-    assert charges_reconcile(older_than=dt.timedelta(0)) == 1
+    assert charges_status_poll(older_than=dt.timedelta(0)) == 1
 
     charge = refresh(charge)
     assert (charge.status, charge.e2e_id) == (ChargeStatus.PAID, e2e_id)
     assert available_balance(account) == LIQUID
     # Each charge is polled at most once per interval, whichever process runs it.
-    assert charges_reconcile(older_than=dt.timedelta(0)) == 0
+    assert charges_status_poll(older_than=dt.timedelta(0)) == 0
     assert len(fake_psp.calls_of("cob.get")) == 1
 
 
 def test_reconciliation_fails_a_charge_the_psp_removed(charge: Charge, fake_psp: FakePsp) -> None:
     fake_psp.cobs[charge.txid]["status"] = "REMOVIDA_PELO_PSP"
 
-    assert charges_reconcile(older_than=dt.timedelta(0)) == 1
+    assert charges_status_poll(older_than=dt.timedelta(0)) == 1
     assert refresh(charge).status == ChargeStatus.FAILED
 
 
@@ -308,16 +308,16 @@ def test_reconciliation_stops_asking_an_acquirer_that_failed(api: APIClient, cha
     second = api.post("/api/transactions", BODY, format="json").json()["data"]["id"]
     fake_psp.fail("cob.get", Fault.UNAVAILABLE, Fault.UNAVAILABLE)
 
-    assert charges_reconcile(older_than=dt.timedelta(0)) == 0
+    assert charges_status_poll(older_than=dt.timedelta(0)) == 0
 
     assert len(fake_psp.calls_of("cob.get")) == 2  # the first charge's call and its retry; not the second charge
     assert refresh(charge).status == Charge.objects.get(pk=second).status == ChargeStatus.PENDING
 
 
 def test_reconciliation_leaves_recent_and_active_charges(charge: Charge, fake_psp: FakePsp) -> None:
-    assert charges_reconcile() == 0  # too recent: its callback may still come
+    assert charges_status_poll() == 0  # too recent: its callback may still come
     assert fake_psp.calls_of("cob.get") == []
-    assert charges_reconcile(older_than=dt.timedelta(0)) == 0
+    assert charges_status_poll(older_than=dt.timedelta(0)) == 0
     assert refresh(charge).status == ChargeStatus.PENDING
 
 
@@ -332,7 +332,7 @@ def test_the_status_poll_goes_on_past_a_charge_whose_pix_another_charge_holds(
     genuine = Charge.objects.get(pk=api.post("/api/transactions", BODY, format="json").json()["data"]["id"])
     fake_psp.pay(genuine.txid)
 
-    assert charges_reconcile(older_than=dt.timedelta(0)) == 1
+    assert charges_status_poll(older_than=dt.timedelta(0)) == 1
 
     assert (refresh(charge).status, refresh(genuine).status) == (ChargeStatus.PENDING, ChargeStatus.PAID)
     assert available_balance(account) == ledger_sum(account) == LIQUID

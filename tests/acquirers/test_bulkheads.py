@@ -57,9 +57,9 @@ from config.settings import outbound
 from core.bulkhead import Bulkhead
 from payments.exceptions import AllAcquirersFailed, RefundFailed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
-from payments.reconciliation import charge_reconcile
 from payments.refunds import charge_refund
 from payments.services import Buyer, charge_create, charge_transition
+from payments.status_polling import charge_status_poll
 from tests.acquirers.conftest import CHAVE, CLIENT_SECRET, PKI, warm_up
 from tests.acquirers.fake_psp import FakePsp, Fault, Handler
 from tests.factories import AccountFactory, AcquirerFactory
@@ -518,7 +518,7 @@ def test_a_full_reconcile_pool_leaves_lookups_and_refunds_for_later(settings: An
         # acquirer is left alone for the rest of the run), a refund refused
         # for now (asked again later), and nothing sent.
         with pytest.raises(capacity.AcquirerBusy):
-            charge_reconcile(charge_id=pending.pk)
+            charge_status_poll(charge_id=pending.pk)
         with pytest.raises(RefundFailed):
             charge_refund(charge_id=paid.pk, actor="staff")
         assert Lookups.made == []
@@ -526,7 +526,7 @@ def test_a_full_reconcile_pool_leaves_lookups_and_refunds_for_later(settings: An
         assert charge_create(account=account, amount=1000, buyer=BUYER).acquirer_id == acquirer.pk
 
     assert Charge.objects.get(pk=paid.pk).status == ChargeStatus.PAID
-    assert charge_reconcile(charge_id=pending.pk) == []
+    assert charge_status_poll(charge_id=pending.pk) == []
     assert Lookups.made == ["charge_status"]
     assert pools_in_flight() == IDLE
 

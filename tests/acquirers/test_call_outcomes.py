@@ -50,9 +50,9 @@ from acquirers.tasks import cancel_charge_at_acquirer
 from core import deadline, metrics
 from payments.exceptions import AllAcquirersFailed, RefundFailed
 from payments.models import Charge, ChargeAttempt, ChargeStatus, ChargeTransition
-from payments.reconciliation import charge_reconcile
 from payments.refunds import charge_refund
 from payments.services import Buyer, charge_create, charge_transition
+from payments.status_polling import charge_status_poll
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.withdrawals.payout_adapters import paid
 from withdrawals import services as withdrawal_services
@@ -272,7 +272,7 @@ def test_a_failed_reconciliation_lookup_records_it_as_a_charge_would(kind: str) 
     acquirer = scripted(lookup=kind)
     charge = pending_charge(acquirer)
     with pytest.raises((base.AdapterError, KeyError)) as raised:
-        charge_reconcile(charge_id=charge.pk)
+        charge_status_poll(charge_id=charge.pk)
     assert type(raised.value).__name__ == error_class
     assert metric_labels(acquirer, "charge_status") == {outcome: 1}
     charge.refresh_from_db()
@@ -281,7 +281,7 @@ def test_a_failed_reconciliation_lookup_records_it_as_a_charge_would(kind: str) 
 
 def test_an_answered_refund_and_lookup_are_ok() -> None:
     acquirer = scripted()
-    assert charge_reconcile(charge_id=pending_charge(acquirer).pk) == []
+    assert charge_status_poll(charge_id=pending_charge(acquirer).pk) == []
     assert metric_labels(acquirer, "charge_status") == {Outcome.OK: 1}
     charge_refund(charge_id=paid_charge(acquirer).pk, actor="staff")
     assert metric_labels(acquirer, "refund") == {Outcome.OK: 1}

@@ -26,7 +26,7 @@ from acquirers.exceptions import UnknownNotificationRecord
 from acquirers.inbound import REJECTED_BODY_KEPT_BYTES
 from acquirers.models import Acquirer, InboundNotification
 from core.logging import logging_config
-from payments.models import Charge, ChargeTransition
+from payments.models import Charge, ChargeStatus, ChargeTransition
 from tests.acquirers.sandbox_notify import (
     E2E,
     KEY,
@@ -35,7 +35,6 @@ from tests.acquirers.sandbox_notify import (
     REJECTED,
     SECRET,
     URL,
-    S,
     Status,
     accepted,
     create_charge,
@@ -74,7 +73,7 @@ def test_paid_notification_pays_credits_and_is_stored(charge: Charge, account: A
 
     accepted(response, 1)
     current = state(charge)
-    assert (current["status"], current["e2e_id"]) == (S.PAID, E2E)
+    assert (current["status"], current["e2e_id"]) == (ChargeStatus.PAID, E2E)
     assert current["paid_at"] is not None
     assert current["balance"] == LIQUID == ledger_sum(account)
     assert ChargeTransition.objects.get(charge=charge).source == "acquirer"
@@ -100,7 +99,7 @@ def test_list_body_applies_each_event(api: APIClient, acquirer: Acquirer, accoun
     response = notify([event("charge.paid", first), event("charge.paid", second)])
 
     accepted(response, 2)
-    assert state(first)["status"] == state(second)["status"] == S.PAID
+    assert state(first)["status"] == state(second)["status"] == ChargeStatus.PAID
     assert available_balance(account) == 2 * LIQUID == ledger_sum(account)
     assert last_inbound().status == Status.PROCESSED
 
@@ -115,8 +114,8 @@ def test_list_body_with_one_refused_event_is_failed_but_applies_the_rest(
     response = notify([event("charge.chargeback", unpaid), event("charge.paid", paid)])
 
     accepted(response, 1)
-    assert state(paid)["status"] == S.PAID
-    assert state(unpaid)["status"] == S.PENDING
+    assert state(paid)["status"] == ChargeStatus.PAID
+    assert state(unpaid)["status"] == ChargeStatus.PENDING
     assert available_balance(account) == LIQUID
     inbound = last_inbound()
     assert inbound.status == Status.FAILED
@@ -175,7 +174,7 @@ def test_a_signed_notification_outside_the_tolerance_is_rejected(charge: Charge,
 @pytest.mark.parametrize("shift", [-SIGNATURE_TOLERANCE + 30, SIGNATURE_TOLERANCE - 30], ids=["late", "early"])
 def test_a_signed_notification_within_the_tolerance_is_accepted(charge: Charge, shift: int) -> None:
     accepted(notify(event("charge.paid", charge, e2e_id=E2E), timestamp=int(time.time()) + shift), 1)
-    assert state(charge)["status"] == S.PAID
+    assert state(charge)["status"] == ChargeStatus.PAID
 
 
 @pytest.mark.parametrize(
@@ -239,7 +238,7 @@ def test_unknown_acquirer_is_404_and_nothing_is_stored(charge: Charge) -> None:
     assert response.status_code == 404
     assert response.json() == {"success": False, "message": "Adquirente não encontrada.", "data": None}
     assert not InboundNotification.objects.exists()
-    assert state(charge)["status"] == S.PENDING
+    assert state(charge)["status"] == ChargeStatus.PENDING
 
 
 def test_unknown_reference_is_stored_as_failed(acquirer: Acquirer) -> None:
@@ -262,11 +261,11 @@ def test_unusable_e2e_id_fails_only_its_event(api: APIClient, acquirer: Acquirer
 
     response = notify([event("charge.paid", second, e2e_id=bad), event("charge.paid", third)])
 
-    assert state(second)["status"] == S.PENDING
+    assert state(second)["status"] == ChargeStatus.PENDING
     inbound = last_inbound()
     assert inbound.status == Status.FAILED
     assert second.txid in inbound.error
-    assert state(third)["status"] == S.PAID
+    assert state(third)["status"] == ChargeStatus.PAID
     accepted(response, 1)
 
 

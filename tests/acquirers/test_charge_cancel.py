@@ -24,8 +24,8 @@ from accounts.services import money_action_approve, money_action_request
 from acquirers.models import Acquirer, InboundNotification
 from observability import selectors
 from observability.selectors import Figure
-from payments import cancellation, events
-from payments.cancellation import charge_cancel_pursue
+from payments import cancel_pursuit, cancellation
+from payments.cancel_pursuit import charge_cancel_pursue
 from payments.devolucao_answers import DEVOLUCAO_GRACE
 from payments.late_payments import late_payment_return_pursue
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, LatePaymentResolution
@@ -364,7 +364,8 @@ def test_a_paid_there_whose_pix_cannot_be_recorded_is_asked_again_then_given_up_
     def broken(**kwargs: Any) -> Any:
         raise DatabaseError("could not serialize access")
 
-    monkeypatch.setattr(events, "charge_event_apply", broken)
+    # Looked up by the ask when it runs: the pursuit applies the Pix through it.
+    monkeypatch.setattr(cancel_pursuit, "charge_event_apply", broken)
     assert charge_cancel_pursue(charge_id=charge.pk) == ChargeCancellation.State.PENDING
     pending = ChargeCancellation.objects.get(pk=charge.pk)
     assert (pending.attempts, pending.next_attempt_at is not None) == (1, True)

@@ -28,7 +28,7 @@ from acquirers.models import Acquirer
 from acquirers.tasks import cancel_charge_at_acquirer
 from core.connections import TransactionOpenAcrossCall
 from payments.models import Charge, ChargeAttempt, ChargeStatus
-from payments.reconcile_acquirer import acquirer_reconcile
+from reconciliation.run import acquirer_reconcile
 from tests.acquirers.conftest import CHAVE, CLIENT_SECRET, NOTIFY_TOKEN, PKI
 from tests.acquirers.fake_psp import FakePsp, Handler
 from tests.acquirers.fake_server import FakeHandler

@@ -39,7 +39,7 @@ from payments import refunds
 from payments.devolucao_answers import DEVOLUCAO_GRACE
 from payments.events import charge_event_apply
 from payments.exceptions import RefundUndetermined
-from payments.models import Charge, ChargeRefund, ChargeStatus, ReconciliationItem
+from payments.models import Charge, ChargeRefund, ChargeStatus
 from payments.refunds import (
     RefundOutcome,
     charge_refund,
@@ -48,6 +48,7 @@ from payments.refunds import (
     refund_id_for,
 )
 from payments.services import charge_transition
+from reconciliation.models import ReconciliationItem
 from tests import realworld
 from tests.acquirers.conftest import NOTIFY_TOKEN
 from tests.acquirers.fake_psp import FakePsp, Fault
@@ -364,10 +365,10 @@ def test_a_refund_a_chargeback_released_is_asked_about_until_the_psp_answers_for
     repaid twice. Asked about (never asked for) until its answer is final;
     made, it is an item for staff; nothing is debited automatically."""
     from payments import refunds
-    from payments.models import ReconciliationItem
-    from payments.reconcile_acquirer import acquirer_reconcile
     from payments.services import charge_transition
     from payments.tasks import pursue_refund
+    from reconciliation.models import ReconciliationItem
+    from reconciliation.run import acquirer_reconcile
 
     staff_refund(admin_client, paid_charge)
     charge_transition(charge_id=paid_charge.pk, to_status=ChargeStatus.CHARGEBACK, source="staff")
@@ -408,7 +409,7 @@ def test_a_refund_a_chargeback_released_is_asked_about_until_the_psp_answers_for
         assert item.theirs_raw["devolucao"]["status"] == "done"
         assert "MED e o estorno" in item.detail
         assert item.run is None  # found by the check, not by a day's run
-        page = admin_client.get(reverse("admin:payments_reconciliationitem_change", args=[item.pk]))
+        page = admin_client.get(reverse("admin:reconciliation_reconciliationitem_change", args=[item.pk]))
         assert page.status_code == 200
         assert "Devolvida na adquirente, contestada (MED) aqui" in page.content.decode()
     else:
@@ -465,8 +466,8 @@ def test_a_devolucao_the_psp_records_after_a_look_is_found_made(
     """An ask whose answer was unclear reaches the PSP after the chargeback,
     and after a first look found nothing: the look does not end it, the next
     one finds the devolução made."""
-    from payments.models import ReconciliationItem
     from payments.services import charge_transition
+    from reconciliation.models import ReconciliationItem
 
     assert charge_refund_reserve(charge_id=paid_charge.pk)
     charge_transition(charge_id=paid_charge.pk, to_status=ChargeStatus.CHARGEBACK, source="staff")
@@ -503,9 +504,9 @@ def test_a_released_refund_of_a_charge_without_e2e_id_is_asked_about(db: Any, ac
     """An acquirer that names a devolução without the Pix's e2e id (the
     sandbox) may have made it: it is asked, not taken as never asked for."""
     from acquirers import adapters
-    from payments.models import ReconciliationItem
     from payments.refund_requests import refund_request_for
     from payments.services import charge_transition
+    from reconciliation.models import ReconciliationItem
     from tests.factories import AcquirerFactory, ChargeFactory
 
     sandbox = AcquirerFactory(key=f"sbx_{uuid.uuid4().hex[:8]}", adapter="sandbox", options={"refund": "processing"})

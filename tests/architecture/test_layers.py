@@ -24,6 +24,7 @@ LAYERS = [
     {"acquirers"},
     {"webhooks"},
     {"payments", "withdrawals"},
+    {"reconciliation"},
     {"staff"},
     {"observability", "provisioning", "dev"},
     {"config"},

@@ -13,13 +13,12 @@ from rest_framework.test import APIClient
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from acquirers.models import Acquirer, InboundNotification
-from payments.models import Charge, LatePayment
+from payments.models import Charge, ChargeStatus, LatePayment
 from payments.services import charge_transition
 from tests.acquirers.sandbox_notify import (
     E2E,
     LIQUID,
     OTHER_SECRET,
-    S,
     Status,
     accepted,
     create_charge,
@@ -77,11 +76,11 @@ def test_repeated_notification_credits_once(charge: Charge, account: Account) ->
 @pytest.mark.parametrize(
     ("path", "name", "status", "sign"),
     [
-        ((), "charge.failed", S.FAILED, 0),
-        ((S.PAID,), "charge.refunded", S.REFUNDED, -1),
-        ((S.PAID,), "charge.chargeback", S.CHARGEBACK, -1),
-        ((S.PAID, S.CHARGEBACK), "charge.refunded", S.REFUNDED, 0),
-        ((S.PAID, S.CHARGEBACK), "charge.chargeback_resolved", S.PAID, +1),
+        ((), "charge.failed", ChargeStatus.FAILED, 0),
+        ((ChargeStatus.PAID,), "charge.refunded", ChargeStatus.REFUNDED, -1),
+        ((ChargeStatus.PAID,), "charge.chargeback", ChargeStatus.CHARGEBACK, -1),
+        ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), "charge.refunded", ChargeStatus.REFUNDED, 0),
+        ((ChargeStatus.PAID, ChargeStatus.CHARGEBACK), "charge.chargeback_resolved", ChargeStatus.PAID, +1),
     ],
     ids=lambda v: str(v),
 )
@@ -108,7 +107,7 @@ def test_chargeback_resolved_credits_and_keeps_the_payment_data(charge: Charge, 
     accepted(notify(event("charge.chargeback_resolved", charge)), 1)
 
     resolved = state(charge)
-    assert (resolved["status"], resolved["paid_at"], resolved["e2e_id"]) == (S.PAID, paid["paid_at"], E2E)
+    assert (resolved["status"], resolved["paid_at"], resolved["e2e_id"]) == (ChargeStatus.PAID, paid["paid_at"], E2E)
     assert available_balance(account) == LIQUID == ledger_sum(account)
     assert [e.kind for e in LedgerEntry.objects.filter(account=account).order_by("id")] == [
         LedgerEntry.Kind.CHARGE_PAID,
@@ -125,7 +124,14 @@ def test_chargeback_resolved_without_open_chargeback_is_a_no_op(charge: Charge) 
     assert last_inbound().status == Status.PROCESSED
 
 
-@pytest.mark.parametrize("then", [(S.CHARGEBACK,), (S.REFUNDED,), (S.CHARGEBACK, S.REFUNDED)])
+@pytest.mark.parametrize(
+    "then",
+    [
+        (ChargeStatus.CHARGEBACK,),
+        (ChargeStatus.REFUNDED,),
+        (ChargeStatus.CHARGEBACK, ChargeStatus.REFUNDED),
+    ],
+)
 def test_late_paid_never_undoes_a_chargeback_or_refund(charge: Charge, then: tuple[str, ...]) -> None:
     accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 1)
     for step in then:
@@ -153,7 +159,7 @@ def test_charge_of_another_acquirer_is_stored_as_failed(charge: Charge) -> None:
 
 def test_a_pix_for_a_canceled_charge_is_a_late_payment_and_moves_no_money(charge: Charge, account: Account) -> None:
     """Refused before (the money was lost): kept for staff now, once per e2e id."""
-    charge_transition(charge_id=charge.pk, to_status=S.CANCELED, source="expiry")
+    charge_transition(charge_id=charge.pk, to_status=ChargeStatus.CANCELED, source="expiry")
     before = state(charge)
 
     accepted(notify(event("charge.paid", charge, e2e_id=E2E)), 1)

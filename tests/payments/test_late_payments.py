@@ -22,7 +22,7 @@ from acquirers import adapters
 from acquirers.adapters.base import RefundResult, RefundStatus
 from acquirers.adapters.sandbox import SandboxAdapter
 from payments import cancellation
-from payments.cancellation import charge_cancel_pursue
+from payments.cancel_pursuit import charge_cancel_pursue
 from payments.late_payments import late_payment_return_pursue
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, LatePaymentResolution
 from payments.services import charge_transition

@@ -23,7 +23,7 @@ from accounts.selectors import available_balance, ledger_sum
 from accounts.services import IssuedCredential, ledger_post
 from acquirers.models import Acquirer
 from observability.views import api_not_found
-from payments.cancellation import charge_cancel_pursue
+from payments.cancel_pursuit import charge_cancel_pursue
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import TRANSITIONS, charge_transition, charges_expire

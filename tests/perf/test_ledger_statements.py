@@ -22,14 +22,13 @@ from tests.factories import AccountFactory
 from withdrawals.sql import post_with_day_total
 
 pytestmark = pytest.mark.django_db
-K = LedgerEntry.Kind
 
 
 @pytest.fixture
 def account() -> Account:
     account: Account = AccountFactory()
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=10_000, kind=K.CHARGE_PAID, reference="seed:ledger")
+        ledger_post(account_id=account.pk, amount=10_000, kind=LedgerEntry.Kind.CHARGE_PAID, reference="seed:ledger")
     return account
 
 
@@ -37,7 +36,9 @@ def test_a_posting_under_the_lock_is_one_statement(account: Account, django_asse
     with transaction.atomic():
         balance = balance_lock(account_id=account.pk)
         with django_assert_num_queries(1) as captured:
-            entry = ledger_post(account_id=account.pk, amount=-2500, kind=K.WITHDRAWAL, reference="w:1", locked=balance)
+            entry = ledger_post(
+                account_id=account.pk, amount=-2500, kind=LedgerEntry.Kind.WITHDRAWAL, reference="w:1", locked=balance
+            )
     assert captured.captured_queries[0]["sql"].startswith("WITH entry AS (INSERT")
     assert entry is not None
     assert entry.balance_after == 7500
@@ -50,7 +51,11 @@ def test_a_repeat_is_the_same_one_statement_and_moves_nothing(account: Account, 
         with django_assert_num_queries(1):
             assert (
                 ledger_post(
-                    account_id=account.pk, amount=1, kind=K.CHARGE_PAID, reference="seed:ledger", locked=balance
+                    account_id=account.pk,
+                    amount=1,
+                    kind=LedgerEntry.Kind.CHARGE_PAID,
+                    reference="seed:ledger",
+                    locked=balance,
                 )
                 is None
             )
@@ -60,12 +65,15 @@ def test_a_repeat_is_the_same_one_statement_and_moves_nothing(account: Account, 
 
 def test_a_repeated_debit_beyond_the_balance_is_a_repeat_not_a_refusal(account: Account) -> None:
     with transaction.atomic():
-        ledger_post(account_id=account.pk, amount=-9000, kind=K.WITHDRAWAL, reference="w:big")
+        ledger_post(account_id=account.pk, amount=-9000, kind=LedgerEntry.Kind.WITHDRAWAL, reference="w:big")
     with transaction.atomic():
         # The balance (1,000) no longer covers it; it was posted already: nothing to do.
-        assert ledger_post(account_id=account.pk, amount=-9000, kind=K.WITHDRAWAL, reference="w:big") is None
+        assert (
+            ledger_post(account_id=account.pk, amount=-9000, kind=LedgerEntry.Kind.WITHDRAWAL, reference="w:big")
+            is None
+        )
         with pytest.raises(InsufficientBalance):
-            ledger_post(account_id=account.pk, amount=-9000, kind=K.WITHDRAWAL, reference="w:other")
+            ledger_post(account_id=account.pk, amount=-9000, kind=LedgerEntry.Kind.WITHDRAWAL, reference="w:other")
     assert AccountBalance.objects.get(account=account).available == 1000
 
 
@@ -77,12 +85,20 @@ def test_a_reversal_moves_the_days_total_in_its_one_statement(account: Account, 
         balance = balance_lock(account_id=account.pk)
         with django_assert_num_queries(1):
             entry = post_with_day_total(
-                balance=balance, amount=3000, kind=K.WITHDRAWAL_REVERSAL, reference=reference, withdrawn=(today, 2000)
+                balance=balance,
+                amount=3000,
+                kind=LedgerEntry.Kind.WITHDRAWAL_REVERSAL,
+                reference=reference,
+                withdrawn=(today, 2000),
             )
         assert entry is not None
         # Posted already: neither the balance nor the day's total moves again.
         again = post_with_day_total(
-            balance=balance, amount=3000, kind=K.WITHDRAWAL_REVERSAL, reference=reference, withdrawn=(today, 0)
+            balance=balance,
+            amount=3000,
+            kind=LedgerEntry.Kind.WITHDRAWAL_REVERSAL,
+            reference=reference,
+            withdrawn=(today, 0),
         )
         assert again is None
     row = AccountBalance.objects.get(account=account)

@@ -25,7 +25,7 @@ from django.utils import timezone
 from accounts.models import Account, ApiCredential
 from accounts.services import credential_issue, ledger_post
 from core.exports import FormattedNumber, csv_cell
-from payments.models import ReconciliationItem, ReconciliationRun
+from reconciliation.models import ReconciliationItem, ReconciliationRun
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory, ChargeFactory, WithdrawalFactory
 from tests.helpers import SAO_PAULO
@@ -149,9 +149,9 @@ def test_back_office_reconciliation_quotes_what_acquirers_send(admin_client: Cli
         reason=f"{prefix}motivo",
         last_seen_at=now,
     )
-    [run_row] = rows(admin_client.get(reverse("admin:payments_reconciliationrun_export")))
+    [run_row] = rows(admin_client.get(reverse("admin:reconciliation_reconciliationrun_export")))
     assert run_row["Erro"] == f"'{prefix}falhou"
-    [item_row] = rows(admin_client.get(reverse("admin:payments_reconciliationitem_export")))
+    [item_row] = rows(admin_client.get(reverse("admin:reconciliation_reconciliationitem_export")))
     assert (item_row["Chave"], item_row["Situação na adquirente"]) == (f"'{prefix}E2E", f"'{prefix}PAGO")
     assert item_row["Motivo"] == f"'{prefix}motivo"
 

@@ -21,8 +21,8 @@ from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.services import credential_issue, ledger_post
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_grants_set, acquirer_slots_set
-from payments.apis import SANDBOX_EVENTS
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeTransition
+from payments.sandbox import SANDBOX_EVENTS
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent

@@ -170,7 +170,7 @@ def test_a_re_debit_charges_the_fee_again(history: Account, cashout: APIClient) 
     """Reconciliation's re-debit of a failed withdrawal the acquirer paid after
     all: its total is debited again, fee included, and the fees say so."""
     from withdrawals.models import Withdrawal
-    from withdrawals.reconcile_payouts import withdrawal_sent_payout_redebit
+    from withdrawals.redebits import withdrawal_sent_payout_redebit
 
     failed = Withdrawal.objects.get(account=history, status=WithdrawalStatus.FAILED)
     with on(history, 15, 9):

@@ -9,12 +9,12 @@ failed and nothing applied (a partial listing would read as "unknown
 there"). A page fails only when the page itself cannot be read (not a
 list, no page count); an entry of it that cannot be read comes as an
 unreadable record, an item of its own
-(:func:`acquirers.reconcile.unreadable_finding`), never judged. Matching
-then runs through the matchers the owning apps registered
-(:mod:`acquirers.reconcile`), one record at a time, each in its own short
+(:func:`reconciliation.findings.unreadable_finding`), never judged. Matching
+then runs through the matchers (:data:`MATCHERS`: charges for the received
+listing, payouts for the sent one), one record at a time, each in its own short
 transaction: they heal "paid there, pending here" through the records' own
 transition services and report everything else, stored as it is found as
-:class:`~payments.models.ReconciliationItem` rows (one per acquirer, kind
+:class:`~reconciliation.models.ReconciliationItem` rows (one per acquirer, kind
 and key: a rerun adds none). A record that cannot be judged is an item of
 its own; the rest of the day is still judged. Nothing is debited or
 credited otherwise.
@@ -31,7 +31,7 @@ from django.core.cache import cache
 from django.db.models import F
 from django.utils import timezone
 
-from acquirers import adapters, calls, reconcile
+from acquirers import adapters, calls
 from acquirers.adapters.base import (
     AcquirerAdapter,
     Capability,
@@ -41,9 +41,11 @@ from acquirers.adapters.base import (
     ProviderRecordStatus,
 )
 from acquirers.models import Acquirer
-from acquirers.reconcile import Direction, Matching
-from payments.models import ReconciliationRun
-from payments.reconcile_items import reconciliation_item_store
+from reconciliation.charges import charges_match
+from reconciliation.findings import DIRECTIONS, Direction, Matcher, Matching, unreadable_finding
+from reconciliation.items import reconciliation_item_store
+from reconciliation.models import ReconciliationRun
+from reconciliation.payouts import payouts_match
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ LOCK_SECONDS = 30 * 60
 
 
 _CAPABILITY: dict[Direction, Capability] = {"received": "list_received", "sent": "list_sent"}
+#: Who judges each listing: the Pix received against our charges, the Pix sent against our payouts.
+MATCHERS: dict[Direction, Matcher] = {"received": charges_match, "sent": payouts_match}
 
 
 class ListingFailed(Exception):
@@ -82,7 +86,7 @@ def directions_of(acquirer: Acquirer) -> list[Direction]:
         cls = adapters.adapter_class(acquirer.adapter)
     except InvalidOptions:
         return []
-    return [d for d in reconcile.DIRECTIONS if cls.supports(_CAPABILITY[d])]
+    return [d for d in DIRECTIONS if cls.supports(_CAPABILITY[d])]
 
 
 def fetch(acquirer: Acquirer, direction: Direction, start: dt.datetime, end: dt.datetime) -> list[ProviderPixRecord]:
@@ -120,9 +124,7 @@ def _match(run: ReconciliationRun, listings: dict[Direction, list[ProviderPixRec
     totals = _Totals()
     acquirer = run.acquirer
     for direction, records in listings.items():
-        matcher = reconcile.matcher(direction)
-        if matcher is None:
-            continue
+        matcher = MATCHERS[direction]
         # Each finding is stored as its record is judged (Matching.judge), not at the end.
         matching = Matching(
             store=functools.partial(reconciliation_item_store, acquirer_id=acquirer.pk, run=run, direction=direction)
@@ -132,7 +134,7 @@ def _match(run: ReconciliationRun, listings: dict[Direction, list[ProviderPixRec
         readable = [r for r in records if r.status is not ProviderRecordStatus.UNREADABLE]
         for record in records:
             if record.status is ProviderRecordStatus.UNREADABLE:
-                matching.findings.append(reconcile.unreadable_finding(record))
+                matching.findings.append(unreadable_finding(record))
         matching.flush()
         matcher(acquirer, readable, run.window_start, run.window_end, matching)
         matching.flush()

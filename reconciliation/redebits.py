@@ -1,11 +1,11 @@
 """The redébito of a refund the acquirer made after a chargeback: the payer
 got the Pix back twice (by the MED and by the devolução), and the account is
 debited what the payer got beyond the Pix, once a second staff member
-approves (``accounts.approvals``, registered in :mod:`payments.approvals`).
+approves (``accounts.approvals``, registered in :mod:`reconciliation.approvals`).
 
 The request names the reconciliation item that holds the evidence (the
 check of a released refund that found it made, or the day's listing): what
-went back by MED and by refund (:func:`~payments.reconcile_items.repaid_excess`).
+went back by MED and by refund (:func:`~reconciliation.items.repaid_excess`).
 The debit is that excess pro rata to the charge's liquid amount, rounded down
 to the centavo (never more than the evidence): the whole liquid amount when
 the payer got the Pix twice.
@@ -33,13 +33,13 @@ from django.db import transaction
 from accounts.exceptions import ActionNotExecutable
 from accounts.models import LedgerEntry
 from accounts.services import ledger_post
-from payments.models import Charge, ChargeStatus, ChargeTransition, ReconciliationItem
-from payments.reconcile_items import repaid_excess
+from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
+from reconciliation.items import repaid_excess
+from reconciliation.models import ReconciliationItem
 
 logger = logging.getLogger(__name__)
 
-S = ChargeStatus
 ALREADY_DEBITED = "O estorno desta cobrança já foi debitado."
 NO_EXCESS = (
     "A adquirente não mostra o pagador recebendo mais que o valor do Pix (MED e estorno somados): não há o que debitar."
@@ -73,20 +73,20 @@ def _reference(charge: Charge) -> str:
 
 def _refuse_unless_redebitable(charge: Charge) -> None:
     """A charge in chargeback, or refunded from it (no refund debit taken)."""
-    if charge.status == S.CHARGEBACK:
+    if charge.status == ChargeStatus.CHARGEBACK:
         return
-    if charge.status == S.REFUNDED:
+    if charge.status == ChargeStatus.REFUNDED:
         came_from = (
-            ChargeTransition.objects.filter(charge=charge, to_status=S.REFUNDED)
+            ChargeTransition.objects.filter(charge=charge, to_status=ChargeStatus.REFUNDED)
             .order_by("-id")
             .values_list("from_status", flat=True)
             .first()
         )
-        if came_from == S.CHARGEBACK:
+        if came_from == ChargeStatus.CHARGEBACK:
             return
         raise ActionNotExecutable("A cobrança foi estornada depois de paga: o estorno já debitou a devolução.")
     raise ActionNotExecutable(
-        f"A cobrança está {S(charge.status).label}: só se debita o estorno de uma cobrança contestada, "
+        f"A cobrança está {ChargeStatus(charge.status).label}: só se debita o estorno de uma cobrança contestada, "
         "ou estornada depois da contestação."
     )
 
@@ -126,14 +126,14 @@ def charge_refund_redebit(*, item_id: str, actor: str, reason: str) -> int:
         except (Charge.DoesNotExist, ValidationError):
             raise ActionNotExecutable("Cobrança não encontrada.") from None
         quote = refund_redebit_quote(item_id=item_id, charge=charge)
-        if charge.status == S.CHARGEBACK:
+        if charge.status == ChargeStatus.CHARGEBACK:
             # Closed with the debit: a refunded charge is never refunded again nor resolved to paid.
             charge_transition(
                 charge_id=charge.pk,
-                to_status=S.REFUNDED,
+                to_status=ChargeStatus.REFUNDED,
                 source=ChargeTransition.Source.STAFF,
                 actor=actor,
-                only_from=(S.CHARGEBACK,),
+                only_from=(ChargeStatus.CHARGEBACK,),
             )
         entry = ledger_post(
             account_id=charge.account_id,

@@ -31,7 +31,7 @@ from payments.models import Charge, ChargeStatus
 logger = logging.getLogger(__name__)
 
 
-def charge_reconcile(*, charge_id: uuid.UUID | str) -> list[ApplyResult]:
+def charge_status_poll(*, charge_id: uuid.UUID | str) -> list[ApplyResult]:
     """Ask the charge's acquirer where a pending charge stands and apply what
     it says: paid (and refunded), or removed there (failed here). Raises
     :class:`AdapterError` when the acquirer cannot answer."""
@@ -55,7 +55,7 @@ def charge_reconcile(*, charge_id: uuid.UUID | str) -> list[ApplyResult]:
     return [charge_event_apply(acquirer=acquirer, notification=event, source="acquirer") for event in events]
 
 
-def charges_reconcile(
+def charges_status_poll(
     *,
     older_than: dt.timedelta = dt.timedelta(minutes=2),
     every: dt.timedelta = dt.timedelta(minutes=5),
@@ -92,7 +92,7 @@ def charges_reconcile(
         if not cache.add(f"charge-reconcile:{charge_id}", "1", int(every.total_seconds())):
             continue  # polled recently, here or by another process
         try:
-            changed += sum(r.changed for r in charge_reconcile(charge_id=charge_id))
+            changed += sum(r.changed for r in charge_status_poll(charge_id=charge_id))
         except AdapterError as exc:
             down.add(acquirer_id)
             logger.warning("reconciling charge %s: %s: %s", charge_id, type(exc).__name__, exc)

@@ -22,18 +22,17 @@ from accounts.services import money_action_approve, money_action_request
 from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.models import Acquirer, InboundNotification
 from payments import cancellation
-from payments.cancellation import charge_cancel_pursue
+from payments.cancel_pursuit import charge_cancel_pursue
 from payments.events import charge_event_apply
 from payments.late_payments import late_payment_return_pursue
-from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment, ReconciliationItem
-from payments.reconcile_acquirer import acquirer_reconcile
+from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment
 from payments.services import charge_transition
+from reconciliation.models import ReconciliationItem
+from reconciliation.run import acquirer_reconcile
 from tests.acquirers.conftest import NOTIFY_TOKEN
 from tests.acquirers.fake_psp import FakePsp
 
 pytestmark = pytest.mark.django_db
-K = ReconciliationItem.Kind
-A = MoneyActionRequest.Action
 LIQUID = 955  # 1000 - (30 + 1.5%)
 BODY = {
     "payment_method": "pix",
@@ -77,7 +76,9 @@ def callback(fake_psp: FakePsp, e2e_id: str) -> Any:
 
 
 def credited(late: LatePayment, maker: User, checker: User) -> None:
-    pending = money_action_request(action=A.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Ok")
+    pending = money_action_request(
+        action=MoneyActionRequest.Action.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Ok"
+    )
     assert money_action_approve(request_id=pending.pk, approver=checker).state == "approved"
 
 
@@ -120,7 +121,7 @@ def test_a_credited_late_pix_returned_there_is_an_item_and_debits_nothing(
     reconcile(bacen_acquirer)
     reconcile(bacen_acquirer)  # a rerun, the same item
 
-    assert items() == [(K.REFUND_DIFFERS, late.e2e_id, "open")]
+    assert items() == [(ReconciliationItem.Kind.REFUND_DIFFERS, late.e2e_id, "open")]
     item = ReconciliationItem.objects.get()
     assert f"#{late.pk} creditado à conta" in item.detail
     assert "Nada debitado automaticamente" in item.detail
@@ -137,14 +138,19 @@ def test_an_open_late_pix_partly_returned_there_is_an_item_and_its_credit_refuse
     the late payment could be credited in full."""
     _, late = late_paid(api, fake_psp)
     asked_before = money_action_request(
-        action=A.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Creditar"
+        action=MoneyActionRequest.Action.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="Creditar"
     )
     returned_there(fake_psp, late.e2e_id, "4.00", natureza="ORIGINAL")
 
     reconcile(bacen_acquirer)
 
-    assert items() == sorted([(K.PAID_THERE_NOT_HERE, late.e2e_id, "healed"), (K.PARTIAL_RETURN, late.e2e_id, "open")])
-    assert "R$ 4,00 de R$ 10,00" in ReconciliationItem.objects.get(kind=K.PARTIAL_RETURN).detail
+    assert items() == sorted(
+        [
+            (ReconciliationItem.Kind.PAID_THERE_NOT_HERE, late.e2e_id, "healed"),
+            (ReconciliationItem.Kind.PARTIAL_RETURN, late.e2e_id, "open"),
+        ]
+    )
+    assert "R$ 4,00 de R$ 10,00" in ReconciliationItem.objects.get(kind=ReconciliationItem.Kind.PARTIAL_RETURN).detail
     late.refresh_from_db()
     assert (late.status, late.returned_there) == ("open", 400)
     # The request made before is refused at its approval; a new one when asked.
@@ -152,7 +158,12 @@ def test_an_open_late_pix_partly_returned_there_is_an_item_and_its_credit_refuse
     assert decided.state == "failed"
     assert "voltaram ao pagador" in decided.outcome
     with pytest.raises(ActionNotExecutable, match="não há como creditá-lo"):
-        money_action_request(action=A.CREDIT_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="De novo")
+        money_action_request(
+            action=MoneyActionRequest.Action.CREDIT_LATE_PAYMENT,
+            target_id=late.pk,
+            requested_by=maker,
+            reason="De novo",
+        )
     assert available_balance(account) == ledger_sum(account) == 0
 
 
@@ -166,7 +177,7 @@ def test_an_open_late_pix_returned_in_full_there_is_closed_as_returned(
 
     late.refresh_from_db()
     assert (late.status, late.returned_there, late.resolved_at is not None) == ("returned", 1000, True)
-    assert items() == [(K.REFUND_DIFFERS, late.e2e_id, "healed")]
+    assert items() == [(ReconciliationItem.Kind.REFUND_DIFFERS, late.e2e_id, "healed")]
     assert "Encerrado como devolvido" in ReconciliationItem.objects.get().detail
     assert available_balance(account) == ledger_sum(account) == 0
 
@@ -175,7 +186,9 @@ def test_a_late_pix_returned_by_us_is_matched_with_no_item(
     api: APIClient, account: Account, bacen_acquirer: Acquirer, fake_psp: FakePsp, maker: User, checker: User
 ) -> None:
     _, late = late_paid(api, fake_psp)
-    pending = money_action_request(action=A.RETURN_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="X")
+    pending = money_action_request(
+        action=MoneyActionRequest.Action.RETURN_LATE_PAYMENT, target_id=late.pk, requested_by=maker, reason="X"
+    )
     assert money_action_approve(request_id=pending.pk, approver=checker).state == "approved"
     (resolution,) = late.resolutions.all()
     assert late_payment_return_pursue(resolution_id=resolution.pk) == "done"
@@ -204,7 +217,7 @@ def test_the_psps_callback_of_a_return_made_there_is_recorded_and_shown_never_re
     last = InboundNotification.objects.order_by("-pk").first()
     assert last is not None
     assert (last.status, last.error) == (InboundNotification.Status.PROCESSED, "")
-    assert items() == [(K.REFUND_DIFFERS, late.e2e_id, "open")]
+    assert items() == [(ReconciliationItem.Kind.REFUND_DIFFERS, late.e2e_id, "open")]
     late.refresh_from_db()
     assert (late.status, late.returned_there) == ("credited", 1000)
     assert available_balance(account) == ledger_sum(account) == LIQUID
@@ -227,7 +240,7 @@ def test_a_med_on_a_cancelled_charge_with_a_credited_late_pix_is_recorded_for_st
         1000,
         {"med": "fraude"},
     )
-    assert items() == [(K.REFUND_DIFFERS, late.e2e_id, "open")]
+    assert items() == [(ReconciliationItem.Kind.REFUND_DIFFERS, late.e2e_id, "open")]
     assert Charge.objects.get(pk=charge.pk).status == ChargeStatus.CANCELED
     assert available_balance(account) == ledger_sum(account) == LIQUID  # nothing debited automatically
 
@@ -245,5 +258,5 @@ def test_a_cancel_that_finds_the_pix_paid_and_returned_there_records_both(
 
     late = LatePayment.objects.get()
     assert (late.e2e_id, late.status, late.returned_there) == (e2e_id, "returned", 1000)
-    assert items() == [(K.REFUND_DIFFERS, e2e_id, "healed")]
+    assert items() == [(ReconciliationItem.Kind.REFUND_DIFFERS, e2e_id, "healed")]
     assert available_balance(account) == ledger_sum(account) == 0

@@ -29,9 +29,10 @@ from acquirers.adapters.base import Notification, NotificationEvent, PayoutReque
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.models import Acquirer
 from payments.events import charge_event_apply
-from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment, ReconciliationItem, ReconciliationRun
-from payments.reconcile_acquirer import acquirer_reconcile, local_day_window
-from payments.tasks import reconcile_acquirer_day, reconcile_acquirers_yesterday
+from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
+from reconciliation.models import ReconciliationItem, ReconciliationRun
+from reconciliation.run import acquirer_reconcile, local_day_window
+from reconciliation.tasks import reconcile_acquirer_day, reconcile_acquirers_yesterday
 from tests.acquirers.fake_efi import FakeEfi
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.factories import AcquirerFactory, WithdrawalFactory
@@ -39,7 +40,6 @@ from webhooks.models import WebhookEvent
 from withdrawals.models import PayoutAttempt, Withdrawal
 
 pytestmark = pytest.mark.django_db
-K = ReconciliationItem.Kind
 AMOUNT = 1000
 LIQUID = 955  # 1000 - (30 + 1.5%)
 BODY = {
@@ -111,7 +111,7 @@ def test_paid_there_and_pending_here_is_healed_once_through_the_transition_servi
         assert transition.source == ChargeTransition.Source.RECONCILIATION
     assert available_balance(account) == ledger_sum(account) == 3 * LIQUID
     assert WebhookEvent.objects.filter(account=account, status="paid").count() == 3
-    assert items() == sorted((K.PAID_THERE_NOT_HERE, e, "healed") for e in e2e_ids)
+    assert items() == sorted((ReconciliationItem.Kind.PAID_THERE_NOT_HERE, e, "healed") for e in e2e_ids)
 
     # A rerun over the same day: nothing credited twice, no item twice, no webhook twice.
     again = reconcile(bacen_acquirer)
@@ -143,7 +143,11 @@ def test_paid_here_but_unknown_there_is_an_alarm_and_never_a_debit(
 
     assert (run.status, run.matched_count, run.unmatched_count, run.unmatched_amount) == ("done", 0, 1, AMOUNT)
     item = ReconciliationItem.objects.get()
-    assert (item.kind, item.status, item.target_id) == (K.PAID_HERE_UNKNOWN_THERE, "open", str(charge.pk))
+    assert (item.kind, item.status, item.target_id) == (
+        ReconciliationItem.Kind.PAID_HERE_UNKNOWN_THERE,
+        "open",
+        str(charge.pk),
+    )
     assert (item.ours_status, item.ours_amount, item.theirs_status) == ("paid", AMOUNT, "active")
     assert available_balance(account) == balance
     assert LedgerEntry.objects.count() == entries
@@ -162,7 +166,11 @@ def test_a_charge_concluded_there_with_no_pix_listed_credits_nothing(
 
     assert (run.healed_count, run.unmatched_count) == (0, 1)
     item = ReconciliationItem.objects.get()
-    assert (item.kind, item.status, item.target_id) == (K.PAID_THERE_NOT_HERE, "open", str(charge.pk))
+    assert (item.kind, item.status, item.target_id) == (
+        ReconciliationItem.Kind.PAID_THERE_NOT_HERE,
+        "open",
+        str(charge.pk),
+    )
     assert "sem Pix listado" in item.detail
     charge.refresh_from_db()
     assert (charge.status, available_balance(account), LedgerEntry.objects.count()) == (ChargeStatus.PENDING, 0, 0)
@@ -190,7 +198,7 @@ def test_a_second_pix_for_a_charge_is_reported_and_credited_once(
     assert charge.e2e_id in ([first] if callback_first else [first, second])
     other = second if charge.e2e_id == first else first
     found = {(i.kind, i.key, i.status) for i in ReconciliationItem.objects.all()}
-    assert (K.UNKNOWN_HERE, other, "open") in found
+    assert (ReconciliationItem.Kind.UNKNOWN_HERE, other, "open") in found
     assert available_balance(account) == ledger_sum(account) == LIQUID
 
 
@@ -204,7 +212,12 @@ def test_an_amount_that_differs_is_an_item_and_credits_nothing(
 
     assert (run.unmatched_count, run.unmatched_amount, run.healed_count) == (1, 999, 0)
     item = ReconciliationItem.objects.get()
-    assert (item.kind, item.key, item.ours_amount, item.theirs_amount) == (K.AMOUNT_DIFFERS, e2e_id, AMOUNT, 999)
+    assert (item.kind, item.key, item.ours_amount, item.theirs_amount) == (
+        ReconciliationItem.Kind.AMOUNT_DIFFERS,
+        e2e_id,
+        AMOUNT,
+        999,
+    )
     assert item.theirs_raw["valor"] == "9.99"
     charge.refresh_from_db()
     assert charge.status == ChargeStatus.PENDING
@@ -217,7 +230,7 @@ def test_a_pix_for_no_charge_of_ours_is_unknown_here(bacen_acquirer: Acquirer, f
 
     run = reconcile(bacen_acquirer)
 
-    assert items() == [(K.UNKNOWN_HERE, e2e_id, "open")]
+    assert items() == [(ReconciliationItem.Kind.UNKNOWN_HERE, e2e_id, "open")]
     assert (run.unmatched_count, run.unmatched_amount) == (1, 500)
 
 
@@ -236,7 +249,7 @@ def test_paid_there_but_canceled_here_is_a_late_payment_never_credited_by_itself
     (late,) = LatePayment.objects.all()
     assert (late.charge_id, late.e2e_id, late.amount, late.status) == (charge.pk, e2e_id, charge.amount, "open")
     assert late.source == "reconciliation"
-    assert items() == [(K.PAID_THERE_NOT_HERE, e2e_id, "healed")]
+    assert items() == [(ReconciliationItem.Kind.PAID_THERE_NOT_HERE, e2e_id, "healed")]
     assert (run.healed_count, run.unmatched_count) == (1, 0)
     assert available_balance(account) == 0
     assert Charge.objects.get(pk=charge.pk).status == ChargeStatus.CANCELED
@@ -263,7 +276,7 @@ def test_a_pix_returned_there_but_paid_here_is_an_item_and_debits_nothing(
 
     run = reconcile(bacen_acquirer)
 
-    assert items() == [(K.REFUND_DIFFERS, e2e_id, "open")]
+    assert items() == [(ReconciliationItem.Kind.REFUND_DIFFERS, e2e_id, "open")]
     assert (run.matched_count, run.unmatched_count) == (0, 1)
     assert available_balance(account) == ledger_sum(account) == LIQUID
     charge.refresh_from_db()
@@ -320,9 +333,9 @@ def test_payouts_sent_there_are_matched_healed_or_reported_never_debited_or_cred
     assert [q.count("paginacao.paginaAtual=1") for q in [c.query for c in fake_efi.calls_of("list")]] == [0, 1]
     assert items() == sorted(
         [
-            (K.PAID_THERE_NOT_HERE, approved.idempotency_id, "healed"),
-            (K.PAYOUT_SENT_THERE_FAILED_HERE, failed.idempotency_id, "open"),
-            (K.PAID_HERE_UNKNOWN_THERE, unknown_there.idempotency_id, "open"),
+            (ReconciliationItem.Kind.PAID_THERE_NOT_HERE, approved.idempotency_id, "healed"),
+            (ReconciliationItem.Kind.PAYOUT_SENT_THERE_FAILED_HERE, failed.idempotency_id, "open"),
+            (ReconciliationItem.Kind.PAID_HERE_UNKNOWN_THERE, unknown_there.idempotency_id, "open"),
         ]
     )
     assert (run.matched_count, run.healed_count, run.unmatched_count) == (2, 1, 2)
@@ -343,7 +356,7 @@ def test_a_payout_failed_there_but_paid_here_is_an_item_and_credits_nothing(
 
     run = reconcile(efi_acquirer)
 
-    assert items() == [(K.PAYOUT_FAILED_THERE_PAID_HERE, paid.idempotency_id, "open")]
+    assert items() == [(ReconciliationItem.Kind.PAYOUT_FAILED_THERE_PAID_HERE, paid.idempotency_id, "open")]
     assert (run.matched_count, run.unmatched_count, run.unmatched_amount) == (0, 1, 5000)
     assert (available_balance(account), LedgerEntry.objects.count()) == (balance, entries)
     paid.refresh_from_db()
@@ -372,7 +385,7 @@ def test_the_sandbox_lists_the_transfers_it_recorded(account: Account) -> None:
     run = reconcile(sandbox)
 
     assert (run.status, run.matched_count, run.unmatched_count) == ("done", 1, 1)
-    assert items() == [(K.PAYOUT_SENT_THERE_FAILED_HERE, failed.idempotency_id, "open")]
+    assert items() == [(ReconciliationItem.Kind.PAYOUT_SENT_THERE_FAILED_HERE, failed.idempotency_id, "open")]
 
 
 def test_the_sandbox_lists_the_pix_its_charges_received(api: APIClient) -> None:
@@ -396,9 +409,9 @@ def test_the_sandbox_lists_the_pix_its_charges_received(api: APIClient) -> None:
     assert (run.status, run.matched_count) == ("done", 3)
     assert sorted(items()) == sorted(
         [
-            (K.PAID_HERE_UNKNOWN_THERE, unproven.txid, "open"),
+            (ReconciliationItem.Kind.PAID_HERE_UNKNOWN_THERE, unproven.txid, "open"),
             # Recorded as a late payment when the sandbox payer paid: here it waits for staff.
-            (K.PAID_THERE_NOT_HERE, LatePayment.objects.get(charge=failed).e2e_id, "healed"),
+            (ReconciliationItem.Kind.PAID_THERE_NOT_HERE, LatePayment.objects.get(charge=failed).e2e_id, "healed"),
         ]
     )
 
@@ -471,14 +484,14 @@ def test_a_record_whose_e2e_id_another_charge_holds_is_an_item_and_the_rest_of_t
         assert charge.status == ChargeStatus.PAID
     clashing.refresh_from_db()
     assert (clashing.status, clashing.e2e_id) == (ChargeStatus.PENDING, None)
-    item = ReconciliationItem.objects.get(kind=K.DUPLICATE_E2E)
+    item = ReconciliationItem.objects.get(kind=ReconciliationItem.Kind.DUPLICATE_E2E)
     assert (item.status, item.e2e_id, item.target_id) == ("open", reused, str(clashing.pk))
     assert str(other.pk) in item.detail
     assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
     assert items() == sorted(
         [
-            *((K.PAID_THERE_NOT_HERE, e, "healed") for e in e2e_ids),
-            (K.DUPLICATE_E2E, f"{reused}:{clashing.txid}:{AMOUNT}:paid", "open"),
+            *((ReconciliationItem.Kind.PAID_THERE_NOT_HERE, e, "healed") for e in e2e_ids),
+            (ReconciliationItem.Kind.DUPLICATE_E2E, f"{reused}:{clashing.txid}:{AMOUNT}:paid", "open"),
         ]
     )
     rerun_changes_nothing(bacen_acquirer, account, unmatched=1)
@@ -497,14 +510,14 @@ def test_an_error_on_one_record_rolls_back_that_record_only_and_is_an_item(
             raise RuntimeError("falha depois do crédito")
         return result
 
-    monkeypatch.setattr("payments.reconcile_charges.charge_event_apply", apply_then_break)
+    monkeypatch.setattr("reconciliation.charges.charge_event_apply", apply_then_break)
 
     run = reconcile(bacen_acquirer)
 
     assert (run.status, run.healed_count, run.unmatched_count) == ("done", 2, 1), run.error
     broken.refresh_from_db()
     assert (broken.status, broken.e2e_id) == (ChargeStatus.PENDING, None)  # its credit rolled back with it
-    failed = ReconciliationItem.objects.get(kind=K.RECORD_FAILED)
+    failed = ReconciliationItem.objects.get(kind=ReconciliationItem.Kind.RECORD_FAILED)
     assert (failed.key, failed.status, failed.target_id) == (e2e_ids[0], "open", str(broken.pk))
     assert "RuntimeError: falha depois do crédito" in failed.detail
     assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
@@ -532,14 +545,14 @@ def test_findings_are_stored_as_they_come_when_the_run_dies_midway(
         applied.append(kwargs["notification"].e2e_id)
         return charge_event_apply(**kwargs)
 
-    monkeypatch.setattr("payments.reconcile_charges.charge_event_apply", out_of_time_at_the_third)
+    monkeypatch.setattr("reconciliation.charges.charge_event_apply", out_of_time_at_the_third)
 
     with pytest.raises(SoftTimeLimitExceeded):
         reconcile(bacen_acquirer)
 
     assert ReconciliationRun.objects.get().status == ReconciliationRun.Status.FAILED
     # What was healed before is stored with its item, not lost with the end of the run.
-    assert items() == sorted((K.PAID_THERE_NOT_HERE, e, "healed") for e in applied)
+    assert items() == sorted((ReconciliationItem.Kind.PAID_THERE_NOT_HERE, e, "healed") for e in applied)
     assert available_balance(account) == ledger_sum(account) == 2 * LIQUID
 
 
@@ -560,9 +573,12 @@ def test_a_second_record_with_an_e2e_id_already_listed_is_an_item_and_never_appl
     second.refresh_from_db()
     assert (first.status, second.status) == (ChargeStatus.PAID, ChargeStatus.PENDING)
     assert items() == sorted(
-        [(K.PAID_THERE_NOT_HERE, e2e_id, "healed"), (K.DUPLICATE_E2E, f"{e2e_id}:{second.txid}:{AMOUNT}:paid", "open")]
+        [
+            (ReconciliationItem.Kind.PAID_THERE_NOT_HERE, e2e_id, "healed"),
+            (ReconciliationItem.Kind.DUPLICATE_E2E, f"{e2e_id}:{second.txid}:{AMOUNT}:paid", "open"),
+        ]
     )
-    repeated = ReconciliationItem.objects.get(kind=K.DUPLICATE_E2E)
+    repeated = ReconciliationItem.objects.get(kind=ReconciliationItem.Kind.DUPLICATE_E2E)
     assert repeated.target_id == str(second.pk)
     assert first.txid in repeated.detail
     assert available_balance(account) == ledger_sum(account) == LIQUID
@@ -602,8 +618,13 @@ def test_a_partial_return_on_a_pix_being_healed_is_an_item(
     # Paid: healed (the status poll would credit it too), and the return is for staff, never dropped.
     charge.refresh_from_db()
     assert charge.status == ChargeStatus.PAID
-    assert items() == sorted([(K.PAID_THERE_NOT_HERE, e2e_id, "healed"), (K.PARTIAL_RETURN, e2e_id, "open")])
-    partial = ReconciliationItem.objects.get(kind=K.PARTIAL_RETURN)
+    assert items() == sorted(
+        [
+            (ReconciliationItem.Kind.PAID_THERE_NOT_HERE, e2e_id, "healed"),
+            (ReconciliationItem.Kind.PARTIAL_RETURN, e2e_id, "open"),
+        ]
+    )
+    partial = ReconciliationItem.objects.get(kind=ReconciliationItem.Kind.PARTIAL_RETURN)
     assert partial.theirs_raw["devolucoes"][0]["valor"] == returned
     assert ("R$ 3,00 de R$ 10,00" if status == "DEVOLVIDO" else "em andamento") in partial.detail
     assert (run.healed_count, run.unmatched_count) == (1, 1)
@@ -624,7 +645,7 @@ def test_a_partial_return_on_a_pix_already_paid_here_is_an_item(
 
     run = reconcile(bacen_acquirer)
 
-    assert items() == [(K.PARTIAL_RETURN, e2e_id, "open")]
+    assert items() == [(ReconciliationItem.Kind.PARTIAL_RETURN, e2e_id, "open")]
     assert (run.matched_count, run.unmatched_count) == (0, 1)
     assert available_balance(account) == ledger_sum(account) == LIQUID
 
@@ -645,7 +666,7 @@ def test_refunded_there_and_charged_back_here_is_an_item_unless_the_return_was_t
     run = reconcile(bacen_acquirer)
 
     if reported:  # a refund besides the chargeback: the payer may have been repaid twice
-        assert items() == [(K.REFUNDED_THERE_CHARGEBACK_HERE, e2e_id, "open")]
+        assert items() == [(ReconciliationItem.Kind.REFUNDED_THERE_CHARGEBACK_HERE, e2e_id, "open")]
         item = ReconciliationItem.objects.get()
         assert (item.ours_status, item.theirs_status, item.target_id) == ("chargeback", "refunded", str(charge.pk))
         assert "recebeu R$ 10,00 a mais que o Pix" in item.detail
@@ -697,7 +718,11 @@ def test_a_refund_redebit_takes_only_what_the_payer_got_beyond_the_pix(
         assert (run.matched_count, run.unmatched_count) == (1, 0)
         return
     item = ReconciliationItem.objects.get()
-    assert (item.kind, item.key, item.status) == (K.REFUNDED_THERE_CHARGEBACK_HERE, e2e_id, "open")
+    assert (item.kind, item.key, item.status) == (
+        ReconciliationItem.Kind.REFUNDED_THERE_CHARGEBACK_HERE,
+        e2e_id,
+        "open",
+    )
     cents = int(med.replace(".", "")) if med else None
     assert (item.returned_by_med, item.returned_by_refund) == (cents, int(refunded.replace(".", "")))
     reconcile(bacen_acquirer)  # a rerun keeps the evidence
@@ -735,8 +760,15 @@ def test_a_payout_named_by_two_sent_pix_is_reported_never_applied_twice(
     assert run.status == "done", run.error
     found = {(i.kind, i.key, i.status) for i in ReconciliationItem.objects.all()}
     assert len(found) == 2
-    assert (K.DUPLICATE_E2E, f"{approved.idempotency_id}:{first}", "open") in found  # the earlier one
-    assert {k for k, _, _ in found} == {K.DUPLICATE_E2E, K.PAID_THERE_NOT_HERE}
+    assert (
+        ReconciliationItem.Kind.DUPLICATE_E2E,
+        f"{approved.idempotency_id}:{first}",
+        "open",
+    ) in found  # the earlier one
+    assert {k for k, _, _ in found} == {
+        ReconciliationItem.Kind.DUPLICATE_E2E,
+        ReconciliationItem.Kind.PAID_THERE_NOT_HERE,
+    }
     assert (available_balance(account), LedgerEntry.objects.count()) == (balance, entries)
 
     reconcile(efi_acquirer)
@@ -774,7 +806,7 @@ def test_an_unreadable_record_is_an_item_and_the_rest_of_the_day_is_healed(
     for charge, e2e_id in zip(charges, e2e_ids, strict=True):
         charge.refresh_from_db()
         assert (charge.status, charge.e2e_id) == (ChargeStatus.PAID, e2e_id)
-    unreadable = ReconciliationItem.objects.get(kind=K.RECORD_FAILED)
+    unreadable = ReconciliationItem.objects.get(kind=ReconciliationItem.Kind.RECORD_FAILED)
     assert unreadable.key.startswith("ilegivel:")
     assert (unreadable.status, unreadable.theirs_raw, unreadable.reference) == ("open", entry, charges[0].txid)
     assert "Registro ilegível" in unreadable.detail
@@ -821,7 +853,7 @@ def test_a_pix_a_late_payment_holds_is_never_healed_on_another_charge(
     assert run.status == "done", run.error
     pending.refresh_from_db()
     assert (pending.status, pending.e2e_id) == (ChargeStatus.PENDING, None)
-    item = ReconciliationItem.objects.get(kind=K.DUPLICATE_E2E)
+    item = ReconciliationItem.objects.get(kind=ReconciliationItem.Kind.DUPLICATE_E2E)
     assert (item.target_id, item.status) == (str(pending.pk), "open")
     assert f"pagamento após cancelamento #{late.pk}" in item.detail
     assert available_balance(account) == ledger_sum(account) == 0
@@ -841,9 +873,9 @@ def test_repeats_of_one_pix_under_one_txid_with_other_amounts_are_an_item_each(
     assert run.status == "done", run.error
     assert items() == sorted(
         [
-            (K.PAID_THERE_NOT_HERE, e2e_id, "healed"),
-            (K.DUPLICATE_E2E, f"{e2e_id}:{charge.txid}:2000:paid", "open"),
-            (K.DUPLICATE_E2E, f"{e2e_id}:{charge.txid}:3000:paid", "open"),
+            (ReconciliationItem.Kind.PAID_THERE_NOT_HERE, e2e_id, "healed"),
+            (ReconciliationItem.Kind.DUPLICATE_E2E, f"{e2e_id}:{charge.txid}:2000:paid", "open"),
+            (ReconciliationItem.Kind.DUPLICATE_E2E, f"{e2e_id}:{charge.txid}:3000:paid", "open"),
         ]
     )
     assert available_balance(account) == ledger_sum(account) == LIQUID

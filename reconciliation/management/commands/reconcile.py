@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from acquirers.models import Acquirer
-from payments.reconcile_acquirer import AlreadyRunning, acquirer_reconcile, directions_of, yesterday
+from reconciliation.run import AlreadyRunning, acquirer_reconcile, directions_of, yesterday
 
 
 def _day(value: str) -> dt.date:

@@ -1,5 +1,5 @@
 """Matching an acquirer's received Pix (and charges) against our charges
-(the ``received`` matcher of :mod:`acquirers.reconcile`).
+(the ``received`` listing's matcher of :mod:`reconciliation.run`).
 
 A Pix there whose charge is pending here is healed: the confirmed payment
 is applied through :func:`payments.events.charge_event_apply` (the one way a
@@ -31,21 +31,20 @@ from collections.abc import Sequence
 
 from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
 from acquirers.models import Acquirer
-from acquirers.reconcile import Finding, FindingKind, Matching, Ours
 from core.exceptions import PixServiceError
 from core.money import brl
 from payments.events import PAID_ONCE, charge_event_apply
 from payments.late_evidence import late_payment_returned_there
 from payments.late_payments import LATE_FROM
 from payments.models import Charge, ChargeStatus, ChargeTransition, LatePayment
-from payments.reconcile_items import repaid_excess
+from reconciliation.findings import Finding, FindingKind, Matching, Ours
+from reconciliation.items import repaid_excess
+from reconciliation.reports import late_returned_finding
 
 logger = logging.getLogger(__name__)
 
-R = ProviderRecordStatus
-K = FindingKind
 TARGET = "payments.charge"
-_RECEIVED = frozenset({R.PAID, R.REFUNDED})
+_RECEIVED = frozenset({ProviderRecordStatus.PAID, ProviderRecordStatus.REFUNDED})
 
 
 #: A repeated record and the one first listed with its e2e id.
@@ -90,13 +89,18 @@ def _received(
 
 
 def _finding(
-    kind: K, record: ProviderPixRecord | None, charge: Charge | None, *, healed: bool = False, detail: str = ""
+    kind: FindingKind,
+    record: ProviderPixRecord | None,
+    charge: Charge | None,
+    *,
+    healed: bool = False,
+    detail: str = "",
 ) -> Finding:
     ours = None
     if charge is not None:
         ours = Ours(TARGET, str(charge.pk), charge.status, charge.amount, charge.txid, charge.e2e_id)
     finding = Finding.of(kind, record, ours, key_by_e2e=True, healed=healed, detail=detail)
-    if kind is K.DUPLICATE_E2E and record is not None:
+    if kind is FindingKind.DUPLICATE_E2E and record is not None:
         # Several records may repeat one e2e id, even under one txid with
         # another amount or state: each is an item of its own.
         key = f"{record.e2e_id}:{record.reference}:{record.amount}:{record.status.value}"
@@ -125,32 +129,35 @@ def _heal(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge) -> Find
             acquirer=acquirer, notification=notification, source=ChargeTransition.Source.RECONCILIATION
         )
     except PixServiceError as exc:
-        return _finding(K.PAID_THERE_NOT_HERE, record, charge, detail=f"Não aplicado: {exc.message}"[:500])
+        return _finding(FindingKind.PAID_THERE_NOT_HERE, record, charge, detail=f"Não aplicado: {exc.message}"[:500])
     logger.warning(
         "reconciliation: charge %s was paid at %s but pending here: %s",
         charge.pk,
         acquirer.key,
         "payment applied" if result.changed else f"nothing applied ({result.detail or 'already paid'})",
     )
-    return _finding(K.PAID_THERE_NOT_HERE, record, charge, healed=True, detail="Pagamento confirmado aplicado.")
+    return _finding(
+        FindingKind.PAID_THERE_NOT_HERE, record, charge, healed=True, detail="Pagamento confirmado aplicado."
+    )
 
 
 def _another_pix(record: ProviderPixRecord, charge: Charge) -> Finding:
     """A Pix for a charge another Pix paid: received twice, credited once."""
     detail = f"Outro Pix para a cobrança já paga (e2e aqui: {charge.e2e_id}); nada creditado."
-    return _finding(K.UNKNOWN_HERE, record, charge, detail=detail)
+    return _finding(FindingKind.UNKNOWN_HERE, record, charge, detail=detail)
 
 
 def _late(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matching: Matching) -> None:
     """A Pix for a charge cancelled or failed here: recorded as a late payment
     (payments.late_payments, once per e2e id), where staff credit or return it.
     Returned there (all or part) other than by a return of ours: recorded on
-    the late payment, never credited, an item for staff (payments.late_evidence)."""
+    the late payment, never credited, an item for staff (payments.late_evidence,
+    reconciliation.reports)."""
     if not record.e2e_id:
         detail = "Recebido para cobrança cancelada ou falha e sem e2e id na adquirente; confira."
-        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+        matching.findings.append(_finding(FindingKind.PAID_THERE_NOT_HERE, record, charge, detail=detail))
         return
-    if record.status is R.PAID:
+    if record.status is ProviderRecordStatus.PAID:
         notification = _paid(record, charge)
         try:
             charge_event_apply(
@@ -158,20 +165,21 @@ def _late(acquirer: Acquirer, record: ProviderPixRecord, charge: Charge, matchin
             )
         except PixServiceError as exc:
             detail = f"Pagamento após o cancelamento não registrado: {exc.message}"[:500]
-            matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+            matching.findings.append(_finding(FindingKind.PAID_THERE_NOT_HERE, record, charge, detail=detail))
             return
         detail = "Recebido após o cancelamento: registrado em Pagamentos após cancelamento para a equipe decidir."
-        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, healed=True, detail=detail))
-    noted = late_payment_returned_there(charge=charge, record=record, source=ChargeTransition.Source.RECONCILIATION)
+        matching.findings.append(_finding(FindingKind.PAID_THERE_NOT_HERE, record, charge, healed=True, detail=detail))
+    noted = late_payment_returned_there(record=record, source=ChargeTransition.Source.RECONCILIATION)
     if noted.late is None:
         # Returned there before anything of it was recorded here: nothing to credit.
         detail = "Recebido para cobrança cancelada ou falha e já devolvido ao pagador na adquirente; nada creditado."
-        matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+        matching.findings.append(_finding(FindingKind.PAID_THERE_NOT_HERE, record, charge, detail=detail))
         return
-    if noted.finding is not None:
-        matching.findings.append(noted.finding)
+    finding = late_returned_finding(charge, record, noted)
+    if finding is not None:
+        matching.findings.append(finding)
     # Returned there counts as matched only as recorded here: by our return, or closed as returned.
-    if record.status is R.PAID or noted.finding is None or noted.finding.healed:
+    if record.status is ProviderRecordStatus.PAID or finding is None or finding.healed:
         matching.match(record.amount)
 
 
@@ -183,7 +191,7 @@ def _partial_return(record: ProviderPixRecord, charge: Charge) -> Finding:
     else:
         returned = f"devolução em andamento na adquirente ({record.returns} listada)"
     detail = f"Pix creditado pelo valor integral aqui; {returned}. Nada debitado: decida com o lojista."
-    return _finding(K.PARTIAL_RETURN, record, charge, detail=detail)
+    return _finding(FindingKind.PARTIAL_RETURN, record, charge, detail=detail)
 
 
 def _returned_by_refund(record: ProviderPixRecord) -> int:
@@ -191,7 +199,7 @@ def _returned_by_refund(record: ProviderPixRecord) -> int:
     adapter that lists no amounts returned: all of it, if the Pix is returned."""
     if record.returned:
         return record.returned - record.returned_by_med
-    return record.amount if record.status is R.REFUNDED else 0
+    return record.amount if record.status is ProviderRecordStatus.REFUNDED else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,7 +265,7 @@ def _refunded_and_charged_back(record: ProviderPixRecord, charge: Charge, by_ref
             f"Devolvido em parte na adquirente ({brl(by_refund)} por estorno, {med}) e contestado aqui pelo valor "
             "integral: o pagador não recebeu mais que o Pix; nada a debitar. Confira com a adquirente."
         )
-    finding = _finding(K.REFUNDED_THERE_CHARGEBACK_HERE, record, charge, detail=detail)
+    finding = _finding(FindingKind.REFUNDED_THERE_CHARGEBACK_HERE, record, charge, detail=detail)
     matching.findings.append(dataclasses.replace(finding, returned_by_med=by_med, returned_by_refund=by_refund))
 
 
@@ -271,31 +279,31 @@ def _judge(
     """One Pix received (or a charge said paid with none listed): the one
     place a record of the received listing is judged."""
     if charge is None:
-        matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
+        matching.findings.append(_finding(FindingKind.UNKNOWN_HERE, record, None))
         return
     holder = holders.get(record.e2e_id) if record.e2e_id else None
     if holder is not None and holder.charge_id != charge.pk:
         # Applying it would credit one Pix twice (and break the e2e id's unique constraint).
         detail = f"e2e id já usado aqui: {holder.detail}; nada aplicado."
-        matching.findings.append(_finding(K.DUPLICATE_E2E, record, charge, detail=detail))
+        matching.findings.append(_finding(FindingKind.DUPLICATE_E2E, record, charge, detail=detail))
         return
     if charge.status in LATE_FROM:
         _late(acquirer, record, charge, matching)
         return
     if record.amount != charge.amount:
-        matching.findings.append(_finding(K.AMOUNT_DIFFERS, record, charge))
+        matching.findings.append(_finding(FindingKind.AMOUNT_DIFFERS, record, charge))
         return
     if charge.status == ChargeStatus.PENDING:
-        if record.status is R.REFUNDED:
+        if record.status is ProviderRecordStatus.REFUNDED:
             # Returned there already: crediting it now would credit money no longer held.
             detail = "Recebido e devolvido na adquirente; nada creditado."
-            matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+            matching.findings.append(_finding(FindingKind.PAID_THERE_NOT_HERE, record, charge, detail=detail))
             return
         if not record.e2e_id:
             # A charge said concluded with no Pix listed: no received amount or
             # end-to-end id to credit on (the status poll credits nothing then either).
             detail = "Concluída na adquirente sem Pix listado; nada creditado."
-            matching.findings.append(_finding(K.PAID_THERE_NOT_HERE, record, charge, detail=detail))
+            matching.findings.append(_finding(FindingKind.PAID_THERE_NOT_HERE, record, charge, detail=detail))
             return
         finding = _heal(acquirer, record, charge)
         # As the charge now stands: a notification may have paid it meanwhile,
@@ -322,8 +330,8 @@ def _judge(
         if charge.status == ChargeStatus.CHARGEBACK:
             matching.match(record.amount)
             return
-    if (record.status is R.REFUNDED) != (charge.status == ChargeStatus.REFUNDED):
-        matching.findings.append(_finding(K.REFUND_DIFFERS, record, charge))
+    if (record.status is ProviderRecordStatus.REFUNDED) != (charge.status == ChargeStatus.REFUNDED):
+        matching.findings.append(_finding(FindingKind.REFUND_DIFFERS, record, charge))
         return
     if charge.status == ChargeStatus.PAID and record.returned:
         matching.findings.append(_partial_return(record, charge))
@@ -337,11 +345,11 @@ def _repeated(record: ProviderPixRecord, first: ProviderPixRecord, charge: Charg
         f"Mesmo e2e id de outro registro da listagem (txid {first.reference or '—'}, {brl(first.amount)}, "
         f"{first.status.value}); este registro não foi aplicado."
     )
-    matching.findings.append(_finding(K.DUPLICATE_E2E, record, charge, detail=detail))
+    matching.findings.append(_finding(FindingKind.DUPLICATE_E2E, record, charge, detail=detail))
 
 
 def _failed(record: ProviderPixRecord | None, charge: Charge | None, detail: str) -> Finding:
-    return _finding(K.RECORD_FAILED, record, charge, detail=detail)
+    return _finding(FindingKind.RECORD_FAILED, record, charge, detail=detail)
 
 
 def charges_match(
@@ -382,5 +390,5 @@ def charges_match(
     for charge in paid_here.iterator():
         # Credited here, not received there: an alarm for staff, never debited automatically.
         logger.error("reconciliation: charge %s is paid here but %s does not list it", charge.pk, acquirer.key)
-        matching.findings.append(_finding(K.PAID_HERE_UNKNOWN_THERE, states.get(charge.txid), charge))
+        matching.findings.append(_finding(FindingKind.PAID_HERE_UNKNOWN_THERE, states.get(charge.txid), charge))
         matching.flush()

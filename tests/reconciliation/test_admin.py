@@ -22,19 +22,19 @@ from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.models import Acquirer
-from payments.models import Charge, ReconciliationItem, ReconciliationRun
-from payments.tasks import reconcile_acquirer_day
+from payments.models import Charge
+from reconciliation.models import ReconciliationItem, ReconciliationRun
+from reconciliation.tasks import reconcile_acquirer_day
 from tests.factories import AcquirerFactory, ChargeFactory, WithdrawalFactory
 from tests.helpers import admin_action, admin_messages
 from withdrawals.models import Withdrawal
 
 pytestmark = pytest.mark.django_db
-RUNS = reverse("admin:payments_reconciliationrun_changelist")
-ITEMS = reverse("admin:payments_reconciliationitem_changelist")
+RUNS = reverse("admin:reconciliation_reconciliationrun_changelist")
+ITEMS = reverse("admin:reconciliation_reconciliationitem_changelist")
 REQUESTS = reverse("admin:accounts_moneyactionrequest_changelist")
 ACQUIRERS = reverse("admin:acquirers_acquirer_changelist")
 REASON = "Conferido com o extrato da adquirente"
-K = ReconciliationItem.Kind
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_the_report_lists_each_day_and_acquirer_and_exports_csv(admin_client: Cl
     for query in ("?status__exact=done", f"?acquirer__id__exact={run.acquirer_id}", "?day__year=2026"):
         assert admin_client.get(RUNS + query).status_code == 200
 
-    export = admin_client.get(reverse("admin:payments_reconciliationrun_export"))
+    export = admin_client.get(reverse("admin:reconciliation_reconciliationrun_export"))
 
     assert isinstance(export, StreamingHttpResponse)
     lines = b"".join(export.streaming_content).decode("utf-8-sig").splitlines()
@@ -102,11 +102,17 @@ def test_the_report_lists_each_day_and_acquirer_and_exports_csv(admin_client: Cl
 def test_an_item_shows_both_sides_and_is_acknowledged_with_a_reason(
     staff_client: Any, run: ReconciliationRun, account: Account
 ) -> None:
-    found = item(run, K.PAID_HERE_UNKNOWN_THERE, ours_status="paid", theirs_status="not_listed", theirs_amount=None)
+    found = item(
+        run,
+        ReconciliationItem.Kind.PAID_HERE_UNKNOWN_THERE,
+        ours_status="paid",
+        theirs_status="not_listed",
+        theirs_amount=None,
+    )
     client = staff_client("operations")
     for query in ("", "?kind__exact=paid_here_unknown_there", "?status__exact=open", f"?q={found.key}"):
         assert client.get(ITEMS + query).status_code == 200
-    detail = client.get(reverse("admin:payments_reconciliationitem_change", args=[found.pk])).content.decode()
+    detail = client.get(reverse("admin:reconciliation_reconciliationitem_change", args=[found.pk])).content.decode()
     assert "Na adquirente" in detail
     assert "not_listed" in detail
     assert "R$ 50,00" in detail
@@ -129,7 +135,7 @@ def test_an_item_shows_both_sides_and_is_acknowledged_with_a_reason(
 
 
 def test_support_sees_items_but_cannot_resolve_them(staff_client: Any, run: ReconciliationRun) -> None:
-    found = item(run, K.AMOUNT_DIFFERS)
+    found = item(run, ReconciliationItem.Kind.AMOUNT_DIFFERS)
     client = staff_client("support")
 
     assert client.get(ITEMS).status_code == 200
@@ -143,10 +149,15 @@ def test_a_redebit_moves_money_only_once_a_second_staff_member_approves(
     staff_member: Any, run: ReconciliationRun, account: Account
 ) -> None:
     withdrawal = failed_payout(account, 10_000)
-    found = item(run, K.PAYOUT_SENT_THERE_FAILED_HERE, target_type="withdrawals.withdrawal", target_id=withdrawal.pk)
+    found = item(
+        run,
+        ReconciliationItem.Kind.PAYOUT_SENT_THERE_FAILED_HERE,
+        target_type="withdrawals.withdrawal",
+        target_id=withdrawal.pk,
+    )
     operator = staff_member("operations", "olivia")
     checker = staff_member("finance", "fernanda")
-    detail = operator.get(reverse("admin:payments_reconciliationitem_change", args=[found.pk])).content.decode()
+    detail = operator.get(reverse("admin:reconciliation_reconciliationitem_change", args=[found.pk])).content.decode()
     assert 'data-action="request_redebit"' in detail
 
     asked = admin_action(operator, ITEMS, "request_redebit", [found.pk], reason=REASON)
@@ -188,7 +199,7 @@ def test_no_redebit_while_the_acquirer_has_not_confirmed_the_send(
     withdrawal = failed_payout(account, 10_000)
     found = item(
         run,
-        K.PAYOUT_SENT_THERE_FAILED_HERE,
+        ReconciliationItem.Kind.PAYOUT_SENT_THERE_FAILED_HERE,
         target_type="withdrawals.withdrawal",
         target_id=withdrawal.pk,
         theirs_status="processing",  # in flight there: it may yet fail
@@ -205,7 +216,12 @@ def test_no_redebit_while_the_acquirer_has_not_confirmed_the_send(
 
 def test_a_redebit_never_overdraws(staff_member: Any, run: ReconciliationRun, account: Account) -> None:
     withdrawal = failed_payout(account, 100)  # less than the withdrawal's debit
-    found = item(run, K.PAYOUT_SENT_THERE_FAILED_HERE, target_type="withdrawals.withdrawal", target_id=withdrawal.pk)
+    found = item(
+        run,
+        ReconciliationItem.Kind.PAYOUT_SENT_THERE_FAILED_HERE,
+        target_type="withdrawals.withdrawal",
+        target_id=withdrawal.pk,
+    )
     admin_action(staff_member("operations", "olivia"), ITEMS, "request_redebit", [found.pk], reason=REASON)
     pending = MoneyActionRequest.objects.get()
 
@@ -238,7 +254,7 @@ def refund_made_after_chargeback(run: ReconciliationRun, charge: Charge, **field
         "theirs_status": "refunded",
         "returned_by_refund": charge.amount,  # a refund of all of it, besides the MED's return
     }
-    return item(run, K.REFUNDED_THERE_CHARGEBACK_HERE, **(defaults | fields))
+    return item(run, ReconciliationItem.Kind.REFUNDED_THERE_CHARGEBACK_HERE, **(defaults | fields))
 
 
 def test_a_refund_made_after_a_chargeback_is_debited_only_once_a_second_staff_member_approves(
@@ -248,7 +264,7 @@ def test_a_refund_made_after_a_chargeback_is_debited_only_once_a_second_staff_me
     found = refund_made_after_chargeback(run, charge)
     operator = staff_member("operations", "olivia")
     checker = staff_member("finance", "fernanda")
-    detail = operator.get(reverse("admin:payments_reconciliationitem_change", args=[found.pk])).content.decode()
+    detail = operator.get(reverse("admin:reconciliation_reconciliationitem_change", args=[found.pk])).content.decode()
     assert "Devolvida na adquirente, contestada (MED) aqui" in detail
     assert 'data-action="request_redebit"' in detail
 

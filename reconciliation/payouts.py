@@ -1,5 +1,5 @@
 """Matching an acquirer's sent Pix against our withdrawals (the ``sent``
-matcher of :mod:`acquirers.reconcile`), by the payout's idempotency id.
+listing's matcher of :mod:`reconciliation.run`), by the payout's idempotency id.
 
 A payout sent and settled there whose withdrawal is still approved here is
 healed: the confirmed payment is applied through
@@ -22,32 +22,23 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Any
 
-from django.db import transaction
-
-from accounts.exceptions import ActionNotExecutable
-from accounts.models import LedgerKind
-from accounts.services import ledger_post
 from acquirers.adapters.base import Notification, NotificationEvent, ProviderPixRecord, ProviderRecordStatus
 from acquirers.models import Acquirer
-from acquirers.reconcile import Finding, FindingKind, Matching, Ours
 from core.exceptions import PixServiceError
+from reconciliation.findings import Finding, FindingKind, Matching, Ours
 from withdrawals.events import payout_event_apply
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
 
 logger = logging.getLogger(__name__)
 
-R = ProviderRecordStatus
-K = FindingKind
-S = WithdrawalStatus
 TARGET = "withdrawals.withdrawal"
-_SETTLED_HERE = frozenset({S.PAID, S.REFUNDED})
-_NOT_PAID_HERE = frozenset({S.FAILED, S.CANCELED, S.PENDING})
+_SETTLED_HERE = frozenset({WithdrawalStatus.PAID, WithdrawalStatus.REFUNDED})
+_NOT_PAID_HERE = frozenset({WithdrawalStatus.FAILED, WithdrawalStatus.CANCELED, WithdrawalStatus.PENDING})
 
 
 def _finding(
-    kind: K,
+    kind: FindingKind,
     record: ProviderPixRecord | None,
     withdrawal: Withdrawal | None,
     *,
@@ -65,7 +56,7 @@ def _finding(
             withdrawal.e2e_id,
         )
     finding = Finding.of(kind, record, ours, key_by_e2e=False, healed=healed, detail=detail)
-    if kind is K.DUPLICATE_E2E and record is not None:
+    if kind is FindingKind.DUPLICATE_E2E and record is not None:
         # One payout may be named by several records: each is an item of its own.
         finding = dataclasses.replace(finding, key=f"{record.reference}:{record.e2e_id or ''}")
     return finding
@@ -85,43 +76,47 @@ def _heal(acquirer: Acquirer, record: ProviderPixRecord, withdrawal: Withdrawal)
             acquirer=acquirer, notification=notification, source=WithdrawalTransition.Source.ACQUIRER
         )
     except PixServiceError as exc:
-        return _finding(K.PAID_THERE_NOT_HERE, record, withdrawal, detail=f"Não aplicado: {exc.message}"[:500])
+        return _finding(
+            FindingKind.PAID_THERE_NOT_HERE, record, withdrawal, detail=f"Não aplicado: {exc.message}"[:500]
+        )
     logger.warning(
         "reconciliation: payout %s was made by %s but approved here: %s",
         withdrawal.pk,
         acquirer.key,
         "payment applied" if result.changed else f"nothing applied ({result.detail or 'already paid'})",
     )
-    return _finding(K.PAID_THERE_NOT_HERE, record, withdrawal, healed=True, detail="Pagamento confirmado aplicado.")
+    return _finding(
+        FindingKind.PAID_THERE_NOT_HERE, record, withdrawal, healed=True, detail="Pagamento confirmado aplicado."
+    )
 
 
 def _judge(acquirer: Acquirer, record: ProviderPixRecord, withdrawal: Withdrawal, matching: Matching) -> None:
     status = withdrawal.status
     if record.amount != withdrawal.liquid_amount:
-        matching.findings.append(_finding(K.AMOUNT_DIFFERS, record, withdrawal))
+        matching.findings.append(_finding(FindingKind.AMOUNT_DIFFERS, record, withdrawal))
         return
-    if record.status is R.PAID:
+    if record.status is ProviderRecordStatus.PAID:
         if status in _SETTLED_HERE:
             matching.match(record.amount)
-        elif status == S.APPROVED:
+        elif status == WithdrawalStatus.APPROVED:
             finding = _heal(acquirer, record, withdrawal)
             matching.findings.append(finding)
             if finding.healed:
                 matching.match(record.amount)
         else:
             logger.error("reconciliation: payout %s was made by %s but is %s here", withdrawal.pk, acquirer.key, status)
-            matching.findings.append(_finding(K.PAYOUT_SENT_THERE_FAILED_HERE, record, withdrawal))
+            matching.findings.append(_finding(FindingKind.PAYOUT_SENT_THERE_FAILED_HERE, record, withdrawal))
         return
-    if record.status is R.PROCESSING:
+    if record.status is ProviderRecordStatus.PROCESSING:
         if status in _NOT_PAID_HERE:
             # Still in flight there although we gave the debit back: it may yet land.
-            matching.findings.append(_finding(K.PAYOUT_SENT_THERE_FAILED_HERE, record, withdrawal))
+            matching.findings.append(_finding(FindingKind.PAYOUT_SENT_THERE_FAILED_HERE, record, withdrawal))
         else:
             matching.match(record.amount)
         return
     # Failed there.
     if status in _SETTLED_HERE:
-        matching.findings.append(_finding(K.PAYOUT_FAILED_THERE_PAID_HERE, record, withdrawal))
+        matching.findings.append(_finding(FindingKind.PAYOUT_FAILED_THERE_PAID_HERE, record, withdrawal))
     else:
         # Failed on both sides, or still approved here (the payout engine settles it with the acquirer).
         matching.match(record.amount)
@@ -154,15 +149,15 @@ def _sent(
 
 
 def _repeated(record: ProviderPixRecord, detail: str, withdrawal: Withdrawal | None, matching: Matching) -> None:
-    matching.findings.append(_finding(K.DUPLICATE_E2E, record, withdrawal, detail=detail))
+    matching.findings.append(_finding(FindingKind.DUPLICATE_E2E, record, withdrawal, detail=detail))
 
 
 def _unknown(record: ProviderPixRecord, matching: Matching) -> None:
-    matching.findings.append(_finding(K.UNKNOWN_HERE, record, None))
+    matching.findings.append(_finding(FindingKind.UNKNOWN_HERE, record, None))
 
 
 def _failed(record: ProviderPixRecord | None, withdrawal: Withdrawal | None, detail: str) -> Finding:
-    return _finding(K.RECORD_FAILED, record, withdrawal, detail=detail)
+    return _finding(FindingKind.RECORD_FAILED, record, withdrawal, detail=detail)
 
 
 def payouts_match(
@@ -218,30 +213,5 @@ def payouts_match(
     )
     for withdrawal in paid_here.iterator():
         logger.error("reconciliation: payout %s is paid here but %s does not list it", withdrawal.pk, acquirer.key)
-        matching.findings.append(_finding(K.PAID_HERE_UNKNOWN_THERE, None, withdrawal))
+        matching.findings.append(_finding(FindingKind.PAID_HERE_UNKNOWN_THERE, None, withdrawal))
         matching.flush()
-
-
-# --------------------------------------------------------------------------- staff's resolution
-
-
-def withdrawal_sent_payout_redebit(*, withdrawal_id: Any, actor: str, reason: str) -> bool:
-    """Debit again a withdrawal that failed here (its debit given back) but
-    that the acquirer paid (reconciliation's "sent there, failed here"),
-    once a second staff member approved it (``accounts.approvals``). The
-    withdrawal keeps its status (the contract has no failed → paid); the
-    ledger says why. Never overdraws (:class:`InsufficientBalance`); False
-    when already debited again."""
-    with transaction.atomic():
-        withdrawal = Withdrawal.objects.select_for_update().get(pk=withdrawal_id)
-        if withdrawal.status != S.FAILED:
-            raise ActionNotExecutable(f"O saque está {S(withdrawal.status).label}, não falho.")
-        entry = ledger_post(
-            account_id=withdrawal.account_id,
-            amount=-withdrawal.total_debit,
-            kind=LedgerKind.WITHDRAWAL,
-            reference=f"withdrawal:{withdrawal.pk}:redebit",
-        )
-        if entry is not None:
-            logger.warning("withdrawal %s debited again by %s: %s", withdrawal.pk, actor, reason)
-        return entry is not None

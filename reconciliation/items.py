@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from accounts.models import MoneyActionRequest
 from acquirers.adapters.base import ProviderRecordStatus
-from acquirers.reconcile import Finding
-from payments.models import ReconciliationItem, ReconciliationRun
+from reconciliation.findings import Finding
+from reconciliation.models import ReconciliationItem, ReconciliationRun
 
 Item = ReconciliationItem
 State = MoneyActionRequest.State

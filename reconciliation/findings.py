@@ -1,12 +1,9 @@
-"""What reconciliation with an acquirer finds, and who matches what.
+"""What reconciliation with an acquirer finds, and how a matcher judges.
 
-The listings come from the adapters (``list_received``, ``list_sent``);
-matching them against our records belongs to the apps that own the records
-(charges: ``payments``; payouts: ``withdrawals``), which register a matcher
-per listing here from ``AppConfig.ready``. The run that fetches the
-listings, calls the matchers and stores what they found lives in
-``payments.reconcile_acquirer``; this module is below both apps, so neither
-imports the other.
+The listings come from the adapters (``list_received``, ``list_sent``); the
+matchers (:mod:`reconciliation.charges`, :mod:`reconciliation.payouts`)
+judge them against our records, and the daily run
+(:mod:`reconciliation.run`) stores what they found.
 
 A matcher judges each record through :meth:`Matching.judge`: one record at
 a time, in its own savepoint, its findings stored with it. A record that
@@ -224,12 +221,3 @@ class Matching:
 #: through ``matching.judge``. It may heal (apply a confirmed event through
 #: the owner's transition service); it never debits or credits anything else.
 Matcher = Callable[[Acquirer, Sequence[ProviderPixRecord], dt.datetime, dt.datetime, Matching], None]
-_MATCHERS: dict[Direction, Matcher] = {}
-
-
-def register(direction: Direction, matcher: Matcher) -> None:
-    _MATCHERS[direction] = matcher
-
-
-def matcher(direction: Direction) -> Matcher | None:
-    return _MATCHERS.get(direction)

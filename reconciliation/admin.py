@@ -35,12 +35,12 @@ from core.admin.money import money
 from core.admin.records import ActionsOnlyAdminMixin
 from core.money import brl
 from core.plural import plural
-from payments.models import ReconciliationItem, ReconciliationRun
-from payments.reconcile_acquirer import directions_of, yesterday
-from payments.reconcile_items import REDEBIT_KINDS, REDEBITS, reconciliation_items_follow_approvals
-from payments.tasks import reconcile_acquirer_day
+from reconciliation.items import REDEBIT_KINDS, REDEBITS, reconciliation_items_follow_approvals
+from reconciliation.models import ReconciliationItem, ReconciliationRun
+from reconciliation.run import directions_of, yesterday
+from reconciliation.tasks import reconcile_acquirer_day
 
-CONFIRM_TEMPLATE = "admin/payments/reconciliationitem/confirm_resolve.html"
+CONFIRM_TEMPLATE = "admin/reconciliation/reconciliationitem/confirm_resolve.html"
 Item = ReconciliationItem
 OPEN = (Item.Status.OPEN,)
 
@@ -49,7 +49,7 @@ OPEN = (Item.Status.OPEN,)
 
 
 def _may_reconcile(request: HttpRequest) -> bool:
-    return request.user.has_perm("payments.resolve_reconciliationitem")
+    return request.user.has_perm("reconciliation.resolve_reconciliationitem")
 
 
 @admin.action(description="Conciliar o dia de ontem com a adquirente", permissions=["reconcile"])
@@ -146,7 +146,7 @@ class ReconciliationRunAdmin(CsvExportMixin, admin.ModelAdmin[ReconciliationRun]
 
     @admin.display(description="divergências")
     def items_link(self, run: ReconciliationRun) -> str:
-        url = reverse("admin:payments_reconciliationitem_changelist")
+        url = reverse("admin:reconciliation_reconciliationitem_changelist")
         return format_html('<a href="{}?acquirer__id__exact={}">Ver divergências</a>', url, run.acquirer_id)
 
 
@@ -372,7 +372,7 @@ class ReconciliationItemAdmin(DetailActionsMixin, CsvExportMixin, ActionsOnlyAdm
         return super().change_view(request, object_id, form_url, extra_context)
 
     def has_resolve_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("payments.resolve_reconciliationitem")
+        return request.user.has_perm("reconciliation.resolve_reconciliationitem")
 
     def _available_detail_actions(self, request: HttpRequest, record: Any) -> list[tuple[str, str]]:
         offered = super()._available_detail_actions(request, record)

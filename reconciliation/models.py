@@ -1,6 +1,7 @@
 """Reconciliation with acquirers: one run per acquirer and day
-(``payments.reconcile_acquirer``) and the items it, or a released refund's
-check, found for staff. Imported by ``payments.models``."""
+(:mod:`reconciliation.run`) and the items it, or a released refund's check,
+found for staff. The tables keep the names they had when these models lived
+in ``payments`` (moved without copying a row)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ class ReconciliationRun(models.Model):
     error = models.CharField("erro", max_length=500, blank=True)
 
     class Meta:
+        db_table = "payments_reconciliationrun"
         verbose_name = "conciliação com adquirente"
         verbose_name_plural = "conciliações com adquirentes"
         ordering = ["-day", "acquirer_id"]
@@ -154,6 +156,7 @@ class ReconciliationItem(models.Model):
     last_seen_at = models.DateTimeField("visto por último em")
 
     class Meta:
+        db_table = "payments_reconciliationitem"
         verbose_name = "divergência de conciliação"
         verbose_name_plural = "divergências de conciliação"
         ordering = ["-created_at", "-id"]

@@ -1,0 +1,109 @@
+"""Asking the acquirer to withdraw a charge cancelled here, and what its
+answer does (see :mod:`payments.cancellation`, which opens the ask in the
+cancel's transaction and hands it to a worker). A Pix it says was paid
+first is applied as the acquirer's news (:mod:`payments.events`): a late
+payment for staff."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+
+from django.db import transaction
+from django.utils import timezone
+
+from acquirers import adapters, calls
+from acquirers.adapters.base import CancelResult, NotificationEvent
+from acquirers.calls import Outcome
+from payments.cancellation import State, retry_delay
+from payments.events import charge_event_apply
+from payments.models import Charge, ChargeCancellation
+
+logger = logging.getLogger(__name__)
+
+
+def charge_cancel_pursue(*, charge_id: uuid.UUID | str, now: dt.datetime | None = None) -> str:
+    """Ask the acquirer once to withdraw the charge and record what that
+    came to; returns the cancellation's state (``pending``: ask again at
+    ``next_attempt_at``). Idempotent: a cancellation already answered is
+    left alone. Holds no transaction while the acquirer is asked."""
+    cancellation = ChargeCancellation.objects.select_related("charge__acquirer").get(charge_id=charge_id)
+    if cancellation.state != State.PENDING:
+        return cancellation.state
+    charge = cancellation.charge
+    call = calls.call(charge.acquirer, "cancel_charge", lambda adapter: adapter.cancel_charge(charge.txid))
+    error = call.error_message or call.outcome
+    if call.result is CancelResult.PAID:
+        # The payer paid before the withdrawal: the Pix is recorded as a late
+        # payment before this is answered (an unclear read is asked again).
+        try:
+            recorded = _record_paid_there(charge)
+        except Exception as exc:  # unclear like any other answer: asked again, then given up for staff
+            logger.warning("charge %s: the Pix paid there could not be recorded", charge_id, exc_info=True)
+            recorded = f"Paga na adquirente; registro do Pix falhou: {type(exc).__name__}: {exc}"[:500]
+        if recorded is True:
+            return _finish(charge_id, State.PAID_THERE, "")
+        if recorded is None:
+            # No way to read the Pix from here: the notification or the daily
+            # reconciliation records it. Staff see the state meanwhile.
+            return _finish(charge_id, State.PAID_THERE, "Pix a registrar pela notificação ou pela conciliação.")
+        error = str(recorded)
+    elif call.result is CancelResult.REMOVED:
+        return _finish(charge_id, State.DONE, "")
+    elif call.outcome is Outcome.NOT_SUPPORTED:
+        return _finish(charge_id, State.UNSUPPORTED, error)
+    return _unclear(charge_id, error, now or timezone.now())
+
+
+def _record_paid_there(charge: Charge) -> bool | str | None:
+    """Read the Pix the charge received at its acquirer and apply them (each a
+    late payment: the charge is cancelled here). True when done, an error
+    text when the acquirer could not say, None when it cannot be asked."""
+    if not adapters.adapter_class(charge.acquirer.adapter).supports_charge_status:
+        return None
+    call = calls.call(charge.acquirer, "charge_status", lambda adapter: adapter.charge_status(charge.txid))
+    if call.result is None:
+        return f"Paga na adquirente; leitura do Pix falhou: {call.error_message or call.outcome}"[:500]
+    if not any(e.event is NotificationEvent.CHARGE_PAID for e in call.result.events):
+        return "Paga na adquirente, mas nenhum Pix listado: a consultar de novo."
+    # Each Pix, then what went back to its payer there (a devolução, a MED):
+    # recorded on its late payment, which is then never credited.
+    for event in call.result.events:
+        charge_event_apply(acquirer=charge.acquirer, notification=event, source="acquirer")
+    return True
+
+
+def _finish(charge_id: uuid.UUID | str, state: str, note: str) -> str:
+    with transaction.atomic():
+        cancellation = ChargeCancellation.objects.select_for_update().get(charge_id=charge_id)
+        if cancellation.state not in (State.PENDING, State.GAVE_UP):
+            return cancellation.state  # answered meanwhile by another worker
+        cancellation.state = state
+        cancellation.attempts += 1
+        cancellation.last_error = note[:500]
+        cancellation.next_attempt_at = None
+        cancellation.finished_at = timezone.now()
+        cancellation.save()
+    if state == State.PAID_THERE:
+        logger.warning("charge %s was paid at its acquirer before it could be withdrawn", charge_id)
+    return state
+
+
+def _unclear(charge_id: uuid.UUID | str, error: str, now: dt.datetime) -> str:
+    with transaction.atomic():
+        cancellation = ChargeCancellation.objects.select_for_update().get(charge_id=charge_id)
+        if cancellation.state != State.PENDING:
+            return cancellation.state
+        cancellation.attempts += 1
+        cancellation.last_error = error[:500]
+        if now >= cancellation.give_up_at:
+            cancellation.state = State.GAVE_UP
+            cancellation.next_attempt_at = None
+            logger.error(
+                "charge %s: no definitive answer to its cancel after %s asks", charge_id, cancellation.attempts
+            )
+        else:
+            cancellation.next_attempt_at = now + dt.timedelta(seconds=retry_delay(cancellation.attempts))
+        cancellation.save()
+        return cancellation.state

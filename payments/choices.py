@@ -1,0 +1,27 @@
+"""A charge's statuses and the sources of its changes: what every model of
+charges names (``payments.models`` and ``payments.late_models``, which
+``payments.models`` registers), in a module of its own so that neither
+models module imports the other for them."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ChargeStatus(models.TextChoices):
+    PENDING = "pending", "Pendente"
+    PAID = "paid", "Paga"
+    FAILED = "failed", "Falhou"
+    CANCELED = "canceled", "Cancelada"
+    REFUNDED = "refunded", "Estornada"
+    CHARGEBACK = "chargeback", "Contestada"
+
+
+class ChargeSource(models.TextChoices):
+    """Who caused a change of a charge (``ChargeTransition.Source``)."""
+
+    ACQUIRER = "acquirer", "Adquirente"
+    SANDBOX = "sandbox", "Sandbox"
+    STAFF = "staff", "Equipe"
+    EXPIRY = "expiry", "Expiração"
+    RECONCILIATION = "reconciliation", "Conciliação"
