@@ -86,7 +86,7 @@ def event_callbacks(event_type: str, body: type[serializers.Serializer[Any]], *,
             + ". Signed as Standard Webhooks: `webhook-id` (the event id, the same on every attempt), "
             "`webhook-timestamp` and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of "
             "`id.timestamp.body` with the endpoint's secret). Any 2xx acknowledges it; anything else, "
-            "or no answer in time, is retried (README: Webhooks, For receivers)."
+            "or no answer in time, is retried (docs/webhooks.md: Webhooks for receivers)."
         ),
         # By media type: the mocked view drf-spectacular builds for a callback
         # parses with DRF's JSONParser, which PARSER_WHITELIST leaves out.

@@ -11,9 +11,9 @@ listing's own work: filters, pages, the count, the serializer) or by
 py-spy samples only the thread holding the GIL (``--gil``): what it shows
 is CPU spent in Python, not waiting. The raw samples (flamegraph.pl's input)
 go to ``var/profile-<endpoint>.txt``; the frames with the largest inclusive
-share are printed. It is how the per-request cost work of the README's
-Benchmarks section was chosen. py-spy attaches with ptrace: as root, or
-with ``kernel.yama.ptrace_scope`` 0.
+share are printed. It is how the per-request cost work of docs/performance.md
+("Decision records") was chosen. py-spy attaches with ptrace: as root, or with
+``kernel.yama.ptrace_scope`` 0.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import os
 # One process per CPU, each with many threads: a thread waiting on an
 # acquirer holds no database connection (core/connections.py) and no lock, so waiting
 # is cheap; the processes give the CPU-bound part of each request both CPUs
-# (one GIL each). Chosen by `python -m bench.isolation` (README, "Serving model").
+# (one GIL each). Chosen by `python -m bench.isolation` (docs/performance.md, "Serving model").
 workers = int(os.environ.get("WEB_WORKERS") or os.environ.get("WEB_CONCURRENCY") or max(1, os.cpu_count() or 2))
 threads = int(os.environ.get("WEB_THREADS") or 64)
 worker_class = "gthread"

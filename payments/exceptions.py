@@ -45,7 +45,7 @@ LATE_PAYMENT_RECORDED = (
     "Pagamento recebido após o cancelamento: registrado para a equipe creditar ou devolver ao pagador."
 )
 
-# POST /transactions/{id}/refund (README: Refunds by API).
+# POST /transactions/{id}/refund (docs/api/refunds.md, "Refusals").
 REFUND_REQUESTED = "Estorno solicitado com sucesso."
 REFUND_NOT_FOUND = "Esta transação não tem estorno."
 REFUND_NOT_PAID = "Só transações pagas podem ser estornadas; esta está {status}."

@@ -1,5 +1,5 @@
-"""The refund endpoint of a charge (README: Refunds by API): request it,
-read it. The refund itself is payments.refunds'."""
+"""The refund endpoint of a charge (docs/api/refunds.md): request it, read
+it. The refund itself is payments.refunds'."""
 
 from __future__ import annotations
 

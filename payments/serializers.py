@@ -204,7 +204,7 @@ class ChargeReadSerializer(ChargeSerializer):
 CHARGE_READ_COLUMNS = (*ChargeSerializer.Meta.fields, "emv")
 
 
-#: The refund's ``status`` as merchants read it (README: Refunds by API).
+#: The refund's ``status`` as merchants read it (docs/api/refunds.md, "What happens").
 REFUND_STATUSES = {
     ChargeRefund.Status.PROCESSING: "processing",
     ChargeRefund.Status.DONE: "refunded",

@@ -333,7 +333,7 @@ def check_against_database(
 
 
 def _webhook_limit_refusal(account: Account | None, refs: set[str]) -> str | None:
-    """The limit of endpoints per account (README, Webhooks): the file's new
+    """The limit of endpoints per account (docs/webhooks.md, "Limits"): the file's new
     refs plus the account's endpoints must fit. The caller holds the
     account's row lock, as every creation of endpoints does."""
     limit = settings.WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT

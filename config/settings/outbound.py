@@ -74,8 +74,9 @@ WEBHOOK_RELAY_INTERVAL = env.float("WEBHOOK_RELAY_INTERVAL", default=10.0)
 WEBHOOK_RELAY_GRACE = env.int("WEBHOOK_RELAY_GRACE", default=30)
 WEBHOOK_DISABLE_AFTER_DAYS = env.int("WEBHOOK_DISABLE_AFTER_DAYS", default=5)
 WEBHOOK_SECRET_ROTATION_HOURS = env.int("WEBHOOK_SECRET_ROTATION_HOURS", default=24)
-# Bulkheads (README, Webhooks). Endpoints an account may have (not deleted;
-# disabled ones count: staff may enable them again); Stripe allows 16.
+# Bulkheads (docs/operations/queues-and-workers.md, "The webhook worker").
+# Endpoints an account may have (not deleted; disabled ones count: staff may
+# enable them again); Stripe allows 16.
 WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=16)
 # Deliveries in flight at once to one endpoint (or one account's postbacks),
 # across every worker, and always one less than the account's share (below),

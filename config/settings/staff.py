@@ -31,7 +31,7 @@ EMAIL_MAX_IN_FLIGHT = env.int("EMAIL_MAX_IN_FLIGHT", default=4)
 # refuses to start without an https:// one; local and test settings give the
 # local server's address; unset, no link is sent.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
-# How long a credential's claim link works (README, "Back office").
+# How long a credential's claim link works (docs/operations/back-office.md, "Credentials by claim link").
 CREDENTIAL_LINK_HOURS = env.float("CREDENTIAL_LINK_HOURS", default=24.0)
 # Segregation of duties: whoever issued or rotated a credential that can cash
 # out, or asked for or approved a change of the contact e-mail, of an account

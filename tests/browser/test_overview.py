@@ -91,7 +91,8 @@ def test_overview_shows_the_day_and_opens_the_records_behind_a_figure(
     assert page.locator('#overview-attention a[data-figure="Contestações abertas (MED)"] .n').inner_text() == "1"
 
     shot = screenshot(page, "overview")
-    # The README's picture (docs/screenshots/overview.png) is this first screen, copied by hand.
+    # The back office page's picture (docs/screenshots/overview.png, shown by
+    # docs/operations/back-office.md) is this first screen, copied by hand.
     page.screenshot(path=str(shot.with_name("overview-viewport.png")))
 
     charges.locator('[data-figure="today-paid-count"]').click()

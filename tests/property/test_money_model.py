@@ -375,8 +375,8 @@ def withdrawal_move(books: Books, withdrawal_id: uuid.UUID, to: str) -> str:
 
 
 def sandbox_charge(books: Books, charge_id: uuid.UUID, to: str) -> str:
-    # A late "paid" never undoes a chargeback or a refund (README, decisions
-    # §4); asked of the sandbox it is refused like any other change (409).
+    # A late "paid" never undoes a chargeback or a refund (decisions §4);
+    # asked of the sandbox it is refused like any other change (409).
     if to == PAID and books.charges[charge_id].status in (CHARGEBACK, REFUNDED):
         return "refused"
     return charge_move(books, charge_id, to)
@@ -1595,8 +1595,9 @@ def test_a_stale_paid_notification_never_undoes_a_chargeback(
 ) -> None:
     """An acquirer delivers the same confirmation twice (at least once is
     the norm) and a MED dispute is opened between the two. Whatever the
-    interleaving, the second delivery must be a no-op (README: "a late 'paid'
-    never undoes a chargeback").
+    interleaving, the second delivery must be a no-op ("a late 'paid' never
+    undoes a chargeback": docs/design/money-and-ledger.md, "Transitions and
+    their ledger effect").
 
     The interleaving is forced deterministically: the unlocked status read
     of ``notification_apply`` happens, then the first delivery and the

@@ -265,8 +265,9 @@ def paid_charge(account: Account) -> Charge:
 def test_no_back_office_group_manages_staff_or_decides_what_it_asks() -> None:
     """Whoever may grant permissions may give herself, or a second login of
     hers, both halves of every maker-checker: no group ever gets a permission
-    of auth (only superusers manage staff: README, "Money safety"). And the
-    group that asks (operations) never holds the approvals of what it asks."""
+    of auth (only superusers manage staff: docs/operations/back-office.md,
+    "Groups and permissions"). And the group that asks (operations) never
+    holds the approvals of what it asks."""
     from django.contrib.auth.models import Group
 
     granted = {

@@ -32,8 +32,9 @@ HOLD = 15.0
 #: cycle starts with them, so the run waits the least for what they leave.
 SLOW = ("pg_terminate",)
 #: A pool child killed is not among them: its payout is handed back at once
-#: and taken up again within seconds (README, "Queues and workers"); the
-#: invariant "interrupted payouts resumed within a minute" holds it to that.
+#: and taken up again within seconds (docs/operations/queues-and-workers.md,
+#: "The payout worker"); the invariant "interrupted payouts resumed within a
+#: minute" holds it to that.
 FAST = ("worker_child", "redis_restart", "receiver_500", "receiver_hang", "acquirer_slow")
 #: Seconds after a slow fault within which what it left must have settled.
 SETTLE_AFTER = 5 * 60 + 60 + 40

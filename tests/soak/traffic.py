@@ -6,7 +6,8 @@ on: an unclear one (no answer, a 5xx not replayed, a 409 "still running")
 is retried with the same ``Idempotency-Key`` (or, for the sandbox drivers,
 as is: repeating a change is a 200 that changes nothing), so the model
 knows exactly what happened. A stored 5xx replayed means nothing was
-written: the client tries again under a new key, as the README says.
+written: the client tries again under a new key, as docs/api/idempotency.md,
+"What a retry can count on", says.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""After an unclear send only that acquirer may settle the payout (README,
-"Unclear payouts"): neither a refusal of the same payout sent to it again
-nor a "failed" or "not found" while our send (cut at its deadline, or by a
-killed worker) may still land frees the chain."""
+"""After an unclear send only that acquirer may settle the payout
+(docs/api/withdrawals.md, "Unclear payouts"): neither a refusal of the same
+payout sent to it again nor a "failed" or "not found" while our send (cut at
+its deadline, or by a killed worker) may still land frees the chain."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Failing an undetermined payout on staff's word (README, "Unclear payouts"):
-operations asks from *Pagamentos indeterminados* with the acquirer's
-definitive answer as the reason; only another staff member with
+"""Failing an undetermined payout on staff's word (docs/api/withdrawals.md,
+"Unclear payouts"): operations asks from *Pagamentos indeterminados* with the
+acquirer's definitive answer as the reason; only another staff member with
 ``accounts.approve_undetermined_payout_failure`` (finance) carries it out,
 through ``withdrawal_payout_resolve``, and only while nothing of ours may
 still pay it. The payouts here became undetermined through the real engine."""

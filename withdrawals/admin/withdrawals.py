@@ -77,7 +77,8 @@ RESUME = "Retomar pagamento interrompido"
 
 def _resume(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Withdrawal], reason: str) -> None:
     """Staff run again payouts held because their runs kept dying with their
-    worker (README, "Queues and workers"); each resumption is logged with the reason."""
+    worker (docs/operations/queues-and-workers.md, "The payout worker"); each
+    resumption is logged with the reason."""
     done = skipped = 0
     for withdrawal in queryset.order_by("pk"):
         if withdrawal_payout_resume(withdrawal_id=withdrawal.pk):

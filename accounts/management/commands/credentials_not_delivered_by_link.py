@@ -2,7 +2,8 @@
 active credentials whose secret someone other than the merchant may have seen
 (issued or rotated in the back office before claim links, or by
 ``pix_bootstrap`` or a shell), so operators can rotate them through claim
-links and revoke them (README, "Back office", "Details")."""
+links and revoke them (docs/operations/back-office.md, "Credentials by claim
+link")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The ``bacen_pix`` acquirer: cash-in through any PSP that implements Banco
 Central's API Pix (v2), immediate charges (``cob``) with our own txid.
 
-Options (see the README, "Configuring a real acquirer"): the connection
-options of :mod:`acquirers.adapters.apipix.options` (base and token URLs, client id,
+Options (see docs/operations/acquirers.md, "bacen_pix: receiving through API
+Pix"): the connection options of :mod:`acquirers.adapters.apipix.options` (base and token URLs, client id,
 environment variable names of the client secret and of the mTLS certificate
 and key, CA bundle, scopes) plus ``chave``, the receiving account's Pix key,
 and ``notification_token_env``, the variable holding the secret segment of the

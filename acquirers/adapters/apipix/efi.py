@@ -3,8 +3,8 @@
 :mod:`acquirers.adapters.apipix` (mTLS, OAuth2 client credentials).
 
 Implemented from Efí's public documentation, not against the live API:
-see the README, "Configuring Efí for payouts (efi_pix)", for what is
-assumed. Options: the connection options of :mod:`acquirers.adapters.apipix.options`
+see docs/operations/acquirers.md, "efi_pix: payouts through Efí", for what
+is assumed. Options: the connection options of :mod:`acquirers.adapters.apipix.options`
 (``base_url`` ``https://pix.api.efipay.com.br``, homologação
 ``https://pix-h.api.efipay.com.br``; ``token_url`` defaults to
 ``{base_url}/oauth/token``; the token request is HTTP Basic with a JSON body,
@@ -34,7 +34,8 @@ Efí's form), plus ``chave``, the paying account's Pix key at Efí,
 
 No charges (``supports_charge`` is off): cash-out only, so the selectors never
 put an ``efi_pix`` acquirer in a charge's chain nor offer it for selection
-(cash-in at Efí is a ``bacen_pix`` acquirer on another key, see the README).
+(cash-in at Efí is a ``bacen_pix`` acquirer on another key: see
+docs/operations/acquirers.md, "efi_pix: payouts through Efí").
 """
 
 from __future__ import annotations
