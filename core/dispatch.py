@@ -7,20 +7,18 @@ their tasks, each app's ``services`` and ``tasks`` would import each other
 task's own options and ``CELERY_TASK_ROUTES`` (``send_task`` resolves the
 registered task by name), so tasks import services and never the reverse.
 
-A task is published only once the caller's transaction commits (a worker
-must find the rows it is told about, and a rolled-back change asks for
-nothing). Publishing never raises: while the broker is away the committed
+Callers publish from ``transaction.on_commit`` (a worker must find the rows
+it is told about, and a rolled-back change asks for nothing). Publishing
+never raises: while the broker is away the committed
 rows are the work, and each kind of work has a poller or relay that finds
 them (``left_to`` names it in the log)."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
 from celery import current_app
-from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +32,3 @@ def enqueue(task: str, *args: Any, countdown: float = 0.0, left_to: str) -> None
         current_app.send_task(task, args=args, countdown=max(0.0, countdown), retry=False)
     except Exception:
         logger.warning("broker unavailable; %s%r left to %s", task, args, left_to, exc_info=True)
-
-
-def enqueue_on_commit(task: str, *args: Any, countdown: float = 0.0, left_to: str) -> None:
-    """:func:`enqueue` once the current transaction commits (at once outside one)."""
-    transaction.on_commit(functools.partial(enqueue, task, *args, countdown=countdown, left_to=left_to))

@@ -175,10 +175,12 @@ def test_paid_charge_is_delivered_once_with_spec_headers_body_and_signature(
     data = json.loads(request.body)["data"]
     assert TIMESTAMP.match(data["paid_at"])
     assert TIMESTAMP.match(data["created_at"])
-    # The webhook carries the same record as the API, but for `expires_at`:
-    # added to the API's record (issue 15), while the webhook body stays as the spec fixes it.
+    # The webhook carries the same record as the API, but for `expires_at` and
+    # `pix`: added to the API's record (issues 15 and 30), while the webhook
+    # body stays as the spec fixes it.
     record = api.get(f"/api/transactions/{charge.pk}").json()["data"]
     assert record.pop("expires_at") == local(charge.expires_at)
+    assert record.pop("pix") == {"emv": charge.emv}
     assert record == data
 
     assert (delivery.attempt_count, delivery.last_status_code, delivery.next_attempt_at) == (1, 200, None)
