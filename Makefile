@@ -8,7 +8,7 @@ export PORT
 # The docs site's own port, so `make docs` runs beside `make run`.
 DOCS_PORT ?= 8001
 
-.PHONY: run test install install-dev lint format typecheck migrations-check ci bench fuzz soak stop status clean keys docs docs-check
+.PHONY: run test browser install install-dev lint format typecheck migrations-check ci bench fuzz soak stop status clean keys docs docs-check
 
 # requirements-local.txt: the runtime ones plus the embedded engines (not in the image).
 $(VENV)/.installed: requirements.txt requirements-local.txt
@@ -35,13 +35,15 @@ run: install
 ## Fresh machine → the whole suite on real PostgreSQL and Redis.
 ## The back office's browser tests (tests/browser/) drive Debian's chromium with Playwright:
 ## installed here when missing (browser builds cannot be downloaded from Playwright's servers).
-test: install-dev
+test: install-dev browser
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+browser:
 	@command -v chromium >/dev/null || apt-get install -y -q chromium >/dev/null 2>&1 \
 	  || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1) \
 	  || sudo -n apt-get install -y -q chromium >/dev/null 2>&1 \
 	  || echo "make test: chromium is missing and could not be installed (not root, no password-less sudo):" \
 	     "the browser tests will be skipped (and fail under CI=true). Debian/Ubuntu: sudo apt-get install chromium." >&2
-	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
