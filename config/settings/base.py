@@ -4,6 +4,7 @@ the environment through one ``env`` object; every variable is listed in
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,9 @@ def database(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if env.str("PIX_DATABASE_NAME", default=""):
         entry["NAME"] = env.str("PIX_DATABASE_NAME")
     entry["ATOMIC_REQUESTS"] = False
+    # libpq's URL names a socket directory percent-encoded (postgres://u@%2Fvar%2Frun%2Fpostgresql/db),
+    # which django-environ passes on as written.
+    entry["HOST"] = urllib.parse.unquote(entry.get("HOST") or "")
     # Each process (gunicorn worker, Celery worker, manage.py, pytest) keeps a
     # psycopg pool of up to DB_POOL_MAX_SIZE connections, opened on first use
     # (after gunicorn's fork: never preload the app). Connections go back to it

@@ -242,10 +242,13 @@ def test_an_endpoint_that_hangs_leaves_its_own_accounts_other_endpoint_and_postb
         assert hanging.most_in_flight == share - 1
         assert not hanging.released.is_set()
         deliveries = WebhookDelivery.objects.filter(event__account=account)
+        # A delivery is recorded as succeeded just after its receiver has the
+        # request: wait for the records of the prompt ones, then count the rest.
+        succeeded = deliveries.filter(status=WebhookDelivery.Status.SUCCEEDED)
+        wait_for(lambda: succeeded.count() == 2 * PROMPT, timeout=PROMPTLY)
         assert deliveries.filter(status=WebhookDelivery.Status.PENDING).count() == HELD + PROMPT
 
         hanging.released.set()
-        succeeded = deliveries.filter(status=WebhookDelivery.Status.SUCCEEDED)
         wait_for(lambda: succeeded.count() == HELD + 3 * PROMPT, timeout=120)
 
     assert hanging.most_in_flight == share - 1

@@ -400,3 +400,21 @@ def test_an_entry_point_without_a_settings_module_or_servers_refuses_to_start(en
     assert result.returncode != 0
     assert "ImproperlyConfigured: production settings need DATABASE_URL, REDIS_URL, SECRET_KEY" in result.stderr
     assert "config.settings.local" in result.stderr  # how a developer gets going
+
+
+def test_a_database_url_may_name_a_socket_directory_percent_encoded() -> None:
+    """libpq's URL form for a Unix socket (the embedded PostgreSQL's, a
+    managed host's /var/run/postgresql): the host reaches psycopg decoded."""
+    script = "from django.conf import settings; print(settings.DATABASES['default']['HOST'])"
+    env = {**PROD_ENV, "DATABASE_URL": "postgres://pix@%2Fvar%2Frun%2Fpostgresql/pix"}
+    base = {k: v for k, v in os.environ.items() if k not in PROD_ENV}
+    result = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {script}"],
+        cwd=ROOT,
+        env={**base, **env, "DJANGO_SETTINGS_MODULE": "config.settings.production"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "/var/run/postgresql"
