@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from accounts.maker_checker import StaffRequest
 from core.money import brl
@@ -195,10 +195,28 @@ class AccountBalance(models.Model):
         default=0,
         help_text="Em centavos: saques criados nesse dia, exceto falhos e cancelados; o limite diário compara com ele.",
     )
+    # MED infractions (infractions app), moved under this row's lock with the
+    # entries they come with. ``held``: every open cautionary block, what the
+    # merchant reads as its blocked balance. ``hold_uncovered``: the part of
+    # those blocks the balance could not cover when they came (the merchant
+    # had moved the money on): never debited (a block never takes the balance
+    # below zero by itself), it is kept back from withdrawals and refunds
+    # instead, until the infraction closes (docs/api/infractions.md).
+    held = models.BigIntegerField("bloqueado (MED)", default=0, help_text="Em centavos: bloqueios cautelares abertos.")
+    hold_uncovered = models.BigIntegerField(
+        "bloqueio a descoberto (MED)",
+        default=0,
+        help_text="Em centavos: parte dos bloqueios que o saldo não cobria; retida de saques e estornos.",
+    )
 
     class Meta:
         verbose_name = "saldo"
         verbose_name_plural = "saldos"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(hold_uncovered__gte=0) & Q(held__gte=F("hold_uncovered")), name="balance_holds_valid"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Saldo de {self.account}: {brl(self.available)}"
@@ -220,6 +238,12 @@ class LedgerKind(models.TextChoices):
     # second staff member approved it: the charge keeps its status (decisions
     # §4 refuses canceled → paid), the money is the account's all the same.
     LATE_PAYMENT_CREDIT = "late_payment_credit", "Pagamento recebido após o cancelamento"
+    # MED (infractions app): the part of a cautionary block the balance
+    # covered, kept back until the infraction closes; its release; and the
+    # money the MED returned to the payer (the merchant's share of it).
+    MED_HOLD = "med_hold", "Bloqueio cautelar (MED)"
+    MED_HOLD_RELEASE = "med_hold_release", "Bloqueio cautelar liberado (MED)"
+    MED_RETURN = "med_return", "Devolução MED ao pagador"
 
 
 CREDIT_KINDS = frozenset(
@@ -230,14 +254,26 @@ CREDIT_KINDS = frozenset(
         LedgerKind.WITHDRAWAL_RETURN,
         LedgerKind.REFUND_RELEASE,
         LedgerKind.LATE_PAYMENT_CREDIT,
+        LedgerKind.MED_HOLD_RELEASE,
     }
 )
 DEBIT_KINDS = frozenset(
-    {LedgerKind.CHARGE_REFUND, LedgerKind.CHARGE_CHARGEBACK, LedgerKind.WITHDRAWAL, LedgerKind.REFUND_HOLD}
+    {
+        LedgerKind.CHARGE_REFUND,
+        LedgerKind.CHARGE_CHARGEBACK,
+        LedgerKind.WITHDRAWAL,
+        LedgerKind.REFUND_HOLD,
+        LedgerKind.MED_HOLD,
+        LedgerKind.MED_RETURN,
+    }
 )
 # Decisions §4: refunds and chargebacks may take the balance below zero;
-# nothing else may. A refund's reservation is the refund, earlier.
-MAY_GO_NEGATIVE = frozenset({LedgerKind.CHARGE_REFUND, LedgerKind.CHARGE_CHARGEBACK, LedgerKind.REFUND_HOLD})
+# nothing else may. A refund's reservation is the refund, earlier; a MED
+# return is a chargeback the acquirer already made. A MED hold never goes
+# below zero: it covers only what the balance has.
+MAY_GO_NEGATIVE = frozenset(
+    {LedgerKind.CHARGE_REFUND, LedgerKind.CHARGE_CHARGEBACK, LedgerKind.REFUND_HOLD, LedgerKind.MED_RETURN}
+)
 
 
 class LedgerEntry(models.Model):

@@ -225,6 +225,23 @@ def ledger_post(
     return entry if post_entry(entry, balance, moves, repeat_is_noop=True) else None
 
 
+def balance_holds_move(*, balance: AccountBalance, held: int, uncovered: int) -> None:
+    """Move the account's MED blocks (``held``, ``hold_uncovered``) by these
+    centavos on ``balance``, the row the caller locked in this transaction
+    with the entries that come with the change (infractions.services). The
+    row's check constraint refuses a block below zero or an uncovered part
+    above the block."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("balance_holds_move must run inside the transaction of the change that causes it")
+    if held == 0 and uncovered == 0:
+        return
+    balance.held += held
+    balance.hold_uncovered += uncovered
+    AccountBalance.objects.filter(account_id=balance.account_id).update(
+        held=balance.held, hold_uncovered=balance.hold_uncovered, updated_at=timezone.now()
+    )
+
+
 def _locked_for_posting(account_id: Any, locked: AccountBalance | None) -> AccountBalance:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("ledger_post must run inside the transaction of the change that causes it")

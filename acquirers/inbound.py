@@ -59,7 +59,7 @@ class ApplyResult:
 
 #: The kind of record an event is about: the part of its name before the dot
 #: (``charge.paid`` → ``charge``, ``payout.failed`` → ``payout``).
-EventKind = Literal["charge", "payout"]
+EventKind = Literal["charge", "payout", "infraction"]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
 

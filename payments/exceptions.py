@@ -55,6 +55,9 @@ REFUND_ALREADY_FAILED = (
 )
 REFUND_UNAVAILABLE = "O estorno desta transação não está disponível pela API. Fale com o suporte."
 REFUND_INSUFFICIENT_BALANCE = "Saldo insuficiente para realizar o estorno."
+#: A MED infraction is open on the charge (infractions app): it alone moves the charge until it closes.
+MED_OPEN = "Esta transação tem uma infração MED em andamento: só a infração a altera até ser encerrada."
+REFUND_MED_OPEN = "Esta transação tem uma infração MED em andamento e não pode ser estornada."
 
 
 class ChargeNotFound(NotFoundError):

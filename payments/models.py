@@ -54,6 +54,13 @@ class Charge(models.Model):
     )
     metadata = models.JSONField("metadados", default=dict, blank=True)
 
+    # An open MED infraction names this charge (infractions app): only the
+    # infraction's own changes move it until it closes, and no refund starts
+    # (the payer would be repaid twice).
+    med_open = models.BooleanField(
+        "infração MED em aberto", default=False, help_text="Só a infração muda esta cobrança até ser encerrada."
+    )
+
     expires_at = models.DateTimeField()
     paid_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

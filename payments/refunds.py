@@ -134,6 +134,9 @@ def charge_refund(*, charge_id: uuid.UUID | str, actor: str, reason: str = "") -
     charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
     if charge.status not in (ChargeStatus.PAID, ChargeStatus.CHARGEBACK):
         raise err.TransitionNotAllowed("Só cobranças pagas ou contestadas podem ser estornadas.")
+    if charge.med_open:
+        # Asked before any acquirer is: the payer's PSP is already returning it (MED).
+        raise err.TransitionNotAllowed(err.REFUND_MED_OPEN)
     try:
         adapter = adapters.build(charge.acquirer)
     except AdapterError as exc:  # an adapter this process lacks (the sandbox, switched off)
@@ -232,7 +235,8 @@ def charge_refund_request(
         if adapter is None or not adapter.supports_refund or (adapter.refund_needs_e2e_id and not locked.e2e_id):
             raise BusinessRuleError(err.REFUND_UNAVAILABLE)
         balance = balance_lock(account_id=locked.account_id)
-        if balance.available < locked.liquid_amount:
+        # A MED block the balance could not cover keeps its part back (docs/api/infractions.md).
+        if balance.available - balance.hold_uncovered < locked.liquid_amount:
             raise BusinessRuleError(err.REFUND_INSUFFICIENT_BALANCE)
         refund = ChargeRefund.objects.create(
             charge=locked, amount=locked.liquid_amount, source=ChargeRefund.Source.API, reason=reason
@@ -253,6 +257,8 @@ def charge_refund_request(
 def _refuse_unless_refundable(charge: Charge) -> None:
     if charge.status != ChargeStatus.PAID:
         raise err.RefundNotAllowed(err.REFUND_NOT_PAID.format(status=ChargeStatus(charge.status).label.lower()))
+    if charge.med_open:
+        raise err.RefundNotAllowed(err.REFUND_MED_OPEN)
     statuses = set(charge.refunds.values_list("status", flat=True))
     if ChargeRefund.Status.PROCESSING in statuses:
         raise err.RefundNotAllowed(err.REFUND_IN_PROGRESS)

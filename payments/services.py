@@ -221,6 +221,7 @@ def charge_transition(
     paid_at: dt.datetime | None = None,
     only_from: Collection[str] | None = None,
     strict: bool = False,
+    med: Callable[[Charge], None] | None = None,
 ) -> bool:
     """Apply one status change, its ledger effect, its audit row and its
     webhook event atomically,
@@ -233,6 +234,14 @@ def charge_transition(
     status the change is a no-op (late news from an acquirer), or, with
     ``strict``, refused like any change the table does not allow (a client
     asked for exactly this change: the sandbox drivers).
+
+    ``med``: a MED infraction's change (:mod:`infractions.services`), run
+    with the locked charge in place of the table's ledger effect: it posts
+    the infraction's own entries (a block, its release, a return) and sets
+    ``med_open``. While ``med_open`` is set, every other change is refused
+    (or, not ``strict``, a no-op): a block's charge moves only with its
+    infraction, so no refund or chargeback elsewhere counts its money twice
+    (docs/api/infractions.md).
     """
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
@@ -244,6 +253,10 @@ def charge_transition(
         if outside and not strict:
             return False
         key = (charge.status, to_status)
+        if charge.med_open and med is None:
+            if not strict:
+                return False
+            raise err.TransitionNotAllowed(err.MED_OPEN)
         if outside or key not in TRANSITIONS:
             raise err.TransitionNotAllowed(
                 f"A transação não pode passar de {ChargeStatus(charge.status).label} "
@@ -253,7 +266,7 @@ def charge_transition(
         from_status = charge.status
         charge.status = to_status
         charge.version += 1
-        fields = ["status", "version", "updated_at"]
+        fields = ["status", "version", "updated_at", *(["med_open"] if med is not None else [])]
         if to_status == ChargeStatus.PAID and charge.paid_at is None:
             charge.paid_at = paid_at or timezone.now()
             charge.e2e_id = e2e_id or charge.e2e_id
@@ -270,9 +283,14 @@ def charge_transition(
             # A reserved refund ends with "paid": refunded, the reservation
             # gives way to the refund's own debit below (the balance moves
             # once); charged back, to the chargeback's.
-            ended = ChargeRefund.Status.DONE if to_status == ChargeStatus.REFUNDED else ChargeRefund.Status.RELEASED
+            # A MED return is not the refund: the refund is released and asked
+            # about until the acquirer says whether it made it too.
+            refunded = to_status == ChargeStatus.REFUNDED and med is None
+            ended = ChargeRefund.Status.DONE if refunded else ChargeRefund.Status.RELEASED
             charge_refund_close(charge=charge, status=ended)
-        if effect is not None:
+        if med is not None:
+            med(charge)
+        elif effect is not None:
             kind, sign = effect
             ledger_post(
                 account_id=charge.account_id,

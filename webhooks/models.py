@@ -61,6 +61,8 @@ class WebhookEndpoint(models.Model):
 class EventType(models.TextChoices):
     TRANSACTION = "transaction", "Transação"
     WITHDRAWAL = "withdrawal", "Saque"
+    # A MED infraction (infractions app): opened, deadline near, closed, returned.
+    INFRACTION = "infraction", "Infração MED"
 
 
 class WebhookEvent(models.Model):

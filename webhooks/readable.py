@@ -29,6 +29,12 @@ EVENT_STATUS_LABELS: dict[str, dict[str, str]] = {
         "canceled": "Cancelado",
         "refunded": "Devolvido",
     },
+    "infraction": {
+        "opened": "Aberta",
+        "deadline": "Prazo de defesa próximo",
+        "closed": "Encerrada",
+        "returned": "Valor devolvido ao pagador",
+    },
 }
 
 

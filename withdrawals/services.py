@@ -87,7 +87,8 @@ def withdrawal_request(
         day_total = withdrawn_before(balance, account, withdrawal.created_at) + amount
         if day_total > account.withdrawal_daily_limit:
             raise BusinessRuleError(err.DAILY_LIMIT)
-        if quote.total_debit > balance.available:
+        # A MED block the balance could not cover keeps its part back (docs/api/infractions.md).
+        if quote.total_debit > balance.available - balance.hold_uncovered:
             raise BusinessRuleError(err.INSUFFICIENT_BALANCE)
         debit_new_withdrawal(
             withdrawal=insert,

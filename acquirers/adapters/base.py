@@ -154,6 +154,10 @@ class NotificationEvent(enum.StrEnum):
     PAYOUT_PAID = "payout.paid"
     PAYOUT_FAILED = "payout.failed"
     PAYOUT_RETURNED = "payout.returned"
+    #: Something changed about a MED infraction (``reference``: the acquirer's
+    #: infraction id). Only a wake-up: what changed is read from the
+    #: acquirer's own listing (:meth:`AcquirerAdapter.list_infractions`), the evidence.
+    INFRACTION_CHANGED = "infraction.changed"
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,59 @@ class RefundResult:
     reason: str = ""
 
 
+class InfractionStatus(enum.StrEnum):
+    """Where a MED infraction stands at the acquirer (Efí's ABERTA, EM_DEFESA,
+    ACEITA, REJEITADA; a claim the payer's PSP withdrew is CANCELED)."""
+
+    OPEN = "open"
+    IN_DEFENSE = "in_defense"
+    #: Fraud confirmed: the money (``returned_amount`` of it) goes back to the payer.
+    ACCEPTED = "accepted"
+    #: Closed in the receiver's favour: the blocked funds are released.
+    REJECTED = "rejected"
+    CANCELED = "canceled"
+
+
+@dataclass(frozen=True)
+class InfractionRecord:
+    """One MED infraction as the acquirer reports it: the evidence every hold,
+    release and return of the service rests on. Amounts are centavos;
+    ``returned_amount`` is what went back to the payer so far (MED 2.0 may
+    return in parts), never less than an earlier report of it."""
+
+    external_id: str
+    e2e_id: str  # the Pix disputed
+    status: InfractionStatus
+    amount: int  # disputed
+    blocked_amount: int = 0  # cautionarily blocked at the acquirer
+    returned_amount: int = 0
+    reason: str = ""
+    opened_at: dt.datetime | None = None
+    defense_deadline: dt.datetime | None = None
+    closed_at: dt.datetime | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InfractionPage:
+    records: tuple[InfractionRecord, ...]
+    next_page: str | None = None
+
+
+@dataclass(frozen=True)
+class DefenseAttachment:
+    name: str
+    content_type: str
+    content: bytes
+
+
+@dataclass(frozen=True)
+class InfractionDefense:
+    external_id: str
+    text: str
+    attachments: tuple[DefenseAttachment, ...] = ()
+
+
 #: Header the notification view sets from the URL's secret segment (never
 #: taken from the request itself) so adapters can verify it; never stored.
 NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a header's name
@@ -229,7 +286,9 @@ NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a
 # --------------------------------------------------------------------------- adapter
 
 #: An operation an adapter may or may not offer (``supports_<capability>``).
-Capability = Literal["charge", "payout", "refund", "cancel", "charge_status", "list_received", "list_sent"]
+Capability = Literal[
+    "charge", "payout", "refund", "cancel", "charge_status", "list_received", "list_sent", "infractions"
+]
 #: What an adapter that claims a capability must implement.
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     "charge": ("create_charge",),
@@ -239,6 +298,7 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     "charge_status": ("charge_status",),
     "list_received": ("list_received",),
     "list_sent": ("list_sent",),
+    "infractions": ("list_infractions", "defend_infraction"),
 }
 
 
@@ -270,6 +330,10 @@ class AcquirerAdapter(abc.ABC):
     #: adapter without them is skipped by reconciliation, which says why.
     supports_list_received: ClassVar[bool] = False
     supports_list_sent: ClassVar[bool] = False
+    #: MED infractions (infractions app): listed (the beat poller, and on an
+    #: ``infraction.changed`` notification) and defended. Without it staff
+    #: register what the acquirer reported by other means (maker-checker).
+    supports_infractions: ClassVar[bool] = False
 
     @classmethod
     def enabled(cls) -> bool:
@@ -327,6 +391,19 @@ class AcquirerAdapter(abc.ABC):
     def list_sent(self, start: dt.datetime, end: dt.datetime, page: str | None = None) -> ProviderListing:
         """One page of the Pix the acquirer sent for us in ``[start, end]`` (see :meth:`list_received`)."""
         raise CapabilityNotSupported(f"{self.name}: listing sent Pix is not supported")
+
+    def list_infractions(self, since: dt.datetime, page: str | None = None) -> InfractionPage:
+        """One page of the MED infractions on Pix we received, changed since
+        ``since`` (``page``: the previous page's ``next_page``). Raise an
+        :class:`AdapterError` when a page cannot be read."""
+        raise CapabilityNotSupported(f"{self.name}: infractions are not supported")
+
+    def defend_infraction(self, defense: InfractionDefense) -> None:
+        """Submit the receiver's defence of an infraction. Raise
+        :class:`AcquirerDeclined` for a definitive refusal (deadline past,
+        closed); another :class:`AdapterError` when the answer is unknown (the
+        caller asks again: a defence already there is success)."""
+        raise CapabilityNotSupported(f"{self.name}: infractions are not supported")
 
     def refund_charge(self, request: RefundRequest) -> RefundResult:
         """Return a paid charge's money to the payer; idempotent on ``request.refund_id``."""

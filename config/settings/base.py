@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "acquirers",
     "payments",
     "withdrawals",
+    "infractions",
     "reconciliation",
     "webhooks",
     "provisioning",

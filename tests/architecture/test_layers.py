@@ -24,6 +24,7 @@ LAYERS = [
     {"acquirers"},
     {"webhooks"},
     {"payments", "withdrawals"},
+    {"infractions"},
     {"reconciliation"},
     {"staff"},
     {"observability", "provisioning", "dev"},

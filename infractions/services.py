@@ -1,0 +1,371 @@
+"""Writes for infractions: what an acquirer's record of a MED infraction does
+to the merchant's money, and the merchant's defence.
+
+Every movement rests on evidence: an acquirer's record
+(:class:`~acquirers.adapters.base.InfractionRecord`, from its listing) or a
+record staff registered and a second staff member approved. Each change
+runs in one transaction, locks in one order (the infraction, its charge,
+the account's balance) and posts its ledger entries with the state change:
+
+- **opened with a block** on a paid charge: the charge goes ``paid →
+  chargeback`` (the contract's "dispute opened"), and the block,
+  ``min(blocked, liquid_amount)``, is mirrored on the balance: what the
+  balance covers is debited (``med_hold``), the rest is kept back from
+  withdrawals and refunds (``AccountBalance.hold_uncovered``): a block
+  never takes the balance below zero by itself;
+- **rejected / canceled**: the covered part is credited back
+  (``med_hold_release``), the kept-back part freed, the charge ``chargeback
+  → paid``;
+- **accepted** (the money went back to the payer): the block is released
+  as above and the merchant's share of the return, ``min(returned,
+  liquid_amount)``, debited (``med_return``, which may take the balance
+  below zero, as a chargeback may: decisions §4); the charge becomes
+  ``refunded``. A later, larger return (MED 2.0 follows the money) debits
+  the difference.
+
+An infraction without a block marks its charge all the same
+(``med_open``): no refund starts and no other change moves it until the
+infraction closes. Docs: docs/api/infractions.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Sequence
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import Account, LedgerEntry
+from accounts.services import balance_holds_move, balance_lock, ledger_post
+from acquirers.adapters.base import InfractionRecord
+from acquirers.adapters.base import InfractionStatus as RecordStatus
+from acquirers.models import Acquirer
+from core import dispatch
+from infractions import exceptions as err
+from infractions.choices import CLOSED, InfractionSource, InfractionStatus
+from infractions.models import DefenseAttachment, Infraction
+from infractions.payloads import infraction_payload
+from payments.choices import ChargeSource
+from payments.models import Charge, ChargeStatus
+from payments.services import charge_transition
+from webhooks.models import EventType
+from webhooks.services import event_emit
+
+logger = logging.getLogger(__name__)
+
+#: The acquirer's status → ours (the same names).
+_STATUS = {
+    RecordStatus.OPEN: InfractionStatus.OPEN,
+    RecordStatus.IN_DEFENSE: InfractionStatus.IN_DEFENSE,
+    RecordStatus.ACCEPTED: InfractionStatus.ACCEPTED,
+    RecordStatus.REJECTED: InfractionStatus.REJECTED,
+    RecordStatus.CANCELED: InfractionStatus.CANCELED,
+}
+
+
+class Event:
+    """The statuses of ``infraction`` webhook events (``infraction.<status>``)."""
+
+    OPENED = "opened"
+    DEADLINE = "deadline"
+    CLOSED = "closed"
+    #: More money went back after the close (MED 2.0 follows the money): debited now.
+    RETURNED = "returned"
+
+
+def infraction_emit(infraction: Infraction, status: str, **extra: object) -> None:
+    """The ``infraction.<status>`` webhook, in the caller's transaction. An
+    infraction no account owns (its Pix matched no charge) tells no one."""
+    if infraction.account_id is None:
+        return
+    event_emit(
+        account_id=infraction.account_id,
+        event_type=EventType.INFRACTION,
+        record_id=infraction.pk,
+        status=status,
+        data={"event": f"infraction.{status}", **infraction_payload(infraction), **extra},
+    )
+
+
+# --------------------------------------------------------------------------- the acquirer's record
+
+
+def infraction_apply(
+    *, acquirer: Acquirer, record: InfractionRecord, source: str = InfractionSource.ACQUIRER, actor: str = ""
+) -> Infraction:
+    """Apply the acquirer's record of one infraction: the first sight opens
+    it (and its block), later ones follow its status to the close. The same
+    record applied again changes nothing (one infraction per ``(acquirer,
+    external_id)``; every entry's reference is the infraction's)."""
+    if record.amount <= 0 or not record.external_id or not record.e2e_id:
+        raise ValueError(f"unusable infraction record {record.external_id!r}")
+    charge = Charge.objects.filter(acquirer=acquirer, e2e_id=record.e2e_id).only("pk").first()
+    for attempt in range(2):
+        try:
+            with transaction.atomic():
+                infraction = (
+                    Infraction.objects.select_for_update()
+                    .filter(acquirer=acquirer, external_id=record.external_id)
+                    .first()
+                )
+                if infraction is None:
+                    infraction = _open(acquirer, record, charge.pk if charge else None, source, actor)
+                _follow(infraction, record, actor)
+                return infraction
+        except IntegrityError:
+            # Seen at the same moment by the poller and a notification: the
+            # other one created it; read it again (once).
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _source(source: str) -> str:
+    return ChargeSource.STAFF if source == InfractionSource.STAFF else ChargeSource.ACQUIRER
+
+
+def _open(
+    acquirer: Acquirer, record: InfractionRecord, charge_id: uuid.UUID | None, source: str, actor: str
+) -> Infraction:
+    charge = Charge.objects.select_for_update().get(pk=charge_id) if charge_id is not None else None
+    infraction = Infraction.objects.create(
+        acquirer=acquirer,
+        external_id=record.external_id[:100],
+        account_id=charge.account_id if charge else None,
+        charge=charge,
+        e2e_id=record.e2e_id[:64],
+        status=InfractionStatus.IN_DEFENSE if record.status == RecordStatus.IN_DEFENSE else InfractionStatus.OPEN,
+        source=source,
+        reason=record.reason[:500],
+        amount=record.amount,
+        blocked_amount=max(0, min(record.blocked_amount, record.amount)),
+        opened_at=record.opened_at or timezone.now(),
+        defense_deadline=record.defense_deadline,
+        raw=dict(record.raw),
+    )
+    if charge is None:
+        infraction.note = "O Pix contestado não corresponde a nenhuma cobrança: nada foi bloqueado."
+    elif charge.med_open:
+        infraction.note = "Outra infração já suspende esta cobrança: nada mais foi bloqueado."
+    elif charge.status != ChargeStatus.PAID:
+        infraction.note = (
+            f"A cobrança estava {ChargeStatus(charge.status).label.lower()} quando a infração chegou: "
+            "nada foi bloqueado."
+        )
+    else:
+        infraction.holds_charge = True
+        target = min(infraction.blocked_amount, charge.liquid_amount)
+        if target > 0:
+            charge_transition(
+                charge_id=charge.pk,
+                to_status=ChargeStatus.CHARGEBACK,
+                source=_source(source),
+                actor=actor,
+                med=lambda locked: _hold(infraction, locked, target),
+            )
+        else:
+            # No block (nothing was left at the acquirer): the charge is marked, its money untouched.
+            Charge.objects.filter(pk=charge.pk).update(med_open=True, updated_at=timezone.now())
+    infraction.save()
+    infraction_emit(infraction, Event.OPENED)
+    return infraction
+
+
+def _hold(infraction: Infraction, charge: Charge, target: int) -> None:
+    """The block on the balance: what it covers debited, the rest kept back."""
+    balance = balance_lock(account_id=charge.account_id)
+    covered = min(target, max(balance.available, 0))
+    if covered:
+        ledger_post(
+            account_id=charge.account_id,
+            amount=-covered,
+            kind=LedgerEntry.Kind.MED_HOLD,
+            reference=f"infraction:{infraction.pk}:hold",
+            locked=balance,
+        )
+    balance_holds_move(balance=balance, held=target, uncovered=target - covered)
+    infraction.hold, infraction.hold_covered = target, covered
+    charge.med_open = True
+
+
+def _follow(infraction: Infraction, record: InfractionRecord, actor: str) -> None:
+    """What changed at the acquirer since we last looked."""
+    status = _STATUS[record.status]
+    if infraction.is_closed:
+        if status == InfractionStatus.ACCEPTED and infraction.status == InfractionStatus.ACCEPTED:
+            _return_more(infraction, record.returned_amount)
+        return
+    fields: list[str] = []
+    if record.defense_deadline is not None and record.defense_deadline != infraction.defense_deadline:
+        infraction.defense_deadline = record.defense_deadline
+        fields.append("defense_deadline")
+    if status == InfractionStatus.IN_DEFENSE and infraction.status == InfractionStatus.OPEN:
+        infraction.status = status
+        fields.append("status")
+    if fields:
+        infraction.save(update_fields=[*fields, "updated_at"])
+    if status in CLOSED:
+        infraction_close(
+            infraction=infraction,
+            status=status,
+            returned=record.returned_amount,
+            closed_at=record.closed_at,
+            actor=actor,
+        )
+
+
+def infraction_close(
+    *, infraction: Infraction, status: str, returned: int, closed_at: dt.datetime | None = None, actor: str = ""
+) -> None:
+    """Close ``infraction`` (locked by the caller, in its transaction) with
+    ``status``; ``returned``: what went back to the payer (accepted only)."""
+    returned = max(0, returned) if status == InfractionStatus.ACCEPTED else 0
+    charge = Charge.objects.select_for_update().get(pk=infraction.charge_id) if infraction.charge_id else None
+    share = min(returned, charge.liquid_amount) if charge is not None and infraction.holds_charge else 0
+    infraction.returned_amount = returned
+    if charge is not None and infraction.holds_charge:
+
+        def settle(locked: Charge) -> None:
+            _settle(infraction, locked, share)
+
+        if share > 0:
+            charge_transition(
+                charge_id=charge.pk,
+                to_status=ChargeStatus.REFUNDED,
+                source=ChargeSource.ACQUIRER,
+                actor=actor,
+                med=settle,
+            )
+        elif charge.status == ChargeStatus.CHARGEBACK:
+            charge_transition(
+                charge_id=charge.pk,
+                to_status=ChargeStatus.PAID,
+                source=ChargeSource.ACQUIRER,
+                actor=actor,
+                med=settle,
+            )
+        else:  # paid, no block: nothing returned, the mark goes
+            settle(charge)
+            charge.save(update_fields=["med_open", "updated_at"])
+    elif returned > 0:
+        infraction.note = (
+            "Devolvido ao pagador sem bloqueio nesta cobrança: a conta não foi debitada; a equipe decide."
+        )[:300]
+        logger.warning("infraction %s: returned %s with no block of its own", infraction.pk, returned)
+    infraction.status = status
+    infraction.closed_at = closed_at or timezone.now()
+    infraction.save()
+    infraction_emit(infraction, Event.CLOSED)
+
+
+def _settle(infraction: Infraction, charge: Charge, share: int) -> None:
+    """Release the block and debit the merchant's share of the return."""
+    balance = balance_lock(account_id=charge.account_id)
+    if infraction.hold_covered:
+        ledger_post(
+            account_id=charge.account_id,
+            amount=infraction.hold_covered,
+            kind=LedgerEntry.Kind.MED_HOLD_RELEASE,
+            reference=f"infraction:{infraction.pk}:release",
+            locked=balance,
+        )
+    balance_holds_move(balance=balance, held=-infraction.hold, uncovered=-infraction.hold_uncovered)
+    infraction.hold_released = True
+    if share > 0:
+        ledger_post(
+            account_id=charge.account_id,
+            amount=-share,
+            kind=LedgerEntry.Kind.MED_RETURN,
+            reference=f"infraction:{infraction.pk}:returned:{share}",
+            locked=balance,
+        )
+        infraction.debited_amount = share
+    charge.med_open = False
+
+
+def _return_more(infraction: Infraction, returned: int) -> None:
+    """A larger return reported after the close: the difference is debited."""
+    if returned <= infraction.returned_amount:
+        return
+    infraction.returned_amount = returned
+    if infraction.holds_charge and infraction.charge_id is not None:
+        charge = Charge.objects.get(pk=infraction.charge_id)
+        share = min(returned, charge.liquid_amount)
+        if share > infraction.debited_amount:
+            ledger_post(
+                account_id=charge.account_id,
+                amount=-(share - infraction.debited_amount),
+                kind=LedgerEntry.Kind.MED_RETURN,
+                reference=f"infraction:{infraction.pk}:returned:{share}",
+            )
+            infraction.debited_amount = share
+    infraction.save(update_fields=["returned_amount", "debited_amount", "updated_at"])
+    infraction_emit(infraction, Event.RETURNED)
+
+
+# --------------------------------------------------------------------------- the defence
+
+
+@dataclasses.dataclass(frozen=True)
+class Attachment:
+    name: str
+    content_type: str
+    content: bytes
+
+
+def infraction_defend(
+    *,
+    infraction_id: uuid.UUID | str,
+    text: str,
+    attachments: Sequence[Attachment] = (),
+    by: str,
+    account: Account | None = None,
+) -> Infraction:
+    """Record the defence (``account``: the merchant's own infractions only;
+    None: staff on its behalf) and hand it to a worker for the acquirer.
+    Refused with nothing changed when the infraction is closed, already
+    defended, waived, or past its deadline (409)."""
+    with transaction.atomic():
+        found = Infraction.objects.select_for_update().filter(pk=infraction_id)
+        if account is not None:
+            found = found.filter(account=account)
+        infraction = found.first()
+        if infraction is None:
+            raise err.InfractionNotFound()
+        now = timezone.now()
+        if infraction.is_closed:
+            raise err.DefenseNotAllowed(err.DEFENSE_CLOSED)
+        if infraction.defense_submitted_at is not None:
+            raise err.DefenseNotAllowed(err.DEFENSE_ALREADY_SENT)
+        if infraction.defense_waived_at is not None:
+            raise err.DefenseNotAllowed(err.DEFENSE_WAIVED)
+        if infraction.defense_deadline is not None and now >= infraction.defense_deadline:
+            raise err.DefenseNotAllowed(err.DEFENSE_DEADLINE_PASSED)
+        infraction.defense_text = text
+        infraction.defense_by = by[:150]
+        infraction.defense_submitted_at = now
+        infraction.save(update_fields=["defense_text", "defense_by", "defense_submitted_at", "updated_at"])
+        DefenseAttachment.objects.bulk_create(
+            DefenseAttachment(
+                infraction=infraction,
+                name=a.name[:200],
+                content_type=a.content_type[:100],
+                size=len(a.content),
+                content=a.content,
+            )
+            for a in attachments
+        )
+        transaction.on_commit(lambda: defense_send_later(infraction_id=infraction.pk))
+    return infraction
+
+
+def defense_send_later(*, infraction_id: uuid.UUID | str, countdown: float = 0) -> None:
+    """Hand the defence to a worker (``infractions.tasks.send_defense``); a lost
+    hand-off is taken by beat's sweep of defences not yet delivered."""
+    dispatch.enqueue(
+        "infractions.tasks.send_defense", str(infraction_id), countdown=countdown, left_to="the defences' sweep"
+    )
