@@ -266,7 +266,7 @@ def charge_transition(
         from_status = charge.status
         charge.status = to_status
         charge.version += 1
-        fields = ["status", "version", "updated_at", *(["med_open"] if med is not None else [])]
+        fields = ["status", "version", "updated_at"]
         if to_status == ChargeStatus.PAID and charge.paid_at is None:
             charge.paid_at = paid_at or timezone.now()
             charge.e2e_id = e2e_id or charge.e2e_id
@@ -289,7 +289,9 @@ def charge_transition(
             ended = ChargeRefund.Status.DONE if refunded else ChargeRefund.Status.RELEASED
             charge_refund_close(charge=charge, status=ended)
         if med is not None:
+            # After a reserved refund's release above: the block sees the balance it gives back.
             med(charge)
+            charge.save(update_fields=["med_open"])
         elif effect is not None:
             kind, sign = effect
             ledger_post(
