@@ -189,7 +189,17 @@ def _hold(infraction: Infraction, charge: Charge, target: int) -> None:
         )
     balance_holds_move(balance=balance, held=target, uncovered=target - covered)
     infraction.hold, infraction.hold_covered = target, covered
-    charge.med_open = True
+    _mark(charge, med_open=True)
+
+
+def _mark(charge: Charge, *, med_open: bool) -> None:
+    """Set the charge's MED mark in the database too: ``charge_transition``
+    saved the charge before it ran our callback, so the attribute alone would
+    be lost (and with it the guard that keeps every other change off a
+    blocked charge: a staff refund or chargeback resolution would count its
+    money twice)."""
+    charge.med_open = med_open
+    Charge.objects.filter(pk=charge.pk).update(med_open=med_open, updated_at=timezone.now())
 
 
 def _follow(infraction: Infraction, record: InfractionRecord, actor: str) -> None:
@@ -250,7 +260,6 @@ def infraction_close(
             )
         else:  # paid, no block: nothing returned, the mark goes
             settle(charge)
-            charge.save(update_fields=["med_open", "updated_at"])
     elif returned > 0:
         infraction.note = (
             "Devolvido ao pagador sem bloqueio nesta cobrança: a conta não foi debitada; a equipe decide."
@@ -284,7 +293,7 @@ def _settle(infraction: Infraction, charge: Charge, share: int) -> None:
             locked=balance,
         )
         infraction.debited_amount = share
-    charge.med_open = False
+    _mark(charge, med_open=False)
 
 
 def _return_more(infraction: Infraction, returned: int) -> None:
@@ -293,16 +302,27 @@ def _return_more(infraction: Infraction, returned: int) -> None:
         return
     infraction.returned_amount = returned
     if infraction.holds_charge and infraction.charge_id is not None:
-        charge = Charge.objects.get(pk=infraction.charge_id)
+        charge = Charge.objects.select_for_update().get(pk=infraction.charge_id)
         share = min(returned, charge.liquid_amount)
-        if share > infraction.debited_amount:
+
+        def debit(locked: Charge) -> None:
             ledger_post(
-                account_id=charge.account_id,
+                account_id=locked.account_id,
                 amount=-(share - infraction.debited_amount),
                 kind=LedgerEntry.Kind.MED_RETURN,
                 reference=f"infraction:{infraction.pk}:returned:{share}",
             )
             infraction.debited_amount = share
+
+        if share > infraction.debited_amount and charge.status == ChargeStatus.PAID:
+            # Accepted before any money went back, the charge was paid again:
+            # now its money is gone, so it is refunded (no refund of it may
+            # take the same money a second time).
+            charge_transition(
+                charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=ChargeSource.ACQUIRER, med=debit
+            )
+        elif share > infraction.debited_amount:
+            debit(charge)
     infraction.save(update_fields=["returned_amount", "debited_amount", "updated_at"])
     infraction_emit(infraction, Event.RETURNED)
 
