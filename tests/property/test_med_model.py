@@ -276,7 +276,7 @@ class MedModel(RuleBasedStateMachine):
     @precondition(lambda self: self.model.pending_withdrawals)
     @rule(index=st.integers(0, 100))
     def withdrawal_failed(self, index: int) -> None:
-        withdrawal_id = self.pick(sorted(self.model.pending_withdrawals), index)
+        withdrawal_id = self.pick(list(self.model.pending_withdrawals), index)
         assert withdrawal_transition(withdrawal_id=withdrawal_id, to_status=WithdrawalStatus.FAILED, source="acquirer")
         self.model.balance += self.model.pending_withdrawals.pop(withdrawal_id)
 
@@ -352,7 +352,7 @@ class MedModel(RuleBasedStateMachine):
     def staff_or_acquirer_moves_a_charge(self, index: int, to: str) -> None:
         """A refund by staff or a chargeback the acquirer reports: refused while an
         infraction holds the charge; elsewhere it may take the balance below zero."""
-        charge_id, charge = self.pick(sorted(self.model.charges.items()), index)
+        charge_id, charge = self.pick(list(self.model.charges.items()), index)
         if charge.infracted and not charge.med_open:
             # Its money already followed the infraction: a refund or chargeback
             # of it after the close is not modelled (nothing caps the two together).
