@@ -189,17 +189,7 @@ def _hold(infraction: Infraction, charge: Charge, target: int) -> None:
         )
     balance_holds_move(balance=balance, held=target, uncovered=target - covered)
     infraction.hold, infraction.hold_covered = target, covered
-    _mark(charge, med_open=True)
-
-
-def _mark(charge: Charge, *, med_open: bool) -> None:
-    """Set the charge's MED mark in the database too: ``charge_transition``
-    saved the charge before it ran our callback, so the attribute alone would
-    be lost (and with it the guard that keeps every other change off a
-    blocked charge: a staff refund or chargeback resolution would count its
-    money twice)."""
-    charge.med_open = med_open
-    Charge.objects.filter(pk=charge.pk).update(med_open=med_open, updated_at=timezone.now())
+    charge.med_open = True
 
 
 def _follow(infraction: Infraction, record: InfractionRecord, actor: str) -> None:
@@ -260,6 +250,7 @@ def infraction_close(
             )
         else:  # paid, no block: nothing returned, the mark goes
             settle(charge)
+            charge.save(update_fields=["med_open", "updated_at"])
     elif returned > 0:
         infraction.note = (
             "Devolvido ao pagador sem bloqueio nesta cobrança: a conta não foi debitada; a equipe decide."
@@ -293,7 +284,7 @@ def _settle(infraction: Infraction, charge: Charge, share: int) -> None:
             locked=balance,
         )
         infraction.debited_amount = share
-    _mark(charge, med_open=False)
+    charge.med_open = False
 
 
 def _return_more(infraction: Infraction, returned: int) -> None:
