@@ -1,7 +1,7 @@
-"""Fixtures of the MED infraction tests: a sandbox acquirer, an account with
-fees (so a charge's ``liquid_amount`` differs from its ``amount``), a paid
-charge with an e2e id, the acquirer's record of an infraction on it, and the
-books every path must leave exact."""
+"""Fixtures of the MED infraction tests: a sandbox acquirer, a paid charge
+with an e2e id whose ``liquid_amount`` differs from its ``amount``, the
+acquirer's record of an infraction on it, and the books every path must
+leave exact (``books``)."""
 
 from __future__ import annotations
 
@@ -22,28 +22,24 @@ from acquirers.models import Acquirer
 from infractions.models import Infraction
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
-from tests.factories import AccountFactory, AcquirerFactory
+from tests.factories import AcquirerFactory
 
 AMOUNT = 10_000
-# The account's fees below: 30 + 1.5 % of 10 000 = 180.
+#: ``charge``'s liquid amount: 180 of fees (30 + 1.5 %) left out.
 LIQUID = 9_820
 
 
 @pytest.fixture
 def acquirer(db: Any) -> Acquirer:
-    """The sandbox acquirer the charges are made at (and their infractions reported by)."""
-    return AcquirerFactory(key="sbx_med", default_priority=1)
+    """The sandbox acquirer the charges are paid at (and their infractions reported by)."""
+    return AcquirerFactory(key="sbx_med")
 
 
-@pytest.fixture
-def account(db: Any) -> Account:
-    return AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150)
-
-
-def paid_charge(account: Account, acquirer: Acquirer, amount: int = AMOUNT, liquid: int | None = None) -> Charge:
+def paid_charge_of(account: Account, acquirer: Acquirer, amount: int = AMOUNT, liquid: int | None = None) -> Charge:
     """A charge paid with an e2e id (its ``charge_paid`` credit posted), as the
     acquirer's notification would leave it. The row is written directly: a
-    test needs many, and charge creation is not under test here."""
+    test needs many, and charge creation is not under test here. Its fee is
+    1.8 % unless ``liquid`` says otherwise."""
     liquid = amount * LIQUID // AMOUNT if liquid is None else liquid
     charge = Charge.objects.create(
         account=account,
@@ -67,7 +63,8 @@ def paid_charge(account: Account, acquirer: Acquirer, amount: int = AMOUNT, liqu
 
 @pytest.fixture
 def charge(account: Account, acquirer: Acquirer) -> Charge:
-    return paid_charge(account, acquirer)
+    """R$ 100,00 paid, R$ 98,20 of it the account's (``AMOUNT``, ``LIQUID``)."""
+    return paid_charge_of(account, acquirer)
 
 
 def record(

@@ -30,8 +30,9 @@ from payments import exceptions as payment_err
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.refunds import charge_refund
 from payments.services import charge_transition
+from tests.factories import AccountFactory
 from tests.helpers import admin_action, admin_messages
-from tests.infractions.conftest import AMOUNT, LIQUID, Books, books, kinds, paid_charge, record
+from tests.infractions.conftest import AMOUNT, LIQUID, Books, books, kinds, paid_charge_of, record
 from webhooks.models import EventType, WebhookEvent
 from withdrawals.exceptions import BusinessRuleError
 from withdrawals.services import withdrawal_request
@@ -41,6 +42,12 @@ pytestmark = pytest.mark.django_db
 CPF = "52998224725"
 INSUFFICIENT = "Saldo insuficiente para realizar o saque."
 CHARGES = reverse("admin:payments_charge_changelist")
+
+
+@pytest.fixture
+def account(db: Any) -> Account:
+    # Fees, so that the merchant's share (liquid_amount) differs from the amount in every assertion.
+    return AccountFactory(cashin_fee_fixed=30, cashin_fee_bps=150)
 
 
 def apply(acquirer: Acquirer, rec: Any) -> Infraction:
@@ -316,7 +323,7 @@ def test_what_is_kept_back_refuses_withdrawals_and_refunds_of_other_charges(
 ) -> None:
     withdraw(account, 9_000)
     apply(acquirer, record(charge))
-    other = paid_charge(account, acquirer)  # money comes in again
+    other = paid_charge_of(account, acquirer)  # money comes in again
     assert books(account) == Books(available=LIQUID, held=LIQUID, hold_uncovered=9_000)
     before = state(account)
 
@@ -338,7 +345,7 @@ def test_what_is_kept_back_refuses_withdrawals_and_refunds_of_other_charges(
 def test_a_block_on_a_balance_already_below_zero_debits_nothing(
     acquirer: Acquirer, account: Account, charge: Charge
 ) -> None:
-    other = paid_charge(account, acquirer)
+    other = paid_charge_of(account, acquirer)
     withdraw(account, 2 * LIQUID)
     # A chargeback of the other charge takes the balance below zero (decisions §4).
     charge_transition(charge_id=other.pk, to_status=ChargeStatus.CHARGEBACK, source="acquirer")
@@ -459,8 +466,6 @@ def test_an_unusable_record_is_refused(acquirer: Acquirer, account: Account, cha
 
 
 def test_other_accounts_money_is_untouched(acquirer: Acquirer, account: Account, charge: Charge) -> None:
-    from tests.factories import AccountFactory
-
     neighbour = AccountFactory()
     with transaction.atomic():
         ledger_post(account_id=neighbour.pk, amount=5_000, kind="charge_paid", reference="seed:neighbour")

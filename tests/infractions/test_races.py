@@ -28,7 +28,7 @@ from infractions.models import Infraction
 from infractions.services import infraction_apply
 from payments.models import Charge, ChargeStatus
 from tests.factories import AccountFactory
-from tests.infractions.conftest import LIQUID, Books, books, kinds, paid_charge, record
+from tests.infractions.conftest import LIQUID, Books, books, kinds, paid_charge_of, record
 from tests.realworld import run_concurrently, wait_for
 from withdrawals import services as withdrawal_services
 from withdrawals.exceptions import BusinessRuleError
@@ -113,7 +113,7 @@ def assert_never_below_zero(account: Account) -> None:
 def test_the_block_first_covers_it_all_and_the_withdrawal_is_refused(
     acquirer: Acquirer, account: Account, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    charge = paid_charge(account, acquirer)
+    charge = paid_charge_of(account, acquirer)
 
     with first_to_lock(monkeypatch, infraction_services) as taken:
         blocked, withdrawn = run_concurrently(
@@ -137,7 +137,7 @@ def test_the_block_first_covers_it_all_and_the_withdrawal_is_refused(
 def test_the_withdrawal_first_takes_the_money_and_the_block_is_kept_back_uncovered(
     acquirer: Acquirer, account: Account, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    charge = paid_charge(account, acquirer)
+    charge = paid_charge_of(account, acquirer)
 
     with first_to_lock(monkeypatch, withdrawal_services) as taken:
         withdrawn, blocked = run_concurrently(
@@ -155,14 +155,14 @@ def test_the_withdrawal_first_takes_the_money_and_the_block_is_kept_back_uncover
     assert books(account) == Books(available=0, held=LIQUID, hold_uncovered=LIQUID)
     assert_never_below_zero(account)
     # Kept back: the next money in is not the merchant's to withdraw until the infraction closes.
-    paid_charge(account, acquirer)
+    paid_charge_of(account, acquirer)
     with pytest.raises(BusinessRuleError):
         withdraw(account, 1_000)
 
 
 @pytest.mark.parametrize("round_", range(4))
 def test_a_free_race_ends_in_one_of_the_two_orders(acquirer: Acquirer, account: Account, round_: int) -> None:
-    charge = paid_charge(account, acquirer)
+    charge = paid_charge_of(account, acquirer)
 
     withdrawn, blocked = run_concurrently(
         [lambda: withdraw(account), lambda: infraction_apply(acquirer=acquirer, record=record(charge))]
@@ -189,7 +189,7 @@ def test_the_same_record_applied_at_once_is_one_infraction_and_one_block(
 ) -> None:
     """The second thread queues on the charge, then finds the first one's
     infraction (its insert refused by the unique key) and follows it: a no-op."""
-    charge = paid_charge(account, acquirer)
+    charge = paid_charge_of(account, acquirer)
     apply = lambda: infraction_apply(acquirer=acquirer, record=record(charge))  # noqa: E731
 
     with first_to_lock(monkeypatch, infraction_services) as taken:
@@ -202,7 +202,7 @@ def test_the_same_record_applied_at_once_is_one_infraction_and_one_block(
 
 
 def test_many_copies_of_each_record_at_once_move_the_money_once(acquirer: Acquirer, account: Account) -> None:
-    charge = paid_charge(account, acquirer)
+    charge = paid_charge_of(account, acquirer)
     unknown = record("E00000000202611280000000000000x1", external_id="inf-unknown")
 
     def copies(rec: Any, n: int = 6) -> list[Callable[[], Any]]:

@@ -62,7 +62,7 @@ from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeStatus
 from payments.services import charge_transition
 from tests.factories import AccountFactory, AcquirerFactory
-from tests.infractions.conftest import paid_charge
+from tests.infractions.conftest import paid_charge_of
 from withdrawals.models import Withdrawal, WithdrawalStatus
 from withdrawals.services import withdrawal_request, withdrawal_transition
 
@@ -219,7 +219,7 @@ class MedModel(RuleBasedStateMachine):
 
     def pay(self, amount: int) -> None:
         liquid = max(1, amount - amount // 50)  # a 2 % fee: liquid differs from amount
-        charge = paid_charge(self.account, self.acquirer, amount=amount, liquid=liquid)
+        charge = paid_charge_of(self.account, self.acquirer, amount=amount, liquid=liquid)
         self.model.charges[charge.pk] = ChargeM(liquid=liquid, amount=amount, e2e_id=charge.e2e_id or "")
         self.model.balance += liquid
         note(f"paid {charge.pk} liquid {liquid}")
