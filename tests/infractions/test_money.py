@@ -28,7 +28,7 @@ from infractions.models import Infraction
 from infractions.services import infraction_apply
 from payments import exceptions as payment_err
 from payments.models import Charge, ChargeRefund, ChargeStatus, ChargeTransition
-from payments.refunds import charge_refund
+from payments.refunds import charge_refund, charge_refund_pursue
 from payments.services import charge_transition
 from tests.factories import AccountFactory
 from tests.helpers import admin_action, admin_messages
@@ -475,3 +475,56 @@ def test_other_accounts_money_is_untouched(acquirer: Acquirer, account: Account,
 
     assert books(neighbour) == Books(available=5_000, held=0, hold_uncovered=0)
     assert not WebhookEvent.objects.filter(account=neighbour).exists()
+
+
+def test_a_refund_reserved_before_an_infraction_without_a_block_ends_after_it(
+    acquirer: Acquirer, account: Account, charge: Charge, api: APIClient
+) -> None:
+    """The acquirer had nothing left to block (the devolução already took it):
+    the refund's answer waits for the infraction, and the money moves once."""
+    response = api.post(f"/api/transactions/{charge.pk}/refund", format="json", headers={"Idempotency-Key": "k1"})
+    assert response.status_code == 202, response.content
+    refund = ChargeRefund.objects.get(charge=charge)
+    assert books(account) == Books(available=0, held=0, hold_uncovered=0)
+
+    apply(acquirer, record(charge, blocked=0))
+    charge_refund_pursue(refund_id=refund.pk)  # the acquirer made it; the infraction holds the charge
+    assert status_of(charge) == (ChargeStatus.PAID, True)
+    assert ChargeRefund.objects.get(pk=refund.pk).status == ChargeRefund.Status.PROCESSING
+    assert books(account) == Books(available=0, held=0, hold_uncovered=0)
+
+    apply(acquirer, record(charge, Rec.REJECTED, blocked=0))
+    charge_refund_pursue(refund_id=refund.pk)
+
+    assert status_of(charge) == (ChargeStatus.REFUNDED, False)
+    assert ChargeRefund.objects.get(pk=refund.pk).status == ChargeRefund.Status.DONE
+    assert kinds(account) == [
+        ("charge_paid", LIQUID),
+        ("refund_hold", -LIQUID),
+        ("refund_release", LIQUID),
+        ("charge_refund", -LIQUID),
+    ]
+    assert books(account) == Books(available=0, held=0, hold_uncovered=0)
+
+
+def test_a_refund_reserved_before_an_accepted_infraction_gives_way_to_the_return(
+    acquirer: Acquirer, account: Account, charge: Charge, api: APIClient
+) -> None:
+    """The return is the money going back: the reservation is released and the
+    share debited, once in all (whether the devolução was made too is asked
+    of the acquirer afterwards, for staff)."""
+    response = api.post(f"/api/transactions/{charge.pk}/refund", format="json", headers={"Idempotency-Key": "k1"})
+    assert response.status_code == 202, response.content
+    apply(acquirer, record(charge, blocked=0))
+
+    apply(acquirer, record(charge, Rec.ACCEPTED, blocked=0, returned=AMOUNT))
+
+    assert status_of(charge) == (ChargeStatus.REFUNDED, False)
+    assert ChargeRefund.objects.get(charge=charge).status == ChargeRefund.Status.RELEASED
+    assert kinds(account) == [
+        ("charge_paid", LIQUID),
+        ("refund_hold", -LIQUID),
+        ("refund_release", LIQUID),
+        ("med_return", -LIQUID),
+    ]
+    assert books(account) == Books(available=0, held=0, hold_uncovered=0)
