@@ -305,10 +305,11 @@ def _return_more(infraction: Infraction, returned: int) -> None:
             )
             infraction.debited_amount = share
 
-        if share > infraction.debited_amount and charge.status == ChargeStatus.PAID:
+        if share > infraction.debited_amount and charge.status == ChargeStatus.PAID and not charge.med_open:
             # Accepted before any money went back, the charge was paid again:
             # now its money is gone, so it is refunded (no refund of it may
-            # take the same money a second time).
+            # take the same money a second time). A charge another infraction
+            # holds moves only with that one.
             charge_transition(
                 charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=ChargeSource.ACQUIRER, med=debit
             )

@@ -528,3 +528,24 @@ def test_a_refund_reserved_before_an_accepted_infraction_gives_way_to_the_return
         ("med_return", -LIQUID),
     ]
     assert books(account) == Books(available=0, held=0, hold_uncovered=0)
+
+
+def test_a_later_return_leaves_a_charge_another_infraction_holds_to_that_one(
+    acquirer: Acquirer, account: Account, charge: Charge
+) -> None:
+    """Accepted with nothing returned, the charge is paid again and a second
+    infraction (no block) holds it; the first one's later return is debited
+    but does not move the charge, which the second one closes."""
+    apply(acquirer, record(charge))
+    apply(acquirer, record(charge, Rec.ACCEPTED, returned=0))
+    apply(acquirer, record(charge, external_id="inf-2", blocked=0))
+
+    apply(acquirer, record(charge, Rec.ACCEPTED, returned=3_000))
+    assert status_of(charge) == (ChargeStatus.PAID, True)
+    assert books(account) == Books(available=LIQUID - 3_000, held=0, hold_uncovered=0)
+
+    second = apply(acquirer, record(charge, Rec.ACCEPTED, external_id="inf-2", blocked=0, returned=5_000))
+    assert second.debited_amount == 5_000
+    assert status_of(charge) == (ChargeStatus.REFUNDED, False)
+    assert kinds(account, since=3) == [("med_return", -3_000), ("med_return", -5_000)]
+    assert books(account) == Books(available=LIQUID - 8_000, held=0, hold_uncovered=0)

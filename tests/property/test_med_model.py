@@ -181,7 +181,7 @@ class Model:
             event("later return debited")
             self.balance -= share - inf.debited
             inf.debited = share
-            if charge.status == ChargeStatus.PAID:
+            if charge.status == ChargeStatus.PAID and not charge.med_open:
                 event("later return refunds a paid charge")
                 charge.status = ChargeStatus.REFUNDED
 
