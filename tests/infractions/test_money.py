@@ -4,8 +4,9 @@ the cautionary block (charge ``paid → chargeback``, a ``med_hold`` entry,
 ``AccountBalance.held``), its release on a rejection or cancellation, the
 merchant's share of a return (``min(returned, liquid_amount)``, partial and
 later ones), a block the balance cannot cover (kept back, never overdrawn),
-an infraction without a block (the charge marked, refunds refused), and the
-records nothing matches. After every path the books are exact: the ledger
+an infraction without a block (the charge marked, refunds refused), a
+refund reserved before the infraction, two infractions on one charge, and
+the records nothing matches. After every path the books are exact: the ledger
 sums to the balance, ``held`` and ``hold_uncovered`` are the open
 infractions' blocks and their uncovered parts (``books``)."""
 
