@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -210,27 +210,25 @@ class SandboxInfractionDecisionApi(AccountAPIView):
         tags=["sandbox"],
         summary="Sandbox: accept, reject or cancel a MED infraction",
         description=(
-            "Only with PIX_SANDBOX on, for infractions at a `sandbox` acquirer. `accept`: the money goes back to "
-            "the payer (`returned_amount`, default what was blocked): the block is released and the merchant's "
+            "`/accept`, `/reject` or `/cancel`. Only with PIX_SANDBOX on, for infractions at a `sandbox` "
+            "acquirer. `accept`: the money goes back to the payer (`returned_amount`, default what was "
+            "blocked): the block is released and the merchant's "
             "share debited, which may take the balance below zero; accepting again with a larger amount is a "
             "later return (MED 2.0). `reject` / `cancel`: the block is released. Another decision after the "
             "close is a 409; the same one again is a 200 that changes nothing."
         ),
-        parameters=[
-            uuid_path("infraction_id", "Infraction id (the `id` the sandbox's infraction call answered)."),
-            OpenApiParameter("action", str, OpenApiParameter.PATH, enum=list(DECISIONS)),
-        ],
+        parameters=[uuid_path("infraction_id", "Infraction id (the `id` the sandbox's infraction call answered).")],
         request=inline_serializer("SandboxInfractionDecision", {"returned_amount": serializers.IntegerField()}),
         responses=responses(
             {200: INFRACTION_ENVELOPE}, (404, not_found(err.INFRACTION_NOT_FOUND)), (409, CONFLICT), (503, UNREAD)
         ),
     )
-    def post(self, request: Request, infraction_id: str, action: str) -> Response:
+    def post(self, request: Request, infraction_id: str, decision: str) -> Response:
         infraction = sandbox_infraction_get(account=request.user, infraction_id=infraction_id)  # type: ignore[arg-type]
         returned: int | None = None
-        if action == "accept":
+        if decision == "accept":
             body = AcceptSerializer(data=request.data)
             body.is_valid(raise_exception=True)
             returned = body.validated_data.get("returned_amount")
-        decided = sandbox_infraction_decide(infraction=infraction, action=action, returned_amount=returned)
-        return ok(infraction_payload(decided), MESSAGES[action])
+        decided = sandbox_infraction_decide(infraction=infraction, action=decision, returned_amount=returned)
+        return ok(infraction_payload(decided), MESSAGES[decision])

@@ -2,22 +2,27 @@
 all when PIX_SANDBOX is off (decisions §8), like the charge drivers."""
 
 from django.conf import settings
-from django.urls import URLPattern, URLResolver, path, re_path
+from django.urls import URLPattern, URLResolver, path
 
-from infractions.sandbox import SandboxInfractionDecisionApi, SandboxInfractionOpenApi
+from infractions.sandbox import DECISIONS, SandboxInfractionDecisionApi, SandboxInfractionOpenApi
 
 urlpatterns: list[URLPattern | URLResolver] = []
 
 if settings.PIX_SANDBOX:
-    urlpatterns += [
+    urlpatterns.append(
         path(
             "sandbox/transactions/<str:charge_id>/infraction",
             SandboxInfractionOpenApi.as_view(),
             name="sandbox-transaction-infraction",
-        ),
-        re_path(
-            r"^sandbox/infractions/(?P<infraction_id>[^/]+)/(?P<action>accept|reject|cancel)$",
+        )
+    )
+    # One route per decision (no path parameter for it): each is its own operation.
+    urlpatterns += [
+        path(
+            f"sandbox/infractions/<str:infraction_id>/{decision}",
             SandboxInfractionDecisionApi.as_view(),
-            name="sandbox-infraction",
-        ),
+            {"decision": decision},
+            name=f"sandbox-infraction-{decision}",
+        )
+        for decision in DECISIONS
     ]

@@ -202,7 +202,7 @@ def test_a_timeout_is_retried_and_the_defence_is_sent_once(
     fake_efi.delay = 1.5
     fake_efi.fail("defense", EfiFault.TIMEOUT)  # Efí takes it, the answer comes too late
 
-    result = send_defense.apply(args=[str(infraction.pk)])
+    result = send_defense.apply(args=(str(infraction.pk),))
 
     # Asked again (the task's retry): Efí says it has the defence already, which is success.
     assert result.get() == "sent"
