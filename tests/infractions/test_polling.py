@@ -275,3 +275,18 @@ def test_beat_polls_sweeps_and_sends_deadline_notices() -> None:
     assert beat["infractions.tasks.poll_infractions"] == 300.0
     assert beat["infractions.tasks.notify_deadlines"] == 600.0
     assert beat["infractions.tasks.sweep_defenses"] == 120.0
+
+
+@pytest.mark.django_db
+def test_an_acquirer_that_cannot_be_read_does_not_stop_the_others(
+    api: APIClient, account: Account, paged: Acquirer, caplog: pytest.LogCaptureFixture
+) -> None:
+    PagedInfractions.script = [AcquirerTimeout("no answer")]
+    acquirer, _, external_id = sandbox_with_infraction(api)
+
+    assert poll_infractions() >= 1
+
+    assert Infraction.objects.get().external_id == external_id
+    assert polling.cursor_get(paged) is None
+    assert polling.cursor_get(acquirer) is not None
+    assert f"{paged.key}: infrações, primeira página: AcquirerTimeout" in caplog.text
