@@ -243,6 +243,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "transactions", "description": "PIX charges (cash-in): create, read, list, QR code."},
         {"name": "withdrawals", "description": "PIX withdrawals (cash-out) debited from the balance."},
         {"name": "balance", "description": "Available balance and withdrawal limits."},
+        {"name": "infractions", "description": "MED fraud claims on Pix received: blocks, defence, returns."},
         {"name": "acquirers", "description": "The acquirers the account may use, and its default chain."},
         {"name": "webhooks", "description": "Endpoints that receive signed events, and their deliveries."},
         {"name": "sandbox", "description": "Sandbox only (PIX_SANDBOX): pay, fail or refund a test charge."},
@@ -264,6 +265,7 @@ SPECTACULAR_SETTINGS = {
         "PixKeyTypeEnum": "withdrawals.models.PixKeyType",
         "DeliveryStatusEnum": "webhooks.models.WebhookDelivery.Status",
         "LedgerKindEnum": "accounts.models.LedgerKind",
+        "InfractionStatusEnum": "infractions.choices.InfractionStatus",
     },
     # The choices' labels are the back office's pt-BR; the API's documentation
     # is English: each app describes its enums beside its views instead.
@@ -273,6 +275,7 @@ SPECTACULAR_SETTINGS = {
         "payments.examples.describe_enums",
         "withdrawals.examples.describe_enums",
         "webhooks.examples.describe_enums",
+        "infractions.examples.describe_enums",
         "api.schema.drop_field_titles",
     ],
     # The schema and Swagger UI are public; the API they describe is not.
@@ -364,6 +367,14 @@ WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)
 # before the body is read, authenticated or stored. The largest real one (a
 # charge with 4 KiB of metadata, an acquirer callback of 50 Pix) is far below.
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=256 * 1024)
+# Routes whose bodies may be larger (a regex of the path → bytes). A MED
+# defence carries its evidence: up to 5 files, 5 MB decoded in all
+# (infractions.serializers), base64 (4/3 larger) with up to 5000 characters
+# of text: 7 MiB, on that route alone.
+API_MAX_BODY_BYTES_BY_PATH = {r"^/api/infractions/[^/]+/defense$": 7 * 1024 * 1024}
+# Django's own cap on a body read into memory (2.5 MB by default) must let
+# those through; every /api/ body is capped above, by route, before it is read.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(API_MAX_BODY_BYTES, *API_MAX_BODY_BYTES_BY_PATH.values())
 
 # --------------------------------------------------------------------------- operations
 # /metrics is off (404) until a token is set; scrapers send it as a Bearer token.
