@@ -243,9 +243,9 @@ SPECTACULAR_SETTINGS = {
         {"name": "transactions", "description": "PIX charges (cash-in): create, read, list, QR code."},
         {"name": "withdrawals", "description": "PIX withdrawals (cash-out) debited from the balance."},
         {"name": "balance", "description": "Available balance and withdrawal limits."},
-        {"name": "infractions", "description": "MED fraud claims on Pix received: blocks, defence, returns."},
         {"name": "acquirers", "description": "The acquirers the account may use, and its default chain."},
         {"name": "webhooks", "description": "Endpoints that receive signed events, and their deliveries."},
+        {"name": "infractions", "description": "MED fraud claims on Pix received: blocks, defence, returns."},
         {"name": "sandbox", "description": "Sandbox only (PIX_SANDBOX): pay, fail or refund a test charge."},
         {"name": "health", "description": "Liveness and readiness, for orchestrators."},
         {"name": "psp-callbacks", "description": "Notifications that acquirers (PSPs) send; not for merchants."},
@@ -363,17 +363,11 @@ SNAPSHOT_TTL_SECONDS = env.float("SNAPSHOT_TTL_SECONDS", default=1.0)
 # reads the same variable) and how long an Idempotency-Key stays "in flight"
 # before a retry may take over a claim whose request died.
 WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)
-# Largest request body under /api/ (bytes, by Content-Length): past it a 413,
-# before the body is read, authenticated or stored. The largest real one (a
-# charge with 4 KiB of metadata, an acquirer callback of 50 Pix) is far below.
+# Largest request body under /api/ (bytes, by Content-Length; past it a 413, before it is read), and
+# the routes that take more: a MED defence's files, 5 MB decoded, under 7 MiB in base64 with its text.
+# Django's own cap on a body read into memory (DATA_UPLOAD_MAX_MEMORY_SIZE) follows the largest.
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=256 * 1024)
-# Routes whose bodies may be larger (a regex of the path → bytes). A MED
-# defence carries its evidence: up to 5 files, 5 MB decoded in all
-# (infractions.serializers), base64 (4/3 larger) with up to 5000 characters
-# of text: 7 MiB, on that route alone.
 API_MAX_BODY_BYTES_BY_PATH = {r"^/api/infractions/[^/]+/defense$": 7 * 1024 * 1024}
-# Django's own cap on a body read into memory (2.5 MB by default) must let
-# those through; every /api/ body is capped above, by route, before it is read.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(API_MAX_BODY_BYTES, *API_MAX_BODY_BYTES_BY_PATH.values())
 
 # --------------------------------------------------------------------------- operations
