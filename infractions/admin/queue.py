@@ -57,6 +57,7 @@ class QueueFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [
             ("open", "Abertas"),
+            ("awaiting", "Prazo correndo, sem defesa"),
             ("deadline_near", "Prazo em menos de 24 h, sem defesa"),
             ("overdue", "Prazo vencido, sem defesa"),
             ("closed", "Encerradas"),
@@ -66,6 +67,13 @@ class QueueFilter(admin.SimpleListFilter):
         value = self.value()
         if value == "open":
             return queryset.filter(closed_at__isnull=True)
+        if value == "awaiting":
+            return queryset.filter(
+                closed_at__isnull=True,
+                defense_submitted_at__isnull=True,
+                defense_waived_at__isnull=True,
+                defense_deadline__gt=timezone.now(),
+            )
         if value == "deadline_near":
             return deadline_near(queryset)
         if value == "overdue":
