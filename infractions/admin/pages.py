@@ -26,7 +26,7 @@ from accounts.exceptions import ApprovalRefused
 from core.admin.money import ReaisField
 from core.exceptions import PixServiceError
 from core.money import brl
-from infractions.approvals import action_refusal, has_infractions_api, infraction_request_action
+from infractions.approvals import REQUEST_PERMISSION, action_refusal, has_infractions_api, infraction_request_action
 from infractions.models import Infraction, InfractionRequest
 from infractions.services import Attachment, infraction_defend
 
@@ -196,7 +196,7 @@ EFFECTS = {
 
 
 def request_view(modeladmin: Any, request: HttpRequest, object_id: str, kind: str) -> HttpResponse:
-    if not request.user.has_perm("infractions.request_infraction_action"):
+    if not request.user.has_perm(REQUEST_PERMISSION):
         raise PermissionDenied
     if kind not in (Kind.ACCEPT_RETURN, Kind.CLOSE_REJECTED):
         raise Http404
@@ -255,7 +255,12 @@ def tools(modeladmin: Any, request: HttpRequest, infraction: Infraction | None) 
         and (deadline is None or deadline > timezone.now())
     ):
         found.append((reverse("admin:infractions_infraction_defend", args=[quote(infraction.pk)]), DEFEND_LABEL))
-    if request.user.has_perm("infractions.request_infraction_action"):
+    waiting = infraction.requests.filter(state=InfractionRequest.State.PENDING).first()
+    if waiting is not None:
+        # One open request per infraction: the next one waits for this decision.
+        url = reverse("admin:infractions_infractionrequest_change", args=[waiting.pk])
+        found.append((url, f"Pedido #{waiting.pk} aguardando aprovação"))
+    elif request.user.has_perm(REQUEST_PERMISSION):
         api = has_infractions_api(infraction.acquirer)
         for kind in (Kind.ACCEPT_RETURN, Kind.CLOSE_REJECTED):
             returned = 0 if kind == Kind.ACCEPT_RETURN and not api else None

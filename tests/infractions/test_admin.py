@@ -375,3 +375,39 @@ def test_one_open_request_per_infraction(account: Account, without_api: Acquirer
         infraction_request_action(
             infraction=infraction, kind="close_rejected", requested_by=staff_user("support", "s"), reason="x"
         )
+
+
+# --------------------------------------------------------------------------- who may do what
+
+
+def test_each_group_holds_its_half(db: Any) -> None:
+    def may(group: str) -> set[str]:
+        user = staff_user(group, f"{group}-member")
+        return {
+            codename
+            for codename in ("defend_infraction", "request_infraction_action", "approve_infraction_action")
+            if user.has_perm(f"infractions.{codename}")
+        } | ({"view"} if user.has_perm("infractions.view_infraction") else set())
+
+    assert may("support") == {"view"}
+    assert may("operations") == {"view", "defend_infraction", "request_infraction_action"}
+    assert may("finance") == {"view", "approve_infraction_action"}
+
+
+def test_a_requests_page_offers_the_decision_to_another_approver_only(
+    staff_member: Callable[[str, str], Client], account: Account, without_api: Acquirer
+) -> None:
+    infraction = reported(without_api, paid_charge(account, without_api))
+    maker = staff_member("operations", "otavio")
+    ask(maker, infraction, "close_rejected")
+    pending = InfractionRequest.objects.get()
+    url = reverse("admin:infractions_infractionrequest_change", args=[pending.pk])
+
+    assert "Aprovar e aplicar" not in maker.get(url).content.decode()
+    page = staff_member("finance", "fatima").get(url).content.decode()
+    assert "Aprovar e aplicar" in page
+    assert str(infraction.charge_id) in page  # the charge it would release, for the approver to check
+    # The infraction's page lists the request and no longer offers another one.
+    infraction_page = maker.get(change(infraction)).content.decode()
+    assert f"#{pending.pk}" in infraction_page
+    assert "Pedir: Encerrar como rejeitada" not in infraction_page

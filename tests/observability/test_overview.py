@@ -183,7 +183,7 @@ def test_every_overview_link_is_a_filter_the_list_accepts(admin_client: Client, 
 
 def test_apps_in_a_merchants_order_with_pt_br_names(admin_client: Client) -> None:
     apps = [app["name"] for app in admin_client.get(reverse("admin:index")).context["app_list"]]
-    assert apps[:5] == ["Contas", "Cobranças", "Saques", "Adquirentes", "Webhooks"]
+    assert apps[:6] == ["Contas", "Cobranças", "Saques", "Infrações MED", "Adquirentes", "Webhooks"]
     assert apps.index("Usuários e permissões") < apps.index("Bloqueio de login (axes)")
     axes = admin_client.get(reverse("admin:index")).context["app_list"][apps.index("Bloqueio de login (axes)")]
     assert "Tentativas de login bloqueáveis" in [m["name"] for m in axes["models"]]
