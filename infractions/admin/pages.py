@@ -26,6 +26,7 @@ from accounts.exceptions import ApprovalRefused
 from core.admin.money import ReaisField
 from core.exceptions import PixServiceError
 from core.money import brl
+from core.plural import plural
 from infractions.approvals import REQUEST_PERMISSION, action_refusal, has_infractions_api, infraction_request_action
 from infractions.models import Infraction, InfractionRequest
 from infractions.services import Attachment, infraction_defend
@@ -152,7 +153,9 @@ def defend_view(modeladmin: Any, request: HttpRequest, object_id: str) -> HttpRe
                     account=None,
                 )
                 modeladmin.log_change(
-                    request, infraction, f"Defesa enviada em nome da conta ({len(attachments)} anexo(s))."
+                    request,
+                    infraction,
+                    "Defesa enviada em nome da conta (" + plural(len(attachments), "{n} anexo", "{n} anexos") + ").",
                 )
         except PixServiceError as exc:
             modeladmin.message_user(request, exc.message, messages.ERROR)

@@ -151,7 +151,7 @@ class InfractionAdmin(ListTotalsMixin, ReadOnlyAdminMixin, UUIDSearchMixin, admi
         "defense_display",
     )
     list_filter = (QueueFilter, "status", "acquirer", DefenseFilter, "source")
-    list_totals = (("amount", "Contestado"), ("blocked_amount", "Bloqueado na adquirente"), ("hold", "No saldo"))
+    list_totals = (("amount", "Contestado"), ("blocked_amount", "Bloqueado na adquirente"), ("hold", "Retido no saldo"))
     list_select_related = ("account", "acquirer", "charge")
     search_fields = ("=e2e_id", "=external_id", "=charge__id", "account__name")
     ordering = QUEUE_ORDERING

@@ -27,7 +27,7 @@ from infractions import exceptions as err
 from infractions.approvals import infraction_request_action, infraction_request_register
 from infractions.choices import InfractionSource, InfractionStatus
 from infractions.models import Infraction, InfractionRequest
-from infractions.services import infraction_defend
+from infractions.services import Attachment, infraction_defend
 from payments.models import Charge, ChargeStatus
 from tests.helpers import admin_action, admin_messages, staff_login, staff_user
 from tests.infractions.conftest import paid_charge, reported
@@ -411,3 +411,37 @@ def test_a_requests_page_offers_the_decision_to_another_approver_only(
     infraction_page = maker.get(change(infraction)).content.decode()
     assert f"#{pending.pk}" in infraction_page
     assert "Pedir: Encerrar como rejeitada" not in infraction_page
+
+
+def test_every_infraction_page_reads_in_pt_br(
+    admin_client: Client, account: Account, without_api: Acquirer, with_api: Acquirer
+) -> None:
+    from tests.platform.test_admin_language import ENGLISH, shown
+
+    defended = reported(with_api, paid_charge(account, with_api))
+    infraction_defend(
+        infraction_id=defended.pk,
+        text="entregue",
+        by="loja",
+        account=account,
+        attachments=[Attachment(name="nota.pdf", content_type="application/pdf", content=b"%PDF")],
+    )
+    infraction = reported(without_api, paid_charge(account, without_api))
+    ask(admin_client, infraction, "close_rejected")
+    pending = InfractionRequest.objects.get()
+    other = reported(without_api, paid_charge(account, without_api))
+    urls = [
+        INFRACTIONS,
+        REQUESTS,
+        REGISTER,
+        change(defended),
+        change(infraction),
+        reverse("admin:infractions_infractionrequest_change", args=[pending.pk]),
+        reverse("admin:infractions_infraction_defend", args=[infraction.pk]),
+        reverse("admin:infractions_infraction_request", args=[other.pk, "accept_return"]),
+        reverse("admin:index"),
+    ]
+    for url in urls:
+        response = admin_client.get(url)
+        assert response.status_code == 200, url
+        assert ENGLISH.findall(shown(response.content.decode())) == [], url
