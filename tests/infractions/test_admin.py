@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from accounts.exceptions import ApprovalRefused
 from accounts.models import Account
+from acquirers.adapters.base import InfractionStatus as RecordStatus
 from acquirers.models import Acquirer
 from infractions import exceptions as err
 from infractions.approvals import infraction_request_action, infraction_request_register
@@ -65,7 +66,7 @@ def test_queue_lists_open_ones_first_nearest_deadline_first(
     admin_client: Client, account: Account, with_api: Acquirer, without_api: Acquirer
 ) -> None:
     later = reported(with_api, paid_charge(account, with_api), deadline=dt.timedelta(days=5))
-    closed = reported(with_api, paid_charge(account, with_api), status=InfractionStatus.REJECTED)
+    closed = reported(with_api, paid_charge(account, with_api), status=RecordStatus.REJECTED)
     sooner = reported(with_api, paid_charge(account, with_api), deadline=dt.timedelta(hours=5))
     no_deadline = reported(without_api, paid_charge(account, without_api), deadline=None)
     unmatched = reported(with_api, None, deadline=dt.timedelta(days=2))
@@ -130,7 +131,7 @@ def test_operations_sends_the_defence_on_the_accounts_behalf(
 def test_the_defence_page_refuses_a_closed_infraction_and_support(
     staff_member: Callable[[str, str], Client], account: Account, with_api: Acquirer
 ) -> None:
-    closed = reported(with_api, paid_charge(account, with_api), status=InfractionStatus.CANCELED)
+    closed = reported(with_api, paid_charge(account, with_api), status=RecordStatus.CANCELED)
     url = reverse("admin:infractions_infraction_defend", args=[closed.pk])
     response = staff_member("operations", "olivia").post(url, {"text": "defesa"}, follow=True)
     assert err.DEFENSE_CLOSED in admin_messages(response)
@@ -190,7 +191,8 @@ def test_registering_on_an_acquirer_without_the_api_blocks_money_only_after_appr
 
     pending.refresh_from_db()
     infraction = Infraction.objects.get()
-    assert (pending.state, pending.infraction_id, pending.decided_by.username) == ("approved", infraction.pk, "fatima")
+    assert pending.decided_by == User.objects.get(username="fatima")
+    assert (pending.state, pending.infraction_id) == ("approved", infraction.pk)
     assert (infraction.source, infraction.external_id, infraction.hold) == (
         InfractionSource.STAFF,
         "OFICIO-2026-77",
@@ -248,7 +250,7 @@ def test_an_acquirer_with_the_api_is_not_registered_by_hand(
         infraction_request_register(
             acquirer=with_api,
             external_id="X1",
-            e2e_id=charge.e2e_id,
+            e2e_id=charge.e2e_id or "",
             amount=100,
             blocked_amount=100,
             infraction_reason="",
@@ -352,7 +354,7 @@ def test_an_infraction_that_moved_on_fails_the_approval_with_nothing_changed(
     infraction = reported(without_api, paid_charge(account, without_api))
     ask(staff_member("operations", "otavio"), infraction, "close_rejected")
     # Meanwhile the acquirer's letter says it was canceled, and that was applied.
-    reported(without_api, infraction.charge, status=InfractionStatus.CANCELED, external_id=infraction.external_id)
+    reported(without_api, infraction.charge, status=RecordStatus.CANCELED, external_id=infraction.external_id)
     after_cancel = money(account)
 
     decide(staff_member("finance", "fatima"), "approve_requests", InfractionRequest.objects.get())

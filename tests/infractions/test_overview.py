@@ -16,9 +16,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from accounts.models import Account
+from acquirers.adapters.base import InfractionStatus
 from acquirers.models import Acquirer
 from infractions.approvals import infraction_request_action
-from infractions.choices import InfractionStatus
 from infractions.models import Infraction
 from infractions.services import infraction_defend
 from observability import selectors
