@@ -124,7 +124,7 @@ def summary(infraction: Infraction) -> list[tuple[str, str]]:
         ("Bloqueado na adquirente", brl(infraction.blocked_amount)),
         ("Bloqueio no saldo", brl(infraction.hold)),
         ("Prazo de defesa", timezone.localtime(deadline).strftime("%d/%m/%Y %H:%M") if deadline else "—"),
-        ("Motivo", infraction.reason or "—"),
+        ("Motivo da infração", infraction.reason or "—"),
     ]
 
 
@@ -160,9 +160,7 @@ def defend_view(modeladmin: Any, request: HttpRequest, object_id: str) -> HttpRe
         except PixServiceError as exc:
             modeladmin.message_user(request, exc.message, messages.ERROR)
         else:
-            modeladmin.message_user(
-                request, "Defesa registrada em nome da conta: será entregue à adquirente agora.", messages.SUCCESS
-            )
+            modeladmin.message_user(request, _defended(infraction), messages.SUCCESS)
         return HttpResponseRedirect(_change_url(infraction))
     return _page(
         modeladmin,
@@ -172,6 +170,16 @@ def defend_view(modeladmin: Any, request: HttpRequest, object_id: str) -> HttpRe
         effect="A defesa vai à adquirente em nome da conta e não pode ser trocada depois; a conta a vê pela API.",
         form=form,
         multipart=True,
+    )
+
+
+def _defended(infraction: Infraction) -> str:
+    if has_infractions_api(infraction.acquirer):
+        return "Defesa registrada em nome da conta: será entregue à adquirente agora."
+    # The API Pix standard (bacen_pix) has no defence: the record is ours, the delivery staff's.
+    return (
+        f"Defesa registrada em nome da conta. A {infraction.acquirer} não recebe defesas pela API: "
+        "entregue-a pelo canal dela (e-mail, portal) antes do prazo."
     )
 
 

@@ -118,7 +118,7 @@ class RequestInline(ReadOnlyInlineMixin, admin.TabularInline[InfractionRequest, 
     readonly_fields = fields
     verbose_name_plural = "pedidos à equipe (aprovação por outra pessoa)"
 
-    @admin.display(description="pedido")
+    @admin.display(description="nº")
     def request_link(self, pending: InfractionRequest) -> str:
         url = reverse("admin:infractions_infractionrequest_change", args=[pending.pk])
         return format_html('<a href="{}">#{}</a>', url, pending.pk)

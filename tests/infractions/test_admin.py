@@ -447,3 +447,13 @@ def test_every_infraction_page_reads_in_pt_br(
         response = admin_client.get(url)
         assert response.status_code == 200, url
         assert ENGLISH.findall(shown(response.content.decode())) == [], url
+
+
+def test_a_defence_for_an_acquirer_without_the_api_says_staff_deliver_it(
+    admin_client: Client, account: Account, without_api: Acquirer
+) -> None:
+    infraction = reported(without_api, paid_charge(account, without_api))
+    url = reverse("admin:infractions_infraction_defend", args=[infraction.pk])
+    response = admin_client.post(url, {"text": "Produto entregue."}, follow=True)
+    assert any("não recebe defesas pela API: entregue-a pelo canal dela" in m for m in admin_messages(response))
+    assert Infraction.objects.get(pk=infraction.pk).defense_text == "Produto entregue."
