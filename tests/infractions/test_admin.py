@@ -457,3 +457,19 @@ def test_a_defence_for_an_acquirer_without_the_api_says_staff_deliver_it(
     response = admin_client.post(url, {"text": "Produto entregue."}, follow=True)
     assert any("não recebe defesas pela API: entregue-a pelo canal dela" in m for m in admin_messages(response))
     assert Infraction.objects.get(pk=infraction.pk).defense_text == "Produto entregue."
+
+
+def test_a_defence_whose_files_are_too_big_is_not_recorded(
+    admin_client: Client, account: Account, with_api: Acquirer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infractions.admin import pages
+
+    monkeypatch.setattr(pages, "DEFENSE_MAX_BYTES", 1024 * 1024)
+    infraction = reported(with_api, paid_charge(account, with_api))
+    url = reverse("admin:infractions_infraction_defend", args=[infraction.pk])
+    big = SimpleUploadedFile("video.mp4", b"0" * (1024 * 1024 + 1), content_type="video/mp4")
+    response = admin_client.post(url, {"text": "segue o vídeo", "attachments": [big]})
+    assert response.status_code == 200
+    assert response.context["form"].errors["attachments"] == ["Os anexos somam mais de 1 MB."]
+    infraction.refresh_from_db()
+    assert (infraction.defense_submitted_at, infraction.attachments.count()) == (None, 0)
