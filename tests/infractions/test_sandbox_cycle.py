@@ -24,7 +24,7 @@ from payments.models import Charge, ChargeStatus
 from tests.factories import AcquirerFactory
 from webhooks.models import WebhookEvent
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.infractions.urls")]
+pytestmark = pytest.mark.django_db
 
 AMOUNT = 10000
 CPF = "52998224725"
