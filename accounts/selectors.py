@@ -32,6 +32,12 @@ def available_balance(account: Account) -> int:
     return row or 0
 
 
+def balance_amounts(account: Account) -> tuple[int, int, int]:
+    """``(available, held, hold_uncovered)`` of the account's balance row, in one query."""
+    row = AccountBalance.objects.filter(account=account).values_list("available", "held", "hold_uncovered").first()
+    return row or (0, 0, 0)
+
+
 def ledger_sum(account: Account) -> int:
     return LedgerEntry.objects.filter(account=account).aggregate(total=Sum("amount"))["total"] or 0
 
@@ -48,6 +54,10 @@ def ledger_sum(account: Account) -> int:
 #   withdrawal:<withdrawal uuid>            withdrawal (withdrawals.services.withdrawal_request)
 #   withdrawal:<withdrawal uuid>:<version>  withdrawal_reversal, withdrawal_return
 #                                           (withdrawals.services.withdrawal_transition)
+#   infraction:<uuid>:hold | :release       med_hold, med_hold_release; and
+#   infraction:<uuid>:returned:<centavos>   med_return (infractions.services): names the MED
+#                                           infraction, so its charge comes from a registered
+#                                           lookup (infractions.statement)
 # Anything else (entries posted by hand, by scripts or benchmarks) names no
 # record the API shows: its record is None.
 _DIRECT_REFERENCES = (

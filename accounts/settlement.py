@@ -14,6 +14,11 @@ balance at the end of the day, all from the ledger.
   (a negative fee). Refunds, chargebacks and returns move the liquid amount
   and neither charge nor return a fee. The records that know each fee
   belong to apps above this one: they register a :class:`SettlementFee`.
+- ``med_blocked``, ``med_released``, ``med_returned``: the MED entries
+  (``med_hold``, ``med_hold_release``, ``med_return``) of the day, as
+  positive numbers: also already inside ``credits`` and ``debits``, shown
+  apart because a block is not money gone (it comes back when the infraction
+  is rejected) while a return is.
 - ``closing_balance``: the balance after the day's entries: the opening
   balance (``balance_after`` of the last entry before the period) plus every
   day's net so far. It equals the ``balance_after`` of the day's last entry:
@@ -37,7 +42,7 @@ from django.db.models import BigIntegerField, Case, Count, Q, Sum, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from accounts.models import Account, LedgerEntry
+from accounts.models import Account, LedgerEntry, LedgerKind
 
 SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
 #: The longest period (days, both ends included).
@@ -84,6 +89,12 @@ class SettlementDay:
     fees: int
     entries: int
     closing_balance: int
+    med_blocked: int = 0
+    med_released: int = 0
+    med_returned: int = 0
+
+
+_TOTALS = ("credits", "debits", "fees", "entries", "med_blocked", "med_released", "med_returned")
 
 
 @dataclass(frozen=True)
@@ -100,7 +111,7 @@ class Settlement:
 
     @property
     def totals(self) -> dict[str, int]:
-        return {name: sum(getattr(day, name) for day in self.days) for name in ("credits", "debits", "fees", "entries")}
+        return {name: sum(getattr(day, name) for day in self.days) for name in _TOTALS}
 
 
 def local_midnight(day: dt.date) -> dt.datetime:
@@ -137,6 +148,9 @@ def account_settlement(*, account: Account, date_start: dt.date, date_end: dt.da
             debits=Sum("amount", filter=Q(amount__lt=0), default=0),
             fees=Sum(_fee_of_entry(), default=0),
             entries=Count("id"),
+            med_blocked=Sum("amount", filter=Q(kind=LedgerKind.MED_HOLD), default=0),
+            med_released=Sum("amount", filter=Q(kind=LedgerKind.MED_HOLD_RELEASE), default=0),
+            med_returned=Sum("amount", filter=Q(kind=LedgerKind.MED_RETURN), default=0),
         )
         .order_by("day")
     )
@@ -145,7 +159,7 @@ def account_settlement(*, account: Account, date_start: dt.date, date_end: dt.da
     balance = opening
     for n in range((last - date_start).days + 1):
         day = date_start + dt.timedelta(days=n)
-        row = by_day.get(day, {"credits": 0, "debits": 0, "fees": 0, "entries": 0})
+        row = by_day.get(day) or dict.fromkeys(_TOTALS, 0)
         balance += row["credits"] + row["debits"]
         days.append(
             SettlementDay(
@@ -155,6 +169,10 @@ def account_settlement(*, account: Account, date_start: dt.date, date_end: dt.da
                 fees=row["fees"],
                 entries=row["entries"],
                 closing_balance=balance,
+                # Debits shown as positive numbers, as ``debits`` is.
+                med_blocked=-row["med_blocked"],
+                med_released=row["med_released"],
+                med_returned=-row["med_returned"],
             )
         )
     return Settlement(date_start=date_start, date_end=last, opening_balance=opening, days=days)

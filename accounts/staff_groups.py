@@ -7,10 +7,12 @@
   ones (resolve a chargeback for the account, mark a withdrawal returned, fail an
   undetermined payout); runs and resolves reconciliation with acquirers, and
   asks for the one debiting action (debit again a payout the acquirer made
-  although it failed here).
+  although it failed here); sends a MED infraction's defence on the
+  account's behalf and asks to register, accept or close infractions.
 - ``finance``: sees everything and approves or rejects those requests, the
   staff refunds of paid charges operations ask for, and the account changes
-  operations ask for (contact e-mail, manual approval, withdrawal limits);
+  operations ask for (contact e-mail, manual approval, withdrawal limits)
+  and the requests about MED infractions;
   the one who asked can never approve (``accounts.services.money_action_approve``,
   ``accounts.account_changes.account_change_approve``).
 
@@ -26,7 +28,7 @@ from typing import Any
 
 from django.contrib.auth.models import Group, Permission
 
-PROJECT_APPS = ("accounts", "acquirers", "payments", "withdrawals", "reconciliation", "webhooks")
+PROJECT_APPS = ("accounts", "acquirers", "payments", "withdrawals", "infractions", "reconciliation", "webhooks")
 
 OPERATIONS_EXTRA = (
     "accounts.add_account",
@@ -54,6 +56,10 @@ OPERATIONS_EXTRA = (
     # A Pix received after a cancel: ask to credit or return it; ask a silent acquirer to cancel again.
     "payments.request_late_payment_resolution",
     "payments.retry_chargecancellation",
+    # MED infractions: the defence on the account's behalf (the merchant could send it itself), and asking to
+    # register one an acquirer reported by other means, to accept a return without defence or close one.
+    "infractions.defend_infraction",
+    "infractions.request_infraction_action",
 )
 
 
@@ -69,6 +75,8 @@ FINANCE_EXTRA = (
     "accounts.approve_charge_refund",
     # What decides where an account's money may go (accounts.account_changes).
     "accounts.approve_account_change",
+    # What blocks, releases or debits an account's money over a MED infraction staff reported or closed.
+    "infractions.approve_infraction_action",
 )
 
 

@@ -9,7 +9,7 @@ everything else waits behind it. So:
 - **purposes** (:class:`Purpose`) have separate pools: charge creation
   (``OUTBOUND_POOL_CHARGE``), payout sends and lookups
   (``OUTBOUND_POOL_PAYOUT``), and the calls about an existing charge —
-  reconciliation, refunds, cancels — (``OUTBOUND_POOL_RECONCILE``). A flood
+  reconciliation, refunds, cancels, MED infractions — (``OUTBOUND_POOL_RECONCILE``). A flood
   of one never takes the others' slots. :data:`OPERATIONS` is the one place
   an operation's purpose is decided.
 - **each acquirer** gets at most ``ACQUIRER_MAX_IN_FLIGHT`` calls in flight,
@@ -60,6 +60,9 @@ OPERATIONS: dict[str, Purpose] = {
     # The daily listings of reconciliation (reconciliation.run), one call per page.
     "list_received": Purpose.RECONCILE,
     "list_sent": Purpose.RECONCILE,
+    # MED infractions (infractions.polling): the listing, one call per page, and a defence's delivery.
+    "list_infractions": Purpose.RECONCILE,
+    "defend_infraction": Purpose.RECONCILE,
 }
 
 _POOLS: dict[Purpose, Bulkhead] = {

@@ -4,6 +4,8 @@ from django.urls import URLPattern, URLResolver, include, path, re_path
 
 from accounts.claim_views import credential_claim_view
 from acquirers.urls import urlpatterns as acquirer_patterns
+from infractions.sandbox_urls import urlpatterns as infraction_sandbox_patterns
+from infractions.urls import urlpatterns as infraction_patterns
 from observability.metrics import metrics_view
 from observability.views import DocsView, HealthView, ReadinessView, SchemaView, api_not_found
 from payments.urls import urlpatterns as payment_patterns
@@ -23,6 +25,8 @@ api_patterns: list[URLPattern | URLResolver] = [
     *acquirer_patterns,
     *withdrawal_patterns,
     *webhook_patterns,
+    *infraction_patterns,
+    *infraction_sandbox_patterns,
 ]
 
 urlpatterns = [

@@ -56,10 +56,22 @@ class RequestBodyLimitMiddleware:
     """A body above ``API_MAX_BODY_BYTES`` under /api/ is a 413 in the error
     envelope, decided from its Content-Length: it is never kept in memory,
     parsed, authenticated or stored. (Django reads a body without
-    Content-Length as empty, so there is no other way past the limit.)"""
+    Content-Length as empty, so there is no other way past the limit.)
+    The routes of ``API_MAX_BODY_BYTES_BY_PATH`` may take more (a MED
+    defence's files)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
+        self.larger: list[tuple[re.Pattern[str], int]] = [
+            (re.compile(pattern), max(int(limit), int(settings.API_MAX_BODY_BYTES)))
+            for pattern, limit in getattr(settings, "API_MAX_BODY_BYTES_BY_PATH", {}).items()
+        ]
+
+    def _limit(self, path: str) -> int:
+        for pattern, limit in self.larger:
+            if pattern.match(path):
+                return limit
+        return int(settings.API_MAX_BODY_BYTES)
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path.startswith("/api/"):
@@ -67,7 +79,7 @@ class RequestBodyLimitMiddleware:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
                 length = 0  # gunicorn refuses a malformed Content-Length before we see it
-            if length > settings.API_MAX_BODY_BYTES:
+            if length > settings.API_MAX_BODY_BYTES and length > self._limit(request.path):
                 if length <= DRAIN_MAX_BYTES:
                     try:
                         while request.read(_CHUNK):

@@ -152,3 +152,8 @@ class DeadlineNotice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hours} h"
+
+
+# What staff ask for about infractions (maker-checker): a module of its own,
+# registered with this app's models from here.
+from infractions.staff_models import InfractionRequest as InfractionRequest  # noqa: E402

@@ -22,6 +22,7 @@ APP_ORDER = {
     "accounts": "Contas",
     "payments": "Cobranças",
     "withdrawals": "Saques",
+    "infractions": "Infrações MED",
     "acquirers": "Adquirentes",
     "webhooks": "Webhooks",
     "auth": "Usuários e permissões",

@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 
 from acquirers import breaker
 from acquirers.models import Acquirer
-from observability import heartbeat
+from observability import heartbeat, selectors
 from webhooks.models import WebhookDelivery
 
 # --------------------------------------------------------------------------- read at scrape time
@@ -51,6 +51,7 @@ class StateCollector(Collector):
         yield workers
 
         yield from _circuit_gauges()
+        yield from _infraction_gauges()
 
 
 #: ``pix_acquirer_circuit_state`` values: alert on ``== 2``.
@@ -78,6 +79,21 @@ def _circuit_gauges() -> Iterator[Metric]:
             failures.add_metric([acquirer.key], found[acquirer.pk].failures)
     yield state
     yield failures
+
+
+def _infraction_gauges() -> Iterator[Metric]:
+    """MED infractions: alert on ``pix_infractions_deadline_near > 0`` (a
+    defence deadline ends within 24 h and nobody defended or waived it)."""
+    found = selectors.infractions()
+    near = GaugeMetricFamily(
+        "pix_infractions_deadline_near",
+        "Open MED infractions whose defence deadline ends within 24 h with no defence sent nor waived.",
+    )
+    near.add_metric([], found.deadline_near)
+    yield near
+    open_ = GaugeMetricFamily("pix_infractions_open", "Open MED infractions (their money blocked or marked).")
+    open_.add_metric([], found.open)
+    yield open_
 
 
 class _ThisProcess(Collector):

@@ -23,6 +23,8 @@ from withdrawals.models import WithdrawalStatus
 
 #: Who sees the overview: every back-office group can view charges.
 OVERVIEW_PERMISSION = "payments.view_charge"
+#: Who sees the MED card (every back-office group can).
+INFRACTIONS_PERMISSION = "infractions.view_infraction"
 
 # Chart geometry (SVG user units; the SVG scales to its box).
 BAR_WIDTH, BAR_GAP, CHART_HEIGHT, LABEL_SPACE, TOP_SPACE = 36, 14, 120, 18, 16
@@ -206,6 +208,16 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
             admin_list(site, "payments_chargecancellation", state__exact="gave_up"),
         ),
     ]
+    infractions = _infractions(request, site, now=now)
+    if infractions is not None:
+        attention.append(
+            (
+                # No amount: a registration or a close waiting for a second person.
+                "Pedidos sobre infrações MED",
+                Figure(infractions["requests_pending"], 0),
+                admin_list(site, "infractions_infractionrequest", state__exact="pending"),
+            )
+        )
     deliveries, endpoints = link("webhooks_webhookdelivery"), link("webhooks_webhookendpoint")
     webhooks = [
         ("Entregas pendentes", waiting.deliveries_pending, deliveries(status__exact="pending")),
@@ -227,4 +239,45 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
             for label, figure, url in attention
         ],
         "webhooks": [{"label": label, "count": count, "url": url} for label, count, url in webhooks],
+        "infractions": infractions["tiles"] if infractions is not None else None,
     }
+
+
+def _infractions(request: HttpRequest, site: str, *, now: dt.datetime | None) -> dict[str, Any] | None:
+    """The MED card: open infractions, what they block, the nearest deadline
+    nobody answered, and how many end within 24 h undefended (what
+    ``pix_infractions_deadline_near`` alerts on); None for staff who cannot
+    see infractions."""
+    if not request.user.has_perm(INFRACTIONS_PERMISSION):
+        return None
+    found = selectors.infractions(now=now)
+
+    def queue(**params: str) -> str:
+        return admin_list(site, "infractions_infraction", **params)
+
+    nearest = found.nearest_deadline
+    tiles = [
+        {"figure": "open", "label": "Abertas", "value": str(found.open), "url": queue(queue="open"), "hot": False},
+        {
+            "figure": "blocked",
+            "label": f"Bloqueado nas adquirentes ({brl(found.held)} retido nos saldos)",
+            "value": brl(found.blocked),
+            "url": queue(queue="open"),
+            "hot": False,
+        },
+        {
+            "figure": "nearest-deadline",
+            "label": "Próximo prazo sem defesa",
+            "value": timezone.localtime(nearest).strftime("%d/%m %H:%M") if nearest else "—",
+            "url": queue(queue="awaiting"),
+            "hot": False,
+        },
+        {
+            "figure": "deadline-near",
+            "label": "Prazo em menos de 24 h, sem defesa",
+            "value": str(found.deadline_near),
+            "url": queue(queue="deadline_near"),
+            "hot": found.deadline_near > 0,
+        },
+    ]
+    return {"tiles": tiles, "requests_pending": found.requests_pending}

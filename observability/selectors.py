@@ -14,19 +14,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Aggregate, Count, FloatField, Q, QuerySet, Sum
+from django.db.models import Aggregate, Count, FloatField, Min, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from accounts.models import AccountChangeRequest, MoneyActionRequest
 from acquirers import breaker
 from acquirers.models import Acquirer
+from infractions.models import Infraction, InfractionRequest
 from payments.models import Charge, ChargeAttempt, ChargeCancellation, ChargeStatus, LatePayment
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 from withdrawals.models import UndeterminedPayout, Withdrawal, WithdrawalStatus
 
 DAYS = 7
 ACQUIRER_WINDOW = dt.timedelta(hours=24)
+#: An infraction whose defence deadline ends within this, undefended, needs a person now
+#: (the queue's filter "Prazo em menos de 24 h, sem defesa" and the alert count the same ones).
+INFRACTION_DEADLINE_NEAR = dt.timedelta(hours=24)
 #: Rows of attempts that made no call (the chain skipped the acquirer).
 SKIPPED = (ChargeAttempt.Outcome.CIRCUIT_OPEN, ChargeAttempt.Outcome.BUSY)
 
@@ -242,4 +246,43 @@ def attention() -> Attention:
         deliveries_failed=deliveries["failed"],
         endpoints_failing=endpoints["failing"],
         endpoints_disabled=endpoints["disabled"],
+    )
+
+
+# --------------------------------------------------------------------------- MED infractions
+
+
+@dataclass(frozen=True)
+class Infractions:
+    open: int
+    #: Centavos the acquirers blocked on the open ones, and what of it is kept back on balances.
+    blocked: int
+    held: int
+    #: The nearest deadline still ahead of an open infraction nobody defended (nor waived).
+    nearest_deadline: dt.datetime | None
+    #: Open, undefended, not waived, the deadline ahead but within INFRACTION_DEADLINE_NEAR.
+    deadline_near: int
+    requests_pending: int
+
+
+def infractions(*, now: dt.datetime | None = None) -> Infractions:
+    """The open infractions in one aggregate over the ``infraction_open_deadline``
+    partial index (open ones only, whatever the closed ones' number), and the
+    requests waiting for a second staff member."""
+    now = now or timezone.now()
+    undefended_ahead = Q(defense_submitted_at__isnull=True, defense_waived_at__isnull=True, defense_deadline__gt=now)
+    found = Infraction.objects.filter(closed_at__isnull=True).aggregate(
+        open=Count("pk"),
+        blocked=Sum("blocked_amount"),
+        held=Sum("hold", filter=Q(hold_released=False)),
+        nearest=Min("defense_deadline", filter=undefended_ahead),
+        near=Count("pk", filter=undefended_ahead & Q(defense_deadline__lte=now + INFRACTION_DEADLINE_NEAR)),
+    )
+    return Infractions(
+        open=found["open"],
+        blocked=found["blocked"] or 0,
+        held=found["held"] or 0,
+        nearest_deadline=found["nearest"],
+        deadline_near=found["near"],
+        requests_pending=InfractionRequest.objects.filter(state=InfractionRequest.State.PENDING).count(),
     )

@@ -36,7 +36,7 @@ from payments.services import charge_transition
 
 def _charge(target_id: str) -> Charge:
     try:
-        return Charge.objects.only("pk", "status", "account_id", "liquid_amount").get(pk=target_id)
+        return Charge.objects.only("pk", "status", "account_id", "liquid_amount", "med_open").get(pk=target_id)
     except (Charge.DoesNotExist, ValidationError):
         raise ActionNotExecutable("Cobrança não encontrada.") from None
 
@@ -45,6 +45,9 @@ def _quote_resolution(target_id: str) -> approvals.Quote:
     charge = _charge(target_id)
     if charge.status not in CHARGEBACK_RESOLVABLE_FROM:
         raise ActionNotExecutable(f"A cobrança está {ChargeStatus(charge.status).label}, não em contestação.")
+    if charge.med_open:
+        # Quoted again at approval: an infraction that opened meanwhile stops it.
+        raise ActionNotExecutable(err.MED_OPEN)
     return approvals.Quote(account_id=charge.account_id, amount=charge.liquid_amount)
 
 
@@ -109,6 +112,9 @@ def _quote_refund(target_id: str) -> approvals.Quote:
     charge = _charge(target_id)
     if charge.status != ChargeStatus.PAID:
         raise ActionNotExecutable(err.REFUND_NOT_PAID.format(status=ChargeStatus(charge.status).label.lower()))
+    if charge.med_open:
+        # Quoted again at approval: asked before an infraction opened, it must not send the money twice.
+        raise ActionNotExecutable(err.REFUND_MED_OPEN)
     statuses = set(charge.refunds.values_list("status", flat=True))
     if ChargeRefund.Status.PROCESSING in statuses:
         raise ActionNotExecutable(err.REFUND_IN_PROGRESS)

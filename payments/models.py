@@ -58,7 +58,11 @@ class Charge(models.Model):
     # infraction's own changes move it until it closes, and no refund starts
     # (the payer would be repaid twice).
     med_open = models.BooleanField(
-        "infração MED em aberto", default=False, help_text="Só a infração muda esta cobrança até ser encerrada."
+        "infração MED em aberto",
+        default=False,
+        # Also the database's: rows inserted by hand (benchmarks, plan tests) need no value.
+        db_default=False,
+        help_text="Só a infração muda esta cobrança até ser encerrada.",
     )
 
     expires_at = models.DateTimeField()

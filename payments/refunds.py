@@ -179,7 +179,11 @@ def charge_refund_reserve(*, charge_id: uuid.UUID | str, reason: str = "", uncle
     (its ``unclear_at`` starts now: a refusal that follows is not final)."""
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
-        if charge.status != ChargeStatus.PAID or charge.refunds.filter(status=ChargeRefund.Status.PROCESSING).exists():
+        if (
+            charge.status != ChargeStatus.PAID
+            or charge.med_open
+            or charge.refunds.filter(status=ChargeRefund.Status.PROCESSING).exists()
+        ):
             return False
         refund = ChargeRefund.objects.create(
             charge=charge,

@@ -26,7 +26,7 @@ from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from core.exceptions import ValidationFailed
 from webhooks import examples, http, selectors, services
 from webhooks import exceptions as err
-from webhooks.models import WebhookDelivery
+from webhooks.models import EventType, WebhookDelivery
 from webhooks.serializers import (
     DeliverySerializer,
     EndpointCreatedSerializer,
@@ -131,7 +131,7 @@ class WebhookRotateSecretApi(WebhookApiView):
     parameters=[
         ENDPOINT_ID,
         OpenApiParameter("status", str, enum=["pending", "succeeded", "failed"]),
-        OpenApiParameter("event_type", str, enum=["transaction", "withdrawal"]),
+        OpenApiParameter("event_type", str, enum=list(EventType.values)),
         timestamp_parameter("created_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
         timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
         *PAGE_PARAMETERS,

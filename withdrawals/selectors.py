@@ -13,7 +13,7 @@ from django.db.models.functions import Cast, Substr
 from django.utils import timezone
 
 from accounts.models import Account, LedgerEntry, LedgerKind
-from accounts.selectors import available_balance, effective_minimum_withdrawal
+from accounts.selectors import balance_amounts, effective_minimum_withdrawal
 from accounts.settlement import SettlementFee
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import ListingFilterSet, RecordFilterSet, timestamp_filter
@@ -74,10 +74,18 @@ class WithdrawalFilterSet(RecordFilterSet):
 
 
 def balance_summary(account: Account) -> dict[str, Any]:
-    """The Balance object of the spec (decisions §5)."""
+    """The Balance object of the spec (decisions §5), and the MED blocks.
+
+    ``available_balance`` is what a withdrawal may take now: the balance less
+    the part of open MED blocks the balance could not cover when they came
+    (kept back from withdrawals and refunds, never debited), at least 0.
+    ``blocked_balance``: every open block, covered or not (the covered part
+    already left the balance as a ``med_hold`` entry)."""
     per_day = account.withdrawal_daily_limit
+    available, held, uncovered = balance_amounts(account)
     return {
-        "available_balance": available_balance(account),
+        "available_balance": max(0, available - uncovered),
+        "blocked_balance": held,
         "daily_limit_remaining": max(0, per_day - withdrawn_today(account)),
         "minimum_withdrawal": effective_minimum_withdrawal(account),
         "limits": {"per_request": account.withdrawal_per_request_limit, "per_day_total": per_day},

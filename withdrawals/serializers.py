@@ -91,7 +91,14 @@ class BalanceLimitsSerializer(serializers.Serializer[Any]):
 
 
 class BalanceSerializer(serializers.Serializer[Any]):
-    available_balance = serializers.IntegerField(help_text="Balance available for withdrawal, centavos.")
+    available_balance = serializers.IntegerField(
+        help_text="Balance available for withdrawal, centavos: the balance less what open MED blocks keep back "
+        "beyond it (never below 0)."
+    )
+    blocked_balance = serializers.IntegerField(
+        help_text="Held by open MED infractions (cautionary blocks), centavos: released if the infraction is "
+        "rejected, returned to the payer if it is accepted (`GET /infractions`). Not part of `available_balance`."
+    )
     daily_limit_remaining = serializers.IntegerField(help_text="max(0, per_day_total - today's withdrawals).")
     minimum_withdrawal = serializers.IntegerField(help_text="Effective minimum: max(1000, account minimum).")
     limits = BalanceLimitsSerializer()
@@ -119,8 +126,8 @@ class StatementEntrySerializer(OutputSerializer):
     """One ledger entry of the account's statement."""
 
     record = StatementRecordField(
-        help_text="The charge (`transaction`) or withdrawal the entry is for; null for an entry that names "
-        "neither (an adjustment)."
+        help_text="The charge (`transaction`) or withdrawal the entry is for (a refund's or a MED block's, "
+        "release's or return's entries name the charge); null for an entry that names neither (an adjustment)."
     )
 
     class Meta:
@@ -145,6 +152,16 @@ class SettlementDaySerializer(serializers.Serializer[Any]):
         "reading only, never to subtract again): charges' `platform_tax` (netted out of their credit), "
         "withdrawals' `fee` (inside their debit), minus the fees a failed or canceled withdrawal gave back."
     )
+    med_blocked = serializers.IntegerField(
+        help_text="MED: the day's cautionary blocks taken from the balance (`med_hold` entries), centavos; "
+        "already inside `debits`, shown apart."
+    )
+    med_released = serializers.IntegerField(
+        help_text="MED: blocks given back (`med_hold_release`), centavos; already inside `credits`."
+    )
+    med_returned = serializers.IntegerField(
+        help_text="MED: money returned to payers (`med_return`), centavos; already inside `debits`."
+    )
     entries = serializers.IntegerField(help_text="How many ledger entries the day has.")
     closing_balance = serializers.IntegerField(
         help_text="The balance after the day's entries: the previous day's closing_balance + credits - debits."
@@ -155,6 +172,9 @@ class SettlementTotalsSerializer(serializers.Serializer[Any]):
     credits = serializers.IntegerField()
     debits = serializers.IntegerField()
     fees = serializers.IntegerField()
+    med_blocked = serializers.IntegerField()
+    med_released = serializers.IntegerField()
+    med_returned = serializers.IntegerField()
     entries = serializers.IntegerField()
 
 

@@ -16,6 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+# ...and MED infractions' records (list_infractions, defend_infraction).
+from acquirers.adapters.infractions import DefenseAttachment as DefenseAttachment
+from acquirers.adapters.infractions import InfractionDefense as InfractionDefense
+from acquirers.adapters.infractions import InfractionPage as InfractionPage
+from acquirers.adapters.infractions import InfractionRecord as InfractionRecord
+from acquirers.adapters.infractions import InfractionStatus as InfractionStatus
+
 # The listings' records are part of this interface (list_received, list_sent).
 from acquirers.adapters.records import ProviderListing as ProviderListing
 from acquirers.adapters.records import ProviderPixRecord as ProviderPixRecord
@@ -154,9 +161,7 @@ class NotificationEvent(enum.StrEnum):
     PAYOUT_PAID = "payout.paid"
     PAYOUT_FAILED = "payout.failed"
     PAYOUT_RETURNED = "payout.returned"
-    #: Something changed about a MED infraction (``reference``: the acquirer's
-    #: infraction id). Only a wake-up: what changed is read from the
-    #: acquirer's own listing (:meth:`AcquirerAdapter.list_infractions`), the evidence.
+    #: A MED infraction changed (``reference``: its id there); a wake-up only: the listing is the evidence.
     INFRACTION_CHANGED = "infraction.changed"
 
 
@@ -225,59 +230,6 @@ class RefundResult:
     reason: str = ""
 
 
-class InfractionStatus(enum.StrEnum):
-    """Where a MED infraction stands at the acquirer (Efí's ABERTA, EM_DEFESA,
-    ACEITA, REJEITADA; a claim the payer's PSP withdrew is CANCELED)."""
-
-    OPEN = "open"
-    IN_DEFENSE = "in_defense"
-    #: Fraud confirmed: the money (``returned_amount`` of it) goes back to the payer.
-    ACCEPTED = "accepted"
-    #: Closed in the receiver's favour: the blocked funds are released.
-    REJECTED = "rejected"
-    CANCELED = "canceled"
-
-
-@dataclass(frozen=True)
-class InfractionRecord:
-    """One MED infraction as the acquirer reports it: the evidence every hold,
-    release and return of the service rests on. Amounts are centavos;
-    ``returned_amount`` is what went back to the payer so far (MED 2.0 may
-    return in parts), never less than an earlier report of it."""
-
-    external_id: str
-    e2e_id: str  # the Pix disputed
-    status: InfractionStatus
-    amount: int  # disputed
-    blocked_amount: int = 0  # cautionarily blocked at the acquirer
-    returned_amount: int = 0
-    reason: str = ""
-    opened_at: dt.datetime | None = None
-    defense_deadline: dt.datetime | None = None
-    closed_at: dt.datetime | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class InfractionPage:
-    records: tuple[InfractionRecord, ...]
-    next_page: str | None = None
-
-
-@dataclass(frozen=True)
-class DefenseAttachment:
-    name: str
-    content_type: str
-    content: bytes
-
-
-@dataclass(frozen=True)
-class InfractionDefense:
-    external_id: str
-    text: str
-    attachments: tuple[DefenseAttachment, ...] = ()
-
-
 #: Header the notification view sets from the URL's secret segment (never
 #: taken from the request itself) so adapters can verify it; never stored.
 NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a header's name
@@ -330,9 +282,7 @@ class AcquirerAdapter(abc.ABC):
     #: adapter without them is skipped by reconciliation, which says why.
     supports_list_received: ClassVar[bool] = False
     supports_list_sent: ClassVar[bool] = False
-    #: MED infractions (infractions app): listed (the beat poller, and on an
-    #: ``infraction.changed`` notification) and defended. Without it staff
-    #: register what the acquirer reported by other means (maker-checker).
+    #: MED infractions listed and defended; without it staff register them (maker-checker).
     supports_infractions: ClassVar[bool] = False
 
     @classmethod

@@ -27,6 +27,8 @@ was not made; ``timeout`` returns it, then answers past the deadline. Asking
 again for the same refund id answers its recorded state (idempotent);
 ``refund_status`` reads it without making one (a processing refund settles
 on the next read too), "not found" when none was asked for.
+MED infractions: :mod:`.sandbox_infractions` (the drivers open and decide
+them; the service lists them and delivers defences, as at a real acquirer).
 What the sandbox "created" or received (charges, cancellations, payouts and
 how many times each payout was requested) is kept in Redis so every process
 sees the same acquirer.
@@ -72,6 +74,7 @@ from acquirers.adapters.base import (
     UnreadableNotification,
 )
 from acquirers.adapters.registry import register
+from acquirers.adapters.sandbox_infractions import SandboxInfractions
 from core import deadline
 from core.redis import Direct
 from core.redis import client as redis_client
@@ -113,8 +116,10 @@ def new_e2e_id(ispb: str = SANDBOX_ISPB, at: dt.datetime | None = None) -> str:
 
 
 @register
-class SandboxAdapter(AcquirerAdapter):
+class SandboxAdapter(SandboxInfractions, AcquirerAdapter):
     name = "sandbox"
+    # What its drivers record (acquirers.adapters.sandbox_infractions), listed and defended.
+    supports_infractions = True
     supports_list_received = True
     supports_list_sent = True
     supports_refund = True
@@ -157,6 +162,13 @@ class SandboxAdapter(AcquirerAdapter):
         # caller's deadline fires first: the wait ends there, raising what a
         # call cut at its deadline raises. Called with no deadline, it answers late.
         deadline.sleep(self._deadline() + 0.5)
+
+    def _load(self, *parts: str) -> dict[str, Any] | None:
+        raw = _state().get(self._key(*parts))
+        return json.loads(raw) if raw is not None else None
+
+    def _store(self, value: Mapping[str, Any], *parts: str) -> None:
+        _state().set(self._key(*parts), json.dumps(value), ex=_STATE_TTL)
 
     def _count(self, *parts: str) -> int:
         """Atomic counter shared by every process (the cache is Redis)."""
@@ -348,7 +360,8 @@ class SandboxAdapter(AcquirerAdapter):
     # ------------------------------------------------------------------ notifications
 
     def parse_notification(self, headers: Mapping[str, str], body: bytes) -> list[Notification]:
-        """Body: one object or a list of ``{"event", "reference", "e2e_id"?, "occurred_at"?}``,
+        """Body: one object or a list of ``{"event", "reference", "e2e_id"?, "occurred_at"?}``
+        (``infraction.changed``: ``reference`` is the infraction's id here, a wake-up for the poller),
         with ``X-Sandbox-Timestamp: <unix seconds>`` and ``X-Sandbox-Signature:
         hex(HMAC-SHA256(notification_secret, "<timestamp>." + body))``; refused
         when the timestamp is more than :data:`signing.SIGNATURE_TOLERANCE` seconds

@@ -245,6 +245,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "balance", "description": "Available balance and withdrawal limits."},
         {"name": "acquirers", "description": "The acquirers the account may use, and its default chain."},
         {"name": "webhooks", "description": "Endpoints that receive signed events, and their deliveries."},
+        {"name": "infractions", "description": "MED fraud claims on Pix received: blocks, defence, returns."},
         {"name": "sandbox", "description": "Sandbox only (PIX_SANDBOX): pay, fail or refund a test charge."},
         {"name": "health", "description": "Liveness and readiness, for orchestrators."},
         {"name": "psp-callbacks", "description": "Notifications that acquirers (PSPs) send; not for merchants."},
@@ -264,6 +265,7 @@ SPECTACULAR_SETTINGS = {
         "PixKeyTypeEnum": "withdrawals.models.PixKeyType",
         "DeliveryStatusEnum": "webhooks.models.WebhookDelivery.Status",
         "LedgerKindEnum": "accounts.models.LedgerKind",
+        "InfractionStatusEnum": "infractions.choices.InfractionStatus",
     },
     # The choices' labels are the back office's pt-BR; the API's documentation
     # is English: each app describes its enums beside its views instead.
@@ -273,6 +275,7 @@ SPECTACULAR_SETTINGS = {
         "payments.examples.describe_enums",
         "withdrawals.examples.describe_enums",
         "webhooks.examples.describe_enums",
+        "infractions.examples.describe_enums",
         "api.schema.drop_field_titles",
     ],
     # The schema and Swagger UI are public; the API they describe is not.
@@ -360,10 +363,12 @@ SNAPSHOT_TTL_SECONDS = env.float("SNAPSHOT_TTL_SECONDS", default=1.0)
 # reads the same variable) and how long an Idempotency-Key stays "in flight"
 # before a retry may take over a claim whose request died.
 WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)
-# Largest request body under /api/ (bytes, by Content-Length): past it a 413,
-# before the body is read, authenticated or stored. The largest real one (a
-# charge with 4 KiB of metadata, an acquirer callback of 50 Pix) is far below.
+# Largest request body under /api/ (bytes, by Content-Length; past it a 413, before it is read), and
+# the routes that take more: a MED defence's files, 5 MB decoded, under 7 MiB in base64 with its text.
+# Django's own cap on a body read into memory (DATA_UPLOAD_MAX_MEMORY_SIZE) follows the largest.
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=256 * 1024)
+API_MAX_BODY_BYTES_BY_PATH = {r"^/api/infractions/[^/]+/defense$": 7 * 1024 * 1024}
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(API_MAX_BODY_BYTES, *API_MAX_BODY_BYTES_BY_PATH.values())
 
 # --------------------------------------------------------------------------- operations
 # /metrics is off (404) until a token is set; scrapers send it as a Bearer token.

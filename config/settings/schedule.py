@@ -30,6 +30,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     "purge-inbound-notifications": {"task": "acquirers.tasks.purge_inbound_notifications", "schedule": 86400.0},
     "purge-webhook-attempt-bodies": {"task": "webhooks.tasks.purge_webhook_attempt_bodies", "schedule": 86400.0},
+    # MED infractions (infractions.tasks): each acquirer's listing (the evidence), the
+    # deadline notices, and defences whose delivery was lost or is still unclear.
+    "poll-infractions": {"task": "infractions.tasks.poll_infractions", "schedule": 300.0},
+    "infraction-deadlines": {"task": "infractions.tasks.notify_deadlines", "schedule": 600.0},
+    "sweep-defenses": {"task": "infractions.tasks.sweep_defenses", "schedule": 120.0},
     # The acquirer listing's measured conversion (payments/conversion.py).
     "measure-acquirer-conversion": {"task": "payments.tasks.measure_acquirer_conversion", "schedule": 600.0},
 }

@@ -33,6 +33,7 @@ from core.exceptions import PixServiceError
 from core.plural import plural
 from payments.admin.cancellations import ChargeCancellationInline
 from payments.admin.late_payments import LatePaymentInline
+from payments.admin.med import refusing_med_open
 from payments.admin.refunds import refund
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
@@ -165,6 +166,7 @@ class ChargeAdmin(
                     "platform_tax_brl",
                     "liquid_amount_brl",
                     "payment_method_label",
+                    "med_open",
                     "version",
                 )
             },
@@ -234,35 +236,40 @@ class ChargeAdmin(
                 from_statuses=(ChargeStatus.PENDING,),
             ),
         ),
-        refund,
+        # A charge an open MED infraction holds moves only with it (payments.admin.med).
+        refusing_med_open(refund),
         reconcile,
-        _transitions.action(
-            "mark_chargeback",
-            "Marcar contestação (MED)",
-            ChargeStatus.CHARGEBACK,
-            (ChargeStatus.PAID,),
-            permission="mark_charge_chargeback",
-            confirmation=Confirmation(
-                effect="Contestação (MED): o valor líquido é debitado do saldo da conta",
-                column="Débito na conta",
-                amount=_liquid,
-                from_statuses=(ChargeStatus.PAID,),
-            ),
+        refusing_med_open(
+            _transitions.action(
+                "mark_chargeback",
+                "Marcar contestação (MED)",
+                ChargeStatus.CHARGEBACK,
+                (ChargeStatus.PAID,),
+                permission="mark_charge_chargeback",
+                confirmation=Confirmation(
+                    effect="Contestação (MED): o valor líquido é debitado do saldo da conta",
+                    column="Débito na conta",
+                    amount=_liquid,
+                    from_statuses=(ChargeStatus.PAID,),
+                ),
+            )
         ),
         # Credits the account: asked here, carried out when another staff
         # member approves (accounts.admin.money_actions, payments.approvals).
-        request_approval_action(
-            name="resolve_chargeback",
-            description="Resolver contestação a favor da conta",
-            action=MoneyActionRequest.Action.RESOLVE_CHARGEBACK,
-            permission="request_chargeback_resolution",
-            confirmation=Confirmation(
-                effect="Resolver a contestação a favor da conta credita de volta o valor líquido",
-                column="Crédito na conta",
-                amount=_liquid,
-                from_statuses=(ChargeStatus.CHARGEBACK,),
-                note="Nada é creditado agora: é criado um pedido que outro membro da equipe precisa aprovar.",
-            ),
+        refusing_med_open(
+            request_approval_action(
+                name="resolve_chargeback",
+                description="Resolver contestação a favor da conta",
+                action=MoneyActionRequest.Action.RESOLVE_CHARGEBACK,
+                permission="request_chargeback_resolution",
+                confirmation=Confirmation(
+                    effect="Resolver a contestação a favor da conta credita de volta o valor líquido",
+                    column="Crédito na conta",
+                    amount=_liquid,
+                    from_statuses=(ChargeStatus.CHARGEBACK,),
+                    note="Nada é creditado agora: é criado um pedido que outro membro da equipe precisa aprovar.",
+                ),
+            )
         ),
     ]
 

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='charge',
             name='med_open',
-            field=models.BooleanField(default=False, help_text='Só a infração muda esta cobrança até ser encerrada.', verbose_name='infração MED em aberto'),
+            field=models.BooleanField(db_default=False, default=False, help_text='Só a infração muda esta cobrança até ser encerrada.', verbose_name='infração MED em aberto'),
         ),
     ]

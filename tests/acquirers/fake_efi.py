@@ -19,6 +19,8 @@ test on any:
   ``paginacao.paginaAtual`` and ``paginacao.itensPorPagina``): no body; the
   sends requested in the window, ``{"parametros": {inicio, fim, paginacao},
   "pix": [...]}`` (paging as the API Pix's listings);
+- MED infractions, ``GET /v2/gn/infracoes`` and ``POST
+  /v2/gn/infracoes/{idInfracao}/defesa``: :mod:`tests.acquirers.fake_efi_med`;
 - every call with our client certificate, every API call with a token this
   fake issued.
 
@@ -36,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.acquirers import fake_efi_med as med
 from tests.acquirers.fake_server import TOKEN_PATH, FakeHandler, FakeServer, new_e2e_id, now_iso
 
 EFI_ISPB = "09089356"
@@ -44,7 +47,7 @@ _VALOR = re.compile(r"^\d{1,10}\.\d{2}$")
 SEND_PREFIX = "/v3/gn/pix/"
 STATUS_PREFIX = "/v2/gn/pix/enviados/id-envio/"
 LIST_PATH = "/v2/gn/pix/enviados"
-OPERATIONS = ("token", "send", "status", "list")
+OPERATIONS = ("token", "send", "status", "list", "infractions", "defense")
 
 
 class EfiFault(enum.StrEnum):
@@ -106,6 +109,9 @@ class FakeEfi(FakeServer[EfiFault]):
     list_page_size: int = 100
 
     sends: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: MED infractions by ``idInfracao``, and every defence taken, in order.
+    infractions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    defenses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     operations = OPERATIONS
 
@@ -195,6 +201,9 @@ def _finish(send: dict[str, Any], status: str) -> None:
 def _operation(method: str, path: str) -> tuple[str | None, str]:
     if path == TOKEN_PATH and method == "POST":
         return "token", ""
+    operation, ident = med.med_operation(method, path)
+    if operation is not None:
+        return operation, ident
     if path.startswith(SEND_PREFIX) and method == "PUT":
         return "send", path[len(SEND_PREFIX) :]
     if path == LIST_PATH and method == "GET":
@@ -271,15 +280,19 @@ class Handler(FakeHandler):
             self._send(404, efi_error("rota_nao_encontrada", "Rota não encontrada"))
             return
         errors = []
-        if operation == "list":
+        if operation in ("list", "infractions"):
             errors += _list_errors(incoming.query, raw)
+        elif operation == "defense":
+            if self._media_type() != "application/json":
+                errors.append("defence body is not application/json")
+            errors += med.defense_body_errors(parsed)
         elif not _ID_ENVIO.match(id_envio):
             errors.append(f"idEnvio {id_envio!r} does not match ^[a-zA-Z0-9]{{1,35}}$")
         if operation == "send":
             if self._media_type() != "application/json":
                 errors.append("send body is not application/json")
             errors += send_body_errors(parsed)
-        elif raw:
+        elif raw and operation != "defense":
             errors.append("status lookup with a body")
         if errors:
             efi.violations.extend(f"{method} {path}: {e}" for e in errors)
@@ -306,6 +319,20 @@ class Handler(FakeHandler):
             self._linger(efi.delay)
         if operation == "list":
             self._send(*self._list(incoming.query))
+            return
+        if operation == "infractions":
+            self._send(*med.list_answer(efi, incoming.query))
+            return
+        if operation == "defense":
+            answer = med.defense_answer(efi, id_envio, parsed)
+            if fault is EfiFault.TIMEOUT:
+                self._linger(efi.delay)  # taken, then answered too late
+            if fault is EfiFault.LOST_ANSWER:
+                self._send(500, efi_error("erro_aplicacao", "Erro interno"))
+            elif answer[1] is None:
+                self._send_raw(answer[0], b"", "application/json")
+            else:
+                self._send(answer[0], answer[1])
             return
         status, body = self._send_pix(id_envio, parsed) if operation == "send" else self._status(id_envio)
         if efi.while_holding is not None:

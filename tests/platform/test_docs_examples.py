@@ -29,6 +29,7 @@ DOCUMENTED = {
     ("post", "/api/withdrawals"),
     ("put", "/api/pix-cash-in/acquirers"),
     ("post", "/api/webhooks"),
+    ("post", "/api/infractions/{infraction_id}/defense"),
 }
 
 
@@ -70,12 +71,37 @@ def test_each_documented_example_succeeds_on_the_demo_account(
 
 def concrete(demo: APIClient, path: str) -> str:
     """The path with its record: a charge of the demo account, paid (what a
-    refund needs), for ``{charge_id}``."""
-    if "{charge_id}" not in path:
+    refund needs), for ``{charge_id}``; an open MED infraction on such a
+    charge, as its acquirer reports one, for ``{infraction_id}``."""
+    if "{charge_id}" not in path and "{infraction_id}" not in path:
         return path
     charge = demo.post("/api/transactions", payments_examples.CHARGE[0].value, format="json").json()["data"]
     assert demo.post(f"/api/sandbox/transactions/{charge['id']}/pay", format="json").status_code == 200
+    if "{infraction_id}" in path:
+        return path.replace("{infraction_id}", str(_infraction_on(charge["id"]).pk))
     return path.replace("{charge_id}", charge["id"])
+
+
+def _infraction_on(charge_id: str) -> Any:
+    import datetime as dt
+    import uuid
+
+    from django.utils import timezone
+
+    from acquirers.adapters.base import InfractionRecord, InfractionStatus
+    from infractions.services import infraction_apply
+    from payments.models import Charge
+
+    charge = Charge.objects.get(pk=charge_id)
+    record = InfractionRecord(
+        external_id=uuid.uuid4().hex,
+        e2e_id=charge.e2e_id or "",
+        status=InfractionStatus.OPEN,
+        amount=charge.amount,
+        blocked_amount=charge.amount,
+        defense_deadline=timezone.now() + dt.timedelta(days=7),
+    )
+    return infraction_apply(acquirer=charge.acquirer, record=record)
 
 
 def test_a_new_charges_pix_code_is_documented_by_name() -> None:

@@ -6,6 +6,7 @@ here until it gets one."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,12 +16,16 @@ import pytest
 from django.db import transaction
 from django.db.models import QuerySet
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.services import credential_issue, ledger_post
+from acquirers.adapters.base import InfractionRecord, InfractionStatus
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_grants_set, acquirer_slots_set
+from infractions.models import DefenseAttachment, Infraction
+from infractions.services import infraction_apply
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeTransition
 from payments.sandbox import SANDBOX_EVENTS
 from tests.conftest import client_for
@@ -38,6 +43,7 @@ CHARGE_NOT_FOUND = "Transação não encontrada."
 WITHDRAWAL_NOT_FOUND = "Saque não encontrado."
 ENDPOINT_NOT_FOUND = "Webhook não encontrado."
 EVENT_NOT_FOUND = "Evento não encontrado."
+INFRACTION_NOT_FOUND = "Infração não encontrada."
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 
 pytestmark = pytest.mark.django_db
@@ -54,6 +60,8 @@ class Step:
     target: str
     not_found: str
     owner_status: int
+    #: A valid JSON body, for a route that checks its fields before the record.
+    body: dict[str, Any] | None = None
 
     def __str__(self) -> str:
         return f"{self.method.upper()} {self.path}"
@@ -77,6 +85,8 @@ WALK = [
     Step("post", "/api/webhooks/{id}/rotate-secret", "endpoint", ENDPOINT_NOT_FOUND, 200),
     Step("get", "/api/webhooks/{id}/deliveries", "endpoint", ENDPOINT_NOT_FOUND, 200),
     Step("post", "/api/webhook-events/{id}/redeliver", "failed_event", EVENT_NOT_FOUND, 202),
+    Step("get", "/api/infractions/{id}", "infraction", INFRACTION_NOT_FOUND, 200),
+    Step("post", "/api/infractions/{id}/defense", "infraction", INFRACTION_NOT_FOUND, 201, body={"text": "Entregue."}),
 ]
 
 # (route, method) → why it is not walked with account credentials.
@@ -135,9 +145,26 @@ def seed_balance(account: Account, amount: int) -> None:
         )
 
 
+def open_infraction(client: APIClient) -> Infraction:
+    """A paid charge its acquirer reports a MED infraction on (with a block)."""
+    charge_id = create_charge(client)
+    pay(client, charge_id)
+    charge = Charge.objects.get(pk=charge_id)
+    record = InfractionRecord(
+        external_id=uuid.uuid4().hex,
+        e2e_id=charge.e2e_id or "",
+        status=InfractionStatus.OPEN,
+        amount=charge.amount,
+        blocked_amount=charge.amount,
+        defense_deadline=timezone.now() + dt.timedelta(days=7),
+    )
+    return infraction_apply(acquirer=charge.acquirer, record=record)
+
+
 def populate(account: Account) -> Tenant:
     """An account with an endpoint, a pending and a paid charge (its refund asked), a pending and
-    a paid withdrawal, and a webhook event whose delivery failed for good."""
+    a paid withdrawal, a webhook event whose delivery failed for good, and a MED infraction on a
+    charge of its own."""
     client = client_for(credential_issue(account=account))
     endpoint = register_endpoint(client)  # first, so every status change writes a delivery to it
     seed_balance(account, 100_000)
@@ -159,6 +186,7 @@ def populate(account: Account) -> Tenant:
         source=WithdrawalTransition.Source.SYSTEM,
         e2e_id=f"E{uuid.uuid4().hex}"[:32],
     )
+    infraction = open_infraction(client)
     event = WebhookEvent.objects.get(account=account, record_id=paid_charge, status="paid")
     WebhookDelivery.objects.filter(event=event).update(status=WebhookDelivery.Status.FAILED, next_attempt_at=None)
     ids = {
@@ -168,6 +196,8 @@ def populate(account: Account) -> Tenant:
         "paid_withdrawal": paid_withdrawal,
         "endpoint": endpoint,
         "failed_event": str(event.pk),
+        "med_charge": str(infraction.charge_id),
+        "infraction": str(infraction.pk),
     }
     return Tenant(account=account, client=client, ids=ids)
 
@@ -206,11 +236,15 @@ def snapshot(account: Account) -> dict[str, list[dict[str, Any]]]:
         "deliveries": WebhookDelivery.objects.filter(event__account=account),
         "attempts": WebhookAttempt.objects.filter(delivery__event__account=account),
         "slots": AcquirerSlot.objects.filter(account=account),
+        "infractions": Infraction.objects.filter(account=account),
+        "defense_attachments": DefenseAttachment.objects.filter(infraction__account=account),
     }
     return {name: list(rows.order_by("pk").values()) for name, rows in tables.items()}
 
 
 def call(client: APIClient, step: Step, record_id: str) -> Any:
+    if step.body is not None:
+        return getattr(client, step.method)(step.path.format(id=record_id), step.body, format="json")
     return getattr(client, step.method)(step.path.format(id=record_id))
 
 
@@ -290,7 +324,13 @@ def test_listings_never_show_another_accounts_records(tenant_a: Tenant, tenant_b
     for charge_id in (a["charge"], a["paid_charge"]):
         assert listed(b_client, "/api/transactions", "transactions", id=charge_id) == []
     assert listed(b_client, "/api/transactions", "transactions", e2e_id=a_paid.e2e_id) == []
-    assert set(listed(b_client, "/api/transactions", "transactions", per_page=100)) == {b["charge"], b["paid_charge"]}
+    assert set(listed(b_client, "/api/transactions", "transactions", per_page=100)) == {
+        b["charge"],
+        b["paid_charge"],
+        b["med_charge"],
+    }
+    assert listed(b_client, "/api/infractions", "infractions", transaction_id=a["med_charge"]) == []
+    assert listed(b_client, "/api/infractions", "infractions", per_page=100) == [b["infraction"]]
 
     for withdrawal_id in (a["withdrawal"], a["paid_withdrawal"]):
         assert listed(b_client, "/api/withdrawals", "withdrawals", id=withdrawal_id) == []

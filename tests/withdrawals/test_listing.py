@@ -479,6 +479,7 @@ def test_balance_shape(account: Account) -> None:
         "message": "Saldo consultado com sucesso.",
         "data": {
             "available_balance": 43_210,
+            "blocked_balance": 0,
             "daily_limit_remaining": 900_000 - 7000,
             "minimum_withdrawal": 1500,
             "limits": {"per_request": 250_000, "per_day_total": 900_000},
@@ -489,6 +490,7 @@ def test_balance_shape(account: Account) -> None:
 def test_balance_of_a_new_account(api: APIClient) -> None:
     assert api.get(BALANCE_URL).json()["data"] == {
         "available_balance": 0,
+        "blocked_balance": 0,
         "daily_limit_remaining": 2_000_000,
         "minimum_withdrawal": 1000,
         "limits": {"per_request": 500_000, "per_day_total": 2_000_000},

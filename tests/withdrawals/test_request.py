@@ -748,6 +748,7 @@ def test_balance_endpoint_follows_each_withdrawal(account: Account) -> None:
         "message": "Saldo consultado com sucesso.",
         "data": {
             "available_balance": SEED_BALANCE - 10_100,
+            "blocked_balance": 0,
             "daily_limit_remaining": 400_000 - 10_000,
             "minimum_withdrawal": 1000,
             "limits": {"per_request": 300_000, "per_day_total": 400_000},

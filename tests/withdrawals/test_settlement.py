@@ -123,7 +123,15 @@ def test_each_day_of_the_period(history: Account, cashout: APIClient) -> None:
     assert {day["date"]: tuple(day[f] for f in FIELDS) for day in data["days"]} == EXPECTED
     assert [day["date"] for day in data["days"]] == list(EXPECTED)  # oldest first, the empty day too
     assert data["closing_balance"] == 23_750
-    assert data["totals"] == {"credits": 42_750, "debits": 20_000, "fees": 500, "entries": 9}
+    assert data["totals"] == {
+        "credits": 42_750,
+        "debits": 20_000,
+        "fees": 500,
+        "entries": 9,
+        "med_blocked": 0,
+        "med_released": 0,
+        "med_returned": 0,
+    }
 
 
 def test_the_settlement_adds_up_both_ways_and_matches_the_ledger(history: Account, cashout: APIClient) -> None:

@@ -27,6 +27,9 @@ Efí's form), plus ``chave``, the paying account's Pix key at Efí,
   :class:`AcquirerUnavailable`), so the payout waits rather than risk a second send.
 - ``list_sent``: ``GET /v2/gn/pix/enviados?inicio&fim``, page by page
   (``paginacao.paginaAtual``, as the API Pix's listings), for reconciliation.
+- ``list_infractions`` / ``defend_infraction``: MED infractions on the Pix
+  the account received, ``GET /v2/gn/infracoes`` and ``POST
+  /v2/gn/infracoes/{idInfracao}/defesa`` (:mod:`.efi_med`).
 - ``parse_notification``: the ``{webhookUrl}/pix`` callback of the paying
   key. The URL's secret segment is compared in constant time, then every sent
   Pix it names (``gnExtras.idEnvio``) is looked up; events come from Efí's
@@ -47,6 +50,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from acquirers.adapters.apipix import efi_med
 from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
 from acquirers.adapters.apipix.client import ApiClient, client_for
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
@@ -57,6 +61,8 @@ from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerUnavailable,
     AdapterError,
+    InfractionDefense,
+    InfractionPage,
     InvalidNotification,
     InvalidOptions,
     InvalidResponse,
@@ -96,6 +102,7 @@ class EfiPixAdapter(AcquirerAdapter):
     name = "efi_pix"
     supports_charge = False
     supports_list_sent = True
+    supports_infractions = True
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,6 +184,14 @@ class EfiPixAdapter(AcquirerAdapter):
         return listing_page(
             self._client(), listings=(("enviados", LIST_PATH, "pix", _sent_records),), start=start, end=end, page=page
         )
+
+    # ------------------------------------------------------------------ MED infractions
+
+    def list_infractions(self, since: dt.datetime, page: str | None = None) -> InfractionPage:
+        return efi_med.infractions_page(self._client(), since=since, page=page)
+
+    def defend_infraction(self, defense: InfractionDefense) -> None:
+        efi_med.defense_submit(self._client(), defense)
 
     # ------------------------------------------------------------------ notifications
 
