@@ -30,6 +30,7 @@ from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
 from infractions import examples
 from infractions import exceptions as err
 from infractions.choices import InfractionStatus
+from infractions.defenses import Attachment, infraction_defend
 from infractions.models import Infraction
 from infractions.selectors import InfractionFilterSet, infraction_get, infraction_key, infractions_of
 from infractions.serializers import (
@@ -37,7 +38,6 @@ from infractions.serializers import (
     InfractionEventSerializer,
     InfractionSerializer,
 )
-from infractions.services import Attachment, infraction_defend
 
 INFRACTION_ID = uuid_path(
     "infraction_id",

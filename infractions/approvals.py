@@ -32,6 +32,7 @@ from infractions.choices import InfractionSource, InfractionStatus
 from infractions.models import Infraction
 from infractions.services import infraction_apply, infraction_close
 from infractions.staff_models import InfractionRequest
+from payments.choices import ChargeSource
 
 Kind = InfractionRequest.Kind
 State = InfractionRequest.State
@@ -232,7 +233,9 @@ def _act(request: InfractionRequest, actor: str) -> str:
     if refusal is not None:
         raise ActionNotExecutable(refusal)
     if request.kind == Kind.CLOSE_REJECTED:
-        infraction_close(infraction=infraction, status=InfractionStatus.REJECTED, returned=0, actor=actor)
+        infraction_close(
+            infraction=infraction, status=InfractionStatus.REJECTED, returned=0, actor=actor, source=ChargeSource.STAFF
+        )
         return "Infração encerrada como rejeitada; bloqueio liberado."
     if infraction.defense_submitted_at is None:
         infraction.defense_waived_at = timezone.now()
@@ -241,7 +244,11 @@ def _act(request: InfractionRequest, actor: str) -> str:
         # The acquirer closes it and says what went back; its listing applies that.
         return "Defesa dispensada: a conta não pode mais enviar defesa."
     infraction_close(
-        infraction=infraction, status=InfractionStatus.ACCEPTED, returned=request.returned_amount, actor=actor
+        infraction=infraction,
+        status=InfractionStatus.ACCEPTED,
+        returned=request.returned_amount,
+        actor=actor,
+        source=ChargeSource.STAFF,
     )
     return f"Infração encerrada como aceita; {brl(infraction.debited_amount)} debitado da conta."
 

@@ -33,9 +33,9 @@ from django.utils import timezone
 from acquirers import calls
 from acquirers.adapters.base import DefenseAttachment, InfractionDefense
 from infractions.choices import InfractionStatus
+from infractions.defenses import defense_send_later
 from infractions.models import Infraction
 from infractions.polling import infractions_supported
-from infractions.services import defense_send_later
 
 logger = logging.getLogger(__name__)
 

@@ -3,11 +3,12 @@ lookup of the charge a MED entry is for."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
 import django_filters
-from django.db.models import OuterRef, Prefetch, QuerySet, Subquery, UUIDField
+from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery, UUIDField
 from django.db.models.functions import Cast, Substr
 
 from accounts.models import Account
@@ -20,6 +21,27 @@ from infractions.models import DefenseAttachment, Infraction
 
 #: What a defence's attachment shows (its ``content`` is never read to list it: up to 2 MB each).
 ATTACHMENT_COLUMNS = ("id", "infraction_id", "name", "content_type", "size")
+
+
+#: An open infraction whose defence deadline ends within this, undefended, needs
+#: a person now: the back office's queue filter, its overview card and the
+#: ``pix_infractions_deadline_near`` gauge all count them with :func:`deadline_near`.
+DEADLINE_NEAR = dt.timedelta(hours=24)
+
+
+def undefended_ahead(now: dt.datetime) -> Q:
+    """Open, nobody defended it nor gave up defending it, its deadline still ahead."""
+    return Q(
+        closed_at__isnull=True,
+        defense_submitted_at__isnull=True,
+        defense_waived_at__isnull=True,
+        defense_deadline__gt=now,
+    )
+
+
+def deadline_near(now: dt.datetime) -> Q:
+    """:func:`undefended_ahead`, the deadline within :data:`DEADLINE_NEAR`."""
+    return undefended_ahead(now) & Q(defense_deadline__lte=now + DEADLINE_NEAR)
 
 
 class InfractionFilterSet(ListingFilterSet):

@@ -30,24 +30,21 @@ infraction closes. Docs: docs/api/infractions.md.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Sequence
 
 from django.db import IntegrityError, transaction
+from django.db.models import Sum
 from django.utils import timezone
 
-from accounts.models import Account, LedgerEntry
+from accounts.models import LedgerEntry
 from accounts.services import balance_holds_move, balance_lock, ledger_post
 from acquirers.adapters.base import InfractionRecord
 from acquirers.adapters.base import InfractionStatus as RecordStatus
 from acquirers.models import Acquirer
-from core import dispatch
-from infractions import exceptions as err
 from infractions.choices import CLOSED, InfractionSource, InfractionStatus
-from infractions.models import DefenseAttachment, Infraction
+from infractions.models import Infraction
 from infractions.payloads import infraction_payload
 from payments.choices import ChargeSource
 from payments.models import Charge, ChargeStatus
@@ -103,7 +100,10 @@ def infraction_apply(
     external_id)``; every entry's reference is the infraction's)."""
     if record.amount <= 0 or not record.external_id or not record.e2e_id:
         raise ValueError(f"unusable infraction record {record.external_id!r}")
-    charge = Charge.objects.filter(acquirer=acquirer, e2e_id=record.e2e_id).only("pk").first()
+    # The e2e id names one Pix (charge_unique_e2e), whichever acquirer of
+    # ours took the charge: Efí lists infractions on its ``efi_pix`` acquirer
+    # while the Pix was received through its API Pix one (``bacen_pix``).
+    charge = Charge.objects.filter(e2e_id=record.e2e_id).only("pk").first()
     for attempt in range(2):
         try:
             with transaction.atomic():
@@ -219,24 +219,37 @@ def _follow(infraction: Infraction, record: InfractionRecord, actor: str) -> Non
 
 
 def infraction_close(
-    *, infraction: Infraction, status: str, returned: int, closed_at: dt.datetime | None = None, actor: str = ""
+    *,
+    infraction: Infraction,
+    status: str,
+    returned: int,
+    closed_at: dt.datetime | None = None,
+    actor: str = "",
+    source: str = ChargeSource.ACQUIRER,
 ) -> None:
     """Close ``infraction`` (locked by the caller, in its transaction) with
-    ``status``; ``returned``: what went back to the payer (accepted only)."""
+    ``status``; ``returned``: what went back to the payer (accepted only).
+    ``source``: who the charge's change is recorded as coming from (staff,
+    for a close a second staff member approved)."""
     returned = max(0, returned) if status == InfractionStatus.ACCEPTED else 0
     charge = Charge.objects.select_for_update().get(pk=infraction.charge_id) if infraction.charge_id else None
-    share = min(returned, charge.liquid_amount) if charge is not None and infraction.holds_charge else 0
+    share = others = 0
+    if charge is not None and infraction.holds_charge:
+        others = _debited_by_others(infraction)
+        share = max(0, min(returned, charge.liquid_amount - others))
     infraction.returned_amount = returned
     if charge is not None and infraction.holds_charge:
 
         def settle(locked: Charge) -> None:
             _settle(infraction, locked, share)
 
-        if share > 0:
+        if share > 0 or others > 0:
+            # Something of its Pix went back (by this infraction, or by another
+            # one while this one held it): the charge is refunded.
             charge_transition(
                 charge_id=charge.pk,
                 to_status=ChargeStatus.REFUNDED,
-                source=ChargeSource.ACQUIRER,
+                source=source,
                 actor=actor,
                 med=settle,
             )
@@ -244,7 +257,7 @@ def infraction_close(
             charge_transition(
                 charge_id=charge.pk,
                 to_status=ChargeStatus.PAID,
-                source=ChargeSource.ACQUIRER,
+                source=source,
                 actor=actor,
                 med=settle,
             )
@@ -294,7 +307,8 @@ def _return_more(infraction: Infraction, returned: int) -> None:
     infraction.returned_amount = returned
     if infraction.holds_charge and infraction.charge_id is not None:
         charge = Charge.objects.select_for_update().get(pk=infraction.charge_id)
-        share = min(returned, charge.liquid_amount)
+        others = _debited_by_others(infraction)
+        share = max(infraction.debited_amount, min(returned, charge.liquid_amount - others))
 
         def debit(locked: Charge) -> None:
             ledger_post(
@@ -308,76 +322,27 @@ def _return_more(infraction: Infraction, returned: int) -> None:
         if share > infraction.debited_amount and charge.status == ChargeStatus.PAID and not charge.med_open:
             # Accepted before any money went back, the charge was paid again:
             # now its money is gone, so it is refunded (no refund of it may
-            # take the same money a second time). A charge another infraction
-            # holds moves only with that one.
+            # take the same money a second time).
             charge_transition(
                 charge_id=charge.pk, to_status=ChargeStatus.REFUNDED, source=ChargeSource.ACQUIRER, med=debit
             )
-        elif share > infraction.debited_amount:
+        elif share > infraction.debited_amount and (
+            charge.med_open or (charge.status == ChargeStatus.REFUNDED and infraction.debited_amount + others > 0)
+        ):
+            # Another infraction holds the charge (it moves with that one), or
+            # a MED return refunded it: the same Pix, capped per charge above.
             debit(charge)
-    infraction.save(update_fields=["returned_amount", "debited_amount", "updated_at"])
+        elif share > infraction.debited_amount:
+            # Refunded or charged back another way meanwhile: that debit took
+            # the money already. Staff decide with the acquirer's evidence.
+            infraction.note = "Devolução posterior sem débito automático: a cobrança já tinha outro desfecho."
+    infraction.save(update_fields=["returned_amount", "debited_amount", "note", "updated_at"])
     infraction_emit(infraction, Event.RETURNED)
 
 
-# --------------------------------------------------------------------------- the defence
-
-
-@dataclasses.dataclass(frozen=True)
-class Attachment:
-    name: str
-    content_type: str
-    content: bytes
-
-
-def infraction_defend(
-    *,
-    infraction_id: uuid.UUID | str,
-    text: str,
-    attachments: Sequence[Attachment] = (),
-    by: str,
-    account: Account | None = None,
-) -> Infraction:
-    """Record the defence (``account``: the merchant's own infractions only;
-    None: staff on its behalf) and hand it to a worker for the acquirer.
-    Refused with nothing changed when the infraction is closed, already
-    defended, waived, or past its deadline (409)."""
-    with transaction.atomic():
-        found = Infraction.objects.select_for_update().filter(pk=infraction_id)
-        if account is not None:
-            found = found.filter(account=account)
-        infraction = found.first()
-        if infraction is None:
-            raise err.InfractionNotFound()
-        now = timezone.now()
-        if infraction.is_closed:
-            raise err.DefenseNotAllowed(err.DEFENSE_CLOSED)
-        if infraction.defense_submitted_at is not None:
-            raise err.DefenseNotAllowed(err.DEFENSE_ALREADY_SENT)
-        if infraction.defense_waived_at is not None:
-            raise err.DefenseNotAllowed(err.DEFENSE_WAIVED)
-        if infraction.defense_deadline is not None and now >= infraction.defense_deadline:
-            raise err.DefenseNotAllowed(err.DEFENSE_DEADLINE_PASSED)
-        infraction.defense_text = text
-        infraction.defense_by = by[:150]
-        infraction.defense_submitted_at = now
-        infraction.save(update_fields=["defense_text", "defense_by", "defense_submitted_at", "updated_at"])
-        DefenseAttachment.objects.bulk_create(
-            DefenseAttachment(
-                infraction=infraction,
-                name=a.name[:200],
-                content_type=a.content_type[:100],
-                size=len(a.content),
-                content=a.content,
-            )
-            for a in attachments
-        )
-        transaction.on_commit(lambda: defense_send_later(infraction_id=infraction.pk))
-    return infraction
-
-
-def defense_send_later(*, infraction_id: uuid.UUID | str, countdown: float = 0) -> None:
-    """Hand the defence to a worker (``infractions.tasks.send_defense``); a lost
-    hand-off is taken by beat's sweep of defences not yet delivered."""
-    dispatch.enqueue(
-        "infractions.tasks.send_defense", str(infraction_id), countdown=countdown, left_to="the defences' sweep"
-    )
+def _debited_by_others(infraction: Infraction) -> int:
+    """What the charge's other infractions debited for their returns: with
+    this one's, never more than the charge's ``liquid_amount`` (one Pix,
+    credited once, returned at most once in all)."""
+    others = Infraction.objects.filter(charge_id=infraction.charge_id).exclude(pk=infraction.pk)
+    return int(others.aggregate(total=Sum("debited_amount"))["total"] or 0)

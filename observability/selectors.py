@@ -22,15 +22,13 @@ from accounts.models import AccountChangeRequest, MoneyActionRequest
 from acquirers import breaker
 from acquirers.models import Acquirer
 from infractions.models import Infraction, InfractionRequest
+from infractions.selectors import deadline_near, undefended_ahead
 from payments.models import Charge, ChargeAttempt, ChargeCancellation, ChargeStatus, LatePayment
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 from withdrawals.models import UndeterminedPayout, Withdrawal, WithdrawalStatus
 
 DAYS = 7
 ACQUIRER_WINDOW = dt.timedelta(hours=24)
-#: An infraction whose defence deadline ends within this, undefended, needs a person now
-#: (the queue's filter "Prazo em menos de 24 h, sem defesa" and the alert count the same ones).
-INFRACTION_DEADLINE_NEAR = dt.timedelta(hours=24)
 #: Rows of attempts that made no call (the chain skipped the acquirer).
 SKIPPED = (ChargeAttempt.Outcome.CIRCUIT_OPEN, ChargeAttempt.Outcome.BUSY)
 
@@ -260,7 +258,7 @@ class Infractions:
     held: int
     #: The nearest deadline still ahead of an open infraction nobody defended (nor waived).
     nearest_deadline: dt.datetime | None
-    #: Open, undefended, not waived, the deadline ahead but within INFRACTION_DEADLINE_NEAR.
+    #: Open, undefended, not waived, the deadline ahead but near (infractions.selectors.deadline_near).
     deadline_near: int
     requests_pending: int
 
@@ -270,13 +268,13 @@ def infractions(*, now: dt.datetime | None = None) -> Infractions:
     partial index (open ones only, whatever the closed ones' number), and the
     requests waiting for a second staff member."""
     now = now or timezone.now()
-    undefended_ahead = Q(defense_submitted_at__isnull=True, defense_waived_at__isnull=True, defense_deadline__gt=now)
+    undefended = undefended_ahead(now)
     found = Infraction.objects.filter(closed_at__isnull=True).aggregate(
         open=Count("pk"),
         blocked=Sum("blocked_amount"),
         held=Sum("hold", filter=Q(hold_released=False)),
-        nearest=Min("defense_deadline", filter=undefended_ahead),
-        near=Count("pk", filter=undefended_ahead & Q(defense_deadline__lte=now + INFRACTION_DEADLINE_NEAR)),
+        nearest=Min("defense_deadline", filter=undefended),
+        near=Count("pk", filter=deadline_near(now)),
     )
     return Infractions(
         open=found["open"],

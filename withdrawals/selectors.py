@@ -78,13 +78,15 @@ def balance_summary(account: Account) -> dict[str, Any]:
 
     ``available_balance`` is what a withdrawal may take now: the balance less
     the part of open MED blocks the balance could not cover when they came
-    (kept back from withdrawals and refunds, never debited), at least 0.
+    (kept back from withdrawals and refunds, never debited), at least 0: a
+    block is not a debt. A balance already below zero (a chargeback, a MED
+    return) is shown as it is, as before.
     ``blocked_balance``: every open block, covered or not (the covered part
     already left the balance as a ``med_hold`` entry)."""
     per_day = account.withdrawal_daily_limit
     available, held, uncovered = balance_amounts(account)
     return {
-        "available_balance": max(0, available - uncovered),
+        "available_balance": min(available, max(0, available - uncovered)),
         "blocked_balance": held,
         "daily_limit_remaining": max(0, per_day - withdrawn_today(account)),
         "minimum_withdrawal": effective_minimum_withdrawal(account),

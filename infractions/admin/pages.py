@@ -28,8 +28,8 @@ from core.exceptions import PixServiceError
 from core.money import brl
 from core.plural import plural
 from infractions.approvals import REQUEST_PERMISSION, action_refusal, has_infractions_api, infraction_request_action
+from infractions.defenses import Attachment, infraction_defend
 from infractions.models import Infraction, InfractionRequest
-from infractions.services import Attachment, infraction_defend
 
 DEFEND_PERMISSION = "infractions.defend_infraction"
 DEFEND_LABEL = "Enviar defesa em nome da conta"

@@ -24,9 +24,8 @@ from infractions.admin import pages
 from infractions.admin.pages import DEFEND_PERMISSION
 from infractions.approvals import REQUEST_PERMISSION
 from infractions.models import DefenseAttachment, Infraction, InfractionRequest
-
-#: "Prazo próximo": the overview's card and the alert count the same window (observability).
-DEADLINE_NEAR = dt.timedelta(hours=24)
+from infractions.selectors import DEADLINE_NEAR
+from infractions.selectors import deadline_near as deadline_near_q
 
 #: Open first, nearest deadline first (none last); then closed ones, last closed first.
 QUEUE_ORDERING = (
@@ -38,16 +37,8 @@ QUEUE_ORDERING = (
 
 
 def deadline_near(queryset: QuerySet[Infraction], now: dt.datetime | None = None) -> QuerySet[Infraction]:
-    """Open infractions whose deadline ends within ``DEADLINE_NEAR`` and that
-    nobody defended nor gave up defending: the ones a person must look at now."""
-    now = now or timezone.now()
-    return queryset.filter(
-        closed_at__isnull=True,
-        defense_submitted_at__isnull=True,
-        defense_waived_at__isnull=True,
-        defense_deadline__gt=now,
-        defense_deadline__lte=now + DEADLINE_NEAR,
-    )
+    """The ones a person must look at now (:func:`infractions.selectors.deadline_near`)."""
+    return queryset.filter(deadline_near_q(now or timezone.now()))
 
 
 class QueueFilter(admin.SimpleListFilter):

@@ -27,8 +27,8 @@ from acquirers.models import Acquirer
 from infractions import exceptions as err
 from infractions.approvals import infraction_request_action, infraction_request_register
 from infractions.choices import InfractionSource, InfractionStatus
+from infractions.defenses import Attachment, infraction_defend
 from infractions.models import Infraction, InfractionRequest
-from infractions.services import Attachment, infraction_defend
 from payments.models import Charge, ChargeStatus
 from tests.helpers import admin_action, admin_messages, staff_login, staff_user
 from tests.infractions.conftest import paid_charge, reported

@@ -120,7 +120,7 @@ def test_the_listing_reads_a_page_in_a_fixed_number_of_queries(
 ) -> None:
     from django.db import transaction
 
-    from infractions.services import infraction_defend
+    from infractions.defenses import infraction_defend
 
     for infraction in three(account, acquirer):
         if infraction.closed_at is None:

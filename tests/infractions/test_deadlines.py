@@ -16,8 +16,8 @@ from accounts.models import Account
 from acquirers.adapters.base import InfractionStatus
 from acquirers.models import Acquirer
 from infractions.deadlines import deadline_notices_send
+from infractions.defenses import infraction_defend
 from infractions.models import DeadlineNotice, Infraction
-from infractions.services import infraction_defend
 from tests.infractions.conftest import close_infraction, open_infraction, paid_charge
 from webhooks.models import WebhookEvent
 

@@ -20,8 +20,8 @@ from acquirers.adapters.base import InfractionStatus
 from acquirers.models import Acquirer
 from infractions import polling
 from infractions.defense_delivery import Delivery, defense_send
+from infractions.defenses import infraction_defend
 from infractions.models import Infraction
-from infractions.services import infraction_defend
 from infractions.tasks import send_defense
 from payments.models import Charge, ChargeStatus
 from tests.acquirers.conftest import efi_options, warm_up

@@ -550,3 +550,21 @@ def test_a_later_return_leaves_a_charge_another_infraction_holds_to_that_one(
     assert status_of(charge) == (ChargeStatus.REFUNDED, False)
     assert kinds(account, since=3) == [("med_return", -3_000), ("med_return", -5_000)]
     assert books(account) == Books(available=LIQUID - 8_000, held=0, hold_uncovered=0)
+
+
+def test_returns_of_several_infractions_on_one_pix_take_its_liquid_amount_once_in_all(
+    acquirer: Acquirer, account: Account, charge: Charge
+) -> None:
+    """Two infractions on the same Pix, each reporting it all returned: the
+    merchant was credited the charge's liquid amount once, and is debited it
+    once (the acquirer's overlap is staff's to take up, not the merchant's)."""
+    apply(acquirer, record(charge))
+    apply(acquirer, record(charge, Rec.ACCEPTED, returned=0))
+    apply(acquirer, record(charge, external_id="inf-2", blocked=0))
+    apply(acquirer, record(charge, Rec.ACCEPTED, returned=AMOUNT))
+    second = apply(acquirer, record(charge, Rec.ACCEPTED, external_id="inf-2", blocked=0, returned=AMOUNT))
+
+    assert second.debited_amount == 0
+    assert status_of(charge) == (ChargeStatus.REFUNDED, False)
+    assert kinds(account, since=3) == [("med_return", -LIQUID)]
+    assert books(account) == Books(available=0, held=0, hold_uncovered=0)

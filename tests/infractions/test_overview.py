@@ -19,8 +19,8 @@ from accounts.models import Account
 from acquirers.adapters.base import InfractionStatus
 from acquirers.models import Acquirer
 from infractions.approvals import infraction_request_action
+from infractions.defenses import infraction_defend
 from infractions.models import Infraction
-from infractions.services import infraction_defend
 from observability import selectors
 from tests.helpers import staff_user
 from tests.infractions.conftest import paid_charge, reported

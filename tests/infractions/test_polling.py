@@ -34,8 +34,8 @@ from acquirers.models import Acquirer, InboundNotification
 from core import dispatch
 from infractions import polling
 from infractions.defense_delivery import Delivery, defense_send, defenses_sweep
+from infractions.defenses import infraction_defend
 from infractions.models import Infraction
-from infractions.services import infraction_defend
 from infractions.tasks import poll_infractions
 from payments.models import Charge
 from tests.acquirers.sandbox_notify import notify

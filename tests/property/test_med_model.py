@@ -55,9 +55,10 @@ from acquirers.adapters.base import InfractionRecord
 from acquirers.adapters.base import InfractionStatus as Rec
 from acquirers.models import Acquirer
 from core.exceptions import BusinessRuleError
+from infractions.defenses import infraction_defend
 from infractions.exceptions import DefenseNotAllowed
 from infractions.models import Infraction
-from infractions.services import infraction_apply, infraction_defend
+from infractions.services import infraction_apply
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeStatus
 from payments.services import charge_transition

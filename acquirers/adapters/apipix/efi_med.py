@@ -158,7 +158,7 @@ def defense_submit(client: ApiClient, defense: InfractionDefense) -> None:
     unknown, asked again later. Never retried inside the call (a POST)."""
     if defense.attachments:
         logger.info(
-            "efi_pix: infraction %s: %d attachment(s) kept here (Efí's defence takes text only)",
+            "efi_pix: infraction %s: attachments kept here: %d (Efí's defence takes text only)",
             defense.external_id,
             len(defense.attachments),
         )
