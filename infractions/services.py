@@ -344,5 +344,5 @@ def _debited_by_others(infraction: Infraction) -> int:
     """What the charge's other infractions debited for their returns: with
     this one's, never more than the charge's ``liquid_amount`` (one Pix,
     credited once, returned at most once in all)."""
-    others = Infraction.objects.filter(charge_id=infraction.charge_id).exclude(pk=infraction.pk)
+    others = Infraction.objects.filter(charge=infraction.charge).exclude(pk=infraction.pk)
     return int(others.aggregate(total=Sum("debited_amount"))["total"] or 0)
