@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F, Q
 
 
 class StaffRequest(models.Model):
@@ -33,3 +34,21 @@ class StaffRequest(models.Model):
 
     class Meta:
         abstract = True
+
+
+def maker_checker_constraints(prefix: str) -> list[models.CheckConstraint]:
+    """The constraints every request keeps in the database too, named
+    ``<prefix>_decided_by_another`` and ``<prefix>_decision_recorded``:
+    whoever asked never decides, and a request is pending exactly while no
+    one has decided it (its ``state`` field: ``pending`` or another)."""
+    return [
+        models.CheckConstraint(
+            condition=Q(decided_by__isnull=True) | ~Q(decided_by=F("requested_by")),
+            name=f"{prefix}_decided_by_another",
+        ),
+        models.CheckConstraint(
+            condition=Q(state="pending", decided_by__isnull=True, decided_at__isnull=True)
+            | (~Q(state="pending") & Q(decided_by__isnull=False, decided_at__isnull=False)),
+            name=f"{prefix}_decision_recorded",
+        ),
+    ]

@@ -12,7 +12,7 @@ from django.db.models import F, Q
 # The kinds of movement and which may overdraw: a module of their own (this one was full).
 from accounts.ledger_kinds import CREDIT_KINDS, DEBIT_KINDS, MAY_GO_NEGATIVE
 from accounts.ledger_kinds import LedgerKind as LedgerKind
-from accounts.maker_checker import StaffRequest
+from accounts.maker_checker import StaffRequest, maker_checker_constraints
 from core.money import brl
 from core.snapshots import WatchedQuerySet
 from core.text import validate_single_line
@@ -323,15 +323,7 @@ class MoneyActionRequest(StaffRequest):
         constraints = [
             models.CheckConstraint(condition=Q(amount__gt=0), name="money_action_amount_positive"),
             # Maker-checker in the database too: whoever asked never decides.
-            models.CheckConstraint(
-                condition=Q(decided_by__isnull=True) | ~Q(decided_by=models.F("requested_by")),
-                name="money_action_decided_by_another",
-            ),
-            models.CheckConstraint(
-                condition=Q(state="pending", decided_by__isnull=True, decided_at__isnull=True)
-                | (~Q(state="pending") & Q(decided_by__isnull=False, decided_at__isnull=False)),
-                name="money_action_decision_recorded",
-            ),
+            *maker_checker_constraints("money_action"),
             # One open request per action and record: approving two would be refused anyway.
             models.UniqueConstraint(
                 fields=["action", "target_type", "target_id"],

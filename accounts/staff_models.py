@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Q
 
-from accounts.maker_checker import StaffRequest
+from accounts.maker_checker import StaffRequest, maker_checker_constraints
 from core.money import brl
 
 
@@ -103,15 +103,7 @@ class AccountChangeRequest(StaffRequest):
         ordering = ["-requested_at"]
         constraints = [
             # Maker-checker in the database too: whoever asked never decides.
-            models.CheckConstraint(
-                condition=Q(decided_by__isnull=True) | ~Q(decided_by=F("requested_by")),
-                name="account_change_decided_by_another",
-            ),
-            models.CheckConstraint(
-                condition=Q(state="pending", decided_by__isnull=True, decided_at__isnull=True)
-                | (~Q(state="pending") & Q(decided_by__isnull=False, decided_at__isnull=False)),
-                name="account_change_decision_recorded",
-            ),
+            *maker_checker_constraints("account_change"),
             # One open request per account and field: a second would decide against a stale value.
             models.UniqueConstraint(
                 fields=["account", "field"], condition=Q(state="pending"), name="account_change_one_pending_per_field"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import F, Q
 
-from accounts.maker_checker import StaffRequest
+from accounts.maker_checker import StaffRequest, maker_checker_constraints
 from core.money import brl
 
 
@@ -69,15 +69,7 @@ class InfractionRequest(StaffRequest):
         ordering = ["-requested_at"]
         constraints = [
             # Maker-checker in the database too: whoever asked never decides.
-            models.CheckConstraint(
-                condition=Q(decided_by__isnull=True) | ~Q(decided_by=F("requested_by")),
-                name="infraction_request_decided_by_another",
-            ),
-            models.CheckConstraint(
-                condition=Q(state="pending", decided_by__isnull=True, decided_at__isnull=True)
-                | (~Q(state="pending") & Q(decided_by__isnull=False, decided_at__isnull=False)),
-                name="infraction_request_decision_recorded",
-            ),
+            *maker_checker_constraints("infraction_request"),
             # A registration carries its record; the other kinds name their infraction.
             models.CheckConstraint(
                 condition=(
