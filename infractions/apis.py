@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from api.base import (
     IDEMPOTENCY_HEADER,
+    INVALID_BODY,
     VALIDATION_ERROR,
     AccountAPIView,
     ListingMixin,
@@ -125,6 +126,7 @@ class InfractionDefenseApi(InfractionApiView):
                     examples.DEFENDED,
                 )
             },
+            (400, INVALID_BODY),
             (404, not_found(err.INFRACTION_NOT_FOUND)),
             (
                 409,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -29,7 +29,16 @@ from acquirers.adapters.base import InfractionStatus as AcquirerStatus
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.adapters.sandbox_infractions import SandboxInfractionRefused
 from acquirers.models import Acquirer
-from api.base import AccountAPIView, error_response, not_found, ok, responses, success_envelope
+from api.base import (
+    INVALID_BODY,
+    VALIDATION_ERROR,
+    AccountAPIView,
+    error_response,
+    not_found,
+    ok,
+    responses,
+    success_envelope,
+)
 from api.schema import uuid_path
 from core.exceptions import ConflictError, PixServiceError
 from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
@@ -188,8 +197,10 @@ class SandboxInfractionOpenApi(AccountAPIView):
         request=OpenSerializer,
         responses=responses(
             {201: INFRACTION_ENVELOPE},
+            (400, INVALID_BODY),
             (404, not_found(CHARGE_NOT_FOUND)),
             (409, error_response("The charge received no Pix.", NOT_RECEIVED)),
+            (422, VALIDATION_ERROR),
             (503, UNREAD),
         ),
     )
@@ -218,9 +229,14 @@ class SandboxInfractionDecisionApi(AccountAPIView):
             "close is a 409; the same one again is a 200 that changes nothing."
         ),
         parameters=[uuid_path("infraction_id", "Infraction id (the `id` the sandbox's infraction call answered).")],
-        request=inline_serializer("SandboxInfractionDecision", {"returned_amount": serializers.IntegerField()}),
+        request=AcceptSerializer,
         responses=responses(
-            {200: INFRACTION_ENVELOPE}, (404, not_found(err.INFRACTION_NOT_FOUND)), (409, CONFLICT), (503, UNREAD)
+            {200: INFRACTION_ENVELOPE},
+            (400, INVALID_BODY),
+            (404, not_found(err.INFRACTION_NOT_FOUND)),
+            (409, CONFLICT),
+            (422, VALIDATION_ERROR),
+            (503, UNREAD),
         ),
     )
     def post(self, request: Request, infraction_id: str, decision: str) -> Response:
