@@ -22,6 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from infractions.models import DeadlineNotice, Infraction
+from infractions.selectors import undefended_ahead
 from infractions.services import Event, infraction_emit
 
 logger = logging.getLogger(__name__)
@@ -31,14 +32,10 @@ THRESHOLDS = (48, 24, 6)
 
 
 def _due(now: dt.datetime) -> Q:
-    """Open, the account's, no defence sent, not waived, deadline ahead and within the largest threshold."""
-    return Q(
-        closed_at__isnull=True,
-        account__isnull=False,
-        defense_submitted_at__isnull=True,
-        defense_waived_at__isnull=True,
-        defense_deadline__gt=now,
-        defense_deadline__lte=now + dt.timedelta(hours=THRESHOLDS[0]),
+    """Open, the account's, undefended (or its defence refused), not waived, deadline ahead and within the
+    largest threshold."""
+    return undefended_ahead(now) & Q(
+        account__isnull=False, defense_deadline__lte=now + dt.timedelta(hours=THRESHOLDS[0])
     )
 
 

@@ -37,7 +37,8 @@ def infraction_defend(
     """Record the defence (``account``: the merchant's own infractions only;
     None: staff on its behalf) and hand it to a worker for the acquirer.
     Refused with nothing changed when the infraction is closed, already
-    defended, waived, or past its deadline (409)."""
+    defended (unless the acquirer refused that defence), waived, or past its
+    deadline (409)."""
     with transaction.atomic():
         found = Infraction.objects.select_for_update().filter(pk=infraction_id)
         if account is not None:
@@ -48,7 +49,9 @@ def infraction_defend(
         now = timezone.now()
         if infraction.is_closed:
             raise err.DefenseNotAllowed(err.DEFENSE_CLOSED)
-        if infraction.defense_submitted_at is not None:
+        # A defence the acquirer refused (too long, a file it did not take...)
+        # may be sent again, corrected, while the deadline allows.
+        if infraction.defense_submitted_at is not None and not infraction.defense_error:
             raise err.DefenseNotAllowed(err.DEFENSE_ALREADY_SENT)
         if infraction.defense_waived_at is not None:
             raise err.DefenseNotAllowed(err.DEFENSE_WAIVED)
@@ -57,7 +60,18 @@ def infraction_defend(
         infraction.defense_text = text
         infraction.defense_by = by[:150]
         infraction.defense_submitted_at = now
-        infraction.save(update_fields=["defense_text", "defense_by", "defense_submitted_at", "updated_at"])
+        infraction.defense_sent_at, infraction.defense_error = None, ""
+        infraction.save(
+            update_fields=[
+                "defense_text",
+                "defense_by",
+                "defense_submitted_at",
+                "defense_sent_at",
+                "defense_error",
+                "updated_at",
+            ]
+        )
+        infraction.attachments.all().delete()
         DefenseAttachment.objects.bulk_create(
             DefenseAttachment(
                 infraction=infraction,

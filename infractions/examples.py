@@ -93,6 +93,7 @@ DEFENDED = OpenApiExample(
             "defense": {
                 "submitted_at": "2026-11-26 10:00:00",
                 "sent_at": None,
+                "error": "",
                 "text": DEFENSE[0].value["text"],
                 "attachments": [{"name": "comprovante-entrega.pdf", "content_type": "application/pdf", "size": 75}],
             },

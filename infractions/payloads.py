@@ -18,6 +18,10 @@ class InfractionDefenseSerializer(serializers.Serializer[Infraction]):
         source="defense_sent_at", allow_null=True, help_text="When the acquirer took it; null until then."
     )
     text = serializers.CharField(source="defense_text")
+    error = serializers.CharField(
+        source="defense_error",
+        help_text="Why the acquirer refused it (empty unless refused): a new defence may then be sent.",
+    )
     attachments = serializers.SerializerMethodField()
 
     def get_attachments(self, infraction: Infraction) -> list[dict[str, Any]]:

@@ -100,17 +100,27 @@ def listing_read(*, acquirer: Acquirer, since: dt.datetime) -> list[InfractionRe
 
 def records_apply(*, acquirer: Acquirer, records: list[InfractionRecord]) -> int:
     """Apply each record (its own transaction); how many were applied. One
-    that cannot be applied (unusable, refused by the database) is logged and
-    skipped: it never stops the others, and the acquirer lists it again."""
-    applied = 0
+    that cannot be applied is logged and skipped: it never stops the others."""
+    return _apply_each(acquirer, records)[0]
+
+
+def _apply_each(acquirer: Acquirer, records: list[InfractionRecord]) -> tuple[int, bool]:
+    """(how many were applied, whether one may apply on a later try): an
+    unusable record (``ValueError``) never will; one the database refused
+    (a deadlock, a lost connection) may, so the cursor must not pass it."""
+    applied, retry = 0, False
     for record in records:
         try:
             infraction_apply(acquirer=acquirer, record=record)
+        except ValueError:
+            logger.exception("acquirer %s: infraction %r not applied (unusable)", acquirer.key, record.external_id)
+            continue
         except Exception:  # one bad record must not cost the others
             logger.exception("acquirer %s: infraction %r not applied", acquirer.key, record.external_id)
+            retry = True
             continue
         applied += 1
-    return applied
+    return applied, retry
 
 
 def infractions_poll(*, acquirer: Acquirer) -> int:
@@ -121,8 +131,11 @@ def infractions_poll(*, acquirer: Acquirer) -> int:
     cursor = cursor_get(acquirer)
     since = cursor - CURSOR_OVERLAP if cursor is not None else started - FIRST_LOOKBACK
     records = listing_read(acquirer=acquirer, since=since)
-    applied = records_apply(acquirer=acquirer, records=records)
-    _cursor_set(acquirer, started)
+    applied, retry = _apply_each(acquirer, records)
+    if not retry:
+        # Only past a listing applied whole: an adapter that honours ``since``
+        # would not list a record that failed again once the cursor passed it.
+        _cursor_set(acquirer, started)
     return applied
 
 

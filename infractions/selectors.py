@@ -29,14 +29,14 @@ ATTACHMENT_COLUMNS = ("id", "infraction_id", "name", "content_type", "size")
 DEADLINE_NEAR = dt.timedelta(hours=24)
 
 
+def undefended() -> Q:
+    """No defence, or one the acquirer refused (a new one may be sent)."""
+    return Q(defense_submitted_at__isnull=True) | (Q(defense_sent_at__isnull=True) & ~Q(defense_error=""))
+
+
 def undefended_ahead(now: dt.datetime) -> Q:
-    """Open, nobody defended it nor gave up defending it, its deadline still ahead."""
-    return Q(
-        closed_at__isnull=True,
-        defense_submitted_at__isnull=True,
-        defense_waived_at__isnull=True,
-        defense_deadline__gt=now,
-    )
+    """Open, nobody defended it (:func:`undefended`) nor gave up defending it, its deadline still ahead."""
+    return undefended() & Q(closed_at__isnull=True, defense_waived_at__isnull=True, defense_deadline__gt=now)
 
 
 def deadline_near(now: dt.datetime) -> Q:

@@ -97,6 +97,9 @@ class DefenseSerializer(serializers.Serializer[Any]):
     submitted_at = serializers.DateTimeField(help_text="When the merchant (or staff on its behalf) sent it.")
     sent_at = serializers.DateTimeField(allow_null=True, help_text="When the acquirer took it; null until then.")
     text = serializers.CharField()
+    error = serializers.CharField(
+        help_text="Why the acquirer refused it (empty unless refused): a new defence may then be sent."
+    )
     attachments = DefenseAttachmentSerializer(
         many=True, help_text="The files sent with it (their content is not shown)."
     )

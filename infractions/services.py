@@ -47,7 +47,7 @@ from infractions.choices import CLOSED, InfractionSource, InfractionStatus
 from infractions.models import Infraction
 from infractions.payloads import infraction_payload
 from payments.choices import ChargeSource
-from payments.models import Charge, ChargeStatus
+from payments.models import Charge, ChargeRefund, ChargeStatus
 from payments.services import charge_transition
 from webhooks.models import EventType
 from webhooks.services import event_emit
@@ -114,6 +114,9 @@ def infraction_apply(
                 )
                 if infraction is None:
                     infraction = _open(acquirer, record, charge.pk if charge else None, source, actor)
+                elif infraction.charge_id is None and charge is not None and not infraction.is_closed:
+                    # Seen before its Pix was recorded here: linked now.
+                    _link(infraction, charge.pk, source, actor)
                 _follow(infraction, record, actor)
                 return infraction
         except IntegrityError:
@@ -131,12 +134,9 @@ def _source(source: str) -> str:
 def _open(
     acquirer: Acquirer, record: InfractionRecord, charge_id: uuid.UUID | None, source: str, actor: str
 ) -> Infraction:
-    charge = Charge.objects.select_for_update().get(pk=charge_id) if charge_id is not None else None
     infraction = Infraction.objects.create(
         acquirer=acquirer,
         external_id=record.external_id[:100],
-        account_id=charge.account_id if charge else None,
-        charge=charge,
         e2e_id=record.e2e_id[:64],
         status=InfractionStatus.IN_DEFENSE if record.status == RecordStatus.IN_DEFENSE else InfractionStatus.OPEN,
         source=source,
@@ -147,15 +147,33 @@ def _open(
         defense_deadline=record.defense_deadline,
         raw=dict(record.raw),
     )
-    if charge is None:
+    if charge_id is None:
         infraction.note = "O Pix contestado não corresponde a nenhuma cobrança: nada foi bloqueado."
-    elif charge.med_open:
+        infraction.save()
+        return infraction
+    _link(infraction, charge_id, source, actor)
+    return infraction
+
+
+def _link(infraction: Infraction, charge_id: uuid.UUID, source: str, actor: str) -> None:
+    """Tie the infraction to the charge its Pix paid, and block its money:
+    when it opens, or later, once the charge's payment is recorded here (a
+    lost notification reconciled since: the infraction came first)."""
+    charge = Charge.objects.select_for_update().get(pk=charge_id)
+    infraction.account_id, infraction.charge = charge.account_id, charge
+    infraction.note = ""
+    if charge.med_open:
         infraction.note = "Outra infração já suspende esta cobrança: nada mais foi bloqueado."
     elif charge.status != ChargeStatus.PAID:
         infraction.note = (
             f"A cobrança estava {ChargeStatus(charge.status).label.lower()} quando a infração chegou: "
             "nada foi bloqueado."
         )
+    elif charge.refunds.filter(status=ChargeRefund.Status.PROCESSING).exists():
+        # A refund in flight already keeps the money back and the acquirer may
+        # be making it: it goes on as it would (releasing its reservation for
+        # a block would leave a devolução made meanwhile with nothing to debit).
+        infraction.note = "Estorno em processamento: a reserva dele já retém o valor; nada foi bloqueado."
     else:
         infraction.holds_charge = True
         target = min(infraction.blocked_amount, charge.liquid_amount)
@@ -172,7 +190,6 @@ def _open(
             Charge.objects.filter(pk=charge.pk).update(med_open=True, updated_at=timezone.now())
     infraction.save()
     infraction_emit(infraction, Event.OPENED)
-    return infraction
 
 
 def _hold(infraction: Infraction, charge: Charge, target: int) -> None:

@@ -33,6 +33,7 @@ from django.db import transaction
 from accounts.exceptions import ActionNotExecutable
 from accounts.models import LedgerEntry
 from accounts.services import ledger_post
+from payments.exceptions import MED_OPEN
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
 from reconciliation.items import repaid_excess
@@ -72,7 +73,11 @@ def _reference(charge: Charge) -> str:
 
 
 def _refuse_unless_redebitable(charge: Charge) -> None:
-    """A charge in chargeback, or refunded from it (no refund debit taken)."""
+    """A charge in chargeback, or refunded from it (no refund debit taken);
+    never one an open MED infraction holds (it alone moves the charge: the
+    debit would post while the charge stayed where it is)."""
+    if charge.med_open:
+        raise ActionNotExecutable(MED_OPEN)
     if charge.status == ChargeStatus.CHARGEBACK:
         return
     if charge.status == ChargeStatus.REFUNDED:

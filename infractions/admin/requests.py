@@ -185,9 +185,8 @@ QUEUE = RequestQueue(
 def _matching_charge(pending: InfractionRequest) -> Charge | None:
     if pending.infraction_id is not None:
         return pending.infraction.charge if pending.infraction else None
-    return (
-        Charge.objects.filter(acquirer_id=pending.acquirer_id, e2e_id=pending.e2e_id).select_related("account").first()
-    )
+    # As infraction_apply matches it: the e2e id names one Pix, whichever acquirer took the charge.
+    return Charge.objects.filter(e2e_id=pending.e2e_id).select_related("account").first()
 
 
 def _decision_action(
@@ -300,7 +299,7 @@ class InfractionRequestAdmin(DecideButtonsMixin, ReadOnlyAdminMixin, admin.Model
     def charge_display(self, pending: InfractionRequest) -> str:
         charge = _matching_charge(pending)
         if charge is None:
-            return "Nenhuma cobrança desta adquirente com este e2e id: nada seria bloqueado."
+            return "Nenhuma cobrança com este e2e id: nada seria bloqueado."
         url = reverse("admin:payments_charge_change", args=[quote(charge.pk)])
         return format_html(
             '<a href="{}">{}</a> ({}, {}, líquido {})',

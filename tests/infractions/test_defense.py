@@ -262,3 +262,33 @@ def test_idempotency_key_replays_the_first_answer(defend: Callable[..., Any], in
     assert set(other_body.json()["data"]["errors"]) == {"idempotency_key"}
     # Without the key, the same body is a second defence: refused by the infraction.
     assert defend(body).status_code == 409
+
+
+def test_a_defence_the_acquirer_refused_may_be_sent_again_and_counts_as_none(
+    defend: Callable[..., Any], infraction: Infraction
+) -> None:
+    """The acquirer refused the first defence for good (too long, say): the
+    merchant reads why, the infraction counts as undefended again (deadline
+    notices, the back office's alert), and a corrected defence replaces it."""
+    from infractions.deadlines import deadline_notices_send
+
+    assert defend({"text": "A primeira.", "attachments": [attachment(PDF)]}).status_code == 201
+    Infraction.objects.filter(pk=infraction.pk).update(
+        defense_error="Recusada pela adquirente: justificativa longa demais.",
+        defense_deadline=timezone.now() + dt.timedelta(hours=5),
+    )
+    shown = infraction_payload(Infraction.objects.get(pk=infraction.pk))["defense"]
+    assert shown["error"] == "Recusada pela adquirente: justificativa longa demais."
+    assert deadline_notices_send() == 1
+
+    again = defend({"text": "A corrigida."})
+
+    assert again.status_code == 201, again.content
+    defense = again.json()["data"]["defense"]
+    assert (defense["text"], defense["error"], defense["sent_at"], defense["attachments"]) == (
+        "A corrigida.",
+        "",
+        None,
+        [],
+    )
+    assert not DefenseAttachment.objects.filter(infraction=infraction).exists()

@@ -478,24 +478,24 @@ def test_other_accounts_money_is_untouched(acquirer: Acquirer, account: Account,
     assert not WebhookEvent.objects.filter(account=neighbour).exists()
 
 
-def test_a_refund_reserved_before_an_infraction_without_a_block_ends_after_it(
+def test_a_refund_in_flight_when_an_infraction_opens_goes_on_as_it_would(
     acquirer: Acquirer, account: Account, charge: Charge, api: APIClient
 ) -> None:
-    """The acquirer had nothing left to block (the devolução already took it):
-    the refund's answer waits for the infraction, and the money moves once."""
+    """The refund's reservation already keeps the money back and the acquirer
+    may be making it: the infraction blocks nothing and does not hold the
+    charge (releasing the reservation for a block would leave a devolução
+    made meanwhile with nothing to debit); the refund ends as it would."""
     response = api.post(f"/api/transactions/{charge.pk}/refund", format="json", headers={"Idempotency-Key": "k1"})
     assert response.status_code == 202, response.content
     refund = ChargeRefund.objects.get(charge=charge)
+
+    infraction = apply(acquirer, record(charge))
+    assert (infraction.holds_charge, infraction.hold) == (False, 0)
+    assert "Estorno em processamento" in infraction.note
+    assert status_of(charge) == (ChargeStatus.PAID, False)
     assert books(account) == Books(available=0, held=0, hold_uncovered=0)
 
-    apply(acquirer, record(charge, blocked=0))
-    charge_refund_pursue(refund_id=refund.pk)  # the acquirer made it; the infraction holds the charge
-    assert status_of(charge) == (ChargeStatus.PAID, True)
-    assert ChargeRefund.objects.get(pk=refund.pk).status == ChargeRefund.Status.PROCESSING
-    assert books(account) == Books(available=0, held=0, hold_uncovered=0)
-
-    apply(acquirer, record(charge, Rec.REJECTED, blocked=0))
-    charge_refund_pursue(refund_id=refund.pk)
+    charge_refund_pursue(refund_id=refund.pk)  # the acquirer made it
 
     assert status_of(charge) == (ChargeStatus.REFUNDED, False)
     assert ChargeRefund.objects.get(pk=refund.pk).status == ChargeRefund.Status.DONE
@@ -508,26 +508,23 @@ def test_a_refund_reserved_before_an_infraction_without_a_block_ends_after_it(
     assert books(account) == Books(available=0, held=0, hold_uncovered=0)
 
 
-def test_a_refund_reserved_before_an_accepted_infraction_gives_way_to_the_return(
+def test_a_return_on_top_of_a_refund_in_flight_is_left_to_staff(
     acquirer: Acquirer, account: Account, charge: Charge, api: APIClient
 ) -> None:
-    """The return is the money going back: the reservation is released and the
-    share debited, once in all (whether the devolução was made too is asked
-    of the acquirer afterwards, for staff)."""
+    """The payer's bank returned the Pix while the merchant's refund was in
+    flight: the merchant is debited once (by its refund), never a second time
+    by the MED; the infraction says so for staff."""
     response = api.post(f"/api/transactions/{charge.pk}/refund", format="json", headers={"Idempotency-Key": "k1"})
     assert response.status_code == 202, response.content
-    apply(acquirer, record(charge, blocked=0))
+    apply(acquirer, record(charge))
 
-    apply(acquirer, record(charge, Rec.ACCEPTED, blocked=0, returned=AMOUNT))
+    closed = apply(acquirer, record(charge, Rec.ACCEPTED, returned=AMOUNT))
 
-    assert status_of(charge) == (ChargeStatus.REFUNDED, False)
-    assert ChargeRefund.objects.get(charge=charge).status == ChargeRefund.Status.RELEASED
-    assert kinds(account) == [
-        ("charge_paid", LIQUID),
-        ("refund_hold", -LIQUID),
-        ("refund_release", LIQUID),
-        ("med_return", -LIQUID),
-    ]
+    assert (closed.returned_amount, closed.debited_amount) == (AMOUNT, 0)
+    assert "a equipe decide" in closed.note
+    assert status_of(charge) == (ChargeStatus.PAID, False)
+    assert ChargeRefund.objects.get(charge=charge).status == ChargeRefund.Status.PROCESSING
+    assert kinds(account) == [("charge_paid", LIQUID), ("refund_hold", -LIQUID)]
     assert books(account) == Books(available=0, held=0, hold_uncovered=0)
 
 
@@ -568,3 +565,30 @@ def test_returns_of_several_infractions_on_one_pix_take_its_liquid_amount_once_i
     assert status_of(charge) == (ChargeStatus.REFUNDED, False)
     assert kinds(account, since=3) == [("med_return", -LIQUID)]
     assert books(account) == Books(available=0, held=0, hold_uncovered=0)
+
+
+def test_an_infraction_seen_before_its_pix_was_recorded_here_is_linked_once_it_is(
+    acquirer: Acquirer, account: Account, charge: Charge
+) -> None:
+    """The charge's "paid" notification was lost: the acquirer's listing brings
+    the infraction first, matching no charge. Once reconciliation records the
+    payment, the next sight of the infraction links it and blocks the money,
+    and the merchant is told (it can see it and defend it)."""
+    late_e2e = "E" + "7" * 31
+    unmatched = apply(acquirer, record(late_e2e, amount=AMOUNT))
+    assert (unmatched.account_id, unmatched.charge_id, unmatched.hold) == (None, None, 0)
+    Charge.objects.filter(pk=charge.pk).update(e2e_id=late_e2e)  # the payment, as reconciliation records it
+
+    linked = apply(acquirer, record(late_e2e, amount=AMOUNT))
+
+    assert (linked.pk, linked.account_id, linked.charge_id, linked.hold) == (
+        unmatched.pk,
+        account.pk,
+        charge.pk,
+        LIQUID,
+    )
+    assert status_of(charge) == (ChargeStatus.CHARGEBACK, True)
+    assert books(account) == Books(available=0, held=LIQUID, hold_uncovered=0)
+    assert (
+        WebhookEvent.objects.filter(event_type=EventType.INFRACTION, record_id=linked.pk, status="opened").count() == 1
+    )

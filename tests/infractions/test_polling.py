@@ -211,6 +211,29 @@ def test_one_bad_record_is_skipped_and_the_others_applied(paged: Acquirer, caplo
     assert polling.cursor_get(paged) is not None
 
 
+def test_a_record_the_database_refused_keeps_the_cursor_where_it_was(
+    paged: Acquirer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deadlock or a lost connection may pass: the next poll must list the
+    record again, so the cursor does not move past it (the others apply)."""
+    from django.db import OperationalError
+
+    real = polling.infraction_apply  # type: ignore[attr-defined]
+
+    def flaky(*, acquirer: Acquirer, record: Any) -> Infraction:
+        if record.external_id == "unlucky":
+            raise OperationalError("deadlock detected")
+        return real(acquirer=acquirer, record=record)
+
+    monkeypatch.setattr(polling, "infraction_apply", flaky)
+    PagedInfractions.script = [[record("unlucky", "E" + "1" * 31), record("good", "E" + "2" * 31)]]
+
+    assert polling.infractions_poll(acquirer=paged) == 1
+
+    assert list(Infraction.objects.values_list("external_id", flat=True)) == ["good"]
+    assert polling.cursor_get(paged) is None
+
+
 # --------------------------------------------------------------------------- defences
 
 

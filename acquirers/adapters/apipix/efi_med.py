@@ -65,10 +65,6 @@ _CLOSED = frozenset({InfractionStatus.ACCEPTED, InfractionStatus.REJECTED, Infra
 LOOKBACK = dt.timedelta(days=30)
 #: The defence's ``analise``: the receiver disagrees with the payer's claim.
 DEFENSE_ANALYSIS = "rejeitado"
-#: A refusal saying the infraction no longer takes a defence (closed, decided, past its deadline).
-_CLOSED_ANSWER = re.compile(
-    r"encerrad|finalizad|expirad|cancelad|prazo|n[aã]o (est[aá]|se encontra) (aberta|em aberto)"
-)
 #: A refusal saying the defence is there already (a delivery asked again after an unclear answer).
 _ALREADY_ANSWER = re.compile(
     r"j[aá] (possui|tem|existe|foi|recebeu).{0,40}defesa|defesa.{0,40}j[aá] (foi|existe|enviad|registrad)"
@@ -170,8 +166,8 @@ def defense_submit(client: ApiClient, defense: InfractionDefense) -> None:
         text = str(refused).lower()
         if refused.status == 403:
             raise AcquirerUnavailable(f"{refused}; the defence is asked again once the scope is enabled") from refused
-        if _CLOSED_ANSWER.search(text):
-            raise
+        # "Already has a defence" first: its wording may name the deadline too
+        # ("já possui defesa dentro do prazo"), which the closed pattern matches.
         if refused.status == 409 or _ALREADY_ANSWER.search(text):
             logger.info("efi_pix: infraction %s already has a defence (%s)", defense.external_id, refused)
             return
