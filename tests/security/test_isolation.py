@@ -6,7 +6,6 @@ here until it gets one."""
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,16 +15,13 @@ import pytest
 from django.db import transaction
 from django.db.models import QuerySet
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.services import credential_issue, ledger_post
-from acquirers.adapters.base import InfractionRecord, InfractionStatus
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_grants_set, acquirer_slots_set
 from infractions.models import DefenseAttachment, Infraction
-from infractions.services import infraction_apply
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeTransition
 from payments.sandbox import SANDBOX_EVENTS
 from tests.conftest import client_for
@@ -85,6 +81,12 @@ WALK = [
     Step("post", "/api/webhooks/{id}/rotate-secret", "endpoint", ENDPOINT_NOT_FOUND, 200),
     Step("get", "/api/webhooks/{id}/deliveries", "endpoint", ENDPOINT_NOT_FOUND, 200),
     Step("post", "/api/webhook-events/{id}/redeliver", "failed_event", EVENT_NOT_FOUND, 202),
+    # The sandbox's MED drivers: the refund-asked charge takes an infraction
+    # (its owner's control: 201), the open infraction each decision (200).
+    Step("post", "/api/sandbox/transactions/{id}/infraction", "paid_charge", CHARGE_NOT_FOUND, 201),
+    Step("post", "/api/sandbox/infractions/{id}/accept", "infraction", INFRACTION_NOT_FOUND, 200),
+    Step("post", "/api/sandbox/infractions/{id}/reject", "infraction", INFRACTION_NOT_FOUND, 200),
+    Step("post", "/api/sandbox/infractions/{id}/cancel", "infraction", INFRACTION_NOT_FOUND, 200),
     Step("get", "/api/infractions/{id}", "infraction", INFRACTION_NOT_FOUND, 200),
     Step("post", "/api/infractions/{id}/defense", "infraction", INFRACTION_NOT_FOUND, 201, body={"text": "Entregue."}),
 ]
@@ -146,19 +148,12 @@ def seed_balance(account: Account, amount: int) -> None:
 
 
 def open_infraction(client: APIClient) -> Infraction:
-    """A paid charge its acquirer reports a MED infraction on (with a block)."""
+    """A paid charge its (sandbox) acquirer reports a MED infraction on, with a block."""
     charge_id = create_charge(client)
     pay(client, charge_id)
-    charge = Charge.objects.get(pk=charge_id)
-    record = InfractionRecord(
-        external_id=uuid.uuid4().hex,
-        e2e_id=charge.e2e_id or "",
-        status=InfractionStatus.OPEN,
-        amount=charge.amount,
-        blocked_amount=charge.amount,
-        defense_deadline=timezone.now() + dt.timedelta(days=7),
-    )
-    return infraction_apply(acquirer=charge.acquirer, record=record)
+    opened = client.post(f"/api/sandbox/transactions/{charge_id}/infraction")
+    assert opened.status_code == 201, opened.json()
+    return Infraction.objects.get(pk=opened.json()["data"]["id"])
 
 
 def populate(account: Account) -> Tenant:
@@ -306,7 +301,9 @@ def test_every_id_taking_api_route_is_walked() -> None:
     assert walked <= routes, "a walk step does not reach an id-taking route"
     assert routes - set(EXEMPT) - walked == set(), "id-taking routes without an isolation walk step"
     sandbox_actions = {
-        step.path.rsplit("/", 1)[1] for step in WALK if step.path.startswith("/api/sandbox/transactions/")
+        step.path.rsplit("/", 1)[1]
+        for step in WALK
+        if step.path.startswith("/api/sandbox/transactions/") and not step.path.endswith("/infraction")
     }
     assert sandbox_actions == set(SANDBOX_EVENTS)
 
