@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-# ...and MED infractions' records (list_infractions, defend_infraction).
+# Due-date charges (cobv, lotecobv) and MED infractions' records.
+from acquirers.adapters.due import DueBatchRequest as DueBatchRequest
+from acquirers.adapters.due import DueBatchStatus as DueBatchStatus
+from acquirers.adapters.due import DueCapability, DueChargeMethods
+from acquirers.adapters.due import DueChargeRequest as DueChargeRequest
+from acquirers.adapters.due import DueChargeResult as DueChargeResult
+from acquirers.adapters.due import DueChargeStatus as DueChargeStatus
 from acquirers.adapters.infractions import DefenseAttachment as DefenseAttachment
 from acquirers.adapters.infractions import InfractionDefense as InfractionDefense
 from acquirers.adapters.infractions import InfractionPage as InfractionPage
@@ -44,8 +50,7 @@ class AcquirerUnavailable(AdapterError):
 
 
 class AcquirerTimeout(AcquirerUnavailable):
-    """No answer within the acquirer's timeout. The acquirer may still have
-    created the charge, so the caller asks it to cancel (decisions §4)."""
+    """No answer in time: the acquirer may have acted; the caller asks (decisions §4)."""
 
     error_class = "timeout"
 
@@ -239,7 +244,7 @@ NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a
 
 #: An operation an adapter may or may not offer (``supports_<capability>``).
 Capability = Literal[
-    "charge", "payout", "refund", "cancel", "charge_status", "list_received", "list_sent", "infractions"
+    "charge", "payout", "refund", "cancel", "charge_status", "list_received", "list_sent", "infractions", DueCapability
 ]
 #: What an adapter that claims a capability must implement.
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
@@ -251,39 +256,34 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     "list_received": ("list_received",),
     "list_sent": ("list_sent",),
     "infractions": ("list_infractions", "defend_infraction"),
+    "due_charge": ("create_due_charge", "due_charge_status", "cancel_due_charge"),
+    "due_charge_batch": ("create_due_charge_batch", "due_charge_batch_status"),
 }
 
 
-class AcquirerAdapter(abc.ABC):
+class AcquirerAdapter(DueChargeMethods, abc.ABC):
     """One provider's API. Instances are cheap; build one per use with
     :func:`acquirers.adapters.build`."""
 
     #: Registry name, stored in ``Acquirer.adapter``.
     name: ClassVar[str]
-    #: What the adapter can do. The selectors offer an acquirer only what its
-    #: adapter supports (a cash-out-only adapter is never in a charge's chain),
-    #: and callers check the flags before the optional calls. Charges and
-    #: payouts are on unless an adapter turns them off; refunds and status
-    #: polling are opt-in. A flag that is on needs its methods (checked by
-    #: :func:`acquirers.adapters.register`); the defaults below raise
-    #: :class:`CapabilityNotSupported`.
+    #: What the adapter can do: selectors and callers check these flags. Charges and payouts are
+    #: on unless turned off, the rest opt-in; a flag that is on needs its methods (checked by
+    #: :func:`acquirers.adapters.register`); the defaults raise :class:`CapabilityNotSupported`.
     supports_charge: ClassVar[bool] = True
     supports_payout: ClassVar[bool] = True
     supports_refund: ClassVar[bool] = False
-    #: A refund names the Pix being returned by its end-to-end id (the API
-    #: Pix devolução): a paid charge without one cannot be refunded there.
+    #: A refund names the Pix returned by its e2e id (API Pix devolução): without one, no refund there.
     refund_needs_e2e_id: ClassVar[bool] = True
-    #: Withdrawing a charge there (cancelled or expired here, abandoned while
-    #: created); without it, the acquirer's own expiry of it stops a payer.
+    #: Withdrawing a charge there; without it, the acquirer's own expiry of it stops a payer.
     supports_cancel: ClassVar[bool] = False
     supports_charge_status: ClassVar[bool] = False
-    #: Listings for reconciliation (:mod:`reconciliation.run`): what
-    #: the acquirer received (charges) and sent (payouts) in a window. An
-    #: adapter without them is skipped by reconciliation, which says why.
+    #: Listings for reconciliation (:mod:`reconciliation.run`), which skips an adapter without them.
     supports_list_received: ClassVar[bool] = False
     supports_list_sent: ClassVar[bool] = False
     #: MED infractions listed and defended; without it staff register them (maker-checker).
     supports_infractions: ClassVar[bool] = False
+    unsupported_error = CapabilityNotSupported
 
     @classmethod
     def enabled(cls) -> bool:

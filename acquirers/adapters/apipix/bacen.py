@@ -41,6 +41,7 @@ from typing import Any
 
 from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
 from acquirers.adapters.apipix.client import ApiClient, client_for
+from acquirers.adapters.apipix.cobv import BacenCobvMixin
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
 from acquirers.adapters.apipix.listing import cob_records, listing_page, pix_records
 from acquirers.adapters.apipix.options import clean_connection_options, clean_notification_token_env, clean_pix_key
@@ -68,7 +69,9 @@ from acquirers.adapters.registry import register
 
 logger = logging.getLogger(__name__)
 
-#: What the adapter calls: immediate charges and received Pix (refunds are ``pix.write``).
+#: What the adapter calls: immediate charges and received Pix (refunds are ``pix.write``). Due-date
+#: charges need ``cobv.*`` (and ``lotecobv.*``) added to the acquirer's ``scopes``: not asked by default,
+#: so credentials without them keep working.
 DEFAULT_SCOPES = ("cob.write", "cob.read", "pix.write", "pix.read")
 REMOVED_BY_US = "REMOVIDA_PELO_USUARIO_RECEBEDOR"
 _REMOVED = frozenset({REMOVED_BY_US, "REMOVIDA_PELO_PSP"})
@@ -81,13 +84,15 @@ MAX_PIX_PER_NOTIFICATION = 50
 
 
 @register
-class BacenPixAdapter(AcquirerAdapter):
+class BacenPixAdapter(BacenCobvMixin, AcquirerAdapter):
     name = "bacen_pix"
     supports_payout = False
     supports_charge_status = True
     supports_refund = True
     supports_cancel = True
     supports_list_received = True
+    supports_due_charge = True
+    supports_due_charge_batch = True
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
