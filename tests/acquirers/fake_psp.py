@@ -16,7 +16,9 @@ every valid message fail, or the document itself fail validation):
 - ``RecNotification.required`` names ``atualizacao"`` (a stray quote) and
   ``CobVGerada.required`` names ``location``, which it does not declare;
 - ``PixConsultados.required`` names ``cobs`` for its list ``pix``, and the
-  items of ``CobsConsultadas.cobs`` require ``idCob``, declared nowhere.
+  items of ``CobsConsultadas.cobs`` require ``idCob``, declared nowhere;
+- ``DadosRecebedor.required`` puts the receiver's address at the top of a
+  ``cobv`` (its own example, ``cobResponse4``, has it under ``recebedor``).
 
 Operations declare no 401 (a token rejected at the PSP's gateway) and the
 spec's error section says any endpoint may answer 500 or 504: those answers
@@ -47,6 +49,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT4
 
 from acquirers import brcode
+from tests.acquirers.fake_psp_cobv import CobvHandlerMixin
 from tests.acquirers.fake_server import TOKEN_PATH, FakeHandler, FakeServer, new_e2e_id, now_iso
 
 # Vendored (Apache 2.0, see reference/README.md): a clean clone must test without shared/.
@@ -59,6 +62,7 @@ PSP_ISPB = "12345678"
 _SPEC_URI = "urn:bacen-api-pix-2.9.0"
 #: Statuses no operation declares but any may answer (see the module docstring).
 GENERAL_ERROR_STATUSES = frozenset({401, 500, 504})
+COBV_SCOPES = frozenset({"cobv.write", "cobv.read", "lotecobv.write", "lotecobv.read"})
 
 
 # --------------------------------------------------------------------------- the spec
@@ -87,6 +91,7 @@ def spec_document() -> dict[str, Any]:
     schemas["RecNotification"]["required"] = ["idRec", "status", "atualizacao"]
     schemas["CobVGerada"]["required"].remove("location")
     schemas["PixConsultados"]["required"] = ["parametros", "pix"]
+    del schemas["DadosRecebedor"]["required"]  # the address belongs to recebedor, which requires it itself
     schemas["CobsConsultadas"]["properties"]["cobs"]["items"]["allOf"][1]["required"] = ["status", "txid"]
     _drop_js_delimiters(document)
     return document
@@ -181,6 +186,11 @@ OPERATIONS = (
     "devolucao.get",
     "pix.list",
     "cob.list",
+    "cobv.put",
+    "cobv.get",
+    "cobv.patch",
+    "lotecobv.put",
+    "lotecobv.get",
 )
 
 
@@ -206,6 +216,9 @@ class FakePsp(FakeServer[Fault]):
 
     cobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     pix: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Due-date charges by txid and their batches by id (tests/acquirers/fake_psp_cobv.py).
+    cobvs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lotes: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: Devoluções the PSP has taken but its API does not show yet, by e2e id (see withhold_refund).
     withheld: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _next_loc: int = 1000
@@ -333,7 +346,7 @@ class FakePsp(FakeServer[Fault]):
             self.violations.append(f"answer {request.method} {request.path} {status}: {_describe(exc)}")
 
 
-class Handler(FakeHandler):
+class Handler(CobvHandlerMixin, FakeHandler):
     @property
     def psp(self) -> FakePsp:
         return self.server.fake
@@ -397,7 +410,11 @@ class Handler(FakeHandler):
             return
         self._send(request, status, body)
 
-    def _send(self, request: MockRequest, status: int, body: dict[str, Any]) -> None:
+    def _send(self, request: MockRequest, status: int, body: dict[str, Any] | None) -> None:
+        if body is None:  # an answer the spec gives no content (lotecobv's 202)
+            self.psp.check_response(request, status, b"", "application/json")
+            self._send_raw(status, b"", "application/json")
+            return
         content_type = "application/json" if status < 400 else "application/problem+json"
         data = json.dumps(body, ensure_ascii=False).encode()
         self.psp.check_response(request, status, data, content_type)
@@ -413,7 +430,7 @@ class Handler(FakeHandler):
         if fields.get("grant_type") != "client_credentials":
             errors.append(f"grant_type is {fields.get('grant_type')!r}")
         scopes = set(fields.get("scope", "").split())
-        if not scopes <= {"cob.write", "cob.read", "pix.write", "pix.read"}:
+        if not scopes <= {"cob.write", "cob.read", "pix.write", "pix.read"} | COBV_SCOPES:
             errors.append(f"unexpected scopes {sorted(scopes)}")
         return errors, " ".join(scopes)
 
@@ -591,6 +608,12 @@ def _operation(method: str, path: str) -> str | None:
         return f"{segments[0]}.list"
     if len(segments) == 2 and segments[0] == "cob":
         return {"PUT": "cob.put", "GET": "cob.get", "PATCH": "cob.patch"}.get(method)
+    if len(segments) == 2 and segments[0] in ("cobv", "lotecobv"):
+        return {
+            "PUT": f"{segments[0]}.put",
+            "GET": f"{segments[0]}.get",
+            "PATCH": "cobv.patch" if segments[0] == "cobv" else None,
+        }.get(method)
     if len(segments) == 2 and segments[0] == "pix" and method == "GET":
         return "pix.get"
     if len(segments) == 4 and segments[0] == "pix" and segments[2] == "devolucao":
