@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote
 from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
@@ -36,6 +35,7 @@ from accounts.admin.decisions import (
     DecideButtonsMixin,
     RequestQueue,
     decide_each,
+    log_on_record,
     staff_user,
 )
 from accounts.exceptions import ApprovalRefused
@@ -182,14 +182,8 @@ def pending_changes(modeladmin: Any, account: Account) -> str:
 
 def _log_on_account(request: HttpRequest, pending: AccountChangeRequest, message: str) -> None:
     """The decision also goes to the account's own history."""
-    LogEntry.objects.create(
-        user_id=staff_user(request).pk,
-        content_type=ContentType.objects.get_for_model(Account),
-        object_id=str(pending.account_id),
-        object_repr=str(pending.account)[:200],
-        action_flag=CHANGE,
-        change_message=message[:1000],
-    )
+    content_type = ContentType.objects.get_for_model(Account)
+    log_on_record(request, content_type, str(pending.account_id), str(pending.account), message)
 
 
 QUEUE = RequestQueue(

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
@@ -24,6 +23,7 @@ from accounts.admin.decisions import (
     DecideButtonsMixin,
     RequestQueue,
     decide_each,
+    log_on_record,
     staff_user,
 )
 from accounts.approvals import money_action
@@ -88,14 +88,7 @@ def request_approval_action(
 def _log_on_target(request: HttpRequest, pending: MoneyActionRequest, message: str) -> None:
     """The decision also goes to the charge's or withdrawal's own history."""
     content_type = ContentType.objects.get_by_natural_key(*pending.target_type.split(".", 1))
-    LogEntry.objects.create(
-        user_id=staff_user(request).pk,
-        content_type=content_type,
-        object_id=pending.target_id,
-        object_repr=pending.target_id,
-        action_flag=CHANGE,
-        change_message=message[:1000],
-    )
+    log_on_record(request, content_type, pending.target_id, pending.target_id, message)
 
 
 QUEUE = RequestQueue(
@@ -103,7 +96,7 @@ QUEUE = RequestQueue(
     not_done="não executado",
     approved=("{n} pedido aprovado e executado.", "{n} pedidos aprovados e executados."),
     describe=lambda decided: f"({decided.get_action_display()}, {brl(decided.amount)})",
-    log_on_target=lambda request, decided, message: _log_on_target(request, decided, message),
+    log_on_target=_log_on_target,
 )
 
 

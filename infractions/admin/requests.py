@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote
 from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
@@ -30,6 +29,7 @@ from accounts.admin.decisions import (
     DecideButtonsMixin,
     RequestQueue,
     decide_each,
+    log_on_record,
     staff_user,
 )
 from accounts.exceptions import ApprovalRefused
@@ -163,14 +163,8 @@ def _log_on_infraction(request: HttpRequest, pending: InfractionRequest, message
     """The decision also goes to the infraction's own history (a registration: once it exists)."""
     if pending.infraction_id is None:
         return
-    LogEntry.objects.create(
-        user_id=staff_user(request).pk,
-        content_type=ContentType.objects.get_for_model(Infraction),
-        object_id=str(pending.infraction_id),
-        object_repr=str(pending.infraction)[:200],
-        action_flag=CHANGE,
-        change_message=message[:1000],
-    )
+    content_type = ContentType.objects.get_for_model(Infraction)
+    log_on_record(request, content_type, str(pending.infraction_id), str(pending.infraction), message)
 
 
 QUEUE = RequestQueue(
