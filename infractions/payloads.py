@@ -25,10 +25,13 @@ class InfractionDefenseSerializer(serializers.Serializer[Infraction]):
     attachments = serializers.SerializerMethodField()
 
     def get_attachments(self, infraction: Infraction) -> list[dict[str, Any]]:
-        return [
-            {"name": a.name, "content_type": a.content_type, "size": a.size}
-            for a in infraction.attachments.all().only("name", "content_type", "size")
-        ]
+        attachments = infraction.attachments.all()
+        if "attachments" not in getattr(infraction, "_prefetched_objects_cache", {}):
+            # One infraction (a webhook): its files' names only, never their content
+            # (up to 2 MB each). A listing prefetched them already, without content
+            # (infractions.selectors.infractions_of): no query per infraction.
+            attachments = attachments.only("name", "content_type", "size")
+        return [{"name": a.name, "content_type": a.content_type, "size": a.size} for a in attachments]
 
 
 class InfractionPayloadSerializer(serializers.Serializer[Infraction]):

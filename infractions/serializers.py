@@ -78,13 +78,6 @@ class DefenseCreateSerializer(SharedFieldsSerializer):
         return value
 
 
-class _ListedDefenseSerializer(InfractionDefenseSerializer):
-    def get_attachments(self, infraction: Infraction) -> list[dict[str, Any]]:
-        # The listing's prefetch (infractions.selectors.infractions_of), not
-        # one query per infraction; the same fields as the webhook's.
-        return [{"name": a.name, "content_type": a.content_type, "size": a.size} for a in infraction.attachments.all()]
-
-
 class DefenseAttachmentSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     content_type = serializers.CharField()
@@ -113,7 +106,7 @@ class InfractionSerializer(InfractionPayloadSerializer):
     def get_defense(self, infraction: Infraction) -> dict[str, Any] | None:
         if infraction.defense_submitted_at is None:
             return None
-        return dict(_ListedDefenseSerializer(infraction).data)
+        return dict(InfractionDefenseSerializer(infraction).data)
 
 
 class InfractionEventDataSerializer(InfractionSerializer):
