@@ -108,6 +108,25 @@ def test_a_notification_schedules_a_poll_and_the_two_polls_open_one_infraction(
     assert holds(account) == [("med_hold", -charge.liquid_amount)]
 
 
+@pytest.mark.django_db
+def test_a_burst_of_notifications_shares_one_poll_run_after_it(
+    api: APIClient, account: Account, enqueued: list[tuple[str, tuple[Any, ...]]]
+) -> None:
+    """Each poll may read a month of pages (Efí): notifications within the
+    window share one, scheduled for when the window closes, so it reads what
+    every one of them announced."""
+    acquirer, _, external_id = sandbox_with_infraction(api)
+
+    for _ in range(3):
+        response = notify(
+            {"event": "infraction.changed", "reference": external_id},
+            url=f"/api/acquirers/{acquirer.key}/notifications",
+        )
+        assert response.status_code == 200, response.content
+
+    assert enqueued.count(("infractions.tasks.poll_infractions", (acquirer.pk,))) == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_polls_at_once_open_one_infraction_and_one_hold(api: APIClient, account: Account) -> None:
     acquirer, charge, _ = sandbox_with_infraction(api)
