@@ -41,15 +41,13 @@ from typing import Any
 
 from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
 from acquirers.adapters.apipix.client import ApiClient, client_for
-from acquirers.adapters.apipix.cobv import BacenCobvMixin
+from acquirers.adapters.apipix.cobv import BacenCobvMixin, adopt_existing
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
 from acquirers.adapters.apipix.listing import cob_records, listing_page, pix_records
 from acquirers.adapters.apipix.options import clean_connection_options, clean_notification_token_env, clean_pix_key
 from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
 from acquirers.adapters.base import (
     AcquirerAdapter,
-    AcquirerDeclined,
-    AcquirerUnavailable,
     CancelResult,
     ChargeRequest,
     ChargeResult,
@@ -130,24 +128,11 @@ class BacenPixAdapter(BacenCobvMixin, AcquirerAdapter):
                 raise
             # Some PSPs refuse a PUT for a txid already in use: after a retry
             # whose first answer was lost, that charge is ours.
-            existing = self._existing(client, path, body)
+            existing = adopt_existing(client, path, body)
             if existing is None:
                 raise
             cob = existing
         return self._charge_result(cob, request)
-
-    def _existing(self, client: ApiClient, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        try:
-            cob = client.request("GET", path, idempotent=True).data
-        except (AcquirerUnavailable, AcquirerDeclined):
-            return None
-        same = (
-            cob.get("status") == "ATIVA"
-            and isinstance(cob.get("valor"), dict)
-            and cob["valor"].get("original") == body["valor"]["original"]
-            and cob.get("chave") == body["chave"]
-        )
-        return cob if same else None
 
     @staticmethod
     def _charge_result(cob: Mapping[str, Any], request: ChargeRequest) -> ChargeResult:

@@ -59,7 +59,7 @@ class BacenCobvMixin:
             if isinstance(refused, HttpNotFound):
                 raise
             # A txid in use after a retry whose first answer was lost: ours if it matches.
-            existing = _existing(client, path, body)
+            existing = adopt_existing(client, path, body)
             if existing is None:
                 raise
             cobv = existing
@@ -147,7 +147,10 @@ def _devedor(request: DueChargeRequest) -> dict[str, str]:
     return devedor
 
 
-def _existing(client: ApiClient, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+def adopt_existing(client: ApiClient, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The charge (``cob`` or ``cobv``) at ``path`` when it is the one ``body``
+    asked for and still active: a PUT refused because its txid is in use,
+    after a retry whose first answer was lost, found our own charge."""
     try:
         cobv = client.request("GET", path, idempotent=True).data
     except (AcquirerUnavailable, AcquirerDeclined):
