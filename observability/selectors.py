@@ -272,7 +272,8 @@ def infractions(*, now: dt.datetime | None = None) -> Infractions:
     found = Infraction.objects.filter(closed_at__isnull=True).aggregate(
         open=Count("pk"),
         blocked=Sum("blocked_amount"),
-        held=Sum("hold", filter=Q(hold_released=False)),
+        # An open infraction's block is never released yet: released is the close.
+        held=Sum("hold"),
         nearest=Min("defense_deadline", filter=undefended),
         near=Count("pk", filter=deadline_near(now)),
     )
