@@ -4,6 +4,7 @@ from django.urls import URLPattern, URLResolver, include, path, re_path
 
 from accounts.claim_views import credential_claim_view
 from acquirers.urls import urlpatterns as acquirer_patterns
+from due_charges.urls import urlpatterns as due_charge_patterns
 from infractions.sandbox_urls import urlpatterns as infraction_sandbox_patterns
 from infractions.urls import urlpatterns as infraction_patterns
 from observability.metrics import metrics_view
@@ -27,6 +28,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     *webhook_patterns,
     *infraction_patterns,
     *infraction_sandbox_patterns,
+    *due_charge_patterns,
 ]
 
 urlpatterns = [

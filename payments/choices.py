@@ -17,6 +17,15 @@ class ChargeStatus(models.TextChoices):
     CHARGEBACK = "chargeback", "Contestada"
 
 
+class ChargeKind(models.TextChoices):
+    """An immediate charge (API Pix ``cob``: checkout) or a due-date charge
+    (``cobv``: invoices, payable after its due date with fine and interest;
+    its terms in ``payments.due_models.DueCharge``)."""
+
+    IMMEDIATE = "immediate", "Imediata"
+    DUE = "due", "Com vencimento"
+
+
 class ChargeSource(models.TextChoices):
     """Who caused a change of a charge (``ChargeTransition.Source``)."""
 

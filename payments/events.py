@@ -15,6 +15,8 @@ from acquirers.inbound import ApplyResult
 from acquirers.models import Acquirer
 from core.exceptions import PixServiceError
 from payments import services
+from payments.choices import ChargeKind
+from payments.due_payments import components_from_raw
 from payments.exceptions import ChargeNotFound
 from payments.late_evidence import late_payment_returned_there, returned_record
 from payments.late_payments import LATE_FROM, late_payment_record
@@ -79,7 +81,9 @@ def charge_event_apply(
     (:mod:`payments.late_payments`), never refused; so is the acquirer's
     word that such a payment went back to the payer (a refund or a MED:
     :func:`_late_returned`)."""
-    charge = Charge.objects.filter(txid=notification.reference).only("pk", "status", "acquirer_id", "amount").first()
+    charge = (
+        Charge.objects.filter(txid=notification.reference).only("pk", "status", "acquirer_id", "amount", "kind").first()
+    )
     if charge is None or (acquirer is not None and charge.acquirer_id != acquirer.pk):
         raise ChargeNotFound()
     if notification.event in RETURNED_EVENTS and charge.status in LATE_FROM and not strict:
@@ -137,12 +141,15 @@ def _late_returned(charge: Charge, notification: Notification, source: str) -> A
 
 def _apply(charge: Charge, notification: Notification, source: str, strict: bool) -> ApplyResult:
     event = notification.event
+    due = charge.kind == ChargeKind.DUE
     if (
         event is NotificationEvent.CHARGE_PAID
         and notification.amount is not None
         and notification.amount != charge.amount
+        and not due
     ):
-        # Our charges have a fixed value: another amount is for staff, never credited as is.
+        # Immediate charges have a fixed value: another amount is for staff, never credited as is.
+        # A due-date charge's depends on the day: what was paid is credited (payments.due_payments).
         raise PixServiceError(f"Valor pago ({notification.amount}) difere do valor da cobrança ({charge.amount}).")
     rule = EVENT_RULES.get(event)
     if rule is None:
@@ -161,5 +168,7 @@ def _apply(charge: Charge, notification: Notification, source: str, strict: bool
         paid_at=notification.occurred_at,
         only_from=rule.only_from,
         strict=strict,
+        paid_amount=notification.amount if due else None,
+        components=components_from_raw(notification.raw) if due else None,
     )
     return ApplyResult(changed=changed)

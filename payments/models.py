@@ -11,7 +11,7 @@ from accounts.models import Account, PaymentMethod
 from acquirers.models import Acquirer
 from core.indexes import record_listing_indexes
 from core.money import brl
-from payments.choices import ChargeSource
+from payments.choices import ChargeKind, ChargeSource
 from payments.choices import ChargeStatus as ChargeStatus  # callers name it with the models
 
 
@@ -28,6 +28,10 @@ class Charge(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="charges", verbose_name="conta")
     payment_method = models.CharField(max_length=16, choices=PaymentMethod.choices, default=PaymentMethod.PIX)
+    # Immediate (cob) or with a due date (cobv: its terms in DueCharge, ``charge.due``).
+    kind = models.CharField(
+        "tipo", max_length=10, choices=ChargeKind.choices, default=ChargeKind.IMMEDIATE, db_default="immediate"
+    )
     amount = models.BigIntegerField()
     platform_tax = models.BigIntegerField()
     liquid_amount = models.BigIntegerField()
@@ -255,8 +259,9 @@ class ChargeRefund(models.Model):
         return f"Estorno {brl(self.amount)} ({self.get_status_display().lower()})"
 
 
-# Cancellation at the acquirer and late payments: models of their own module
-# (this one is full), registered with the app from here.
+# Cancellation at the acquirer, late payments and due-date charges' terms:
+# models of their own modules (this one is full), registered with the app from here.
+from payments.due_models import DueCharge as DueCharge  # noqa: E402
 from payments.late_models import ChargeCancellation as ChargeCancellation  # noqa: E402
 from payments.late_models import LatePayment as LatePayment  # noqa: E402
 from payments.late_models import LatePaymentResolution as LatePaymentResolution  # noqa: E402

@@ -14,19 +14,23 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from accounts.fees import cashin_fee
 from accounts.models import Account, LedgerEntry, PaymentMethod
 from accounts.services import ledger_post
 from acquirers.adapters.base import ChargeRequest
-from acquirers.chain import run_charge_chain
+from acquirers.chain import ChainResult, run_charge_chain
 from acquirers.models import Acquirer
 from acquirers.selectors import acquirer_label, cashin_chain, selectable_acquirers
 from core import metrics
 from core.sql import insert_together
 from payments import exceptions as err
 from payments.cancellation import charge_cancellation_open
+from payments.choices import ChargeKind
+from payments.due_payloads import due_charge_payload
+from payments.due_payments import due_payment_apply
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.payloads import charge_payload
 from payments.refund_reservations import charge_refund_close
@@ -37,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 MAX_AMOUNT = 300_000
 MIN_NET_AMOUNT = 10
+#: The tasks (of acquirers.tasks) that ask an acquirer to withdraw a charge we will not use.
+CANCEL_CHARGE = "cancel_charge_at_acquirer"
+CANCEL_DUE_CHARGE = "cancel_due_charge_at_acquirer"
 
 
 @dataclass(frozen=True)
@@ -111,8 +118,6 @@ def charge_create(
         merchant_city=settings.PIX_MERCHANT_CITY,
     )
     outcome = run_charge_chain(chain, request)
-    _cancel_abandoned(outcome.to_cancel, request.txid, keep=outcome.acquirer)
-
     charge = None
     if outcome.result is not None and outcome.acquirer is not None:
         charge = Charge(
@@ -134,7 +139,29 @@ def charge_create(
             metadata=dict(metadata or {}),
             expires_at=timezone.now() + dt.timedelta(seconds=account.charge_expiry_seconds),
         )
-    rows: list[Charge | ChargeAttempt] = [charge] if charge is not None else []
+    return charge_store(
+        charge=charge, account=account, outcome=outcome, txid=request.txid, in_transaction=in_transaction
+    )
+
+
+def charge_store(
+    *,
+    charge: Charge | None,
+    account: Account,
+    outcome: ChainResult,
+    txid: str,
+    in_transaction: Callable[[Charge], None] | None = None,
+    also: Sequence[Model] = (),
+    cancel: str = CANCEL_CHARGE,
+) -> Charge:
+    """Store what a creation through the chain came to: the charge (None:
+    no acquirer took it) with ``also`` (rows that belong to it) and every
+    attempt; :class:`~payments.exceptions.AllAcquirersFailed` when none took
+    it. Acquirers that may hold a charge we will not use are asked to cancel
+    it (``cancel``: the task's name)."""
+    charge_id = charge.pk if charge is not None else uuid.UUID(hex=txid)
+    _cancel_abandoned(outcome.to_cancel, txid, keep=outcome.acquirer, task=cancel)
+    rows: list[Model] = [charge, *also] if charge is not None else []
     rows += [
         ChargeAttempt(
             charge_id=charge_id,
@@ -152,7 +179,7 @@ def charge_create(
     # the client never gets: it is asked to cancel it. The charge and its
     # attempts go in one statement, atomic by itself; a transaction is opened
     # only for what must commit with them (the idempotency key's answer).
-    with _cancel_unless_stored(outcome.acquirer, request.txid):
+    with _cancel_unless_stored(outcome.acquirer, txid, cancel):
         if charge is not None and in_transaction is not None:
             with transaction.atomic():
                 insert_together(rows)
@@ -168,32 +195,32 @@ def charge_create(
 
 
 @contextlib.contextmanager
-def _cancel_unless_stored(acquirer: Acquirer | None, txid: str) -> Iterator[None]:
+def _cancel_unless_stored(acquirer: Acquirer | None, txid: str, task: str) -> Iterator[None]:
     try:
         yield
     except BaseException:
         if acquirer is not None:
-            _cancel_now(acquirer, txid)  # now: no commit is coming
+            _cancel_now(acquirer, txid, task)  # now: no commit is coming
         raise
 
 
-def _cancel_now(acquirer: Acquirer, txid: str) -> None:
-    from acquirers.tasks import cancel_charge_at_acquirer
+def _cancel_now(acquirer: Acquirer, txid: str, task: str) -> None:
+    from acquirers import tasks
 
     try:
-        cancel_charge_at_acquirer.delay(acquirer.pk, txid)
+        getattr(tasks, task).delay(acquirer.pk, txid)
     except Exception:
         # Best effort: a broker outage must not fail a charge that succeeded elsewhere.
         logger.warning("could not enqueue cancel of %s at %s", txid, acquirer.key, exc_info=True)
 
 
-def _cancel_abandoned(to_cancel: Sequence[Acquirer], txid: str, keep: Acquirer | None) -> None:
+def _cancel_abandoned(to_cancel: Sequence[Acquirer], txid: str, keep: Acquirer | None, task: str) -> None:
     """After a timeout or an answer we refused, the acquirer may hold the
     charge; ask it, in the background, to cancel, so the payer never holds a
     live code the client did not get."""
     for acquirer in to_cancel:
         if keep is None or acquirer.pk != keep.pk:
-            transaction.on_commit(functools.partial(_cancel_now, acquirer, txid))
+            transaction.on_commit(functools.partial(_cancel_now, acquirer, txid, task))
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -222,6 +249,8 @@ def charge_transition(
     only_from: Collection[str] | None = None,
     strict: bool = False,
     med: Callable[[Charge], None] | None = None,
+    paid_amount: int | None = None,
+    components: Mapping[str, int] | None = None,
 ) -> bool:
     """Apply one status change, its ledger effect, its audit row and its
     webhook event atomically,
@@ -242,6 +271,10 @@ def charge_transition(
     (or, not ``strict``, a no-op): a block's charge moves only with its
     infraction, so no refund or chargeback elsewhere counts its money twice
     (docs/api/infractions.md).
+
+    ``paid_amount``/``components``: what the acquirer reported paid, which a
+    due-date charge is credited (:mod:`payments.due_payments`); an immediate
+    charge's amount is fixed.
     """
     with transaction.atomic():
         charge = Charge.objects.select_for_update().get(pk=charge_id)
@@ -271,6 +304,10 @@ def charge_transition(
             charge.paid_at = paid_at or timezone.now()
             charge.e2e_id = e2e_id or charge.e2e_id
             fields += ["paid_at", "e2e_id"]
+            if charge.kind == ChargeKind.DUE:
+                fields += due_payment_apply(
+                    charge, paid_amount=paid_amount, components=components, paid_at=charge.paid_at
+                )
         charge.save(update_fields=fields)
         ChargeTransition.objects.create(
             charge=charge, from_status=from_status, to_status=to_status, source=source, actor=actor[:150]
@@ -302,12 +339,13 @@ def charge_transition(
             )
         acquirer_id = charge.acquirer_id
         metrics.on_commit(lambda: metrics.CHARGE_STATUS_CHANGES.labels(acquirer_label(acquirer_id), to_status).inc())
+        due = charge.kind == ChargeKind.DUE
         event_emit(
             account_id=charge.account_id,
-            event_type=EventType.TRANSACTION,
+            event_type=EventType.DUE_CHARGE if due else EventType.TRANSACTION,
             record_id=charge.pk,
             status=to_status,
-            data=charge_payload(charge),
+            data=due_charge_payload(charge) if due else charge_payload(charge),
             postback_url=charge.postback_url,
         )
     return True

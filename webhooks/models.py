@@ -63,6 +63,9 @@ class EventType(models.TextChoices):
     WITHDRAWAL = "withdrawal", "Saque"
     # A MED infraction (infractions app): opened, deadline near, closed, returned.
     INFRACTION = "infraction", "Infração MED"
+    # A due-date charge (payments.due_models) changed status; a batch of them finished.
+    DUE_CHARGE = "due_charge", "Cobrança com vencimento"
+    DUE_CHARGE_BATCH = "due_charge_batch", "Lote de cobranças com vencimento"
 
 
 class WebhookEvent(models.Model):

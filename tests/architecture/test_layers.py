@@ -24,7 +24,7 @@ LAYERS = [
     {"acquirers"},
     {"webhooks"},
     {"payments", "withdrawals"},
-    {"infractions"},
+    {"infractions", "due_charges"},
     {"reconciliation"},
     {"staff"},
     {"observability", "provisioning", "dev"},

@@ -1,0 +1,1 @@
+"""Back office of due-date charges and their batches."""
