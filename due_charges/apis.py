@@ -56,7 +56,7 @@ DUE_CHARGE_FILTERS = [
         "overdue",
         str,
         enum=["true", "false"],
-        description="`true`: pending with the due date before today (Brasília); `false`: the others.",
+        description="`true`: pending with the due date before today (America/Sao_Paulo); `false`: the others.",
     ),
     timestamp_parameter("created_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
     timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
@@ -201,7 +201,7 @@ class DueChargeDetailApi(AccountAPIView):
     @extend_schema(
         tags=["due-charges"],
         summary="Read a due-date charge",
-        description="With `amount_due_today`: what the payer owes today (Brasília), by component.",
+        description="With `amount_due_today`: what the payer owes today (America/Sao_Paulo), by component.",
         parameters=[DUE_CHARGE_ID],
         responses=responses(
             {200: success_envelope("DueChargeResponse", DueChargeSerializer())},

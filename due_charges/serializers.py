@@ -126,7 +126,7 @@ class DueDebtorSerializer(serializers.Serializer[Any]):
 
 
 def amount_due_today(charge: Charge) -> dict[str, Any] | None:
-    """What the payer owes today (Brasília), or None once it cannot be paid."""
+    """What the payer owes today (America/Sao_Paulo), or None once it cannot be paid."""
     if charge.status != ChargeStatus.PENDING:
         return None
     today = now_in_brazil()
@@ -147,14 +147,14 @@ class DueChargeSerializer(serializers.Serializer[Charge]):
     due_date = serializers.DateField(source="due.due_date")
     days_after_due = serializers.IntegerField(source="due.terms.calendario.validadeAposVencimento")
     last_payable_date = serializers.DateField(
-        source="due.last_payable_date", help_text="The last day it can be paid (Brasília)."
+        source="due.last_payable_date", help_text="The last day it can be paid (America/Sao_Paulo)."
     )
     fine = serializers.JSONField(source="due.terms.valor.multa", default=None)
     interest = serializers.JSONField(source="due.terms.valor.juros", default=None)
     rebate = serializers.JSONField(source="due.terms.valor.abatimento", default=None)
     discount = serializers.JSONField(source="due.terms.valor.desconto", default=None)
     amount_due_today = serializers.SerializerMethodField(
-        help_text="What the payer owes today (Brasília); null once it is not pending or not payable any more."
+        help_text="What the payer owes today (America/Sao_Paulo); null once it is not pending or not payable any more."
     )
     paid_amount = serializers.IntegerField(source="due.paid_amount", allow_null=True)
     paid_components = serializers.DictField(child=serializers.IntegerField(), source="due.paid_components")

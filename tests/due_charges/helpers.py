@@ -42,7 +42,9 @@ def body(**changes: Any) -> dict[str, Any]:
 
 
 def client_of(account: Account) -> APIClient:
-    return client_for(credential_issue(account=account, permission="all"))
+    client = client_for(credential_issue(account=account, permission="all"))
+    client.default_format = "json"
+    return client
 
 
 def create(client: APIClient, **changes: Any) -> dict[str, Any]:

@@ -58,8 +58,9 @@ def test_the_amount_due_today_follows_the_day(api: APIClient, monkeypatch: pytes
 
     on(monkeypatch, due_in(3))
     early = today_of(api, charge["id"])
-    assert early["components"]["desconto"] == 1500
-    assert early["amount"] == 13500
+    # Modalidade 1: a fixed value (R$ 10,00) until the date.
+    assert early["components"]["desconto"] == 1000
+    assert early["amount"] == 14000
 
     on(monkeypatch, due_in(10))
     assert today_of(api, charge["id"])["amount"] == 15000

@@ -26,6 +26,7 @@ DEMO = Path(__file__).resolve().parents[2] / "demo" / "bootstrap.json"
 #: The write operations that take a JSON body: each must show examples.
 DOCUMENTED = {
     ("post", "/api/transactions"),
+    ("post", "/api/due-charges"),
     ("post", "/api/withdrawals"),
     ("put", "/api/pix-cash-in/acquirers"),
     ("post", "/api/webhooks"),

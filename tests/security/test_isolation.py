@@ -6,6 +6,7 @@ here until it gets one."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ CHARGE = {
     "buyer": {"buyer_name": "Fulano", "buyer_document": "52998224725", "buyer_phone": "11999998888"},
 }
 CHARGE_NOT_FOUND = "Transação não encontrada."
+DUE_CHARGE_NOT_FOUND = "Cobrança com vencimento não encontrada."
 WITHDRAWAL_NOT_FOUND = "Saque não encontrado."
 ENDPOINT_NOT_FOUND = "Webhook não encontrado."
 EVENT_NOT_FOUND = "Evento não encontrado."
@@ -75,6 +77,8 @@ WALK = [
     Step("post", "/api/sandbox/transactions/{id}/fail", "charge", CHARGE_NOT_FOUND, 200),
     Step("post", "/api/sandbox/transactions/{id}/refund", "paid_charge", CHARGE_NOT_FOUND, 200),
     Step("post", "/api/sandbox/transactions/{id}/chargeback", "paid_charge", CHARGE_NOT_FOUND, 200),
+    Step("get", "/api/due-charges/{id}", "due_charge", DUE_CHARGE_NOT_FOUND, 200),
+    Step("post", "/api/due-charges/{id}/cancel", "due_charge", DUE_CHARGE_NOT_FOUND, 200),
     Step("get", "/api/withdrawals/{id}", "withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("post", "/api/sandbox/withdrawals/{id}/return", "paid_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("delete", "/api/webhooks/{id}", "endpoint", ENDPOINT_NOT_FOUND, 200),
@@ -112,6 +116,15 @@ class Tenant:
     account: Account
     client: APIClient
     ids: dict[str, str]
+
+
+def create_due_charge(client: APIClient) -> str:
+    due_date = (dt.date.today() + dt.timedelta(days=10)).isoformat()
+    body = {"amount": 1000, "due_date": due_date, "debtor": {"name": "Fulano", "document": "52998224725"}}
+    response = client.post("/api/due-charges", body, format="json")
+    assert response.status_code == 201, response.json()
+    charge_id: str = response.json()["data"]["id"]
+    return charge_id
 
 
 def create_charge(client: APIClient) -> str:
@@ -164,6 +177,7 @@ def populate(account: Account) -> Tenant:
     endpoint = register_endpoint(client)  # first, so every status change writes a delivery to it
     seed_balance(account, 100_000)
     charge = create_charge(client)
+    due_charge = create_due_charge(client)
     paid_charge = create_charge(client)
     pay(client, paid_charge)
     asked = client.post(f"/api/transactions/{paid_charge}/refund")
@@ -186,6 +200,7 @@ def populate(account: Account) -> Tenant:
     WebhookDelivery.objects.filter(event=event).update(status=WebhookDelivery.Status.FAILED, next_attempt_at=None)
     ids = {
         "charge": charge,
+        "due_charge": due_charge,
         "paid_charge": paid_charge,
         "withdrawal": withdrawal,
         "paid_withdrawal": paid_withdrawal,
@@ -323,9 +338,14 @@ def test_listings_never_show_another_accounts_records(tenant_a: Tenant, tenant_b
     assert listed(b_client, "/api/transactions", "transactions", e2e_id=a_paid.e2e_id) == []
     assert set(listed(b_client, "/api/transactions", "transactions", per_page=100)) == {
         b["charge"],
+        b["due_charge"],  # a due-date charge is a charge too
         b["paid_charge"],
         b["med_charge"],
     }
+    a_due = Charge.objects.get(pk=a["due_charge"])
+    assert listed(b_client, "/api/due-charges", "due_charges", txid=a_due.txid) == []
+    assert listed(b_client, "/api/due-charges", "due_charges", document=a_due.buyer_document) == [b["due_charge"]]
+    assert listed(b_client, "/api/due-charges", "due_charges", per_page=100) == [b["due_charge"]]
     assert listed(b_client, "/api/infractions", "infractions", transaction_id=a["med_charge"]) == []
     assert listed(b_client, "/api/infractions", "infractions", per_page=100) == [b["infraction"]]
 
