@@ -247,8 +247,7 @@ class DueChargeCancelApi(AccountAPIView):
             to_status=ChargeStatus.CANCELED,
             source=ChargeSource.MERCHANT,
             actor=credential.public_key if isinstance(credential, ApiCredential) else "",
-            only_from=[ChargeStatus.PENDING],
-            strict=True,
+            strict=True,  # only pending → canceled is in the table: any other status is a 409
         )
         charge = due_charge_get(account=account, charge_id=charge.pk)
         return ok(DueChargeSerializer(charge).data, due_err.CANCELED if changed else due_err.ALREADY_CANCELED)

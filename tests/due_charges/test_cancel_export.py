@@ -8,6 +8,7 @@ import io
 from typing import Any
 
 import pytest
+from django.http import StreamingHttpResponse
 from rest_framework.test import APIClient
 
 from accounts.models import Account
@@ -96,6 +97,7 @@ def rows(api: APIClient, **params: Any) -> list[dict[str, str]]:
     response = api.get(f"{URL}.csv", period(**params))
     assert response.status_code == 200, response
     assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert isinstance(response, StreamingHttpResponse)
     text = b"".join(response.streaming_content).decode()
     return list(csv.DictReader(io.StringIO(text), delimiter=";"))
 

@@ -123,6 +123,8 @@ def test_the_listing_filters(api: APIClient, monkeypatch: pytest.MonkeyPatch) ->
     assert listed(api, txid=soon["txid"]) == [soon["id"]]
     assert listed(api, overdue="true") == []
 
+    on(monkeypatch, due_in(10))  # soon is due today: not overdue yet
+    assert listed(api, overdue="true") == []
     on(monkeypatch, due_in(11))  # soon is overdue; paid is paid; later is not due yet
     assert listed(api, overdue="true") == [soon["id"]]
     assert listed(api, overdue="false") == [paid["id"], later["id"]]
