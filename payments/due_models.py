@@ -40,7 +40,12 @@ class DueCharge(models.Model):
     class Meta:
         verbose_name = "cobrança com vencimento"
         verbose_name_plural = "cobranças com vencimento"
-        indexes = [models.Index(fields=["due_date"], name="due_charge_due_date")]
+        indexes = [
+            models.Index(fields=["due_date"], name="due_charge_due_date"),
+            # GET /api/due-charges?due_date_from=…&overdue=…: the range's
+            # charges from the index alone, joined to the account's by key.
+            models.Index(fields=["due_date", "charge"], name="due_charge_due_date_charge"),
+        ]
         constraints = [
             models.CheckConstraint(condition=models.Q(original__gt=0), name="due_charge_original_positive"),
             models.CheckConstraint(
