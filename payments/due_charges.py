@@ -22,7 +22,7 @@ from acquirers.selectors import due_chain
 from core.exceptions import ValidationFailed
 from payments import exceptions as err
 from payments.choices import ChargeKind
-from payments.due_amounts import last_payable_day
+from payments.due_amounts import amount_due, last_payable_day
 from payments.due_models import DueCharge
 from payments.due_payments import BRT, now_in_brazil
 from payments.due_terms import DueTerms, InvalidDueTerms, centavos_to_api
@@ -85,16 +85,29 @@ def expires_at_of(last_day: dt.date) -> dt.datetime:
 def due_charge_check(*, account: Account, terms: DueTerms) -> int:
     """Every rule that can refuse the charge before an acquirer is called;
     returns the platform's fee on the original amount."""
-    if last_payable_day(terms) < now_in_brazil():
+    today = now_in_brazil()
+    if last_payable_day(terms) < today:
         raise ValidationFailed({"due_date": [NOT_PAYABLE]})
     if PaymentMethod.PIX not in account.payment_methods:
         raise err.BusinessRuleError(err.METHOD_NOT_ENABLED)
     if terms.original > MAX_AMOUNT:
         raise err.BusinessRuleError(err.AMOUNT_ABOVE_MAX)
-    platform_tax = cashin_fee(account, terms.original)
-    if terms.original - platform_tax < MIN_NET_AMOUNT:
+    # The spec's floor on what is left after the fee holds for the lowest
+    # amount the payer could pay (the largest rebate and discount), not only the original.
+    lowest = lowest_amount(terms, today)
+    if lowest - cashin_fee(account, lowest) < MIN_NET_AMOUNT:
         raise err.BusinessRuleError(err.NET_BELOW_MIN)
-    return platform_tax
+    return cashin_fee(account, terms.original)
+
+
+def lowest_amount(terms: DueTerms, today: dt.date) -> int:
+    """The least a payer could pay from ``today``: discounts only shrink
+    with time (per-day ones are largest today, a fixed date's until it
+    passes), so the least is today, on a fixed discount date or on the due date."""
+    days = {today, terms.data_de_vencimento}
+    if terms.desconto is not None:
+        days |= {tier.data for tier in terms.desconto.datas_fixas}
+    return min(amount_due(terms, on=day).final for day in days if day >= today)
 
 
 def due_charge_create(

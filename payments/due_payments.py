@@ -69,8 +69,10 @@ def due_payment_apply(
         logger.warning("due charge %s paid %s where %s was due that day", charge.pk, paid_amount, expected)
     account = Account.objects.get(pk=charge.account_id)
     charge.amount = paid_amount
-    # The fee on what was paid, never more than it (a discount may bring a small charge under the fee).
-    charge.platform_tax = min(cashin_fee(account, paid_amount), paid_amount)
+    # The fee on what was paid, never all of it: creation refuses a charge
+    # whose lowest amount would not cover its fee, but the acquirer's word
+    # may still differ from ours, and every entry moves at least a centavo.
+    charge.platform_tax = min(cashin_fee(account, paid_amount), paid_amount - 1)
     charge.liquid_amount = paid_amount - charge.platform_tax
     due.paid_amount = paid_amount
     due.paid_components = dict(components or {}) or {"original": paid_amount}
