@@ -23,6 +23,7 @@ pytestmark = pytest.mark.django_db
 
 VALIDATION = "Erro de validação nos dados fornecidos"
 ALL_FAILED = "Erro ao processar o pagamento. Tente novamente mais tarde."
+NET_BELOW_MIN = "O valor da transação deve resultar em pelo menos R$ 0,10 após as taxas."
 
 
 @pytest.fixture
@@ -170,3 +171,15 @@ def test_an_override_picks_the_acquirer(acquirer: Acquirer) -> None:
 
     assert response.status_code == 201, response.json()
     assert response.json()["data"]["acquirer"] == "due_chosen"
+
+
+def test_a_rebate_leaving_too_little_after_the_fee_is_a_400_before_any_acquirer(
+    api: APIClient, acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(SandboxAdapter, "create_due_charge", lambda *a, **k: pytest.fail("an acquirer was called"))
+
+    response = api.post(URL, body(rebate={"modalidade": 1, "valorPerc": "149.95"}))
+
+    assert response.status_code == 400, response.json()
+    assert response.json() == {"success": False, "message": NET_BELOW_MIN, "data": None}
+    assert not Charge.objects.exists()
