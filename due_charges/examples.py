@@ -94,8 +94,10 @@ DUE_CHARGE_CREATED = OpenApiExample(
             "e2e_id": None,
             "paid_at": None,
             "pix": {
-                "emv": "00020101021226780014br.gov.bcb.pix2556pix.sandbox.local/qr/v2/8d2c6f0e3b1a4c5d9e7f1a2b3c4d5e6f"
-                "5204000053039865802BR5914LOJA DEMO LTDA6009SAO PAULO62070503***6304A1B2"
+                # A cobv's code carries no amount (field 54): the payer's app reads the day's from the location.
+                "emv": "00020101021226830014br.gov.bcb.pix2561pix.sandbox.local/qr/v2/cobv/"
+                "8d2c6f0e3b1a4c5d9e7f1a2b3c4d5e6f5204000053039865802BR5919PIX SERVICE SANDBOX"
+                "6009SAO PAULO62070503***63048718"
             },
             "debtor": {
                 "name": "Maria da Silva",
