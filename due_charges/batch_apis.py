@@ -3,6 +3,7 @@ its items, and its results as CSV."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import django_filters
@@ -40,6 +41,10 @@ from payments.models import Charge
 BATCH_NOT_FOUND = "Lote não encontrado."
 BATCH_ACCEPTED = "Lote recebido: as cobranças estão sendo criadas."
 CSV_HEADER = ["position", "status", "charge_id", "txid", "emv", "amount", "due_date", "debtor_document", "errors"]
+
+# "Try it out" must succeed whenever it is tried: a fixed date would stop
+# being payable a month after it (the date the example shows moves with the day).
+EXAMPLE_DUE_DATE = (dt.date.today() + dt.timedelta(days=30)).isoformat()
 
 BATCH_ID = uuid_path("batch_id", "Batch id: the `id` that `POST /api/due-charges/batches` answers.")
 
@@ -96,7 +101,7 @@ class BatchesApi(AccountAPIView):
                     "items": [
                         {
                             "amount": 15000,
-                            "due_date": "2026-12-10",
+                            "due_date": EXAMPLE_DUE_DATE,
                             "days_after_due": 30,
                             "debtor": {"name": "Maria Souza", "document": "12345678909"},
                             "fine": {"modalidade": 2, "valorPerc": "2.00"},
@@ -104,7 +109,7 @@ class BatchesApi(AccountAPIView):
                         },
                         {
                             "amount": 15000,
-                            "due_date": "2026-12-10",
+                            "due_date": EXAMPLE_DUE_DATE,
                             "debtor": {"name": "João Lima", "document": "11144477735"},
                         },
                     ],

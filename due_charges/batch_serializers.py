@@ -91,6 +91,7 @@ class BatchCreateSerializer(serializers.Serializer[Any]):
 
     items = serializers.ListField(
         child=serializers.JSONField(),
+        error_messages={"required": ITEMS_REQUIRED, "null": ITEMS_REQUIRED, "not_a_list": ITEMS_NOT_A_LIST},
         help_text=f"1 to {MAX_ITEMS} due-date charges, each the body of POST /api/due-charges.",
     )
     description = StrictCharField(max_length=140, required=False, allow_blank=True)
