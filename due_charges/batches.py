@@ -220,7 +220,7 @@ def item_process(item_id: int) -> str:
     if item is None:
         return "skipped"
     if Charge.objects.filter(pk=item.charge_id).exists():  # stored by an earlier claim
-        _settle(item, ItemStatus.CREATED, {})
+        item_settle(item, ItemStatus.CREATED, {})
         return ItemStatus.CREATED
     claimed_at = item.updated_at
     data = item.request
@@ -241,16 +241,16 @@ def item_process(item_id: int) -> str:
             postback_url=data.get("postback_url", ""),
             metadata=data.get("metadata"),
             charge_id=item.charge_id,
-            in_transaction=lambda _charge: _settle_in(item, ItemStatus.CREATED, {}),
+            in_transaction=lambda _charge: item_settle_in(item, ItemStatus.CREATED, {}),
         )
     except ValidationFailed as exc:  # no longer payable, since the request
-        _settle(item, ItemStatus.FAILED, exc.errors)
+        item_settle(item, ItemStatus.FAILED, exc.errors)
         return ItemStatus.FAILED
     except PixServiceError as exc:
         if _no_acquirer_called(item, since=claimed_at):
             item_release(item.pk)
             return ItemStatus.PENDING
-        _settle(item, ItemStatus.FAILED, {NON_FIELD_ERRORS: [exc.message]})
+        item_settle(item, ItemStatus.FAILED, {NON_FIELD_ERRORS: [exc.message]})
         return ItemStatus.FAILED
     return ItemStatus.CREATED
 
@@ -271,12 +271,12 @@ def item_release(item_id: int) -> None:
     )
 
 
-def _settle(item: DueChargeBatchItem, status: str, errors: Mapping[str, list[str]]) -> None:
+def item_settle(item: DueChargeBatchItem, status: str, errors: Mapping[str, list[str]]) -> None:
     with transaction.atomic():
-        _settle_in(item, status, errors)
+        item_settle_in(item, status, errors)
 
 
-def _settle_in(item: DueChargeBatchItem, status: str, errors: Mapping[str, list[str]]) -> None:
+def item_settle_in(item: DueChargeBatchItem, status: str, errors: Mapping[str, list[str]]) -> None:
     updated = DueChargeBatchItem.objects.filter(pk=item.pk, status=ItemStatus.PENDING).update(
         status=status, errors=dict(errors), updated_at=timezone.now()
     )

@@ -17,14 +17,34 @@ from celery import Task, shared_task
 
 from acquirers.capacity import BUSY_RETRY_SECONDS
 from core.dispatch import enqueue
+from due_charges.batch_lotes import lote_poll, lote_send, lote_start
 from due_charges.batches import ITEMS_TASK, batch_dispatch, batches_stalled, item_process
 from due_charges.models import ItemStatus
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def due_batch_process(batch_id: str) -> int:
-    """Hand a batch's claimable items to workers (or finish it). Idempotent."""
-    return batch_dispatch(uuid.UUID(batch_id))
+    """Send the batch as a lote where its acquirer takes lotes, else hand its
+    claimable items to workers (or finish it). Idempotent."""
+    return _process(uuid.UUID(batch_id))
+
+
+def _process(batch_id: uuid.UUID) -> int:
+    if lote_start(batch_id):
+        return 0
+    return batch_dispatch(batch_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def due_batch_lote_send(batch_id: str) -> str:
+    """PUT the batch's lote again (its earlier answer was unclear). Idempotent."""
+    return lote_send(uuid.UUID(batch_id))
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def due_batch_lote_poll(batch_id: str) -> int:
+    """Read the lote and settle the items the PSP decided. Idempotent."""
+    return lote_poll(uuid.UUID(batch_id))
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True)
@@ -43,5 +63,5 @@ def sweep_due_batches() -> int:
     worker died mid-chunk) are handed to workers again."""
     stalled = batches_stalled()
     for batch_id in stalled:
-        batch_dispatch(batch_id)
+        _process(batch_id)
     return len(stalled)
