@@ -21,6 +21,7 @@ from api.base import (
     VALIDATION_ERROR,
     AccountAPIView,
     error_response,
+    event_callbacks,
     listing_envelope,
     not_found,
     ok,
@@ -33,7 +34,12 @@ from api.schema import PAGE_PARAMETERS, uuid_path
 from core.exceptions import BODY_TOO_LARGE_MESSAGE, NotFoundError
 from core.exports import csv_lines
 from core.selectors import get_by_uuid
-from due_charges.batch_serializers import BatchCreateSerializer, BatchItemSerializer, BatchSerializer
+from due_charges.batch_serializers import (
+    BatchCreateSerializer,
+    BatchEventSerializer,
+    BatchItemSerializer,
+    BatchSerializer,
+)
 from due_charges.batches import batch_counts, batch_create
 from due_charges.models import DueChargeBatch, DueChargeBatchItem, ItemStatus
 from payments.models import Charge
@@ -85,6 +91,7 @@ class BatchesApi(AccountAPIView):
         ),
         parameters=[IDEMPOTENCY_HEADER],
         request=BatchCreateSerializer,
+        callbacks=event_callbacks("due_charge_batch", BatchEventSerializer, postback=True),
         responses=responses(
             {202: success_envelope("DueChargeBatchAccepted", BatchSerializer())},
             (400, INVALID_BODY),

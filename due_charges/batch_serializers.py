@@ -145,3 +145,11 @@ class BatchItemSerializer(serializers.ModelSerializer[DueChargeBatchItem]):
     @extend_schema_field({"type": "string", "format": "uuid", "nullable": True})
     def get_charge_id(self, item: DueChargeBatchItem) -> str | None:
         return str(item.charge_id) if item.status == ItemStatus.CREATED else None
+
+
+class BatchEventSerializer(serializers.Serializer[Any]):
+    """The body of a ``due_charge_batch`` webhook (sent once, when the last item settled), for the API docs."""
+
+    id = serializers.UUIDField(help_text="The event's id: the same on every attempt (`webhook-id`).")
+    event_type = serializers.ChoiceField(choices=["due_charge_batch"])
+    data = BatchSerializer(help_text="The batch as it is when done, with its counts.")  # type: ignore[assignment]
