@@ -53,6 +53,7 @@ OPERATIONS: dict[tuple[str, str], str | None] = {
     ("get", "/api/withdrawals.csv"): None,
     ("get", "/api/withdrawals/balance"): None,
     ("get", "/api/infractions"): None,
+    ("post", "/api/due-charges/batches"): None,
     ("get", "/api/transactions/{charge_id}"): NEEDS_AN_ID,
     ("get", "/api/due-charges/{due_charge_id}"): NEEDS_AN_ID,
     ("post", "/api/due-charges/{due_charge_id}/cancel"): NEEDS_AN_ID,
@@ -72,6 +73,9 @@ OPERATIONS: dict[tuple[str, str], str | None] = {
     ("get", "/api/webhooks/{endpoint_id}/deliveries"): NEEDS_AN_ID,
     ("post", "/api/webhooks/{endpoint_id}/rotate-secret"): NEEDS_AN_ID,
     ("post", "/api/webhook-events/{event_id}/redeliver"): NEEDS_AN_ID,
+    ("get", "/api/due-charges/batches/{batch_id}"): NEEDS_AN_ID,
+    ("get", "/api/due-charges/batches/{batch_id}/items"): NEEDS_AN_ID,
+    ("get", "/api/due-charges/batches/{batch_id}/items.csv"): NEEDS_AN_ID,
     # What PSPs send, signed with a secret and a token of theirs: not a merchant's to try.
     ("post", "/api/acquirers/{key}/notifications"): "a PSP's signed callback",
     ("post", "/api/acquirers/{key}/notifications/{token}"): "a PSP's signed callback",

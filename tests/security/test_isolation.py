@@ -22,6 +22,7 @@ from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.services import credential_issue, ledger_post
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_grants_set, acquirer_slots_set
+from due_charges.models import DueChargeBatch, DueChargeBatchItem
 from infractions.models import DefenseAttachment, Infraction
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeTransition
 from payments.sandbox import SANDBOX_EVENTS
@@ -42,6 +43,7 @@ WITHDRAWAL_NOT_FOUND = "Saque não encontrado."
 ENDPOINT_NOT_FOUND = "Webhook não encontrado."
 EVENT_NOT_FOUND = "Evento não encontrado."
 INFRACTION_NOT_FOUND = "Infração não encontrada."
+BATCH_NOT_FOUND = "Lote não encontrado."
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +95,9 @@ WALK = [
     Step("post", "/api/sandbox/infractions/{id}/cancel", "infraction", INFRACTION_NOT_FOUND, 200),
     Step("get", "/api/infractions/{id}", "infraction", INFRACTION_NOT_FOUND, 200),
     Step("post", "/api/infractions/{id}/defense", "infraction", INFRACTION_NOT_FOUND, 201, body={"text": "Entregue."}),
+    Step("get", "/api/due-charges/batches/{id}", "batch", BATCH_NOT_FOUND, 200),
+    Step("get", "/api/due-charges/batches/{id}/items", "batch", BATCH_NOT_FOUND, 200),
+    Step("get", "/api/due-charges/batches/{id}/items.csv", "batch", BATCH_NOT_FOUND, 200),
 ]
 
 # (route, method) → why it is not walked with account credentials.
@@ -169,6 +174,16 @@ def open_infraction(client: APIClient) -> Infraction:
     return Infraction.objects.get(pk=opened.json()["data"]["id"])
 
 
+def create_batch(client: APIClient) -> str:
+    """A batch of one due-date charge (stored; no worker creates it here)."""
+    due_date = (dt.date.today() + dt.timedelta(days=30)).isoformat()
+    charge = {"amount": 15000, "due_date": due_date, "debtor": {"name": "Fulano", "document": "52998224725"}}
+    response = client.post("/api/due-charges/batches", {"items": [charge]}, format="json")
+    assert response.status_code == 202, response.json()
+    batch_id: str = response.json()["data"]["id"]
+    return batch_id
+
+
 def populate(account: Account) -> Tenant:
     """An account with an endpoint, a pending and a paid charge (its refund asked), a pending and
     a paid withdrawal, a webhook event whose delivery failed for good, and a MED infraction on a
@@ -196,6 +211,7 @@ def populate(account: Account) -> Tenant:
         e2e_id=f"E{uuid.uuid4().hex}"[:32],
     )
     infraction = open_infraction(client)
+    batch = create_batch(client)
     event = WebhookEvent.objects.get(account=account, record_id=paid_charge, status="paid")
     WebhookDelivery.objects.filter(event=event).update(status=WebhookDelivery.Status.FAILED, next_attempt_at=None)
     ids = {
@@ -208,6 +224,7 @@ def populate(account: Account) -> Tenant:
         "failed_event": str(event.pk),
         "med_charge": str(infraction.charge_id),
         "infraction": str(infraction.pk),
+        "batch": batch,
     }
     return Tenant(account=account, client=client, ids=ids)
 
@@ -248,6 +265,8 @@ def snapshot(account: Account) -> dict[str, list[dict[str, Any]]]:
         "slots": AcquirerSlot.objects.filter(account=account),
         "infractions": Infraction.objects.filter(account=account),
         "defense_attachments": DefenseAttachment.objects.filter(infraction__account=account),
+        "due_charge_batches": DueChargeBatch.objects.filter(account=account),
+        "due_charge_batch_items": DueChargeBatchItem.objects.filter(batch__account=account),
     }
     return {name: list(rows.order_by("pk").values()) for name, rows in tables.items()}
 

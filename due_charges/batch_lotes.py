@@ -1,0 +1,214 @@
+"""A batch sent as one API Pix ``lotecobv`` where the acquirer its account's
+due-date chain starts with takes lotes (``supports_due_charge_batch``):
+one PUT of every item instead of one call each. The PSP answers 202 and
+processes the lote later; each cobv of it is read back as CRIADA (created:
+its charge is stored here) or NEGADA (the item fails with the PSP's reason).
+
+The lote holds every item that passed validation, always the same ones, so
+a PUT repeated after a lost answer is the same lote (idempotent on our lote
+id, as each cobv is on its txid). A lote the PSP refuses as a whole sends
+the items one by one instead (``due_charges.batches``); a CRIADA cobv is
+stored through a guarded PUT of the same cobv at the same acquirer, which
+answers the cobv it holds (and its code) and never creates a second one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+
+from accounts.fees import cashin_fee
+from accounts.models import PaymentMethod
+from acquirers import adapters, calls
+from acquirers.adapters.base import DueBatchRequest, DueChargeRequest
+from acquirers.calls import Outcome
+from acquirers.chain import run_due_charge_chain
+from acquirers.models import Acquirer
+from acquirers.selectors import due_chain
+from core.dispatch import enqueue
+from core.exceptions import NON_FIELD_ERRORS
+from due_charges.batches import item_claim, item_release, item_settle, item_settle_in, item_terms
+from due_charges.models import BatchStatus, DueChargeBatch, DueChargeBatchItem, ItemStatus
+from payments.choices import ChargeKind
+from payments.due_amounts import last_payable_day
+from payments.due_charges import expires_at_of
+from payments.due_models import DueCharge
+from payments.models import Charge
+from payments.services import CANCEL_DUE_CHARGE, charge_store
+
+SEND_TASK = "due_charges.tasks.due_batch_lote_send"
+POLL_TASK = "due_charges.tasks.due_batch_lote_poll"
+#: Seconds between reads of a lote the PSP is still processing, and before a
+#: PUT whose answer was unclear is sent again.
+POLL_SECONDS = 2.0
+REFUSED = "Recusada pela adquirente"
+
+
+def lote_acquirer(batch: DueChargeBatch) -> Acquirer | None:
+    """The acquirer to send the batch to as a lote, or None (one by one): the
+    head of the account's due-date chain for every pending item, when its
+    adapter takes lotes and no item chose its own acquirers."""
+    requests = list(batch.items.filter(status=ItemStatus.PENDING).values_list("request", flat=True))
+    if not requests or any(request.get("acquirers") for request in requests):
+        return None
+    amounts = {request["amount"] for request in requests}
+    heads = {tuple(due_chain(batch.account, amount)[:1]) for amount in (min(amounts), max(amounts))}
+    if len(heads) != 1:
+        return None
+    (head,) = heads
+    if not head or head[0].adapter not in adapters.adapter_names(supporting="due_charge_batch"):
+        return None
+    return head[0]
+
+
+def lote_start(batch_id: uuid.UUID) -> bool:
+    """Send the batch as a lote when it goes as one (True); False: one by one."""
+    batch = DueChargeBatch.objects.select_related("account").get(pk=batch_id)
+    if batch.status == BatchStatus.DONE:
+        return True
+    if batch.lote_id is None:
+        acquirer = lote_acquirer(batch)
+        if acquirer is None:
+            return False
+        # 52 random bits: the PSP names lotes by an integer we choose; unique here by constraint.
+        DueChargeBatch.objects.filter(pk=batch.pk, lote_id__isnull=True).update(
+            lote_id=secrets.randbits(52), lote_acquirer=acquirer
+        )
+        batch.refresh_from_db()
+    if batch.lote_acquirer_id is None:  # refused as a lote: one by one
+        return False
+    lote_send(batch.pk)
+    return True
+
+
+def item_due_request(item: DueChargeBatchItem) -> DueChargeRequest:
+    """The cobv of an item, as ``payments.due_charges.due_charge_create`` asks for it."""
+    data, terms = item.request, item_terms(item.request)
+    debtor = data["debtor"]
+    return DueChargeRequest(
+        charge_id=item.charge_id,
+        txid=item.charge_id.hex,
+        due_date=terms.data_de_vencimento,
+        validity_after_due=terms.validade_apos_vencimento,
+        debtor_name=debtor["name"],
+        debtor_document=debtor["document"],
+        valor=terms.to_api()["valor"],
+        description=data.get("description", ""),
+        logradouro=debtor.get("street", ""),
+        cidade=debtor.get("city", ""),
+        uf=debtor.get("state", ""),
+        cep=debtor.get("zip_code", ""),
+        email=debtor.get("email", ""),
+    )
+
+
+def lote_send(batch_id: uuid.UUID) -> Outcome:
+    """PUT the lote (again: idempotent); then read it shortly. Refused as a
+    whole: the items go one by one. Unclear: sent again shortly."""
+    batch = DueChargeBatch.objects.select_related("lote_acquirer").get(pk=batch_id)
+    acquirer, lote_id = batch.lote_acquirer, batch.lote_id
+    if batch.status == BatchStatus.DONE or acquirer is None or lote_id is None:
+        return Outcome.OK
+    items = batch.items.exclude(request={}).order_by("position")
+    request = DueBatchRequest(
+        batch_id=lote_id, description=batch.description, charges=tuple(item_due_request(i) for i in items)
+    )
+    done = calls.call(acquirer, "create_due_charge_batch", lambda adapter: adapter.create_due_charge_batch(request))
+    if done.outcome is Outcome.OK:
+        enqueue(POLL_TASK, str(batch.pk), countdown=POLL_SECONDS, left_to="the batches' sweep")
+    elif done.outcome is Outcome.DECLINED:
+        DueChargeBatch.objects.filter(pk=batch.pk).update(lote_acquirer=None)
+        enqueue("due_charges.tasks.due_batch_process", str(batch.pk), left_to="the batches' sweep")
+    else:
+        enqueue(SEND_TASK, str(batch.pk), countdown=POLL_SECONDS, left_to="the batches' sweep")
+    return done.outcome
+
+
+def lote_poll(batch_id: uuid.UUID) -> int:
+    """Settle the items the PSP has decided; returns how many still wait
+    (read again shortly while any does)."""
+    batch = DueChargeBatch.objects.select_related("lote_acquirer", "account").get(pk=batch_id)
+    acquirer, lote_id = batch.lote_acquirer, batch.lote_id
+    if batch.status == BatchStatus.DONE or acquirer is None or lote_id is None:
+        return 0
+    done = calls.call(acquirer, "due_charge_batch_status", lambda adapter: adapter.due_charge_batch_status(lote_id))
+    pending = {item.charge_id.hex: item for item in batch.items.filter(status=ItemStatus.PENDING)}
+    waiting = len(pending)
+    if done.result is not None:
+        waiting = len(pending) - sum(
+            _settle_from_lote(pending[entry.txid], acquirer, entry.status, entry.problem)
+            for entry in done.result.items
+            if entry.txid in pending
+        )
+    if waiting:
+        enqueue(POLL_TASK, str(batch.pk), countdown=POLL_SECONDS, left_to="the batches' sweep")
+    return waiting
+
+
+def _settle_from_lote(item: DueChargeBatchItem, acquirer: Acquirer, status: str, problem: str) -> bool:
+    """True when the item left pending."""
+    if status == "NEGADA":
+        item_settle(item, ItemStatus.FAILED, {NON_FIELD_ERRORS: [f"{REFUSED}: {problem}" if problem else REFUSED]})
+        return True
+    if status == "CRIADA":
+        return lote_item_store(item.pk, acquirer) == ItemStatus.CREATED
+    return False  # EM_PROCESSAMENTO
+
+
+def lote_item_store(item_id: int, acquirer: Acquirer) -> str:
+    """Store the charge of an item its lote created: its cobv (and code) read
+    through a guarded, idempotent PUT of the same cobv at the lote's acquirer
+    only. The rows are the ones ``due_charge_create`` writes."""
+    item = item_claim(item_id)
+    if item is None:
+        return "skipped"
+    if Charge.objects.filter(pk=item.charge_id).exists():
+        item_settle(item, ItemStatus.CREATED, {})
+        return ItemStatus.CREATED
+    request = item_due_request(item)
+    outcome = run_due_charge_chain([acquirer], request)
+    if outcome.result is None or outcome.acquirer is None:
+        item_release(item.pk)
+        return ItemStatus.PENDING
+    account, terms, data = item.batch.account, item_terms(item.request), item.request
+    debtor, last_day = data["debtor"], last_payable_day(terms)
+    platform_tax = cashin_fee(account, terms.original)
+    charge = Charge(
+        id=item.charge_id,
+        account=account,
+        kind=ChargeKind.DUE,
+        payment_method=PaymentMethod.PIX,
+        amount=terms.original,
+        platform_tax=platform_tax,
+        liquid_amount=terms.original - platform_tax,
+        txid=request.txid,
+        emv=outcome.result.emv,
+        acquirer=outcome.acquirer,
+        provider_charge_id=outcome.result.provider_charge_id,
+        buyer_name=debtor["name"],
+        buyer_document=debtor["document"],
+        buyer_phone="",
+        buyer_address={k: debtor[k] for k in ("street", "city", "state", "zip_code") if debtor.get(k)},
+        postback_url=data.get("postback_url", ""),
+        metadata=dict(data.get("metadata") or {}),
+        expires_at=expires_at_of(last_day),
+    )
+    due = DueCharge(
+        charge=charge,
+        terms=terms.to_api(),
+        original=terms.original,
+        due_date=terms.data_de_vencimento,
+        last_payable_date=last_day,
+        description=data.get("description", ""),
+        debtor_email=debtor.get("email", ""),
+    )
+    charge_store(
+        charge=charge,
+        account=account,
+        outcome=outcome,
+        txid=request.txid,
+        in_transaction=lambda _charge: item_settle_in(item, ItemStatus.CREATED, {}),
+        also=[due],
+        cancel=CANCEL_DUE_CHARGE,
+    )
+    return ItemStatus.CREATED
