@@ -54,9 +54,11 @@ def format_amount(amount: int) -> str:
     return f"{amount // 100}.{amount % 100:02d}"
 
 
-def encode_dynamic(*, location: str, amount: int, merchant_name: str, merchant_city: str) -> str:
+def encode_dynamic(*, location: str, amount: int | None, merchant_name: str, merchant_city: str) -> str:
     """A dynamic BR Code: the payer's app fetches the charge at ``location``
-    (a URL without scheme); the txid lives there, so field 62.05 is ``***``."""
+    (a URL without scheme); the txid lives there, so field 62.05 is ``***``.
+    ``amount`` None leaves field 54 out: the amount is the fetched payload's
+    (a due-date charge's changes with the day it is paid on)."""
     if "://" in location:
         raise ValueError("location is written without its scheme")
     merchant_account = _field("00", PIX_GUI) + _field("25", location)
@@ -66,7 +68,7 @@ def encode_dynamic(*, location: str, amount: int, merchant_name: str, merchant_c
         + _field("26", merchant_account)
         + _field("52", "0000")
         + _field("53", "986")
-        + _field("54", format_amount(amount))
+        + (_field("54", format_amount(amount)) if amount is not None else "")
         + _field("58", "BR")
         + _field("59", ascii_text(merchant_name, 25))
         + _field("60", ascii_text(merchant_city, 15))
@@ -182,4 +184,19 @@ def check(code: str, *, amount: int) -> BRCode:
     parsed = parse(code)
     if parsed.amount != amount:
         raise InvalidBRCode(f"amount {parsed.amount} differs from the charge's {amount}")
+    return parsed
+
+
+def check_due(code: str, *, original: int) -> BRCode:
+    """Accept ``code`` for a due-date charge (cobv) of ``original`` centavos,
+    or raise :class:`InvalidBRCode`. It must be dynamic: the payer's app
+    fetches the amount of the day it pays on from the location, so the code
+    may carry no amount (the BR Code manual makes field 54 optional in a
+    dynamic code, the payload's amount prevailing); one it does carry is
+    ``valor.original``, never another."""
+    parsed = parse(code)
+    if parsed.location is None:
+        raise InvalidBRCode("a due-date charge's code must be dynamic (a location, field 26.25)")
+    if parsed.amount is not None and parsed.amount != original:
+        raise InvalidBRCode(f"amount {parsed.amount} differs from the charge's original {original}")
     return parsed

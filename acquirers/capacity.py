@@ -63,6 +63,12 @@ OPERATIONS: dict[str, Purpose] = {
     # MED infractions (infractions.polling): the listing, one call per page, and a defence's delivery.
     "list_infractions": Purpose.RECONCILE,
     "defend_infraction": Purpose.RECONCILE,
+    # Due-date charges (cobv): created as a charge is (a lote of them too), read and withdrawn as one is.
+    "create_due_charge": Purpose.CHARGE,
+    "create_due_charge_batch": Purpose.CHARGE,
+    "due_charge_status": Purpose.RECONCILE,
+    "cancel_due_charge": Purpose.RECONCILE,
+    "due_charge_batch_status": Purpose.RECONCILE,
 }
 
 _POOLS: dict[Purpose, Bulkhead] = {

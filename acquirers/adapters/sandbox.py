@@ -29,6 +29,7 @@ again for the same refund id answers its recorded state (idempotent);
 on the next read too), "not found" when none was asked for.
 MED infractions: :mod:`.sandbox_infractions` (the drivers open and decide
 them; the service lists them and delivers defences, as at a real acquirer).
+Due-date charges (cobv): :mod:`.sandbox_due`, with the same charge behaviours.
 What the sandbox "created" or received (charges, cancellations, payouts and
 how many times each payout was requested) is kept in Redis so every process
 sees the same acquirer.
@@ -46,7 +47,6 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
-from redis import Redis
 
 import acquirers.adapters.sandbox_signing as signing
 from acquirers import brcode
@@ -74,27 +74,21 @@ from acquirers.adapters.base import (
     UnreadableNotification,
 )
 from acquirers.adapters.registry import register
+from acquirers.adapters.sandbox_due import SandboxDueCharges, answered_emv
 from acquirers.adapters.sandbox_infractions import SandboxInfractions
+from acquirers.adapters.sandbox_state import STATE_TTL as _STATE_TTL
+from acquirers.adapters.sandbox_state import state as _state
 from core import deadline
 from core.redis import Direct
-from core.redis import client as redis_client
 from core.redis import direct as redis_direct
 
 CHARGE_BEHAVIOURS = ("ok", "fail", "timeout", "slow", "flaky", "garbage", "invalid_emv")
 PAYOUT_BEHAVIOURS = ("ok", "fail", "timeout")
 REFUND_BEHAVIOURS = ("ok", "processing", "fail", "timeout")
 SANDBOX_ISPB = "99999999"
-_STATE_TTL = 7 * 24 * 3600
 #: In the cache's Redis, under the cache's prefix, as version 2 of the
 #: cache's keys: version 1 held Django's pickled values; these are strings.
 _STATE_VERSION = 2
-
-
-def _state() -> Redis:
-    """The cache's Redis, through one client per process. Django's
-    ``RedisCache`` builds a new ``redis.Redis`` on every operation: that was
-    5% of a sandbox charge's CPU (make bench, py-spy)."""
-    return redis_client(settings.CACHES["default"]["LOCATION"], timeout=5.0, decode_responses=True)
 
 
 def _state_direct() -> Direct:
@@ -116,10 +110,12 @@ def new_e2e_id(ispb: str = SANDBOX_ISPB, at: dt.datetime | None = None) -> str:
 
 
 @register
-class SandboxAdapter(SandboxInfractions, AcquirerAdapter):
+class SandboxAdapter(SandboxInfractions, SandboxDueCharges, AcquirerAdapter):
     name = "sandbox"
     # What its drivers record (acquirers.adapters.sandbox_infractions), listed and defended.
     supports_infractions = True
+    # cobv (acquirers.adapters.sandbox_due); no lotecobv: a batch's charges are created one by one.
+    supports_due_charge = True
     supports_list_received = True
     supports_list_sent = True
     supports_refund = True
@@ -180,8 +176,9 @@ class SandboxAdapter(SandboxInfractions, AcquirerAdapter):
 
     # ------------------------------------------------------------------ charges
 
-    def create_charge(self, request: ChargeRequest) -> ChargeResult:
-        behaviour = self.options["charge"]
+    def _charge_behaviour(self) -> str:
+        """``options["charge"]`` acted out before any charge (cob or cobv) is created; returned for the rest."""
+        behaviour = str(self.options["charge"])
         if behaviour == "fail":
             raise AcquirerUnavailable("sandbox: charge refused (options.charge = fail)")
         if behaviour == "flaky" and self._count("charge_calls") % 2 == 1:
@@ -190,14 +187,17 @@ class SandboxAdapter(SandboxInfractions, AcquirerAdapter):
             raise InvalidResponse("sandbox: unreadable answer (options.charge = garbage)")
         if behaviour == "slow":
             deadline.sleep(self._deadline() / 2)
+        return behaviour
+
+    def create_charge(self, request: ChargeRequest) -> ChargeResult:
+        behaviour = self._charge_behaviour()
         emv = brcode.encode_dynamic(
             location=f"pix.sandbox.local/qr/v2/{request.txid}",
             amount=request.amount,
             merchant_name=request.merchant_name,
             merchant_city=request.merchant_city,
         )
-        if behaviour == "invalid_emv":
-            emv = emv[:-4] + ("0000" if emv[-4:] != "0000" else "FFFF")  # a CRC16 that does not match
+        emv = answered_emv(emv, behaviour)
         # add, not set: a cancellation that arrived first must stand.
         _state_direct().execute(("SET", self._key("charge", request.txid), "active", "EX", _STATE_TTL, "NX"))
         if behaviour == "timeout":
