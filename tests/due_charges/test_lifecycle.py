@@ -16,11 +16,11 @@ from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from acquirers.adapters.sandbox import new_e2e_id
 from acquirers.models import Acquirer
+from payments.cancel_pursuit import charge_cancel_pursue
 from payments.due_payments import BRT
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment
 from payments.refunds import RefundOutcome, charge_refund_pursue
 from payments.services import charge_transition, charges_expire
-from payments.cancel_pursuit import charge_cancel_pursue
 from payments.status_polling import charge_status_poll
 from reconciliation.models import ReconciliationItem
 from reconciliation.run import acquirer_reconcile
@@ -61,7 +61,9 @@ def due() -> dt.date:
 
 
 def events(charge: Charge) -> list[tuple[str, str]]:
-    return list(WebhookEvent.objects.filter(record_id=charge.pk).order_by("created_at").values_list("event_type", "status"))
+    return list(
+        WebhookEvent.objects.filter(record_id=charge.pk).order_by("created_at").values_list("event_type", "status")
+    )
 
 
 def status_of(charge: Charge) -> str:
@@ -74,7 +76,9 @@ def paid_there(acquirer: Acquirer, charge: Charge, day: dt.date, parts: dict[str
     e2e_id = new_e2e_id()
     at = dt.datetime.combine(day, dt.time(12), tzinfo=BRT)
     components = {name: value for name, value in parts.items() if value}
-    assert sandbox(acquirer).due_charge_pay(charge.txid, e2e_id=e2e_id, amount=paid_of(parts), components=components, at=at)
+    assert sandbox(acquirer).due_charge_pay(
+        charge.txid, e2e_id=e2e_id, amount=paid_of(parts), components=components, at=at
+    )
     return e2e_id
 
 
@@ -106,8 +110,11 @@ def test_a_due_charge_past_its_last_payable_day_is_canceled_and_withdrawn_at_the
     assert sandbox(acquirer).due_charge_status(payable.txid).status == "ATIVA"
     assert pay(api, expiring, last).status_code == 409
     assert pay(api, payable, last).status_code == 200
-    assert available_balance(account) == ledger_sum(account) == paid_of(expected_parts(ORIGINAL, on=last, due=due)) - fee(
-        paid_of(expected_parts(ORIGINAL, on=last, due=due))
+    assert (
+        available_balance(account)
+        == ledger_sum(account)
+        == paid_of(expected_parts(ORIGINAL, on=last, due=due))
+        - fee(paid_of(expected_parts(ORIGINAL, on=last, due=due)))
     )
 
 
