@@ -6,6 +6,7 @@ here until it gets one."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,8 +23,12 @@ from accounts.services import credential_issue, ledger_post
 from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_grants_set, acquirer_slots_set
 from infractions.models import DefenseAttachment, Infraction
+from payments.due_charges import due_charge_create, due_terms_build
+from payments.due_models import DueCharge
+from payments.due_payments import now_in_brazil
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeTransition
 from payments.sandbox import SANDBOX_EVENTS
+from payments.services import Buyer
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -75,6 +80,8 @@ WALK = [
     Step("post", "/api/sandbox/transactions/{id}/fail", "charge", CHARGE_NOT_FOUND, 200),
     Step("post", "/api/sandbox/transactions/{id}/refund", "paid_charge", CHARGE_NOT_FOUND, 200),
     Step("post", "/api/sandbox/transactions/{id}/chargeback", "paid_charge", CHARGE_NOT_FOUND, 200),
+    # The sandbox's payer of due-date charges: the pending one is payable today.
+    Step("post", "/api/sandbox/due-charges/{id}/pay", "due_charge", CHARGE_NOT_FOUND, 200),
     Step("get", "/api/withdrawals/{id}", "withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("post", "/api/sandbox/withdrawals/{id}/return", "paid_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("delete", "/api/webhooks/{id}", "endpoint", ENDPOINT_NOT_FOUND, 200),
@@ -156,6 +163,13 @@ def open_infraction(client: APIClient) -> Infraction:
     return Infraction.objects.get(pk=opened.json()["data"]["id"])
 
 
+def create_due_charge(account: Account) -> str:
+    """A pending due-date charge at the sandbox, due in ten days."""
+    terms = due_terms_build(amount=15000, due_date=now_in_brazil() + dt.timedelta(days=10), days_after_due=5, terms={})
+    debtor = Buyer(name="Maria da Silva", document="52998224725", phone="", address={})
+    return str(due_charge_create(account=account, terms=terms, debtor=debtor).pk)
+
+
 def populate(account: Account) -> Tenant:
     """An account with an endpoint, a pending and a paid charge (its refund asked), a pending and
     a paid withdrawal, a webhook event whose delivery failed for good, and a MED infraction on a
@@ -182,6 +196,7 @@ def populate(account: Account) -> Tenant:
         e2e_id=f"E{uuid.uuid4().hex}"[:32],
     )
     infraction = open_infraction(client)
+    due_charge = create_due_charge(account)
     event = WebhookEvent.objects.get(account=account, record_id=paid_charge, status="paid")
     WebhookDelivery.objects.filter(event=event).update(status=WebhookDelivery.Status.FAILED, next_attempt_at=None)
     ids = {
@@ -193,6 +208,7 @@ def populate(account: Account) -> Tenant:
         "failed_event": str(event.pk),
         "med_charge": str(infraction.charge_id),
         "infraction": str(infraction.pk),
+        "due_charge": due_charge,
     }
     return Tenant(account=account, client=client, ids=ids)
 
@@ -221,6 +237,7 @@ def snapshot(account: Account) -> dict[str, list[dict[str, Any]]]:
         "balance": AccountBalance.objects.filter(account=account),
         "ledger": LedgerEntry.objects.filter(account=account),
         "charges": Charge.objects.filter(account=account),
+        "due_charges": DueCharge.objects.filter(charge__account=account),
         "charge_attempts": ChargeAttempt.objects.filter(account=account),
         "charge_transitions": ChargeTransition.objects.filter(charge__account=account),
         "charge_refunds": ChargeRefund.objects.filter(charge__account=account),
@@ -318,13 +335,14 @@ def test_listings_never_show_another_accounts_records(tenant_a: Tenant, tenant_b
     a_paid_withdrawal = Withdrawal.objects.get(pk=a["paid_withdrawal"])
     a_before = snapshot(tenant_a.account)
 
-    for charge_id in (a["charge"], a["paid_charge"]):
+    for charge_id in (a["charge"], a["paid_charge"], a["due_charge"]):
         assert listed(b_client, "/api/transactions", "transactions", id=charge_id) == []
     assert listed(b_client, "/api/transactions", "transactions", e2e_id=a_paid.e2e_id) == []
     assert set(listed(b_client, "/api/transactions", "transactions", per_page=100)) == {
         b["charge"],
         b["paid_charge"],
         b["med_charge"],
+        b["due_charge"],  # due-date charges are cash-in transactions too
     }
     assert listed(b_client, "/api/infractions", "infractions", transaction_id=a["med_charge"]) == []
     assert listed(b_client, "/api/infractions", "infractions", per_page=100) == [b["infraction"]]
