@@ -113,7 +113,7 @@ def sandbox_due_charge_pay(*, charge: Charge, on: dt.date | None = None) -> tupl
 
 class PaySerializer(serializers.Serializer[Any]):
     date = serializers.DateField(
-        required=False, help_text="The simulated payment day (YYYY-MM-DD); default: today in Brasília."
+        required=False, help_text="The simulated payment day (YYYY-MM-DD); default: today, America/Sao_Paulo."
     )
 
 
@@ -128,7 +128,7 @@ class SandboxDueChargePayApi(AccountAPIView):
         description=(
             "Only with PIX_SANDBOX on, for due-date charges held by an acquirer using the `sandbox` adapter "
             "(any other charge is a 404, like an unknown id). Credential `cashin` or `all`. The payer pays the "
-            "amount due on `date` (default: today, Brasília): the discount before the due date, the fine and "
+            "amount due on `date` (default: today, America/Sao_Paulo): the discount before the due date, the fine and "
             "interest after it. The charge's amount becomes what was paid and the balance is credited with it, "
             "less the fee on it. A day after the last payable day, or a charge withdrawn at the sandbox (cancelled "
             "or expired here), is a 409; a day before the charge was created is a 422. Paying again is a 200 that "

@@ -18,7 +18,6 @@ from core.fields import (
     StrictChoiceField,
     StrictIntegerField,
 )
-from payments.due_payments import COMPONENTS
 from withdrawals.keys import INVALID_KEY, MAX_KEY_LENGTH, normalize_key
 from withdrawals.models import PixKeyType, Withdrawal
 
@@ -124,6 +123,8 @@ class StatementRecordField(serializers.Field[Any, Any, Any, Any]):
 
 
 class DueComponentsSerializer(serializers.Serializer[Any]):
+    """API Pix's ``componentesValor``, in centavos; every part shown, 0 when none."""
+
     original = serializers.IntegerField(help_text="Centavos: the charge's nominal amount.")
     multa = serializers.IntegerField(help_text="Centavos: the fine paid (0 when none).")
     juros = serializers.IntegerField(help_text="Centavos: the interest paid.")
@@ -142,7 +143,7 @@ class DueComponentsField(serializers.Field[Any, Any, Any, Any]):
         paid = getattr(value, "due_components", None)
         if paid is None:
             return None
-        return {name: int(paid.get(name, 0)) for name in COMPONENTS}
+        return {name: int(paid.get(name, 0)) for name in DueComponentsSerializer._declared_fields}
 
 
 class StatementEntrySerializer(OutputSerializer):
