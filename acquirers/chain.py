@@ -20,6 +20,9 @@ forced: that would undo the cap. If every acquirer is skipped, the soonest
 open one among them is probed as above; if all of them are busy, the charge
 fails at once as any charge no acquirer took (the spec's "try again later"
 answer), rather than wait for a slot behind slow calls.
+
+A due-date charge (cobv) goes through the same loop
+(:func:`run_due_charge_chain`); only the call and the usable check differ.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ from acquirers.retention import inbound_notification_purge
 
 logger = logging.getLogger(__name__)
 
-
-@shared_task(
+#: A withdrawal nobody waits for: retried on any adapter error (busy,
+#: timeout, unavailable) with backoff, acknowledged once done.
+_withdrawal_task = shared_task(
     bind=True,
     autoretry_for=(AdapterError,),
     retry_backoff=5,
@@ -24,6 +25,9 @@ logger = logging.getLogger(__name__)
     max_retries=8,
     acks_late=True,
 )
+
+
+@_withdrawal_task
 def cancel_charge_at_acquirer(self: object, acquirer_id: int, txid: str) -> None:
     """Best effort, idempotent: ask an acquirer that timed out to withdraw the
     charge it may have created, so a payer never holds two live codes. No
@@ -33,14 +37,7 @@ def cancel_charge_at_acquirer(self: object, acquirer_id: int, txid: str) -> None
     _withdraw(acquirer_id, txid, "cancel", "cancel_charge", lambda adapter: adapter.cancel_charge(txid))
 
 
-@shared_task(
-    bind=True,
-    autoretry_for=(AdapterError,),
-    retry_backoff=5,
-    retry_backoff_max=300,
-    max_retries=8,
-    acks_late=True,
-)
+@_withdrawal_task
 def cancel_due_charge_at_acquirer(self: object, acquirer_id: int, txid: str) -> None:
     """:func:`cancel_charge_at_acquirer` for a due-date charge (cobv) whose
     creation was abandoned at an acquirer that timed out or answered badly

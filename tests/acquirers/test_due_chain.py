@@ -5,15 +5,12 @@ acquirer whose adapter cannot create cobv is never in its chain."""
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
 from typing import Any
 
 import pytest
 
 from accounts.models import Account
 from acquirers import adapters
-from acquirers.adapters.base import DueChargeRequest
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.calls import Outcome
 from acquirers.chain import run_due_charge_chain
@@ -21,22 +18,10 @@ from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.selectors import cashin_chain, due_chain
 from acquirers.services import acquirer_grants_set, acquirer_slots_set
 from acquirers.tasks import cancel_due_charge_at_acquirer
+from tests.acquirers.due_requests import due_request
 from tests.factories import AcquirerFactory
 
 pytestmark = pytest.mark.django_db
-
-
-def due_request() -> DueChargeRequest:
-    charge_id = uuid.uuid4()
-    return DueChargeRequest(
-        charge_id=charge_id,
-        txid=charge_id.hex,
-        due_date=dt.date(2026, 12, 10),
-        validity_after_due=30,
-        debtor_name="Fulano de Tal",
-        debtor_document="52998224725",
-        valor={"original": "150.00"},
-    )
 
 
 def status_at(acquirer: Acquirer, txid: str) -> str:

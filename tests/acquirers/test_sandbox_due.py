@@ -16,25 +16,13 @@ from acquirers.adapters.base import AcquirerUnavailable, DueChargeRequest, Inval
 from acquirers.adapters.sandbox import SandboxAdapter, new_e2e_id
 from acquirers.calls import Outcome
 from acquirers.models import Acquirer
+from tests.acquirers.due_requests import due_request
 from tests.factories import AcquirerFactory
 
 pytestmark = pytest.mark.django_db
 REMOVED = "REMOVIDA_PELO_USUARIO_RECEBEDOR"
 #: Paid a week late: 150.00 + 2 % fine + interest.
 PAID = {"original": 15000, "multa": 300, "juros": 32}
-
-
-def due_request(original: str = "150.00") -> DueChargeRequest:
-    charge_id = uuid.uuid4()
-    return DueChargeRequest(
-        charge_id=charge_id,
-        txid=charge_id.hex,
-        due_date=dt.date(2026, 12, 10),
-        validity_after_due=30,
-        debtor_name="Fulano de Tal",
-        debtor_document="52998224725",
-        valor={"original": original, "multa": {"modalidade": 2, "valorPerc": "2.00"}},
-    )
 
 
 def sandbox(acquirer: Acquirer) -> SandboxAdapter:
