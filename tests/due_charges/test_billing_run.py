@@ -8,6 +8,7 @@ ledger exact to the centavo."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -50,7 +51,8 @@ def account(db: Any) -> Account:
 
 @pytest.fixture
 def acquirer(db: Any) -> Acquirer:
-    return AcquirerFactory(key="sbx_billing_run", default_priority=1)
+    # A key of its own: the sandbox keeps its state in Redis across tests (the day\'s listing included).
+    return AcquirerFactory(key=f"sbx_billing_run_{uuid.uuid4().hex[:8]}", default_priority=1)
 
 
 def test_a_billing_run_paid_on_different_days_reconciles_with_the_ledger_exact(

@@ -6,6 +6,7 @@ the merchant hears a ``due_charge`` event, and the sandbox holds the Pix."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Any
 
 import pytest
@@ -50,7 +51,8 @@ def account(db: Any) -> Account:
 
 @pytest.fixture
 def acquirer(db: Any) -> Acquirer:
-    return AcquirerFactory(key="sbx_due_pay", default_priority=1)
+    # A key of its own: the sandbox keeps its state in Redis across tests (the day\'s listing included).
+    return AcquirerFactory(key=f"sbx_due_pay_{uuid.uuid4().hex[:8]}", default_priority=1)
 
 
 @pytest.fixture
