@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Case, Exists, OuterRef, QuerySet, Sum, UUIDField, Value, When
+from django.db.models import Case, Exists, JSONField, OuterRef, QuerySet, Sum, UUIDField, Value, When
 
 from accounts.models import Account, AccountBalance, ApiCredential, CredentialLink, LedgerEntry
 from accounts.sql import active_credential_row
@@ -91,11 +91,41 @@ def statement_reference_register(reference: StatementReference) -> None:
         _INDIRECT.append(reference)
 
 
+@dataclass(frozen=True)
+class StatementDetail:
+    """More about the entries of one ``kind`` whose reference matches
+    ``pattern`` (a PostgreSQL regex): ``value``, an expression over the outer
+    entry (JSON), annotated as ``name`` and null on every other entry. Read in
+    the statement's page query itself; registered by the app that owns the
+    record (a due-date charge's credit shows what was paid, by component)."""
+
+    name: str
+    kind: str
+    pattern: str
+    value: Callable[[], Any]
+
+
+_DETAILS: list[StatementDetail] = []
+
+
+def statement_detail_register(detail: StatementDetail) -> None:
+    if detail not in _DETAILS:
+        _DETAILS.append(detail)
+
+
 def statement_entries(*, account: Account) -> QuerySet[LedgerEntry]:
     """The account's ledger entries, each with ``indirect_record_id`` (the
     record of a reference registered as :class:`StatementReference`, else
-    None), read in the statement's page query itself."""
+    None) and each registered :class:`StatementDetail`, read in the
+    statement's page query itself."""
     entries = LedgerEntry.objects.filter(account=account)
+    details = {
+        d.name: Case(
+            When(kind=d.kind, reference__regex=d.pattern, then=d.value()), default=None, output_field=JSONField()
+        )
+        for d in _DETAILS
+    }
+    entries = entries.annotate(**details) if details else entries
     whens = [When(reference__regex=ref.pattern, then=ref.record_id()) for ref in _INDIRECT]
     if not whens:
         return entries.annotate(indirect_record_id=Value(None, output_field=UUIDField()))

@@ -7,12 +7,17 @@ class PaymentsConfig(AppConfig):
     verbose_name = "Cobranças"
 
     def ready(self) -> None:
-        from accounts.selectors import statement_reference_register
+        from accounts.selectors import statement_detail_register, statement_reference_register
         from accounts.settlement import settlement_fee_register
         from acquirers import inbound
         from payments import approvals
         from payments.events import charge_event_apply
-        from payments.selectors import SETTLEMENT_CHARGE_FEE, STATEMENT_LATE_PAYMENT, STATEMENT_REFUND
+        from payments.selectors import (
+            SETTLEMENT_CHARGE_FEE,
+            STATEMENT_DUE_COMPONENTS,
+            STATEMENT_LATE_PAYMENT,
+            STATEMENT_REFUND,
+        )
 
         # accounts carries out maker-checker actions through this registry.
         approvals.register()
@@ -24,6 +29,8 @@ class PaymentsConfig(AppConfig):
         statement_reference_register(STATEMENT_REFUND)
         # ...and a late payment's credit as the charge's that received the Pix.
         statement_reference_register(STATEMENT_LATE_PAYMENT)
+        # ...and a due-date charge's credit with what was paid, by component.
+        statement_detail_register(STATEMENT_DUE_COMPONENTS)
 
         # The settlement (accounts.settlement) shows the fee netted out of a paid charge's credit.
         settlement_fee_register(SETTLEMENT_CHARGE_FEE)

@@ -9,18 +9,23 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from dataclasses import replace
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from acquirers import adapters, calls
-from acquirers.adapters.base import CancelResult, NotificationEvent
+from acquirers import calls
+from acquirers.adapters.base import AcquirerUnavailable, CancelResult, NotificationEvent
 from acquirers.calls import Outcome
 from payments.cancellation import State, retry_delay
+from payments.due_acquirer import can_read, due_paid_news, due_read, due_withdraw, is_due
 from payments.events import charge_event_apply
 from payments.models import Charge, ChargeCancellation
 
 logger = logging.getLogger(__name__)
+
+STILL_ACTIVE = "A cobrança com vencimento segue ativa na adquirente após o pedido de remoção."
 
 
 def charge_cancel_pursue(*, charge_id: uuid.UUID | str, now: dt.datetime | None = None) -> str:
@@ -32,7 +37,12 @@ def charge_cancel_pursue(*, charge_id: uuid.UUID | str, now: dt.datetime | None 
     if cancellation.state != State.PENDING:
         return cancellation.state
     charge = cancellation.charge
-    call = calls.call(charge.acquirer, "cancel_charge", lambda adapter: adapter.cancel_charge(charge.txid))
+    if is_due(charge):  # a cobv: its own withdrawal, answered with its status
+        call = due_withdraw(charge)
+        if call.outcome is Outcome.OK and call.result is None:
+            call = replace(call, error=AcquirerUnavailable(STILL_ACTIVE))
+    else:
+        call = calls.call(charge.acquirer, "cancel_charge", lambda adapter: adapter.cancel_charge(charge.txid))
     error = call.error_message or call.outcome
     if call.result is CancelResult.PAID:
         # The payer paid before the withdrawal: the Pix is recorded as a late
@@ -60,16 +70,23 @@ def _record_paid_there(charge: Charge) -> bool | str | None:
     """Read the Pix the charge received at its acquirer and apply them (each a
     late payment: the charge is cancelled here). True when done, an error
     text when the acquirer could not say, None when it cannot be asked."""
-    if not adapters.adapter_class(charge.acquirer.adapter).supports_charge_status:
+    due = is_due(charge)
+    if not can_read(charge.acquirer, due=due):
         return None
-    call = calls.call(charge.acquirer, "charge_status", lambda adapter: adapter.charge_status(charge.txid))
+    call: calls.Call[Any]
+    if due:  # a cobv's Pix carry what was paid and its parts (componentesValor)
+        call = due_read(charge)
+        events = due_paid_news(call.result) if call.result is not None else []
+    else:
+        call = calls.call(charge.acquirer, "charge_status", lambda adapter: adapter.charge_status(charge.txid))
+        events = list(call.result.events) if call.result is not None else []
     if call.result is None:
         return f"Paga na adquirente; leitura do Pix falhou: {call.error_message or call.outcome}"[:500]
-    if not any(e.event is NotificationEvent.CHARGE_PAID for e in call.result.events):
+    if not any(e.event is NotificationEvent.CHARGE_PAID for e in events):
         return "Paga na adquirente, mas nenhum Pix listado: a consultar de novo."
     # Each Pix, then what went back to its payer there (a devolução, a MED):
     # recorded on its late payment, which is then never credited.
-    for event in call.result.events:
+    for event in events:
         charge_event_apply(acquirer=charge.acquirer, notification=event, source="acquirer")
     return True
 

@@ -34,9 +34,9 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from acquirers import adapters
 from acquirers.adapters.base import InvalidOptions
 from core.dispatch import enqueue
+from payments.due_acquirer import can_withdraw
 from payments.models import Charge, ChargeCancellation
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def charge_cancellation_open(*, charge: Charge) -> ChargeCancellation | None:
     was opened already (a charge is cancelled once)."""
     now = timezone.now()
     try:
-        can_cancel = adapters.adapter_class(charge.acquirer.adapter).supports_cancel
+        can_cancel = can_withdraw(charge)  # a due-date charge's withdrawal is its own (cancel_due_charge)
         error = ""
     except InvalidOptions as exc:  # an adapter this process lacks (the sandbox, switched off)
         can_cancel, error = False, str(exc)[:500]

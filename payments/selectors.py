@@ -10,12 +10,13 @@ from django.db.models import BigIntegerField, OuterRef, QuerySet, Subquery, UUID
 from django.db.models.functions import Cast, Substr
 
 from accounts.models import Account, LedgerKind
-from accounts.selectors import StatementReference
+from accounts.selectors import StatementDetail, StatementReference
 from accounts.settlement import SettlementFee
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import RecordFilterSet
 from api.listing_statements import Scope
 from core.selectors import get_by_uuid, owned_by_uuid
+from payments.due_models import DueCharge
 from payments.exceptions import ChargeNotFound, RefundNotFound
 from payments.models import Charge, ChargeRefund, ChargeStatus, LatePayment
 
@@ -110,4 +111,15 @@ SETTLEMENT_CHARGE_FEE = SettlementFee(
     pattern=_CHARGE_REFERENCE,
     # order_by(): by primary key, with no sort (Charge's default ordering).
     fee=lambda: Subquery(Charge.objects.filter(pk=charge_of_reference()).order_by().values("platform_tax")[:1]),
+)
+
+
+#: A due-date charge's credit shows what was paid, by component (the statement's ``components``).
+STATEMENT_DUE_COMPONENTS = StatementDetail(
+    name="due_components",
+    kind=LedgerKind.CHARGE_PAID,
+    pattern=_CHARGE_REFERENCE,
+    value=lambda: Subquery(
+        DueCharge.objects.filter(charge_id=charge_of_reference()).order_by().values("paid_components")[:1]
+    ),
 )

@@ -11,13 +11,13 @@ import uuid
 
 from django.core.cache import cache
 from django.db import DatabaseError
+from django.db.models import Q
 from django.utils import timezone
 
-from acquirers import adapters, calls
+from acquirers import calls
 from acquirers.adapters.base import (
     AcquirerUnavailable,
     AdapterError,
-    InvalidOptions,
     Notification,
     NotificationEvent,
     ProviderChargeState,
@@ -25,6 +25,8 @@ from acquirers.adapters.base import (
 from acquirers.inbound import ApplyResult
 from acquirers.models import Acquirer
 from core.exceptions import PixServiceError
+from payments.choices import ChargeKind
+from payments.due_acquirer import REMOVED_PREFIX, can_read, due_paid_news, due_read, is_due
 from payments.events import charge_event_apply
 from payments.models import Charge, ChargeStatus
 
@@ -37,22 +39,41 @@ def charge_status_poll(*, charge_id: uuid.UUID | str) -> list[ApplyResult]:
     :class:`AdapterError` when the acquirer cannot answer."""
     charge = Charge.objects.select_related("acquirer").get(pk=charge_id)
     acquirer = charge.acquirer
-    adapter = adapters.build(acquirer)
-    if not adapter.supports_charge_status:
+    due = is_due(charge)
+    if not can_read(acquirer, due=due):
         return []
+    events = _due_news(charge) if due else _news(charge)
+    return [charge_event_apply(acquirer=acquirer, notification=event, source="acquirer") for event in events]
+
+
+def _news(charge: Charge) -> list[Notification]:
     # The one guarded call: deadline, outcome, latency metric and breaker as
     # for a charge or a payout. Its failure is this function's (the caller
     # counts the acquirer down for the rest of its run).
-    call = calls.call(acquirer, "charge_status", lambda adapter: adapter.charge_status(charge.txid))
+    call = calls.call(charge.acquirer, "charge_status", lambda adapter: adapter.charge_status(charge.txid))
     if call.result is None:
         raise call.error if call.error is not None else AcquirerUnavailable("no answer")
     status = call.result
-    events = list(status.events)
     if status.state is ProviderChargeState.REMOVED and charge.status == ChargeStatus.PENDING:
-        events = [Notification(event=NotificationEvent.CHARGE_FAILED, reference=charge.txid)]
-    elif status.state is ProviderChargeState.NOT_FOUND:
-        logger.warning("acquirer %s does not know charge %s", acquirer.key, charge.txid)
-    return [charge_event_apply(acquirer=acquirer, notification=event, source="acquirer") for event in events]
+        return [_removed(charge)]
+    if status.state is ProviderChargeState.NOT_FOUND:
+        logger.warning("acquirer %s does not know charge %s", charge.acquirer.key, charge.txid)
+    return list(status.events)
+
+
+def _due_news(charge: Charge) -> list[Notification]:
+    """A cobv read back: its Pix (what was paid, with its parts) or, removed
+    there while pending here, the charge fails as a removed cob's does."""
+    call = due_read(charge)
+    if call.result is None:
+        raise call.error if call.error is not None else AcquirerUnavailable("no answer")
+    if call.result.status.startswith(REMOVED_PREFIX) and charge.status == ChargeStatus.PENDING:
+        return [_removed(charge)]
+    return due_paid_news(call.result)
+
+
+def _removed(charge: Charge) -> Notification:
+    return Notification(event=NotificationEvent.CHARGE_FAILED, reference=charge.txid)
 
 
 def charges_status_poll(
@@ -67,17 +88,15 @@ def charges_status_poll(
     ``every`` whichever process runs this, within ``time_budget`` seconds (well
     under the task time limit, whatever the acquirers do). Returns how many
     charges changed."""
-    pollable = []
+    # Immediate charges where the adapter reads a cob, due-date ones where it reads a cobv.
+    pollable = Q(pk__in=[])
     for acquirer in Acquirer.objects.all():
-        try:
-            if adapters.adapter_class(acquirer.adapter).supports_charge_status:
-                pollable.append(acquirer.pk)
-        except InvalidOptions:
-            continue  # an adapter this version does not have: nothing to poll
+        for due in (False, True):
+            if can_read(acquirer, due=due):
+                kind = ChargeKind.DUE if due else ChargeKind.IMMEDIATE
+                pollable |= Q(acquirer_id=acquirer.pk, kind=kind)
     rows = list(
-        Charge.objects.filter(
-            status=ChargeStatus.PENDING, acquirer_id__in=pollable, created_at__lte=timezone.now() - older_than
-        )
+        Charge.objects.filter(pollable, status=ChargeStatus.PENDING, created_at__lte=timezone.now() - older_than)
         .order_by("created_at")
         .values_list("pk", "acquirer_id")[:limit]
     )

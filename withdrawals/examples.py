@@ -87,6 +87,7 @@ STATEMENT = OpenApiExample(
                     "amount": 1500,
                     "balance_after": 4891,
                     "record": {"type": "withdrawal", "id": "9627b23b-ae9f-496a-8a9e-6821cc3b5572"},
+                    "components": None,
                     "created_at": "2026-11-25 20:05:41",
                 },
                 {
@@ -95,6 +96,7 @@ STATEMENT = OpenApiExample(
                     "amount": -1500,
                     "balance_after": 3391,
                     "record": {"type": "withdrawal", "id": "9627b23b-ae9f-496a-8a9e-6821cc3b5572"},
+                    "components": None,
                     "created_at": "2026-11-25 20:02:25",
                 },
                 {
@@ -103,6 +105,7 @@ STATEMENT = OpenApiExample(
                     "amount": 4891,
                     "balance_after": 4891,
                     "record": {"type": "transaction", "id": "5f3b82f4-a5f5-4e64-9514-2701a32d7fba"},
+                    "components": None,
                     "created_at": "2026-11-25 19:58:02",
                 },
             ],

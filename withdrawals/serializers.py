@@ -122,6 +122,30 @@ class StatementRecordField(serializers.Field[Any, Any, Any, Any]):
         return statement_record(value)
 
 
+class DueComponentsSerializer(serializers.Serializer[Any]):
+    """API Pix's ``componentesValor``, in centavos; every part shown, 0 when none."""
+
+    original = serializers.IntegerField(help_text="Centavos: the charge's nominal amount.")
+    multa = serializers.IntegerField(help_text="Centavos: the fine paid (0 when none).")
+    juros = serializers.IntegerField(help_text="Centavos: the interest paid.")
+    abatimento = serializers.IntegerField(help_text="Centavos: the rebate taken off.")
+    desconto = serializers.IntegerField(help_text="Centavos: the discount taken off.")
+
+
+@extend_schema_field(DueComponentsSerializer(allow_null=True))
+class DueComponentsField(serializers.Field[Any, Any, Any, Any]):
+    """What a due-date charge's payer paid, by component (``payments.selectors.STATEMENT_DUE_COMPONENTS``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value: LedgerEntry) -> dict[str, int] | None:
+        paid = getattr(value, "due_components", None)
+        if paid is None:
+            return None
+        return {name: int(paid.get(name, 0)) for name in DueComponentsSerializer._declared_fields}
+
+
 class StatementEntrySerializer(OutputSerializer):
     """One ledger entry of the account's statement."""
 
@@ -129,10 +153,15 @@ class StatementEntrySerializer(OutputSerializer):
         help_text="The charge (`transaction`) or withdrawal the entry is for (a refund's or a MED block's, "
         "release's or return's entries name the charge); null for an entry that names neither (an adjustment)."
     )
+    components = DueComponentsField(
+        help_text="A due-date charge's credit (`charge_paid`): what the payer paid, by component "
+        "(original + multa + juros - abatimento - desconto = the amount paid; `amount` is that less the fee). "
+        "Null on every other entry."
+    )
 
     class Meta:
         model = LedgerEntry
-        fields = ["id", "kind", "amount", "balance_after", "record", "created_at"]
+        fields = ["id", "kind", "amount", "balance_after", "record", "components", "created_at"]
         read_only_fields = fields
         extra_kwargs = {
             "id": {"help_text": "The entry's id: increasing in the order the entries were posted."},

@@ -66,6 +66,7 @@ OPERATIONS: dict[tuple[str, str], str | None] = {
     ("post", "/api/sandbox/infractions/{infraction_id}/accept"): NEEDS_AN_ID,
     ("post", "/api/sandbox/infractions/{infraction_id}/reject"): NEEDS_AN_ID,
     ("post", "/api/sandbox/infractions/{infraction_id}/cancel"): NEEDS_AN_ID,
+    ("post", "/api/sandbox/due-charges/{charge_id}/pay"): NEEDS_AN_ID,
     ("get", "/api/withdrawals/{withdrawal_id}"): NEEDS_AN_ID,
     ("get", "/api/infractions/{infraction_id}"): NEEDS_AN_ID,
     ("post", "/api/infractions/{infraction_id}/defense"): NEEDS_AN_ID,

@@ -24,6 +24,7 @@ from acquirers.models import Acquirer, AcquirerSlot
 from acquirers.services import acquirer_grants_set, acquirer_slots_set
 from due_charges.models import DueChargeBatch, DueChargeBatchItem
 from infractions.models import DefenseAttachment, Infraction
+from payments.due_models import DueCharge
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeTransition
 from payments.sandbox import SANDBOX_EVENTS
 from tests.conftest import client_for
@@ -81,6 +82,8 @@ WALK = [
     Step("post", "/api/sandbox/transactions/{id}/chargeback", "paid_charge", CHARGE_NOT_FOUND, 200),
     Step("get", "/api/due-charges/{id}", "due_charge", DUE_CHARGE_NOT_FOUND, 200),
     Step("post", "/api/due-charges/{id}/cancel", "due_charge", DUE_CHARGE_NOT_FOUND, 200),
+    # The sandbox's payer of due-date charges: its own charge, payable today (the walk cancels the other).
+    Step("post", "/api/sandbox/due-charges/{id}/pay", "payable_due_charge", CHARGE_NOT_FOUND, 200),
     Step("get", "/api/withdrawals/{id}", "withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("post", "/api/sandbox/withdrawals/{id}/return", "paid_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("delete", "/api/webhooks/{id}", "endpoint", ENDPOINT_NOT_FOUND, 200),
@@ -212,6 +215,7 @@ def populate(account: Account) -> Tenant:
     )
     infraction = open_infraction(client)
     batch = create_batch(client)
+    payable_due_charge = create_due_charge(client)
     event = WebhookEvent.objects.get(account=account, record_id=paid_charge, status="paid")
     WebhookDelivery.objects.filter(event=event).update(status=WebhookDelivery.Status.FAILED, next_attempt_at=None)
     ids = {
@@ -225,6 +229,7 @@ def populate(account: Account) -> Tenant:
         "med_charge": str(infraction.charge_id),
         "infraction": str(infraction.pk),
         "batch": batch,
+        "payable_due_charge": payable_due_charge,
     }
     return Tenant(account=account, client=client, ids=ids)
 
@@ -253,6 +258,7 @@ def snapshot(account: Account) -> dict[str, list[dict[str, Any]]]:
         "balance": AccountBalance.objects.filter(account=account),
         "ledger": LedgerEntry.objects.filter(account=account),
         "charges": Charge.objects.filter(account=account),
+        "due_charges": DueCharge.objects.filter(charge__account=account),
         "charge_attempts": ChargeAttempt.objects.filter(account=account),
         "charge_transitions": ChargeTransition.objects.filter(charge__account=account),
         "charge_refunds": ChargeRefund.objects.filter(charge__account=account),
@@ -352,7 +358,7 @@ def test_listings_never_show_another_accounts_records(tenant_a: Tenant, tenant_b
     a_paid_withdrawal = Withdrawal.objects.get(pk=a["paid_withdrawal"])
     a_before = snapshot(tenant_a.account)
 
-    for charge_id in (a["charge"], a["paid_charge"]):
+    for charge_id in (a["charge"], a["paid_charge"], a["due_charge"]):
         assert listed(b_client, "/api/transactions", "transactions", id=charge_id) == []
     assert listed(b_client, "/api/transactions", "transactions", e2e_id=a_paid.e2e_id) == []
     assert set(listed(b_client, "/api/transactions", "transactions", per_page=100)) == {
@@ -360,11 +366,13 @@ def test_listings_never_show_another_accounts_records(tenant_a: Tenant, tenant_b
         b["due_charge"],  # a due-date charge is a charge too
         b["paid_charge"],
         b["med_charge"],
+        b["payable_due_charge"],
     }
     a_due = Charge.objects.get(pk=a["due_charge"])
     assert listed(b_client, "/api/due-charges", "due_charges", txid=a_due.txid) == []
-    assert listed(b_client, "/api/due-charges", "due_charges", document=a_due.buyer_document) == [b["due_charge"]]
-    assert listed(b_client, "/api/due-charges", "due_charges", per_page=100) == [b["due_charge"]]
+    own_due = {b["due_charge"], b["payable_due_charge"]}
+    assert set(listed(b_client, "/api/due-charges", "due_charges", document=a_due.buyer_document)) == own_due
+    assert set(listed(b_client, "/api/due-charges", "due_charges", per_page=100)) == own_due
     assert listed(b_client, "/api/infractions", "infractions", transaction_id=a["med_charge"]) == []
     assert listed(b_client, "/api/infractions", "infractions", per_page=100) == [b["infraction"]]
 

@@ -27,7 +27,8 @@ from withdrawals.services import withdrawal_request, withdrawal_transition
 
 URL = "/api/statement"
 CSV_URL = "/api/statement.csv"
-ENTRY_FIELDS = {"id", "kind", "amount", "balance_after", "record", "created_at"}
+# components: a due-date charge's credit by component (null on every other entry, as here).
+ENTRY_FIELDS = {"id", "kind", "amount", "balance_after", "record", "components", "created_at"}
 NO_PERMISSION = "Esta credencial não tem permissão para realizar esta operação."
 PERIOD_REQUIRED = "Informe o período (created_at_start e created_at_end) para exportar o extrato."
 PERIOD_TOO_LONG = "O período do extrato em CSV é de no máximo 31 dias."
