@@ -26,11 +26,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from acquirers import brcode, breaker, calls
-from acquirers.adapters.base import ChargeRequest, ChargeResult, InvalidResponse
+from acquirers.adapters.apipix.formats import centavos
+from acquirers.adapters.base import (
+    AcquirerAdapter,
+    ChargeRequest,
+    ChargeResult,
+    DueChargeRequest,
+    DueChargeResult,
+    InvalidResponse,
+)
 from acquirers.calls import Outcome
 from acquirers.models import Acquirer
 from core import metrics
@@ -38,6 +47,12 @@ from core import metrics
 logger = logging.getLogger(__name__)
 
 OPERATION = "create_charge"
+DUE_OPERATION = "create_due_charge"
+
+#: What a chain creates: an immediate charge or a due-date one (both have
+#: ``provider_charge_id`` and ``emv``).
+Created = ChargeResult | DueChargeResult
+R = TypeVar("R", ChargeResult, DueChargeResult)
 
 
 @dataclass(frozen=True)
@@ -54,7 +69,7 @@ class Attempt:
 class ChainResult:
     attempts: list[Attempt] = field(default_factory=list)
     acquirer: Acquirer | None = None
-    result: ChargeResult | None = None
+    result: Created | None = None
     #: Acquirers that may hold a live charge we will not use: they timed out,
     #: or answered with something we refuse (an invalid BR Code or answer).
     #: The caller asks them to cancel it.
@@ -62,15 +77,47 @@ class ChainResult:
 
 
 def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> ChainResult:
+    def usable(result: ChargeResult) -> None:
+        brcode.check(result.emv, amount=request.amount)
+        _check_storable(result)
+
+    return _run(chain, _Creation(OPERATION, lambda adapter: adapter.create_charge(request), usable))
+
+
+def run_due_charge_chain(chain: Sequence[Acquirer], request: DueChargeRequest) -> ChainResult:
+    """:func:`run_charge_chain` for a due-date charge (cobv): the same
+    admission, probe, fallback and ``to_cancel``. Usable: a dynamic BR Code
+    whose amount, when it carries one, is ``valor.original`` (the amount of
+    the pay day is fetched from its location), and a storable provider id."""
+    original = centavos(request.valor.get("original"))  # validated upstream: raises on our own bug
+
+    def usable(result: DueChargeResult) -> None:
+        brcode.check_due(result.emv, original=original)
+        _check_storable(result)
+
+    return _run(chain, _Creation(DUE_OPERATION, lambda adapter: adapter.create_due_charge(request), usable))
+
+
+@dataclass(frozen=True)
+class _Creation(Generic[R]):
+    """One kind of charge as a chain creates it: the operation's name, the
+    adapter's call and the check that its answer is usable."""
+
+    operation: str
+    create: Callable[[AcquirerAdapter], R]
+    usable: Callable[[R], None]
+
+
+def _run(chain: Sequence[Acquirer], creation: _Creation[R]) -> ChainResult:
     outcome = ChainResult()
     skipped: list[tuple[int, Acquirer, breaker.Gate]] = []
     for position, acquirer in enumerate(chain, start=1):
-        gate = calls.admit(acquirer, OPERATION)
+        gate = calls.admit(acquirer, creation.operation)
         if not gate.allowed:
             skipped.append((position, acquirer, gate))
             outcome.attempts.append(_skip(acquirer, position, gate))
             continue
-        if _try(outcome, acquirer, position, request, decisive=gate.probe, last=position == len(chain)):
+        if _try(outcome, acquirer, position, creation, decisive=gate.probe, last=position == len(chain)):
             return outcome
 
     tripped = [item for item in skipped if not item[2].busy]
@@ -82,21 +129,17 @@ def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> Chain
         position, acquirer, _ = min(tripped, key=lambda item: item[2].retry_at)
         logger.warning("every acquirer is open or busy; trying %s (open) anyway", acquirer.key)
         outcome.attempts = [a for a in outcome.attempts if a.position != position]
-        _try(outcome, acquirer, position, request, decisive=True, last=True)
+        _try(outcome, acquirer, position, creation, decisive=True, last=True)
         outcome.attempts.sort(key=lambda a: a.position)
     return outcome
 
 
 def _try(
-    outcome: ChainResult, acquirer: Acquirer, position: int, request: ChargeRequest, *, decisive: bool, last: bool
+    outcome: ChainResult, acquirer: Acquirer, position: int, creation: _Creation[R], *, decisive: bool, last: bool
 ) -> bool:
     """One guarded call, recorded in ``outcome``; True if it took the charge."""
-
-    def usable(result: ChargeResult) -> None:
-        brcode.check(result.emv, amount=request.amount)
-        _check_storable(result)
-
-    done = calls.call(acquirer, OPERATION, lambda adapter: adapter.create_charge(request), probe=decisive, check=usable)
+    operation = creation.operation
+    done = calls.call(acquirer, operation, creation.create, probe=decisive, check=creation.usable)
     if done.outcome is Outcome.BUSY:
         # Its slots filled since admission: not called, so passed over as a skip.
         outcome.attempts.append(Attempt(acquirer, position, done.outcome, 0, "AcquirerBusy", done.error_message))
@@ -107,7 +150,7 @@ def _try(
         return True
 
     if not last:
-        metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, OPERATION).inc()
+        metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, operation).inc()
     if done.outcome is not Outcome.ERROR:  # an adapter bug was logged with its trace
         logger.warning("acquirer %s attempt failed: %s: %s", acquirer.key, done.outcome, done.error)
     if done.outcome in (Outcome.TIMEOUT, Outcome.INVALID_RESPONSE):
@@ -124,7 +167,7 @@ def _try(
 PROVIDER_CHARGE_ID_MAX_LENGTH = 100
 
 
-def _check_storable(result: ChargeResult) -> None:
+def _check_storable(result: Created) -> None:
     """What the charge row will hold must fit it: refused here, the charge is
     another acquirer's (and this one is asked to cancel), not a failed insert."""
     charge_id = result.provider_charge_id

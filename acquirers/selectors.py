@@ -89,6 +89,14 @@ def cashin_chain(account: Account, amount: int, override: Sequence[Acquirer] | N
     return _charging(_chains.get((account.pk, "cashin")) or (), amount)
 
 
+def due_chain(account: Account, amount: int, override: Sequence[Acquirer] | None = None) -> list[Acquirer]:
+    """The acquirers to try for a due-date charge (cobv) of ``amount``
+    (``valor.original``): :func:`cashin_chain`'s, under the same rules,
+    keeping only those whose adapter creates due-date charges."""
+    creating = set(adapters.adapter_names(supporting="due_charge"))
+    return [a for a in cashin_chain(account, amount, override) if a.adapter in creating]
+
+
 def _configured_cashin(account_id: uuid.UUID, slots: _Slots) -> tuple[Acquirer, ...]:
     configured = slots.get(AcquirerSlot.Purpose.CASHIN)
     if configured:

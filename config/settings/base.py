@@ -317,7 +317,11 @@ WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)
 # the routes that take more: a MED defence's files, 5 MB decoded, under 7 MiB in base64 with its text.
 # Django's own cap on a body read into memory (DATA_UPLOAD_MAX_MEMORY_SIZE) follows the largest.
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=256 * 1024)
-API_MAX_BODY_BYTES_BY_PATH = {r"^/api/infractions/[^/]+/defense$": 7 * 1024 * 1024}
+API_MAX_BODY_BYTES_BY_PATH = {
+    r"^/api/infractions/[^/]+/defense$": 7 * 1024 * 1024,
+    # A batch of 1,000 due-date charges is about 500 KB.
+    r"^/api/due-charges/batches$": 2 * 1024 * 1024,
+}
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(API_MAX_BODY_BYTES, *API_MAX_BODY_BYTES_BY_PATH.values())
 
 # --------------------------------------------------------------------------- operations

@@ -37,6 +37,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "sweep-defenses": {"task": "infractions.tasks.sweep_defenses", "schedule": 120.0},
     # The acquirer listing's measured conversion (payments/conversion.py).
     "measure-acquirer-conversion": {"task": "payments.tasks.measure_acquirer_conversion", "schedule": 600.0},
+    # Batches of due-date charges whose tasks were lost (due_charges.tasks).
+    "sweep-due-charge-batches": {"task": "due_charges.tasks.sweep_due_batches", "schedule": 60.0},
 }
 
 # The acquirer listing's conversion_percent, measured every 10 minutes (beat)

@@ -132,6 +132,30 @@ def test_checker_refuses_a_code_without_amount_for_a_charge() -> None:
         brcode.check(BACEN_EXAMPLES[0], amount=100)
 
 
+def test_a_due_charge_code_may_leave_the_amount_to_its_location_as_bacens_cobv_example_does() -> None:
+    parsed = brcode.check_due(BACEN_EXAMPLES[1], original=15000)
+    assert (parsed.amount, parsed.location) == (None, "pix.example.com/qr/v2/cobv/1e6c54d3ec9449b7a7fc53b6b0f998e7")
+    ours = brcode.encode_dynamic(
+        location="pix.sandbox.local/qr/v2/cobv/x", amount=None, merchant_name="A", merchant_city="B"
+    )
+    assert "54" not in jsonFromBrcode(ours)
+    assert brcode.check_due(ours, original=15000).amount is None
+
+
+def test_a_due_charge_code_carrying_an_amount_carries_the_original() -> None:
+    assert brcode.check_due(sample(15000), original=15000).amount == 15000
+    with pytest.raises(InvalidBRCode, match="differs"):
+        brcode.check_due(sample(15332), original=15000)
+
+
+def test_a_due_charge_code_must_be_dynamic() -> None:
+    static = "00020126330014br.gov.bcb.pix0111529982247255204000053039865802BR5904NOME6006CIDADE62070503***6304"
+    static += brcode.crc16(static)
+    assert brcode.parse(static).key == "52998224725"
+    with pytest.raises(InvalidBRCode, match="dynamic"):
+        brcode.check_due(static, original=15000)
+
+
 def test_encoder_refuses_bad_input() -> None:
     with pytest.raises(ValueError, match="scheme"):
         sample(location="https://x/y")

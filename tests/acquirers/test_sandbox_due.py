@@ -50,7 +50,9 @@ def acquirer(db: Any) -> Acquirer:
 
 def pay(adapter: SandboxAdapter, txid: str, at: dt.datetime | None = None) -> tuple[bool, str]:
     e2e_id = new_e2e_id()
-    paid = adapter.due_charge_pay(txid, e2e_id=e2e_id, amount=sum(PAID.values()), components=PAID, at=at or timezone.now())
+    paid = adapter.due_charge_pay(
+        txid, e2e_id=e2e_id, amount=sum(PAID.values()), components=PAID, at=at or timezone.now()
+    )
     return paid, e2e_id
 
 
@@ -175,7 +177,9 @@ def test_a_flaky_sandbox_refuses_every_other_cobv() -> None:
 
 
 def test_a_timed_out_cobv_was_created_there_all_the_same() -> None:
-    acquirer = AcquirerFactory(key="due_late", options={"charge": "timeout"}, connect_timeout_ms=100, read_timeout_ms=200)
+    acquirer = AcquirerFactory(
+        key="due_late", options={"charge": "timeout"}, connect_timeout_ms=100, read_timeout_ms=200
+    )
     request = due_request()
 
     done = calls.call(acquirer, "create_due_charge", lambda a: a.create_due_charge(request))
