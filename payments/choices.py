@@ -34,3 +34,5 @@ class ChargeSource(models.TextChoices):
     STAFF = "staff", "Equipe"
     EXPIRY = "expiry", "Expiração"
     RECONCILIATION = "reconciliation", "Conciliação"
+    #: The account itself, through the API (POST /api/due-charges/{id}/cancel).
+    MERCHANT = "merchant", "Conta (API)"

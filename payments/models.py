@@ -88,6 +88,19 @@ class Charge(models.Model):
             # Listings (GET /transactions): one index per filter, each
             # answering the COUNT and the page's keys by itself.
             *record_listing_indexes("charge"),
+            # GET /api/due-charges: an account's due-date charges newest
+            # first, by status too, without walking its immediate ones.
+            models.Index(
+                fields=["account", "-created_at", "-id"],
+                include=["status"],
+                condition=Q(kind="due"),
+                name="charge_due_list_recent",
+            ),
+            models.Index(
+                fields=["account", "status", "-created_at", "-id"],
+                condition=Q(kind="due"),
+                name="charge_due_list_status",
+            ),
             # The expiry sweep reads only pending charges.
             models.Index(fields=["expires_at"], name="charge_pending_expiry", condition=Q(status="pending")),
             # The back office's overview (observability.selectors): the last

@@ -13,6 +13,11 @@ SPECTACULAR_SETTINGS = {
     # shows tags in this order).
     "TAGS": [
         {"name": "transactions", "description": "PIX charges (cash-in): create, read, list, QR code."},
+        {
+            "name": "due-charges",
+            "description": "Due-date charges (API Pix cobv): invoices payable after their due date with fine, "
+            "interest and discounts; create, read, list, cancel, CSV.",
+        },
         {"name": "withdrawals", "description": "PIX withdrawals (cash-out) debited from the balance."},
         {"name": "balance", "description": "Available balance and withdrawal limits."},
         {"name": "acquirers", "description": "The acquirers the account may use, and its default chain."},
