@@ -186,6 +186,27 @@ def test_the_charges_admin_shows_the_kind_and_opens_the_terms(
     assert reverse("admin:payments_duecharge_change", args=[charge.pk]) in detail
 
 
+def test_the_overview_counts_the_ones_due_today_and_overdue(
+    admin_client: Client, where: tuple[Account, Acquirer]
+) -> None:
+    account, acquirer = where
+    due_charge(account, acquirer, days_from_today=0)
+    due_charge(account, acquirer, days_from_today=-3)
+    due_charge(account, acquirer, days_from_today=-9)
+    due_charge(account, acquirer, days_from_today=-9, status="paid", paid=(15_000, {}, 15_000))
+    due_charge(account, acquirer, days_from_today=4)
+
+    page = admin_client.get(reverse("admin:index")).content.decode()
+
+    for situation, count, amount in (("today", 1, "R$ 150,00"), ("overdue", 2, "R$ 300,00")):
+        tile = re.search(rf'<a class="tile" href="([^"]+)" data-figure="{situation}">(.*?)</a>', page, re.S)
+        assert tile is not None, situation
+        assert f'<div class="n">{count}</div>' in tile.group(2)
+        assert amount in tile.group(2)
+        # The tile opens exactly those charges.
+        assert len(listed(admin_client.get(tile.group(1).replace("&amp;", "&")).content.decode())) == count
+
+
 # --------------------------------------------------------------------------- batches
 
 
