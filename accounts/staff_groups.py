@@ -28,7 +28,16 @@ from typing import Any
 
 from django.contrib.auth.models import Group, Permission
 
-PROJECT_APPS = ("accounts", "acquirers", "payments", "withdrawals", "infractions", "reconciliation", "webhooks")
+PROJECT_APPS = (
+    "accounts",
+    "acquirers",
+    "payments",
+    "withdrawals",
+    "infractions",
+    "due_charges",
+    "reconciliation",
+    "webhooks",
+)
 
 OPERATIONS_EXTRA = (
     "accounts.add_account",

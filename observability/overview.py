@@ -18,6 +18,7 @@ from django.utils import timezone
 from core.money import brl
 from observability import selectors
 from observability.selectors import Figure, Volume, local_midnight
+from payments.due_payments import day_in_brazil, now_in_brazil
 from payments.models import ChargeStatus
 from withdrawals.models import WithdrawalStatus
 
@@ -25,6 +26,7 @@ from withdrawals.models import WithdrawalStatus
 OVERVIEW_PERMISSION = "payments.view_charge"
 #: Who sees the MED card (every back-office group can).
 INFRACTIONS_PERMISSION = "infractions.view_infraction"
+DUE_CHARGES_PERMISSION = "payments.view_duecharge"
 
 # Chart geometry (SVG user units; the SVG scales to its box).
 BAR_WIDTH, BAR_GAP, CHART_HEIGHT, LABEL_SPACE, TOP_SPACE = 36, 14, 120, 18, 16
@@ -240,7 +242,27 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
         ],
         "webhooks": [{"label": label, "count": count, "url": url} for label, count, url in webhooks],
         "infractions": infractions["tiles"] if infractions is not None else None,
+        "due_charges": _due_charges(request, site, now=now),
     }
+
+
+def _due_charges(request: HttpRequest, site: str, *, now: dt.datetime | None) -> list[dict[str, Any]] | None:
+    """The due-date charges card: pending ones due today and overdue, by
+    their original amounts (nothing waits for staff here: it is what the
+    merchants' billing looks like today); None for staff who cannot see them."""
+    if not request.user.has_perm(DUE_CHARGES_PERMISSION):
+        return None
+    due = selectors.due_charges(today=day_in_brazil(now) if now else now_in_brazil())
+    return [
+        {
+            "figure": situation,
+            "label": label,
+            "count": figure.count,
+            "amount": brl(figure.amount) if figure.count else "",
+            "url": admin_list(site, "payments_duecharge", situation=situation),
+        }
+        for situation, label, figure in (("today", "Vencem hoje", due.today), ("overdue", "Vencidas", due.overdue))
+    ]
 
 
 def _infractions(request: HttpRequest, site: str, *, now: dt.datetime | None) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from acquirers import breaker
 from acquirers.models import Acquirer
 from infractions.models import Infraction, InfractionRequest
 from infractions.selectors import deadline_near, undefended_ahead
+from payments.due_models import DueCharge
 from payments.models import Charge, ChargeAttempt, ChargeCancellation, ChargeStatus, LatePayment
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 from withdrawals.models import UndeterminedPayout, Withdrawal, WithdrawalStatus
@@ -284,4 +285,28 @@ def infractions(*, now: dt.datetime | None = None) -> Infractions:
         nearest_deadline=found["nearest"],
         deadline_near=found["near"],
         requests_pending=InfractionRequest.objects.filter(state=InfractionRequest.State.PENDING).count(),
+    )
+
+
+@dataclass(frozen=True)
+class DueToday:
+    """Pending due-date charges due today and overdue (due date before today), Brasília's day."""
+
+    today: Figure
+    overdue: Figure
+
+
+def due_charges(*, today: dt.date) -> DueToday:
+    """One aggregate over the pending due-date charges due up to today (the
+    ``due_charge_due_date`` index); amounts are their original values."""
+    due_today, overdue = Q(due_date=today), Q(due_date__lt=today)
+    found = DueCharge.objects.filter(charge__status=ChargeStatus.PENDING, due_date__lte=today).aggregate(
+        today_n=Count("pk", filter=due_today),
+        today_sum=Sum("original", filter=due_today),
+        overdue_n=Count("pk", filter=overdue),
+        overdue_sum=Sum("original", filter=overdue),
+    )
+    return DueToday(
+        today=Figure(found["today_n"], found["today_sum"] or 0),
+        overdue=Figure(found["overdue_n"], found["overdue_sum"] or 0),
     )

@@ -9,6 +9,8 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from accounts.admin.money_actions import request_approval_action
 from accounts.models import MoneyActionRequest
@@ -35,6 +37,7 @@ from payments.admin.cancellations import ChargeCancellationInline
 from payments.admin.late_payments import LatePaymentInline
 from payments.admin.med import refusing_med_open
 from payments.admin.refunds import refund
+from payments.choices import ChargeKind
 from payments.exceptions import TransitionNotAllowed
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
@@ -144,11 +147,13 @@ class ChargeAdmin(
         "amount_brl",
         "liquid_amount_brl",
         "status_label",
+        "kind",
         "paid_at_label",
         "acquirer",
     )
     list_filter = (
         "status",
+        "kind",
         "acquirer",
         ("created_at", titled(admin.DateFieldListFilter, "data de criação")),
         "account",
@@ -161,6 +166,8 @@ class ChargeAdmin(
                 "fields": (
                     "id_label",
                     "account",
+                    "kind",
+                    "due_terms",
                     "status_label",
                     "amount_brl",
                     "platform_tax_brl",
@@ -284,7 +291,15 @@ class ChargeAdmin(
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         computed = [f for f in flatten_fieldsets(self.fieldsets or ()) if f.endswith(("_brl", "_label"))]
-        return [*super().get_readonly_fields(request, obj), *computed]
+        return [*super().get_readonly_fields(request, obj), *computed, "due_terms"]
+
+    @admin.display(description="vencimento")
+    def due_terms(self, charge: Charge) -> str:
+        """A due-date charge's terms, amount due today and paid components are on its own page."""
+        if charge.kind != ChargeKind.DUE:
+            return "—"
+        url = reverse("admin:payments_duecharge_change", args=[charge.pk])
+        return format_html('<a href="{}">{}</a>', url, charge.due)
 
     # One permission per action that moves money (staff groups: accounts.staff_groups).
     def has_refund_charge_permission(self, request: HttpRequest) -> bool:
