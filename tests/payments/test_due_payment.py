@@ -70,7 +70,8 @@ def paid(charge: Charge, amount: int | None, at: dt.datetime = LATE, raw: dict[s
 def test_a_late_payment_credits_what_was_paid_with_the_fee_on_it(account: Account) -> None:
     charge = due_charge(account)
     due = amount_due(TERMS, on=LATE.date())
-    assert due.multa and due.juros  # late: fine and interest
+    assert due.multa
+    assert due.juros
 
     paid(charge, due.final, raw={"componentesValor": due.componentes_valor()})
 
@@ -83,8 +84,10 @@ def test_a_late_payment_credits_what_was_paid_with_the_fee_on_it(account: Accoun
     assert entry.amount == charge.liquid_amount
     assert ledger_sum(account) == charge.liquid_amount
     record = DueCharge.objects.get(pk=charge.pk)
-    assert record.paid_amount == due.final == sum(
-        v if k not in ("abatimento", "desconto") else -v for k, v in record.paid_components.items()
+    assert (
+        record.paid_amount
+        == due.final
+        == sum(v if k not in ("abatimento", "desconto") else -v for k, v in record.paid_components.items())
     )
     assert record.paid_components == {"original": 15_000, "multa": due.multa, "juros": due.juros}
     assert record.expected_amount == due.final
