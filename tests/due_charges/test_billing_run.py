@@ -1,9 +1,9 @@
-"""The issue's "done when", at 60 debtors (the batch's own test runs the
-1,000): a monthly billing run created with fine, interest and a fixed-date
-discount, paid on different simulated days through the sandbox's payer over
-HTTP (early with the discount, early without it, on time, late with fine and
-interest), one never paid and expired, each pay day reconciled, and the
-ledger exact to the centavo."""
+"""The issue's "done when": a monthly billing run of 1,000 debtors created
+in one batch (a real worker creating each at the sandbox), with fine,
+interest and a fixed-date discount, paid on different simulated days
+through the sandbox's payer over HTTP (early with the discount, early
+without it, on time, late with fine and interest), one never paid and
+expired, each pay day reconciled, and the ledger exact to the centavo."""
 
 from __future__ import annotations
 
@@ -24,23 +24,24 @@ from payments.services import charges_expire
 from reconciliation.models import ReconciliationItem
 from reconciliation.run import acquirer_reconcile
 from tests.due_charges.support import (
+    DISCOUNT_PERCENT,
     FEE_BPS,
     FEE_FIXED,
+    FINE_PERCENT,
+    INTEREST_PERCENT_A_DAY,
     business_day_from,
     expected_parts,
     fee,
-    make_due,
     paid_of,
     pay,
     sandbox,
     today,
 )
 from tests.factories import AccountFactory, AcquirerFactory
+from tests.realworld import wait_for
 from webhooks.models import WebhookEvent
 
-pytestmark = pytest.mark.django_db
-
-DEBTORS = 60
+DEBTORS = 1000
 DAYS_AFTER_DUE = 15
 
 
@@ -55,9 +56,29 @@ def acquirer(db: Any) -> Acquirer:
     return AcquirerFactory(key=f"sbx_billing_run_{uuid.uuid4().hex[:8]}", default_priority=1)
 
 
+def billing_item(n: int, *, due: dt.date, discount_until: dt.date) -> dict[str, Any]:
+    """:func:`tests.due_charges.support.make_due`'s terms, as a batch item."""
+    return {
+        "amount": 10000 + 137 * n,
+        "due_date": due.isoformat(),
+        "days_after_due": DAYS_AFTER_DUE,
+        "debtor": {"name": f"Devedor {n}", "document": "52998224725"},
+        "fine": {"modalidade": 2, "valorPerc": FINE_PERCENT},
+        "interest": {"modalidade": 2, "valorPerc": INTEREST_PERCENT_A_DAY},
+        "discount": {
+            "modalidade": 2,
+            "descontoDataFixa": [{"data": discount_until.isoformat(), "valorPerc": DISCOUNT_PERCENT}],
+        },
+        "description": f"Mensalidade {n}",
+    }
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_billing_run_paid_on_different_days_reconciles_with_the_ledger_exact(
-    api: APIClient, account: Account, acquirer: Acquirer
+    celery_worker_process: Any, api: APIClient, account: Account, acquirer: Acquirer, settings: Any
 ) -> None:
+    # A thousand payers in seconds on one credential: the sandbox's payer is not traffic to limit here.
+    settings.API_RATE_LIMIT_PER_MINUTE = 100_000
     due = business_day_from(today() + dt.timedelta(days=10))
     discount_until = business_day_from(today() + dt.timedelta(days=4))
     assert today() < discount_until < due
@@ -69,12 +90,14 @@ def test_a_billing_run_paid_on_different_days_reconciles_with_the_ledger_exact(
         due + dt.timedelta(days=1),  # late: the fine and a day of interest
         due + dt.timedelta(days=DAYS_AFTER_DUE - 3),  # late: the fine and 12 days of interest
     ]
-    charges = [
-        make_due(
-            account, due_date=due, amount=10000 + 137 * i, discount_until=discount_until, days_after_due=DAYS_AFTER_DUE
-        )
-        for i in range(DEBTORS)
-    ]
+    items = [billing_item(n, due=due, discount_until=discount_until) for n in range(DEBTORS)]
+    created = api.post("/api/due-charges/batches", {"items": items}, format="json")
+    assert created.status_code == 202, created.content
+    batch_url = f"/api/due-charges/batches/{created.json()['data']['id']}"
+    done = wait_for(lambda: (r := api.get(batch_url).json()["data"])["status"] == "done" and r, timeout=300)
+    assert done["counts"] == {"total": DEBTORS, "pending": 0, "created": DEBTORS, "failed": 0}
+    charges = list(Charge.objects.filter(account=account, kind="due").order_by("amount"))
+    assert [c.amount for c in charges] == [10000 + 137 * n for n in range(DEBTORS)]
     never_paid, billed = charges[-1], charges[:-1]
     pay_day = {charge.pk: schedule[i % len(schedule)] for i, charge in enumerate(billed)}
 
@@ -132,4 +155,8 @@ def test_a_billing_run_paid_on_different_days_reconciles_with_the_ledger_exact(
     never_paid.refresh_from_db()
     assert never_paid.status == ChargeStatus.CANCELED
     statuses = Counter(WebhookEvent.objects.filter(account=account).values_list("event_type", "status"))
-    assert statuses == {("due_charge", "paid"): DEBTORS - 1, ("due_charge", "canceled"): 1}
+    assert statuses == {
+        ("due_charge", "paid"): DEBTORS - 1,
+        ("due_charge", "canceled"): 1,
+        ("due_charge_batch", "done"): 1,
+    }
