@@ -36,12 +36,11 @@ from due_charges import exceptions as due_err
 from due_charges.selectors import DueChargeFilterSet, due_charge_get, due_charges_of
 from due_charges.serializers import CSV_HEADER, DueChargeCreateSerializer, DueChargeSerializer
 from payments import exceptions as err
-from payments.apis import override_items
 from payments.choices import ChargeSource
 from payments.due_charges import TERM_FIELDS, due_charge_create, due_terms_build
 from payments.due_payloads import DueChargeEventSerializer
 from payments.models import Charge, ChargeStatus
-from payments.services import Buyer, charge_transition
+from payments.services import Buyer, charge_transition, override_items
 
 DUE_CHARGE_ID = uuid_path(
     "due_charge_id",

@@ -49,7 +49,7 @@ def lote_acquirer(batch: DueChargeBatch) -> Acquirer | None:
     head of the account's due-date chain for every pending item, when its
     adapter takes lotes and no item chose its own acquirers."""
     requests = list(batch.items.filter(status=ItemStatus.PENDING).values_list("request", flat=True))
-    if not requests or any(request.get("acquirers") for request in requests):
+    if not requests or any(request.get("acquirers") or request.get("acquirer_key") for request in requests):
         return None
     amounts = {request["amount"] for request in requests}
     heads = {tuple(due_chain(batch.account, amount)[:1]) for amount in (min(amounts), max(amounts))}

@@ -30,12 +30,13 @@ from accounts.models import Account
 from api.errors import flatten_errors
 from core.dispatch import enqueue
 from core.exceptions import NON_FIELD_ERRORS, PixServiceError, ValidationFailed
-from due_charges.batch_serializers import DueChargeItemSerializer, item_as_json
+from due_charges.batch_serializers import BatchSerializer, item_as_json
 from due_charges.models import BatchStatus, DueChargeBatch, DueChargeBatchItem, ItemStatus
+from due_charges.serializers import DueChargeCreateSerializer
 from payments.due_charges import due_charge_check, due_charge_create, due_terms_build
 from payments.due_terms import DueTerms
 from payments.models import Charge, ChargeAttempt
-from payments.services import Buyer, OverrideItem, resolve_override
+from payments.services import Buyer, override_items, resolve_override
 from webhooks.models import EventType
 from webhooks.services import event_emit
 
@@ -59,13 +60,13 @@ def item_check(*, account: Account, raw: Any) -> tuple[dict[str, Any], dict[str,
     single ``POST /api/due-charges`` makes before an acquirer is called."""
     if not isinstance(raw, dict):
         return {}, {NON_FIELD_ERRORS: [ITEM_NOT_AN_OBJECT]}
-    body = DueChargeItemSerializer(data=raw)
+    body = DueChargeCreateSerializer(data=raw)
     if not body.is_valid():
         return {}, flatten_errors(body.errors)
     data = item_as_json(dict(body.validated_data))
     try:
         due_charge_check(account=account, terms=item_terms(data))
-        override = item_override(data)
+        override = override_items(data)
         if override:
             resolve_override(account=account, items=override)
     except ValidationFailed as exc:
@@ -82,13 +83,6 @@ def item_terms(data: Mapping[str, Any]) -> DueTerms:
         days_after_due=data["days_after_due"],
         terms={name: data.get(name) for name in ("fine", "interest", "rebate", "discount")},
     )
-
-
-def item_override(data: Mapping[str, Any]) -> list[OverrideItem] | None:
-    items = data.get("acquirers")
-    if not items:
-        return None
-    return [OverrideItem(acquirer_key=i["acquirer_key"], priority=i["priority"]) for i in items]
 
 
 def batch_create(
@@ -162,15 +156,9 @@ def batch_finish_if_done(batch_id: uuid.UUID) -> bool:
 
 
 def batch_payload(batch: DueChargeBatch, counts: Mapping[str, int]) -> dict[str, Any]:
-    """The webhook's ``data``: the batch as ``GET /api/due-charges/batches/{id}`` reads it."""
-    return {
-        "id": str(batch.pk),
-        "status": batch.status,
-        "description": batch.description,
-        "counts": dict(counts),
-        "created_at": batch.created_at.isoformat(),
-        "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
-    }
+    """The webhook's ``data``: the batch as ``GET /api/due-charges/batches/{id}``
+    reads it (the same serializer, so times are the API's, in Brasília)."""
+    return dict(BatchSerializer(batch, context={"counts": dict(counts)}).data)
 
 
 # --------------------------------------------------------------------------- processing
@@ -237,7 +225,7 @@ def item_process(item_id: int) -> str:
             ),
             email=debtor.get("email", ""),
             description=data.get("description", ""),
-            override=item_override(data),
+            override=override_items(data),
             postback_url=data.get("postback_url", ""),
             metadata=data.get("metadata"),
             charge_id=item.charge_id,

@@ -49,7 +49,7 @@ from payments.serializers import (
     ChargeReadSerializer,
     ChargeSerializer,
 )
-from payments.services import Buyer, OverrideItem, charge_create
+from payments.services import Buyer, charge_create, override_items
 
 BUYER_ADDRESS_FIELDS = (
     "buyer_city",
@@ -59,17 +59,6 @@ BUYER_ADDRESS_FIELDS = (
     "buyer_number",
     "buyer_complement",
 )
-
-
-def override_items(data: dict[str, Any]) -> list[OverrideItem] | None:
-    """The two override forms of decisions §4, mutually exclusive."""
-    if "acquirers" in data and "acquirer_key" in data:
-        raise err.AcquirerRuleViolation(err.BOTH_OVERRIDE_FORMS)
-    if "acquirer_key" in data:
-        return [OverrideItem(acquirer_key=data["acquirer_key"], priority=1)]
-    if "acquirers" in data:
-        return [OverrideItem(acquirer_key=i["acquirer_key"], priority=i["priority"]) for i in data["acquirers"]]
-    return None
 
 
 # Swagger UI cannot fill a record's id in advance: the description says where one comes from.

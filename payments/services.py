@@ -79,6 +79,17 @@ def resolve_override(*, account: Account, items: Sequence[OverrideItem]) -> list
     return chain
 
 
+def override_items(data: Mapping[str, Any]) -> list[OverrideItem] | None:
+    """The two override forms of a request body (decisions §4), mutually exclusive."""
+    if "acquirers" in data and "acquirer_key" in data:
+        raise err.AcquirerRuleViolation(err.BOTH_OVERRIDE_FORMS)
+    if "acquirer_key" in data:
+        return [OverrideItem(acquirer_key=data["acquirer_key"], priority=1)]
+    if "acquirers" in data:
+        return [OverrideItem(acquirer_key=i["acquirer_key"], priority=i["priority"]) for i in data["acquirers"]]
+    return None
+
+
 def charge_create(
     *,
     account: Account,

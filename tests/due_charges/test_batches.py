@@ -19,9 +19,11 @@ from accounts.services import credential_issue
 from acquirers import adapters
 from acquirers.adapters.base import DueChargeRequest
 from acquirers.adapters.sandbox import SandboxAdapter
+from acquirers.exceptions import BOTH_OVERRIDE_FORMS
+from acquirers.services import acquirer_grants_set
 from acquirers.models import Acquirer
 from due_charges import batches
-from due_charges.batches import CLAIM_LEASE, item_claim, item_process, item_terms
+from due_charges.batches import CLAIM_LEASE, item_check, item_claim, item_process, item_terms
 from due_charges.models import DueChargeBatch, DueChargeBatchItem
 from payments.due_payments import now_in_brazil
 from payments.models import Charge, ChargeAttempt
@@ -110,7 +112,7 @@ def test_a_batch_creates_its_valid_charges_and_refuses_the_others_each_with_its_
     assert refused == {
         10: {"debtor.document": [BAD_DOCUMENT]},
         11: {"non_field_errors": [NOT_AN_OBJECT]},
-        32: {"amount": ["O valor mínimo permitido para cobranças é de R$ 1,00."]},
+        32: {"amount": ["O valor mínimo permitido para transações é de R$ 1,00."]},
     }
     assert all(i["charge_id"] is None for i in items if i["status"] == "failed")
     created = [i for i in items if i["status"] == "created"]
@@ -267,3 +269,18 @@ def test_another_accounts_batch_is_a_404(client: APIClient, sandbox: Acquirer) -
         response = client.get(path)
         assert response.status_code == 404, path
         assert response.json()["message"] == "Lote não encontrado."
+
+
+def test_an_item_is_checked_as_a_single_charge_is_override_forms_included(merchant: Account, sandbox: Acquirer) -> None:
+    merchant.can_select_pix_cash_in_acquirer = True
+    merchant.save(update_fields=["can_select_pix_cash_in_acquirer"])
+    acquirer_grants_set(account=merchant, acquirers=[sandbox])
+    both = item(acquirer_key="due_sandbox", acquirers=[{"acquirer_key": "due_sandbox", "priority": 1}])
+    data, errors = item_check(account=merchant, raw=both)
+    assert data == {}
+    assert BOTH_OVERRIDE_FORMS in json.dumps(errors, ensure_ascii=False)
+    data, errors = item_check(account=merchant, raw=item(acquirer_key="due_sandbox"))
+    assert errors == {}
+    assert data["acquirer_key"] == "due_sandbox"
+    data, errors = item_check(account=merchant, raw=item(days_after_due=3651, due_date="2030-1-5"))
+    assert set(errors) == {"days_after_due", "due_date"}
