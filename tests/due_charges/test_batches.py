@@ -20,8 +20,8 @@ from acquirers import adapters
 from acquirers.adapters.base import DueChargeRequest
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.exceptions import BOTH_OVERRIDE_FORMS
-from acquirers.services import acquirer_grants_set
 from acquirers.models import Acquirer
+from acquirers.services import acquirer_grants_set
 from due_charges import batches
 from due_charges.batches import CLAIM_LEASE, item_check, item_claim, item_process, item_terms
 from due_charges.models import DueChargeBatch, DueChargeBatchItem
