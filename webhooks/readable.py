@@ -12,15 +12,19 @@ import re
 #: Labels of the statuses events report, by event type (the statuses of
 #: payments.ChargeStatus and withdrawals.WithdrawalStatus; this layer may not
 #: import them, a test keeps them in step).
+#: A charge's statuses, immediate or with a due date.
+_CHARGE_LABELS = {
+    "pending": "Pendente",
+    "paid": "Paga",
+    "failed": "Falhou",
+    "canceled": "Cancelada",
+    "refunded": "Estornada",
+    "chargeback": "Contestada",
+}
+
 EVENT_STATUS_LABELS: dict[str, dict[str, str]] = {
-    "transaction": {
-        "pending": "Pendente",
-        "paid": "Paga",
-        "failed": "Falhou",
-        "canceled": "Cancelada",
-        "refunded": "Estornada",
-        "chargeback": "Contestada",
-    },
+    "transaction": _CHARGE_LABELS,
+    "due_charge": _CHARGE_LABELS,
     "withdrawal": {
         "pending": "Pendente",
         "approved": "Aprovado",
@@ -35,6 +39,7 @@ EVENT_STATUS_LABELS: dict[str, dict[str, str]] = {
         "closed": "Encerrada",
         "returned": "Valor devolvido ao pagador",
     },
+    "due_charge_batch": {"done": "Concluído"},
 }
 
 

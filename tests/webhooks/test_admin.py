@@ -202,7 +202,14 @@ def test_event_status_labels_follow_the_charge_and_withdrawal_statuses() -> None
     from withdrawals.models import WithdrawalStatus
 
     assert readable.EVENT_STATUS_LABELS["transaction"] == dict(ChargeStatus.choices)
+    assert readable.EVENT_STATUS_LABELS["due_charge"] == dict(ChargeStatus.choices)
     assert readable.EVENT_STATUS_LABELS["withdrawal"] == dict(WithdrawalStatus.choices)
+
+
+def test_every_event_type_has_its_status_labels() -> None:
+    from webhooks.models import EventType
+
+    assert set(readable.EVENT_STATUS_LABELS) == set(EventType.values)
 
 
 # --------------------------------------------------------------------------- read-only pages
