@@ -33,6 +33,7 @@ from acquirers.adapters.base import Notification, NotificationEvent, ProviderPix
 from acquirers.models import Acquirer
 from core.exceptions import PixServiceError
 from core.money import brl
+from payments.choices import ChargeKind
 from payments.events import PAID_ONCE, charge_event_apply
 from payments.late_evidence import late_payment_returned_there
 from payments.late_payments import LATE_FROM
@@ -290,7 +291,10 @@ def _judge(
     if charge.status in LATE_FROM:
         _late(acquirer, record, charge, matching)
         return
-    if record.amount != charge.amount:
+    # A pending due-date charge's amount depends on the day it is paid: the
+    # Pix listed is what is credited (payments.due_payments), as its notification's would be.
+    amount_fixed = not (charge.kind == ChargeKind.DUE and charge.status == ChargeStatus.PENDING)
+    if amount_fixed and record.amount != charge.amount:
         matching.findings.append(_finding(FindingKind.AMOUNT_DIFFERS, record, charge))
         return
     if charge.status == ChargeStatus.PENDING:
@@ -362,7 +366,7 @@ def charges_match(
     """The acquirer's received listing for ``[start, end)`` against its charges."""
     pix, repeats, states = _received(records)
     txids = {r.reference for r in pix + [r for r, _ in repeats] if r.reference}
-    fields = ("pk", "txid", "status", "amount", "e2e_id", "acquirer_id")
+    fields = ("pk", "txid", "status", "amount", "e2e_id", "acquirer_id", "kind")
     charges = {c.txid: c for c in Charge.objects.filter(acquirer=acquirer, txid__in=txids).only(*fields)}
     holders = _holders({r.e2e_id for r in pix if r.e2e_id})
     seen: set[str] = set()

@@ -50,6 +50,7 @@ from django.utils import timezone
 
 import acquirers.adapters.sandbox_signing as signing
 from acquirers import brcode
+from acquirers.adapters.apipix.formats import valor
 from acquirers.adapters.base import (
     AcquirerAdapter,
     AcquirerDeclined,
@@ -267,11 +268,22 @@ class SandboxAdapter(SandboxInfractions, SandboxDueCharges, AcquirerAdapter):
 
     # ------------------------------------------------------------------ received Pix
 
-    def receive(self, *, txid: str, amount: int, e2e_id: str, at: dt.datetime) -> None:
+    def receive(
+        self, *, txid: str, amount: int, e2e_id: str, at: dt.datetime, components: Mapping[str, int] | None = None
+    ) -> None:
         """Record the Pix a charge received, as the sandbox's own evidence
-        (the sandbox drivers call it once the payment is applied). The first
-        record stands: paying again names the same Pix."""
-        record = {"txid": txid, "amount": amount, "e2e_id": e2e_id, "paid_at": at.isoformat(), "refunded": False}
+        (the sandbox drivers call it once the payment is applied), with a
+        cobv's ``componentesValor`` as API Pix's ``GET /pix`` lists it. The
+        first record stands: paying again names the same Pix."""
+        record: dict[str, Any] = {
+            "txid": txid,
+            "amount": amount,
+            "e2e_id": e2e_id,
+            "paid_at": at.isoformat(),
+            "refunded": False,
+        }
+        if components:
+            record["componentesValor"] = {name: {"valor": valor(value)} for name, value in components.items()}
         _state().set(self._key("received", txid), json.dumps(record), ex=_STATE_TTL, nx=True)
 
     def received_refunded(self, txid: str) -> None:

@@ -103,7 +103,15 @@ class SandboxDueCharges:
 
         def _charge_behaviour(self) -> str: ...
 
-        def receive(self, *, txid: str, amount: int, e2e_id: str, at: dt.datetime) -> None: ...
+        def receive(
+            self,
+            *,
+            txid: str,
+            amount: int,
+            e2e_id: str,
+            at: dt.datetime,
+            components: Mapping[str, int] | None = None,
+        ) -> None: ...
 
     # ------------------------------------------------------------------ the adapter interface
 
@@ -173,5 +181,7 @@ class SandboxDueCharges:
             # The Pix the cobv kept (this one, or the first when paid already):
             # the first record stands in receive too, so a repeat changes nothing.
             first = self.due_charge_status(txid).pix[0]
-            self.receive(txid=txid, amount=first.amount, e2e_id=first.e2e_id, at=first.paid_at or at)
+            self.receive(
+                txid=txid, amount=first.amount, e2e_id=first.e2e_id, at=first.paid_at or at, components=first.components
+            )
         return paid

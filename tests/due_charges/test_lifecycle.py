@@ -282,3 +282,24 @@ def test_a_late_payment_with_fine_and_interest_reconciles_clean(
     assert list(ReconciliationItem.objects.all()) == []
     assert available_balance(account) == ledger_sum(account) == balance == paid - fee(paid)
     assert LedgerEntry.objects.filter(account=account).count() == 1
+
+
+def test_reconciliation_credits_a_late_payment_whose_notification_was_lost_at_what_was_paid(
+    account: Account, acquirer: Acquirer, due: dt.date
+) -> None:
+    charge = make_due(account, due_date=due)
+    day = due + dt.timedelta(days=9)
+    parts = expected_parts(ORIGINAL, on=day, due=due)
+    paid = paid_of(parts)
+    e2e_id = paid_there(acquirer, charge, day, parts)
+    assert paid != charge.amount  # the listing's amount is not the original's
+
+    run = acquirer_reconcile(acquirer_id=acquirer.pk, day=day)
+
+    run.refresh_from_db()
+    assert (run.status, run.healed_count) == ("done", 1), run.error
+    charge.refresh_from_db()
+    assert (charge.status, charge.amount, charge.e2e_id) == (ChargeStatus.PAID, paid, e2e_id)
+    assert charge.due.paid_components == {name: value for name, value in parts.items() if value}
+    assert available_balance(account) == ledger_sum(account) == paid - fee(paid)
+    assert events(charge) == [("due_charge", "paid")]
