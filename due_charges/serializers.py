@@ -23,6 +23,9 @@ from payments.serializers import MAX_AMOUNT, MIN_AMOUNT, ChargeCreateSerializer,
 DESCRIPTION_MAX_LENGTH = 140
 #: Ten years after the due date: longer is a typo, not a billing term.
 DAYS_AFTER_DUE_MAX = 3650
+#: A due date at most ten years ahead, for the same reason.
+DUE_DATE_MAX_DAYS_AHEAD = 3650
+DUE_DATE_TOO_FAR = "A data de vencimento deve estar nos próximos 10 anos."
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 DATE_FORMAT_MESSAGE = "Informe uma data válida no formato AAAA-MM-DD."
 
@@ -43,7 +46,8 @@ class DebtorSerializer(serializers.Serializer[Any]):
 
     name = StrictCharField(max_length=200)
     document = StrictCharField(max_length=20, help_text="CPF (11 digits) or CNPJ (14), formatted or not.")
-    email = serializers.EmailField(max_length=254, required=False, allow_blank=True)
+    # 200: what a cobv's devedor.email may hold (acquirers.adapters.apipix.cobv cuts longer ones).
+    email = serializers.EmailField(max_length=200, required=False, allow_blank=True)
     street = StrictCharField(max_length=200, required=False, allow_blank=True)
     city = StrictCharField(max_length=200, required=False, allow_blank=True)
     state = StrictRegexField(
@@ -104,6 +108,13 @@ class DueChargeCreateSerializer(SchemaExtras, SharedFieldsSerializer):
     # The same refusals as an immediate charge's, before any acquirer is called.
     validate_postback_url = ChargeCreateSerializer.validate_postback_url
     validate_metadata = ChargeCreateSerializer.validate_metadata
+
+    def validate_due_date(self, value: dt.date) -> dt.date:
+        # Days are counted one by one (business days, interest): a due date
+        # centuries ahead would cost minutes of CPU, and is a typo anyway.
+        if value > now_in_brazil() + dt.timedelta(days=DUE_DATE_MAX_DAYS_AHEAD):
+            raise serializers.ValidationError(DUE_DATE_TOO_FAR)
+        return value
 
 
 class AmountDueSerializer(serializers.Serializer[Any]):

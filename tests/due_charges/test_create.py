@@ -78,11 +78,14 @@ def _nested(path: str, value: Any) -> dict[str, Any]:
         ("amount", "150", "amount"),
         ("due_date", "2026-1-5", "due_date"),
         ("due_date", "10/12/2026", "due_date"),
+        ("due_date", "9999-12-31", "due_date"),  # past ten years ahead: counted day by day, it would overflow
+        ("due_date", "2999-01-01", "due_date"),
         ("days_after_due", -1, "days_after_due"),
         ("days_after_due", 3651, "days_after_due"),
         ("debtor.document", "12345678900", "debtor.document"),
         ("debtor.name", "", "debtor.name"),
         ("debtor.email", "não-é-email", "debtor.email"),
+        ("debtor.email", "a" * 190 + "@example.com", "debtor.email"),  # a cobv's devedor.email holds 200
         ("debtor.zip_code", "123", "debtor.zip_code"),
         ("description", "x" * 141, "description"),
         ("fine", {"modalidade": 9, "valorPerc": "2.00"}, "fine"),
