@@ -58,18 +58,36 @@ def due_pix_raw(pix: DuePix) -> dict[str, Any]:
 
 def due_paid_news(status: DueChargeStatus) -> list[Notification]:
     """Each Pix a cobv received, as the notification of its payment: the amount
-    paid and its components, so the ledger credits what was paid."""
-    return [
-        Notification(
-            event=NotificationEvent.CHARGE_PAID,
-            reference=status.txid,
-            e2e_id=pix.e2e_id,
-            amount=pix.amount,
-            occurred_at=pix.paid_at,
-            raw=due_pix_raw(pix),
+    paid and its components, so the ledger credits what was paid; then, once
+    its devoluções returned all of it there, as a refund (as an immediate
+    charge's Pix is read: acquirers.adapters.apipix.bacen), so a Pix gone
+    back to its payer is never credited alone. Partial returns are not a
+    state of a charge: reconciliation shows them to staff."""
+    news: list[Notification] = []
+    for pix in status.pix:
+        raw = due_pix_raw(pix)
+        news.append(
+            Notification(
+                event=NotificationEvent.CHARGE_PAID,
+                reference=status.txid,
+                e2e_id=pix.e2e_id,
+                amount=pix.amount,
+                occurred_at=pix.paid_at,
+                raw=raw,
+            )
         )
-        for pix in status.pix
-    ]
+        if pix.returned and pix.returned >= pix.amount:
+            news.append(
+                Notification(
+                    event=NotificationEvent.CHARGE_REFUNDED,
+                    reference=status.txid,
+                    e2e_id=pix.e2e_id,
+                    amount=pix.returned,
+                    occurred_at=pix.returned_at,
+                    raw=raw,
+                )
+            )
+    return news
 
 
 def due_cancel_answer(status: DueChargeStatus | None) -> CancelResult | None:

@@ -47,12 +47,16 @@ class DueChargeResult:
 class DuePix:
     """A Pix received for a due-date charge; ``components`` is its
     ``componentesValor`` in centavos (``original``, ``juros``, ``multa``,
-    ``abatimento``, ``desconto``...) when the PSP gives them."""
+    ``abatimento``, ``desconto``...) when the PSP gives them; ``returned``
+    what went back to the payer there (a devolução, a MED)."""
 
     e2e_id: str
     amount: int  # centavos
     paid_at: dt.datetime | None = None
     components: Mapping[str, int] = field(default_factory=dict)
+    #: Centavos its devoluções returned to the payer there (``DEVOLVIDO``), and when the last settled.
+    returned: int = 0
+    returned_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,35 @@ def test_status_reads_the_pix_with_its_componentes_valor(fake_psp: FakePsp, adap
     assert pix.paid_at is not None
 
 
+def test_a_pix_returned_there_reads_back_with_its_devolucao_and_as_a_refund(
+    fake_psp: FakePsp, adapter: BacenPixAdapter
+) -> None:
+    from payments.due_acquirer import due_paid_news
+
+    request = due_request()
+    adapter.create_due_charge(request)
+    e2e_id = pay_cobv(fake_psp, request.txid, amount="151.50", components={"original": "150.00", "juros": "1.50"})
+    with fake_psp.lock:
+        fake_psp.cobvs[request.txid]["pix"][0]["devolucoes"] = [
+            {
+                "id": "D1",
+                "rtrId": "D12345678202612011200abcdefghijk",
+                "valor": "151.50",
+                "status": "DEVOLVIDO",
+                "horario": {"solicitacao": "2026-12-01T12:00:00Z", "liquidacao": "2026-12-01T12:00:05Z"},
+            }
+        ]
+
+    status = adapter.due_charge_status(request.txid)
+
+    assert (status.pix[0].returned, status.pix[0].returned_at is not None) == (15150, True)
+    news = due_paid_news(status)
+    assert [(n.event.value, n.e2e_id, n.amount) for n in news] == [
+        ("charge.paid", e2e_id, 15150),
+        ("charge.refunded", e2e_id, 15150),
+    ]
+
+
 def test_cancel_removes_it_and_a_repeat_reads_it_back(fake_psp: FakePsp, adapter: BacenPixAdapter) -> None:
     request = due_request()
     adapter.create_due_charge(request)

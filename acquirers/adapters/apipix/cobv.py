@@ -201,9 +201,17 @@ def _pix(pix: object, txid: str) -> DuePix:
     for name, part in given.items() if isinstance(given, dict) else ():
         if isinstance(part, dict):
             components[str(name)] = centavos(part.get("valor"))
+    returned, returned_at = 0, None
+    for devolucao in pix.get("devolucoes") or []:
+        if isinstance(devolucao, dict) and devolucao.get("status") == "DEVOLVIDO":
+            returned += centavos(devolucao.get("valor"))
+            horario = devolucao.get("horario")
+            returned_at = parse_moment(horario.get("liquidacao")) if isinstance(horario, dict) else returned_at
     return DuePix(
         e2e_id=pix["endToEndId"],
         amount=centavos(pix.get("valor")),
         paid_at=parse_moment(pix.get("horario")),
         components=components,
+        returned=returned,
+        returned_at=returned_at,
     )
