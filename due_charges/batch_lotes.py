@@ -21,7 +21,6 @@ import uuid
 from django.utils import timezone
 
 from accounts.fees import cashin_fee
-from accounts.models import PaymentMethod
 from acquirers import adapters, calls
 from acquirers.adapters.base import DueBatchRequest, DueChargeRequest
 from acquirers.calls import Outcome
@@ -30,12 +29,17 @@ from acquirers.models import Acquirer
 from acquirers.selectors import due_chain
 from core.dispatch import enqueue
 from core.exceptions import NON_FIELD_ERRORS
-from due_charges.batches import batch_touch, item_claim, item_release, item_settle, item_settle_in, item_terms
+from due_charges.batches import (
+    batch_touch,
+    item_claim,
+    item_debtor,
+    item_release,
+    item_settle,
+    item_settle_in,
+    item_terms,
+)
 from due_charges.models import BatchStatus, DueChargeBatch, DueChargeBatchItem, ItemStatus
-from payments.choices import ChargeKind
-from payments.due_amounts import last_payable_day
-from payments.due_charges import expires_at_of
-from payments.due_models import DueCharge
+from payments.due_charges import due_charge_request, due_charge_rows
 from payments.models import Charge
 from payments.services import CANCEL_DUE_CHARGE, charge_store
 
@@ -92,22 +96,13 @@ def lote_start(batch_id: uuid.UUID) -> bool:
 
 def item_due_request(item: DueChargeBatchItem) -> DueChargeRequest:
     """The cobv of an item, as ``payments.due_charges.due_charge_create`` asks for it."""
-    data, terms = item.request, item_terms(item.request)
-    debtor = data["debtor"]
-    return DueChargeRequest(
+    data = item.request
+    return due_charge_request(
         charge_id=item.charge_id,
-        txid=item.charge_id.hex,
-        due_date=terms.data_de_vencimento,
-        validity_after_due=terms.validade_apos_vencimento,
-        debtor_name=debtor["name"],
-        debtor_document=debtor["document"],
-        valor=terms.to_api()["valor"],
+        terms=item_terms(data),
+        debtor=item_debtor(data),
+        email=data["debtor"].get("email", ""),
         description=data.get("description", ""),
-        logradouro=debtor.get("street", ""),
-        cidade=debtor.get("city", ""),
-        uf=debtor.get("state", ""),
-        cep=debtor.get("zip_code", ""),
-        email=debtor.get("email", ""),
     )
 
 
@@ -184,48 +179,29 @@ def lote_item_store(item_id: int, acquirer: Acquirer) -> str:
         return ItemStatus.CREATED
     request = item_due_request(item)
     outcome = run_due_charge_chain([acquirer], request)
-    if outcome.result is None or outcome.acquirer is None:
+    account, terms, data = item.batch.account, item_terms(item.request), item.request
+    rows = due_charge_rows(
+        account=account,
+        request=request,
+        outcome=outcome,
+        terms=terms,
+        debtor=item_debtor(data),
+        platform_tax=cashin_fee(account, terms.original),
+        email=data["debtor"].get("email", ""),
+        description=data.get("description", ""),
+        postback_url=data.get("postback_url", ""),
+        metadata=data.get("metadata"),
+    )
+    if rows is None:  # no answer: the item waits for its next read
         item_release(item.pk)
         return ItemStatus.PENDING
-    account, terms, data = item.batch.account, item_terms(item.request), item.request
-    debtor, last_day = data["debtor"], last_payable_day(terms)
-    platform_tax = cashin_fee(account, terms.original)
-    charge = Charge(
-        id=item.charge_id,
-        account=account,
-        kind=ChargeKind.DUE,
-        payment_method=PaymentMethod.PIX,
-        amount=terms.original,
-        platform_tax=platform_tax,
-        liquid_amount=terms.original - platform_tax,
-        txid=request.txid,
-        emv=outcome.result.emv,
-        acquirer=outcome.acquirer,
-        provider_charge_id=outcome.result.provider_charge_id,
-        buyer_name=debtor["name"],
-        buyer_document=debtor["document"],
-        buyer_phone="",
-        buyer_address={k: debtor[k] for k in ("street", "city", "state", "zip_code") if debtor.get(k)},
-        postback_url=data.get("postback_url", ""),
-        metadata=dict(data.get("metadata") or {}),
-        expires_at=expires_at_of(last_day),
-    )
-    due = DueCharge(
-        charge=charge,
-        terms=terms.to_api(),
-        original=terms.original,
-        due_date=terms.data_de_vencimento,
-        last_payable_date=last_day,
-        description=data.get("description", ""),
-        debtor_email=debtor.get("email", ""),
-    )
     charge_store(
-        charge=charge,
+        charge=rows[0],
         account=account,
         outcome=outcome,
         txid=request.txid,
         in_transaction=lambda _charge: item_settle_in(item, ItemStatus.CREATED, {}),
-        also=[due],
+        also=rows[1:],
         cancel=CANCEL_DUE_CHARGE,
     )
     return ItemStatus.CREATED

@@ -85,6 +85,17 @@ def item_terms(data: Mapping[str, Any]) -> DueTerms:
     )
 
 
+def item_debtor(data: Mapping[str, Any]) -> Buyer:
+    """The payer of an item as stored (its ``debtor``), as a charge's buyer."""
+    debtor = data["debtor"]
+    return Buyer(
+        name=debtor["name"],
+        document=debtor["document"],
+        phone="",
+        address={k: debtor[k] for k in ("street", "city", "state", "zip_code") if debtor.get(k)},
+    )
+
+
 def batch_create(
     *,
     account: Account,
@@ -219,18 +230,12 @@ def item_process(item_id: int) -> str:
         return ItemStatus.CREATED
     claimed_at = item.updated_at
     data = item.request
-    debtor = data["debtor"]
     try:
         due_charge_create(
             account=item.batch.account,
             terms=item_terms(data),
-            debtor=Buyer(
-                name=debtor["name"],
-                document=debtor["document"],
-                phone="",
-                address={k: debtor[k] for k in ("street", "city", "state", "zip_code") if debtor.get(k)},
-            ),
-            email=debtor.get("email", ""),
+            debtor=item_debtor(data),
+            email=data["debtor"].get("email", ""),
             description=data.get("description", ""),
             override=override_items(data),
             postback_url=data.get("postback_url", ""),
