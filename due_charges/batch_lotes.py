@@ -14,11 +14,13 @@ answers the cobv it holds (and its code) and never creates a second one.
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 import uuid
 
+from django.utils import timezone
+
 from accounts.fees import cashin_fee
-from accounts.models import PaymentMethod
 from acquirers import adapters, calls
 from acquirers.adapters.base import DueBatchRequest, DueChargeRequest
 from acquirers.calls import Outcome
@@ -27,12 +29,17 @@ from acquirers.models import Acquirer
 from acquirers.selectors import due_chain
 from core.dispatch import enqueue
 from core.exceptions import NON_FIELD_ERRORS
-from due_charges.batches import item_claim, item_release, item_settle, item_settle_in, item_terms
+from due_charges.batches import (
+    batch_touch,
+    item_claim,
+    item_debtor,
+    item_release,
+    item_settle,
+    item_settle_in,
+    item_terms,
+)
 from due_charges.models import BatchStatus, DueChargeBatch, DueChargeBatchItem, ItemStatus
-from payments.choices import ChargeKind
-from payments.due_amounts import last_payable_day
-from payments.due_charges import expires_at_of
-from payments.due_models import DueCharge
+from payments.due_charges import due_charge_request, due_charge_rows
 from payments.models import Charge
 from payments.services import CANCEL_DUE_CHARGE, charge_store
 
@@ -41,6 +48,9 @@ POLL_TASK = "due_charges.tasks.due_batch_lote_poll"
 #: Seconds between reads of a lote the PSP is still processing, and before a
 #: PUT whose answer was unclear is sent again.
 POLL_SECONDS = 2.0
+#: How long after it was sent a lote is read every POLL_SECONDS; a lote still
+#: processing after that is read by the batches' sweep, once per CLAIM_LEASE.
+POLL_WINDOW = dt.timedelta(minutes=2)
 REFUSED = "Recusada pela adquirente"
 
 
@@ -77,28 +87,22 @@ def lote_start(batch_id: uuid.UUID) -> bool:
         batch.refresh_from_db()
     if batch.lote_acquirer_id is None:  # refused as a lote: one by one
         return False
-    lote_send(batch.pk)
+    if batch.lote_sent_at is not None:  # at the PSP (processing, maybe): read, never sent again
+        lote_poll(batch.pk)
+    else:
+        lote_send(batch.pk)
     return True
 
 
 def item_due_request(item: DueChargeBatchItem) -> DueChargeRequest:
     """The cobv of an item, as ``payments.due_charges.due_charge_create`` asks for it."""
-    data, terms = item.request, item_terms(item.request)
-    debtor = data["debtor"]
-    return DueChargeRequest(
+    data = item.request
+    return due_charge_request(
         charge_id=item.charge_id,
-        txid=item.charge_id.hex,
-        due_date=terms.data_de_vencimento,
-        validity_after_due=terms.validade_apos_vencimento,
-        debtor_name=debtor["name"],
-        debtor_document=debtor["document"],
-        valor=terms.to_api()["valor"],
+        terms=item_terms(data),
+        debtor=item_debtor(data),
+        email=data["debtor"].get("email", ""),
         description=data.get("description", ""),
-        logradouro=debtor.get("street", ""),
-        cidade=debtor.get("city", ""),
-        uf=debtor.get("state", ""),
-        cep=debtor.get("zip_code", ""),
-        email=debtor.get("email", ""),
     )
 
 
@@ -114,23 +118,30 @@ def lote_send(batch_id: uuid.UUID) -> Outcome:
         batch_id=lote_id, description=batch.description, charges=tuple(item_due_request(i) for i in items)
     )
     done = calls.call(acquirer, "create_due_charge_batch", lambda adapter: adapter.create_due_charge_batch(request))
+    now = timezone.now()
     if done.outcome is Outcome.OK:
+        DueChargeBatch.objects.filter(pk=batch.pk).update(lote_sent_at=now, progress_at=now)
         enqueue(POLL_TASK, str(batch.pk), countdown=POLL_SECONDS, left_to="the batches' sweep")
     elif done.outcome is Outcome.DECLINED:
-        DueChargeBatch.objects.filter(pk=batch.pk).update(lote_acquirer=None)
+        DueChargeBatch.objects.filter(pk=batch.pk).update(lote_acquirer=None, progress_at=now)
         enqueue("due_charges.tasks.due_batch_process", str(batch.pk), left_to="the batches' sweep")
     else:
+        batch_touch(batch.pk)
         enqueue(SEND_TASK, str(batch.pk), countdown=POLL_SECONDS, left_to="the batches' sweep")
     return done.outcome
 
 
 def lote_poll(batch_id: uuid.UUID) -> int:
-    """Settle the items the PSP has decided; returns how many still wait
-    (read again shortly while any does)."""
+    """Settle the items the PSP has decided; returns how many still wait.
+    While any does it is read again every :data:`POLL_SECONDS` until
+    :data:`POLL_WINDOW` after the lote was sent; after that this task ends
+    and the batches' sweep reads it once per lease. One read per task: no
+    worker waits on the PSP, and no transaction is open during the read."""
     batch = DueChargeBatch.objects.select_related("lote_acquirer", "account").get(pk=batch_id)
     acquirer, lote_id = batch.lote_acquirer, batch.lote_id
     if batch.status == BatchStatus.DONE or acquirer is None or lote_id is None:
         return 0
+    batch_touch(batch.pk)
     done = calls.call(acquirer, "due_charge_batch_status", lambda adapter: adapter.due_charge_batch_status(lote_id))
     pending = {item.charge_id.hex: item for item in batch.items.filter(status=ItemStatus.PENDING)}
     waiting = len(pending)
@@ -140,7 +151,8 @@ def lote_poll(batch_id: uuid.UUID) -> int:
             for entry in done.result.items
             if entry.txid in pending
         )
-    if waiting:
+    sent_at = batch.lote_sent_at or batch.created_at
+    if waiting and timezone.now() + dt.timedelta(seconds=POLL_SECONDS) < sent_at + POLL_WINDOW:
         enqueue(POLL_TASK, str(batch.pk), countdown=POLL_SECONDS, left_to="the batches' sweep")
     return waiting
 
@@ -167,48 +179,29 @@ def lote_item_store(item_id: int, acquirer: Acquirer) -> str:
         return ItemStatus.CREATED
     request = item_due_request(item)
     outcome = run_due_charge_chain([acquirer], request)
-    if outcome.result is None or outcome.acquirer is None:
+    account, terms, data = item.batch.account, item_terms(item.request), item.request
+    rows = due_charge_rows(
+        account=account,
+        request=request,
+        outcome=outcome,
+        terms=terms,
+        debtor=item_debtor(data),
+        platform_tax=cashin_fee(account, terms.original),
+        email=data["debtor"].get("email", ""),
+        description=data.get("description", ""),
+        postback_url=data.get("postback_url", ""),
+        metadata=data.get("metadata"),
+    )
+    if rows is None:  # no answer: the item waits for its next read
         item_release(item.pk)
         return ItemStatus.PENDING
-    account, terms, data = item.batch.account, item_terms(item.request), item.request
-    debtor, last_day = data["debtor"], last_payable_day(terms)
-    platform_tax = cashin_fee(account, terms.original)
-    charge = Charge(
-        id=item.charge_id,
-        account=account,
-        kind=ChargeKind.DUE,
-        payment_method=PaymentMethod.PIX,
-        amount=terms.original,
-        platform_tax=platform_tax,
-        liquid_amount=terms.original - platform_tax,
-        txid=request.txid,
-        emv=outcome.result.emv,
-        acquirer=outcome.acquirer,
-        provider_charge_id=outcome.result.provider_charge_id,
-        buyer_name=debtor["name"],
-        buyer_document=debtor["document"],
-        buyer_phone="",
-        buyer_address={k: debtor[k] for k in ("street", "city", "state", "zip_code") if debtor.get(k)},
-        postback_url=data.get("postback_url", ""),
-        metadata=dict(data.get("metadata") or {}),
-        expires_at=expires_at_of(last_day),
-    )
-    due = DueCharge(
-        charge=charge,
-        terms=terms.to_api(),
-        original=terms.original,
-        due_date=terms.data_de_vencimento,
-        last_payable_date=last_day,
-        description=data.get("description", ""),
-        debtor_email=debtor.get("email", ""),
-    )
     charge_store(
-        charge=charge,
+        charge=rows[0],
         account=account,
         outcome=outcome,
         txid=request.txid,
         in_transaction=lambda _charge: item_settle_in(item, ItemStatus.CREATED, {}),
-        also=[due],
+        also=rows[1:],
         cancel=CANCEL_DUE_CHARGE,
     )
     return ItemStatus.CREATED

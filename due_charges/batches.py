@@ -85,6 +85,17 @@ def item_terms(data: Mapping[str, Any]) -> DueTerms:
     )
 
 
+def item_debtor(data: Mapping[str, Any]) -> Buyer:
+    """The payer of an item as stored (its ``debtor``), as a charge's buyer."""
+    debtor = data["debtor"]
+    return Buyer(
+        name=debtor["name"],
+        document=debtor["document"],
+        phone="",
+        address={k: debtor[k] for k in ("street", "city", "state", "zip_code") if debtor.get(k)},
+    )
+
+
 def batch_create(
     *,
     account: Account,
@@ -176,12 +187,19 @@ def batch_dispatch(batch_id: uuid.UUID) -> int:
         .order_by("position")
         .values_list("pk", flat=True)
     )
+    if ids:
+        batch_touch(batch_id)
     for chunk in _chunks(ids, CHUNK_SIZE):
         enqueue(ITEMS_TASK, str(batch_id), chunk, left_to="the batches' sweep")
     if not ids:
         with transaction.atomic():
             batch_finish_if_done(batch_id)
     return len(ids)
+
+
+def batch_touch(batch_id: uuid.UUID) -> None:
+    """Record that the batch's work moved: the sweep leaves it alone for a lease."""
+    DueChargeBatch.objects.filter(pk=batch_id).update(progress_at=timezone.now())
 
 
 def _chunks(ids: list[int], size: int) -> Iterator[list[int]]:
@@ -212,18 +230,12 @@ def item_process(item_id: int) -> str:
         return ItemStatus.CREATED
     claimed_at = item.updated_at
     data = item.request
-    debtor = data["debtor"]
     try:
         due_charge_create(
             account=item.batch.account,
             terms=item_terms(data),
-            debtor=Buyer(
-                name=debtor["name"],
-                document=debtor["document"],
-                phone="",
-                address={k: debtor[k] for k in ("street", "city", "state", "zip_code") if debtor.get(k)},
-            ),
-            email=debtor.get("email", ""),
+            debtor=item_debtor(data),
+            email=data["debtor"].get("email", ""),
             description=data.get("description", ""),
             override=override_items(data),
             postback_url=data.get("postback_url", ""),
@@ -254,9 +266,9 @@ def _no_acquirer_called(item: DueChargeBatchItem, *, since: dt.datetime) -> bool
 
 def item_release(item_id: int) -> None:
     """Give a claim back at once (nothing was called): claimable again now."""
-    DueChargeBatchItem.objects.filter(pk=item_id, status=ItemStatus.PENDING).update(
-        updated_at=timezone.now() - CLAIM_LEASE - dt.timedelta(seconds=1)
-    )
+    item = DueChargeBatchItem.objects.filter(pk=item_id, status=ItemStatus.PENDING)
+    if item.update(updated_at=timezone.now() - CLAIM_LEASE - dt.timedelta(seconds=1)):
+        batch_touch(item.values_list("batch_id", flat=True).get())  # its retry is on its way
 
 
 def item_settle(item: DueChargeBatchItem, status: str, errors: Mapping[str, list[str]]) -> None:
@@ -269,15 +281,18 @@ def item_settle_in(item: DueChargeBatchItem, status: str, errors: Mapping[str, l
         status=status, errors=dict(errors), updated_at=timezone.now()
     )
     if updated:
+        batch_touch(item.batch_id)
         batch_finish_if_done(item.batch_id)
 
 
 def batches_stalled(*, older_than: dt.timedelta = CLAIM_LEASE) -> list[uuid.UUID]:
-    """Batches still processing whose work may have been lost (a publish the
-    broker dropped, a worker killed mid-chunk): untouched for a while and
-    with an item claimable (or none pending, and never finished)."""
-    cutoff = timezone.now() - older_than
-    stalled = DueChargeBatch.objects.filter(status=BatchStatus.PROCESSING, updated_at__lt=cutoff).filter(
-        ~Q(items__status=ItemStatus.PENDING) | Q(items__in=DueChargeBatchItem.objects.filter(_claimable(cutoff)))
+    """Batches still processing whose work was lost (a publish the broker
+    dropped, a worker killed mid-chunk, a lote's reads that ended): nothing
+    moved for ``older_than`` (``progress_at``) and an item is claimable (or
+    none pending, and never finished). A batch whose workers are busy with
+    it is left alone however old it is."""
+    now = timezone.now()
+    stalled = DueChargeBatch.objects.filter(status=BatchStatus.PROCESSING, progress_at__lt=now - older_than).filter(
+        ~Q(items__status=ItemStatus.PENDING) | Q(items__in=DueChargeBatchItem.objects.filter(_claimable(now)))
     )
     return list(stalled.values_list("pk", flat=True).distinct())

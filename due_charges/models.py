@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.utils import timezone
 
 from accounts.models import Account
 from acquirers.models import Acquirer
@@ -61,6 +62,14 @@ class DueChargeBatch(models.Model):
         related_name="+",
         verbose_name="adquirente do lote",
     )
+    # When the PSP accepted the lote (its PUT answered 202): from then on the
+    # lote is read back, never sent again.
+    lote_sent_at = models.DateTimeField("lote enviado em", null=True, blank=True)
+    # The batch's work last moved: handed to workers, an item settled or
+    # handed back, the lote sent or read. Stamped explicitly (``updated_at``
+    # misses every ``.update()``); the sweep takes up only batches idle for
+    # longer than a claim's lease (``due_charges.batches.batches_stalled``).
+    progress_at = models.DateTimeField("última atividade em", default=timezone.now)
     created_at = models.DateTimeField("criado em", auto_now_add=True)
     updated_at = models.DateTimeField("atualizado em", auto_now=True)
     finished_at = models.DateTimeField("concluído em", null=True, blank=True)
@@ -73,8 +82,8 @@ class DueChargeBatch(models.Model):
             models.Index(fields=["account", "-created_at"], name="due_batch_account_created"),
             # The sweep looks for unfinished batches only.
             models.Index(
-                fields=["updated_at"],
-                name="due_batch_processing",
+                fields=["progress_at"],
+                name="due_batch_idle",
                 condition=models.Q(status="processing"),
             ),
         ]

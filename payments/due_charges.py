@@ -17,7 +17,7 @@ from typing import Any
 from accounts.fees import cashin_fee
 from accounts.models import Account, PaymentMethod
 from acquirers.adapters.base import DueChargeRequest
-from acquirers.chain import run_due_charge_chain
+from acquirers.chain import ChainResult, run_due_charge_chain
 from acquirers.selectors import due_chain
 from core.exceptions import ValidationFailed
 from payments import exceptions as err
@@ -110,6 +110,79 @@ def lowest_amount(terms: DueTerms, today: dt.date) -> int:
     return min(amount_due(terms, on=day).final for day in days if day >= today)
 
 
+def due_charge_request(
+    *, charge_id: uuid.UUID, terms: DueTerms, debtor: Buyer, email: str = "", description: str = ""
+) -> DueChargeRequest:
+    """The cobv an acquirer is asked for: its txid is the charge's id, so a
+    request repeated after a lost answer asks for the same cobv."""
+    address = debtor.address
+    return DueChargeRequest(
+        charge_id=charge_id,
+        txid=charge_id.hex,
+        due_date=terms.data_de_vencimento,
+        validity_after_due=terms.validade_apos_vencimento,
+        debtor_name=debtor.name,
+        debtor_document=debtor.document,
+        valor=terms.to_api()["valor"],
+        description=description,
+        logradouro=address.get("street", ""),
+        cidade=address.get("city", ""),
+        uf=address.get("state", ""),
+        cep=address.get("zip_code", ""),
+        email=email,
+    )
+
+
+def due_charge_rows(
+    *,
+    account: Account,
+    request: DueChargeRequest,
+    outcome: ChainResult,
+    terms: DueTerms,
+    debtor: Buyer,
+    platform_tax: int,
+    email: str = "",
+    description: str = "",
+    postback_url: str = "",
+    metadata: Mapping[str, Any] | None = None,
+) -> tuple[Charge, DueCharge] | None:
+    """The charge and its terms as stored once an acquirer took ``request``
+    (None when none did), for :func:`payments.services.charge_store`."""
+    if outcome.result is None or outcome.acquirer is None:
+        return None
+    last_day = last_payable_day(terms)
+    charge = Charge(
+        id=request.charge_id,
+        account=account,
+        kind=ChargeKind.DUE,
+        payment_method=PaymentMethod.PIX,
+        amount=terms.original,
+        platform_tax=platform_tax,
+        liquid_amount=terms.original - platform_tax,
+        txid=request.txid,
+        emv=outcome.result.emv,
+        acquirer=outcome.acquirer,
+        provider_charge_id=outcome.result.provider_charge_id,
+        buyer_name=debtor.name,
+        buyer_document=debtor.document,
+        buyer_phone=debtor.phone,
+        buyer_address=dict(debtor.address),
+        postback_url=postback_url,
+        metadata=dict(metadata or {}),
+        expires_at=expires_at_of(last_day),
+    )
+    due = DueCharge(
+        charge=charge,
+        terms=terms.to_api(),
+        original=terms.original,
+        due_date=terms.data_de_vencimento,
+        last_payable_date=last_day,
+        description=description,
+        debtor_email=email,
+    )
+    return charge, due
+
+
 def due_charge_create(
     *,
     account: Account,
@@ -128,62 +201,28 @@ def due_charge_create(
     charge). Raises as ``payments.services.charge_create`` does."""
     chosen = resolve_override(account=account, items=override) if override else None
     platform_tax = due_charge_check(account=account, terms=terms)
-    charge_id = charge_id or uuid.uuid4()
-    address = debtor.address
-    request = DueChargeRequest(
-        charge_id=charge_id,
-        txid=charge_id.hex,
-        due_date=terms.data_de_vencimento,
-        validity_after_due=terms.validade_apos_vencimento,
-        debtor_name=debtor.name,
-        debtor_document=debtor.document,
-        valor=terms.to_api()["valor"],
-        description=description,
-        logradouro=address.get("street", ""),
-        cidade=address.get("city", ""),
-        uf=address.get("state", ""),
-        cep=address.get("zip_code", ""),
-        email=email,
+    request = due_charge_request(
+        charge_id=charge_id or uuid.uuid4(), terms=terms, debtor=debtor, email=email, description=description
     )
     outcome = run_due_charge_chain(due_chain(account, terms.original, chosen), request)
-    charge = due = None
-    if outcome.result is not None and outcome.acquirer is not None:
-        last_day = last_payable_day(terms)
-        charge = Charge(
-            id=charge_id,
-            account=account,
-            kind=ChargeKind.DUE,
-            payment_method=PaymentMethod.PIX,
-            amount=terms.original,
-            platform_tax=platform_tax,
-            liquid_amount=terms.original - platform_tax,
-            txid=request.txid,
-            emv=outcome.result.emv,
-            acquirer=outcome.acquirer,
-            provider_charge_id=outcome.result.provider_charge_id,
-            buyer_name=debtor.name,
-            buyer_document=debtor.document,
-            buyer_phone=debtor.phone,
-            buyer_address=dict(address),
-            postback_url=postback_url,
-            metadata=dict(metadata or {}),
-            expires_at=expires_at_of(last_day),
-        )
-        due = DueCharge(
-            charge=charge,
-            terms=terms.to_api(),
-            original=terms.original,
-            due_date=terms.data_de_vencimento,
-            last_payable_date=last_day,
-            description=description,
-            debtor_email=email,
-        )
+    rows = due_charge_rows(
+        account=account,
+        request=request,
+        outcome=outcome,
+        terms=terms,
+        debtor=debtor,
+        platform_tax=platform_tax,
+        email=email,
+        description=description,
+        postback_url=postback_url,
+        metadata=metadata,
+    )
     return charge_store(
-        charge=charge,
+        charge=rows[0] if rows else None,
         account=account,
         outcome=outcome,
         txid=request.txid,
         in_transaction=in_transaction,
-        also=[due] if due is not None else [],
+        also=rows[1:] if rows else [],
         cancel=CANCEL_DUE_CHARGE,
     )

@@ -71,6 +71,9 @@ class Charge(models.Model):
 
     expires_at = models.DateTimeField()
     paid_at = models.DateTimeField(null=True, blank=True)
+    # The status poll's last read of a pending charge (payments.status_polling):
+    # the least recently read come first, so every pending charge gets its turn.
+    polled_at = models.DateTimeField("consultada na adquirente em", null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField("atualizada em", auto_now=True)
 
@@ -103,6 +106,13 @@ class Charge(models.Model):
             ),
             # The expiry sweep reads only pending charges.
             models.Index(fields=["expires_at"], name="charge_pending_expiry", condition=Q(status="pending")),
+            # The status poll reads pending charges never read first, then the least recently read.
+            models.Index(
+                F("polled_at").asc(nulls_first=True),
+                F("created_at"),
+                name="charge_pending_poll",
+                condition=Q(status="pending"),
+            ),
             # The back office's overview (observability.selectors): the last
             # 7 days by day and status as an index-only scan, and the open
             # chargebacks from a small partial index.

@@ -9,9 +9,8 @@ import logging
 import time
 import uuid
 
-from django.core.cache import cache
 from django.db import DatabaseError
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from acquirers import calls
@@ -85,42 +84,76 @@ def charges_status_poll(
 ) -> int:
     """Poll the acquirers of charges pending for longer than ``older_than``
     (their notification may have been lost), each charge at most once per
-    ``every`` whichever process runs this, within ``time_budget`` seconds (well
-    under the task time limit, whatever the acquirers do). Returns how many
-    charges changed."""
-    # Immediate charges where the adapter reads a cob, due-date ones where it reads a cobv.
+    ``every`` whichever process runs this, at most ``limit`` charges within
+    ``time_budget`` seconds (well under the task time limit, whatever the
+    acquirers do). Returns how many charges changed.
+
+    Only charges not read for ``every`` are selected, never read first, then
+    the least recently read: due-date charges pending for weeks take their
+    turn with the others instead of filling every run."""
+    now = timezone.now()
+    due_for_poll = Charge.objects.filter(
+        _pollable(), status=ChargeStatus.PENDING, created_at__lte=now - older_than
+    ).filter(_not_polled_since(now - every))
+    changed = polled = 0
+    down: set[int] = set()
+    stop_at = time.monotonic() + time_budget
+    while polled < limit and time.monotonic() <= stop_at:
+        # Each row read is polled now, or left for another process that just
+        # did, or its acquirer is down: none comes back in the next read.
+        rows = list(
+            due_for_poll.exclude(acquirer_id__in=down)
+            .order_by(F("polled_at").asc(nulls_first=True), "created_at")
+            .values_list("pk", "acquirer_id")[: limit - polled]
+        )
+        if not rows:
+            break
+        for charge_id, acquirer_id in rows:
+            if time.monotonic() > stop_at:
+                break
+            if acquirer_id in down:
+                continue  # an acquirer that failed once this run is not asked again until the next
+            if not _claim(charge_id, every):
+                continue  # polled just now by another process
+            polled += 1
+            changed += _poll_one(charge_id, acquirer_id, down)
+    return changed
+
+
+def _pollable() -> Q:
+    """Immediate charges where the adapter reads a cob, due-date ones where it reads a cobv."""
     pollable = Q(pk__in=[])
     for acquirer in Acquirer.objects.all():
         for due in (False, True):
             if can_read(acquirer, due=due):
                 kind = ChargeKind.DUE if due else ChargeKind.IMMEDIATE
                 pollable |= Q(acquirer_id=acquirer.pk, kind=kind)
-    rows = list(
-        Charge.objects.filter(pollable, status=ChargeStatus.PENDING, created_at__lte=timezone.now() - older_than)
-        .order_by("created_at")
-        .values_list("pk", "acquirer_id")[:limit]
-    )
-    changed = 0
-    down: set[int] = set()
-    stop_at = time.monotonic() + time_budget
-    for charge_id, acquirer_id in rows:
-        if time.monotonic() > stop_at:
-            break
-        if acquirer_id in down:
-            continue  # an acquirer that failed once this run is not asked again until the next
-        if not cache.add(f"charge-reconcile:{charge_id}", "1", int(every.total_seconds())):
-            continue  # polled recently, here or by another process
-        try:
-            changed += sum(r.changed for r in charge_status_poll(charge_id=charge_id))
-        except AdapterError as exc:
-            down.add(acquirer_id)
-            logger.warning("reconciling charge %s: %s: %s", charge_id, type(exc).__name__, exc)
-        except PixServiceError as exc:  # a refused transition, an amount that differs: staff's
-            logger.warning("reconciling charge %s: %s", charge_id, exc.message)
-        except DatabaseError:
-            # A Pix the database refuses for this charge (its e2e id held by
-            # another charge): this charge's alone. The oldest charges come
-            # first, so letting it escape would stop every poll behind it, run
-            # after run; the daily reconciliation reports it to staff.
-            logger.exception("reconciling charge %s: not applied", charge_id)
-    return changed
+    return pollable
+
+
+def _not_polled_since(cutoff: dt.datetime) -> Q:
+    return Q(polled_at__isnull=True) | Q(polled_at__lte=cutoff)
+
+
+def _claim(charge_id: uuid.UUID, every: dt.timedelta) -> bool:
+    """Stamp the charge as read now unless another process did within
+    ``every``: one conditional UPDATE, so two runs never read the same charge."""
+    now = timezone.now()
+    return bool(Charge.objects.filter(_not_polled_since(now - every), pk=charge_id).update(polled_at=now))
+
+
+def _poll_one(charge_id: uuid.UUID, acquirer_id: int, down: set[int]) -> int:
+    try:
+        return sum(r.changed for r in charge_status_poll(charge_id=charge_id))
+    except AdapterError as exc:
+        down.add(acquirer_id)
+        logger.warning("reconciling charge %s: %s: %s", charge_id, type(exc).__name__, exc)
+    except PixServiceError as exc:  # a refused transition, an amount that differs: staff's
+        logger.warning("reconciling charge %s: %s", charge_id, exc.message)
+    except DatabaseError:
+        # A Pix the database refuses for this charge (its e2e id held by
+        # another charge): this charge's alone. Letting it escape would stop
+        # every poll behind it; it was stamped as read, so it waits its turn
+        # again, and the daily reconciliation reports it to staff.
+        logger.exception("reconciling charge %s: not applied", charge_id)
+    return 0

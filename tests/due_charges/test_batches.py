@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import Account
@@ -25,6 +26,7 @@ from acquirers.services import acquirer_grants_set
 from due_charges import batches
 from due_charges.batches import CLAIM_LEASE, item_check, item_claim, item_process, item_terms
 from due_charges.models import DueChargeBatch, DueChargeBatchItem
+from due_charges.tasks import sweep_due_batches
 from payments.due_payments import now_in_brazil
 from payments.models import Charge, ChargeAttempt
 from tests.conftest import client_for
@@ -188,6 +190,33 @@ def test_an_item_retried_after_a_crash_takes_the_acquirers_charge_and_makes_no_s
     adapter = adapters.build(sandbox)
     assert adapter.due_charge_status(charge.txid).status == "ATIVA"  # not withdrawn as a duplicate
     assert DueChargeBatch.objects.get(pk=pending_item.batch_id).status == "done"
+
+
+def test_the_sweep_takes_up_a_batch_only_once_its_work_stopped_moving(
+    pending_item: DueChargeBatchItem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[tuple[str, tuple[Any, ...]]] = []
+    monkeypatch.setattr(batches, "enqueue", lambda task, *args, **_: sent.append((task, args)))
+    batch_id, long_ago = pending_item.batch_id, timezone.now() - 2 * CLAIM_LEASE
+    DueChargeBatch.objects.filter(pk=batch_id).update(created_at=long_ago, updated_at=long_ago)
+
+    assert batches.batch_dispatch(batch_id) == 1
+    # An old batch whose chunk is queued (its item not yet reached): nothing was lost.
+    assert batches.batches_stalled() == []
+    assert sweep_due_batches() == 0
+    assert len(sent) == 1
+
+    # Its task was lost: nothing moved for a lease. Handed out again, once.
+    DueChargeBatch.objects.filter(pk=batch_id).update(progress_at=long_ago)
+    assert batches.batches_stalled() == [batch_id]
+    assert sweep_due_batches() == 1
+    assert sweep_due_batches() == 0
+    assert [task for task, _ in sent] == [batches.ITEMS_TASK] * 2
+
+    # A worker settling an item is progress too.
+    DueChargeBatch.objects.filter(pk=batch_id).update(progress_at=long_ago)
+    assert item_process(pending_item.pk) == "created"
+    assert DueChargeBatch.objects.get(pk=batch_id).progress_at > long_ago
 
 
 def test_an_item_held_by_a_worker_is_not_taken_by_another(pending_item: DueChargeBatchItem) -> None:
