@@ -76,10 +76,18 @@ def due_terms_build(
         raise ValidationFailed({_our_field(exc.field): [exc.message]}) from exc
 
 
+#: How long after its last payable day a due-date charge waits before the
+#: expiry sweep cancels it: a Pix paid at 23:59 of that day is the payer's
+#: right, and its notification (or the status poll, every few minutes) must
+#: find the charge pending, not cancelled (a late payment for staff).
+DUE_EXPIRY_GRACE = dt.timedelta(hours=1)
+
+
 def expires_at_of(last_day: dt.date) -> dt.datetime:
-    """The end of the last payable day, Brasília time: the expiry sweep
-    cancels the charge after it (and asks the acquirer to withdraw it)."""
-    return dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time.min, tzinfo=BRT) - dt.timedelta(microseconds=1)
+    """When the expiry sweep cancels the charge (and asks the acquirer to
+    withdraw it): the end of the last payable day, Brasília time, plus
+    :data:`DUE_EXPIRY_GRACE`."""
+    return dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time.min, tzinfo=BRT) + DUE_EXPIRY_GRACE
 
 
 def due_charge_check(*, account: Account, terms: DueTerms) -> int:

@@ -18,6 +18,7 @@ from accounts.selectors import available_balance, ledger_sum
 from acquirers.adapters.sandbox import new_e2e_id
 from acquirers.models import Acquirer
 from payments.cancel_pursuit import charge_cancel_pursue
+from payments.due_charges import DUE_EXPIRY_GRACE
 from payments.due_payments import BRT
 from payments.models import Charge, ChargeCancellation, ChargeStatus, LatePayment
 from payments.refunds import RefundOutcome, charge_refund_pursue
@@ -93,9 +94,11 @@ def test_a_due_charge_past_its_last_payable_day_is_canceled_and_withdrawn_at_the
     expiring = make_due(account, due_date=due, days_after_due=2)
     payable = make_due(account, due_date=due, days_after_due=30)
     last = expiring.due.last_payable_date
-    # The end of the last payable day, Brasília: payable up to 23:59:59 of it.
-    assert expiring.expires_at == dt.datetime.combine(last, dt.time(23, 59, 59, 999999), tzinfo=BRT)
-    assert charges_expire(now=expiring.expires_at - dt.timedelta(seconds=1)) == 0
+    # Payable up to 23:59:59 of its last payable day, Brasília; cancelled an
+    # hour later, so a Pix of the day's last minute finds it pending.
+    end_of_day = dt.datetime.combine(last + dt.timedelta(days=1), dt.time.min, tzinfo=BRT)
+    assert expiring.expires_at == end_of_day + DUE_EXPIRY_GRACE
+    assert charges_expire(now=end_of_day + DUE_EXPIRY_GRACE - dt.timedelta(seconds=1)) == 0
     assert status_of(expiring) == ChargeStatus.PENDING
 
     assert charges_expire(now=expiring.expires_at + dt.timedelta(seconds=1)) == 1
