@@ -21,7 +21,12 @@ def test_polling_reaches_a_new_charge_behind_more_old_due_charges_than_a_run_tak
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     polled: list[uuid.UUID] = []
-    monkeypatch.setattr(status_polling, "charge_status_poll", lambda *, charge_id: polled.append(charge_id) or [])
+
+    def poll(*, charge_id: uuid.UUID) -> list[object]:
+        polled.append(charge_id)
+        return []
+
+    monkeypatch.setattr(status_polling, "charge_status_poll", poll)
     monkeypatch.setattr(status_polling, "can_read", lambda acquirer, *, due: True)  # cob and cobv read back
     account, acquirer = AccountFactory(), AcquirerFactory(adapter="sandbox")
     weeks_ago = timezone.now() - dt.timedelta(days=20)
