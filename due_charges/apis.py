@@ -30,7 +30,7 @@ from api.base import (
 )
 from api.exports import PERIOD, CsvExportApi, csv_export_schema, without
 from api.idempotency import Claim, idempotent
-from api.schema import PAGE_PARAMETERS, timestamp_parameter, uuid_path
+from api.schema import PAGE_PARAMETERS, TEXT_FILTER, timestamp_parameter, uuid_path
 from due_charges import examples
 from due_charges import exceptions as due_err
 from due_charges.selectors import DueChargeFilterSet, due_charge_get, due_charges_of
@@ -59,8 +59,9 @@ DUE_CHARGE_FILTERS = [
     ),
     timestamp_parameter("created_at_start", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
     timestamp_parameter("created_at_end", "`YYYY-MM-DD HH:mm:ss`, America/Sao_Paulo, inclusive."),
-    OpenApiParameter("document", {"type": "string", "maxLength": 20}, description="The debtor's CPF or CNPJ."),
-    OpenApiParameter("txid", {"type": "string", "maxLength": 35}, description="Exact txid."),
+    # TEXT_FILTER: blank is refused (422), as every text filter of the listings.
+    OpenApiParameter("document", {**TEXT_FILTER, "maxLength": 20}, description="The debtor's CPF or CNPJ."),
+    OpenApiParameter("txid", {**TEXT_FILTER, "maxLength": 35}, description="Exact txid."),
     *PAGE_PARAMETERS,
 ]
 

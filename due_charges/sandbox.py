@@ -148,7 +148,7 @@ class SandboxDueChargePayApi(AccountAPIView):
     )
     def post(self, request: Request, charge_id: str) -> Response:
         charge = sandbox_due_charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
-        body = PaySerializer(data=request.data)
+        body = PaySerializer(data=self.json_body(request))
         body.is_valid(raise_exception=True)
         paid, late = sandbox_due_charge_pay(charge=charge, on=body.validated_data.get("date"))
         return ok(due_charge_payload(paid), err.LATE_PAYMENT_RECORDED if late else PAID)

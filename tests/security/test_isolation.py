@@ -83,7 +83,7 @@ WALK = [
     Step("get", "/api/due-charges/{id}", "due_charge", DUE_CHARGE_NOT_FOUND, 200),
     Step("post", "/api/due-charges/{id}/cancel", "due_charge", DUE_CHARGE_NOT_FOUND, 200),
     # The sandbox's payer of due-date charges: its own charge, payable today (the walk cancels the other).
-    Step("post", "/api/sandbox/due-charges/{id}/pay", "payable_due_charge", CHARGE_NOT_FOUND, 200),
+    Step("post", "/api/sandbox/due-charges/{id}/pay", "payable_due_charge", CHARGE_NOT_FOUND, 200, {}),
     Step("get", "/api/withdrawals/{id}", "withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("post", "/api/sandbox/withdrawals/{id}/return", "paid_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("delete", "/api/webhooks/{id}", "endpoint", ENDPOINT_NOT_FOUND, 200),
