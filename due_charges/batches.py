@@ -313,12 +313,16 @@ def _unclear_or_failed(item: DueChargeBatchItem, *, since: dt.datetime, message:
 
 def item_may_hold(item: DueChargeBatchItem) -> list[Acquirer]:
     """The acquirers that may hold the item's cobv though none of its tries
-    heard so: one whose answer to a try was lost or unusable."""
+    heard so: one whose answer to a try was lost or unusable, and the one
+    its batch's lote went to when that lote was given up unanswered."""
     ids = set(
         ChargeAttempt.objects.filter(charge_id=item.charge_id, outcome__in=MAY_HOLD).values_list(
             "acquirer_id", flat=True
         )
     )
+    lote_at = DueChargeBatch.objects.values_list("lote_abandoned_at_id", flat=True).get(pk=item.batch_id)
+    if lote_at is not None:
+        ids.add(lote_at)
     return list(Acquirer.objects.filter(pk__in=ids).order_by("pk"))
 
 
