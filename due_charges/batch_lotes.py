@@ -10,6 +10,14 @@ id, as each cobv is on its txid). A lote the PSP refuses as a whole sends
 the items one by one instead (``due_charges.batches``); a CRIADA cobv is
 stored through a guarded PUT of the same cobv at the same acquirer, which
 answers the cobv it holds (and its code) and never creates a second one.
+
+A lote whose PUT gets no clear answer (a timeout, a 5xx) or finds its
+acquirer open or busy is sent again shortly, up to :data:`LOTE_SENDS` times;
+then the lote is given up and the items go one by one through the chain
+(its fallback applies). The lote may have created cobv at its acquirer
+before its answer was lost, so that acquirer is recorded on the batch
+(``lote_abandoned_at``): an item stored elsewhere asks it to withdraw its
+cobv, and one stored there takes the lote's own (the same txid).
 """
 
 from __future__ import annotations
@@ -17,7 +25,9 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import uuid
+from typing import Any
 
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.fees import cashin_fee
@@ -30,6 +40,7 @@ from acquirers.selectors import due_chain
 from core.dispatch import enqueue
 from core.exceptions import NON_FIELD_ERRORS
 from due_charges.batches import (
+    PROCESS_TASK,
     batch_touch,
     item_claim,
     item_debtor,
@@ -52,6 +63,9 @@ POLL_SECONDS = 2.0
 #: processing after that is read by the batches' sweep, once per CLAIM_LEASE.
 POLL_WINDOW = dt.timedelta(minutes=2)
 REFUSED = "Recusada pela adquirente"
+#: Sends of a lote without a clear answer (or not called) before the batch
+#: goes one by one instead.
+LOTE_SENDS = 3
 
 
 def lote_acquirer(batch: DueChargeBatch) -> Acquirer | None:
@@ -108,7 +122,9 @@ def item_due_request(item: DueChargeBatchItem) -> DueChargeRequest:
 
 def lote_send(batch_id: uuid.UUID) -> Outcome:
     """PUT the lote (again: idempotent); then read it shortly. Refused as a
-    whole: the items go one by one. Unclear: sent again shortly."""
+    whole: the items go one by one. Unclear or not called: sent again
+    shortly, and after :data:`LOTE_SENDS` such sends given up (one by one,
+    its acquirer recorded as one that may hold the items' cobv)."""
     batch = DueChargeBatch.objects.select_related("lote_acquirer").get(pk=batch_id)
     acquirer, lote_id = batch.lote_acquirer, batch.lote_id
     if batch.status == BatchStatus.DONE or acquirer is None or lote_id is None:
@@ -123,12 +139,31 @@ def lote_send(batch_id: uuid.UUID) -> Outcome:
         DueChargeBatch.objects.filter(pk=batch.pk).update(lote_sent_at=now, progress_at=now)
         enqueue(POLL_TASK, str(batch.pk), countdown=POLL_SECONDS, left_to="the batches' sweep")
     elif done.outcome is Outcome.DECLINED:
-        DueChargeBatch.objects.filter(pk=batch.pk).update(lote_acquirer=None, progress_at=now)
-        enqueue("due_charges.tasks.due_batch_process", str(batch.pk), left_to="the batches' sweep")
+        # Refused now; an earlier send left unclear may still have created cobv there.
+        _one_by_one(batch, acquirer, may_hold=batch.lote_sends > 0)
+    elif _count_unclear_send(batch) >= LOTE_SENDS:
+        _one_by_one(batch, acquirer, may_hold=True)
     else:
         batch_touch(batch.pk)
         enqueue(SEND_TASK, str(batch.pk), countdown=POLL_SECONDS, left_to="the batches' sweep")
     return done.outcome
+
+
+def _count_unclear_send(batch: DueChargeBatch) -> int:
+    """Count one more send without a clear answer; the count after it."""
+    DueChargeBatch.objects.filter(pk=batch.pk).update(lote_sends=F("lote_sends") + 1)
+    return DueChargeBatch.objects.values_list("lote_sends", flat=True).get(pk=batch.pk)
+
+
+def _one_by_one(batch: DueChargeBatch, acquirer: Acquirer, *, may_hold: bool) -> None:
+    """Leave the lote path: the items go one by one through the chain. When
+    the lote may have created cobv at ``acquirer``, it is recorded so each
+    item stored elsewhere has that cobv withdrawn (survives a restart)."""
+    changes: dict[str, Any] = {"lote_acquirer": None, "progress_at": timezone.now()}
+    if may_hold:
+        changes["lote_abandoned_at"] = acquirer
+    if DueChargeBatch.objects.filter(pk=batch.pk, lote_acquirer=acquirer, lote_sent_at__isnull=True).update(**changes):
+        enqueue(PROCESS_TASK, str(batch.pk), left_to="the batches' sweep")
 
 
 def lote_poll(batch_id: uuid.UUID) -> int:

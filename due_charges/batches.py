@@ -13,20 +13,31 @@ item would both reach the acquirer (harmless: the txid is the same) but the
 loser's insert would fail and ask the acquirer to cancel the winner's cobv.
 The lease outlives any chain (each call has its deadline), so it expires
 only when the worker that held it is gone.
+
+A try that came to no clear answer (a timeout, an answer we could not use,
+an acquirer down) is not a failure: the acquirer may hold the cobv. The
+item waits :data:`RETRY_AFTER` and is tried again with the same txid (an
+acquirer answers the cobv it holds), and nothing is withdrawn meanwhile.
+Only refusals fail it at once; after :data:`MAX_ATTEMPTS` tries it is given
+up and every acquirer that may hold its cobv is asked to withdraw it, as
+they are when another acquirer takes it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from accounts.models import Account
+from acquirers.models import Acquirer
 from api.errors import flatten_errors
 from core.dispatch import enqueue
 from core.exceptions import NON_FIELD_ERRORS, PixServiceError, ValidationFailed
@@ -35,8 +46,9 @@ from due_charges.models import BatchStatus, DueChargeBatch, DueChargeBatchItem, 
 from due_charges.serializers import DueChargeCreateSerializer
 from payments.due_charges import due_charge_check, due_charge_create, due_terms_build
 from payments.due_terms import DueTerms
+from payments.exceptions import AllAcquirersFailed
 from payments.models import Charge, ChargeAttempt
-from payments.services import Buyer, override_items, resolve_override
+from payments.services import CANCEL_DUE_CHARGE, Buyer, override_items, resolve_override
 from webhooks.models import EventType
 from webhooks.services import event_emit
 
@@ -48,6 +60,22 @@ CLAIM_LEASE = dt.timedelta(minutes=5)
 CHUNK_SIZE = 25
 #: Outcomes that mean no acquirer was asked: the item waits and is tried again.
 NOT_CALLED = (ChargeAttempt.Outcome.BUSY, ChargeAttempt.Outcome.CIRCUIT_OPEN)
+#: Outcomes that settle nothing: the acquirer said no, the cobv is not there.
+REFUSED = (ChargeAttempt.Outcome.DECLINED,)
+#: Outcomes after which the acquirer may hold the cobv (it acted, then the
+#: answer was lost or unusable): the chain's ``to_cancel``.
+MAY_HOLD = (ChargeAttempt.Outcome.TIMEOUT, ChargeAttempt.Outcome.INVALID_RESPONSE)
+#: Tries of an item (claims that called an acquirer) before it is given up.
+MAX_ATTEMPTS = 5
+#: How long an item whose try came to no clear answer waits for the next.
+RETRY_AFTER = dt.timedelta(minutes=1)
+#: ``item_process``'s answer for an item waiting RETRY_AFTER.
+RETRY = "retry"
+GAVE_UP = (
+    "Nenhuma adquirente confirmou a criação da cobrança após {tries} tentativas; "
+    "pedimos a retirada da cobrança onde ela pode ter sido criada."
+)
+WITHDRAW_TASK = f"acquirers.tasks.{CANCEL_DUE_CHARGE}"
 PROCESS_TASK = "due_charges.tasks.due_batch_process"
 ITEMS_TASK = "due_charges.tasks.due_batch_items"
 
@@ -219,7 +247,8 @@ def item_claim(item_id: int) -> DueChargeBatchItem | None:
 
 def item_process(item_id: int) -> str:
     """Create one item's charge (if no other worker holds it); returns the
-    item's status after, or ``"skipped"``. No transaction is open while the
+    item's status after, :data:`RETRY` (no clear answer: tried again after
+    :data:`RETRY_AFTER`) or ``"skipped"``. No transaction is open while the
     acquirer is called: the charge and the item's status commit together
     after it answered (``due_charge_create``'s ``in_transaction``)."""
     item = item_claim(item_id)
@@ -229,6 +258,13 @@ def item_process(item_id: int) -> str:
         item_settle(item, ItemStatus.CREATED, {})
         return ItemStatus.CREATED
     claimed_at = item.updated_at
+    held = item_may_hold(item)  # by earlier tries or the batch's lote
+
+    def stored(charge: Charge) -> None:
+        item_settle_in(item, ItemStatus.CREATED, {})
+        # Taken elsewhere: a cobv an earlier try (or the lote) may have left is withdrawn.
+        _withdraw_on_commit(item, [a for a in held if a.pk != charge.acquirer_id])
+
     data = item.request
     try:
         due_charge_create(
@@ -241,33 +277,80 @@ def item_process(item_id: int) -> str:
             postback_url=data.get("postback_url", ""),
             metadata=data.get("metadata"),
             charge_id=item.charge_id,
-            in_transaction=lambda _charge: item_settle_in(item, ItemStatus.CREATED, {}),
+            in_transaction=stored,
+            hold_unclear=True,
         )
     except ValidationFailed as exc:  # no longer payable, since the request
-        item_settle(item, ItemStatus.FAILED, exc.errors)
+        item_fail(item, exc.errors)
         return ItemStatus.FAILED
+    except AllAcquirersFailed as exc:
+        return _unclear_or_failed(item, since=claimed_at, message=exc.message)
     except PixServiceError as exc:
-        if _no_acquirer_called(item, since=claimed_at):
-            item_release(item.pk)
-            return ItemStatus.PENDING
-        item_settle(item, ItemStatus.FAILED, {NON_FIELD_ERRORS: [exc.message]})
+        item_fail(item, {NON_FIELD_ERRORS: [exc.message]})
         return ItemStatus.FAILED
     return ItemStatus.CREATED
 
 
-def _no_acquirer_called(item: DueChargeBatchItem, *, since: dt.datetime) -> bool:
-    """Every acquirer was busy or open: nothing was asked, so the item waits
-    for a slot instead of failing for a moment's load."""
-    outcomes = set(
-        ChargeAttempt.objects.filter(charge_id=item.charge_id, created_at__gte=since).values_list("outcome", flat=True)
+def _unclear_or_failed(item: DueChargeBatchItem, *, since: dt.datetime, message: str) -> str:
+    """No acquirer took the item. Nothing called: it waits for a slot. Every
+    acquirer ever called refused: failed. Else some answer was unclear (an
+    acquirer may hold the cobv): tried again with the same txid, up to
+    :data:`MAX_ATTEMPTS`, then given up with its cobv withdrawn."""
+    tries = ChargeAttempt.objects.filter(charge_id=item.charge_id)
+    if set(tries.filter(created_at__gte=since).values_list("outcome", flat=True)) <= set(NOT_CALLED):
+        item_release(item.pk)
+        return ItemStatus.PENDING
+    called = set(tries.values_list("outcome", flat=True)) - set(NOT_CALLED)
+    if called <= set(REFUSED):
+        item_fail(item, {NON_FIELD_ERRORS: [message]})
+        return ItemStatus.FAILED
+    if item.attempts < MAX_ATTEMPTS:
+        item_release(item.pk, after=RETRY_AFTER)
+        return RETRY
+    item_fail(item, {NON_FIELD_ERRORS: [GAVE_UP.format(tries=item.attempts)]})
+    return ItemStatus.FAILED
+
+
+def item_may_hold(item: DueChargeBatchItem) -> list[Acquirer]:
+    """The acquirers that may hold the item's cobv though none of its tries
+    heard so: one whose answer to a try was lost or unusable, and the one
+    its batch's lote went to when that lote was given up unanswered."""
+    ids = set(
+        ChargeAttempt.objects.filter(charge_id=item.charge_id, outcome__in=MAY_HOLD).values_list(
+            "acquirer_id", flat=True
+        )
     )
-    return bool(outcomes) and outcomes <= set(NOT_CALLED)
+    lote_at = DueChargeBatch.objects.values_list("lote_abandoned_at_id", flat=True).get(pk=item.batch_id)
+    if lote_at is not None:
+        ids.add(lote_at)
+    return list(Acquirer.objects.filter(pk__in=ids).order_by("pk"))
 
 
-def item_release(item_id: int) -> None:
-    """Give a claim back at once (nothing was called): claimable again now."""
+def _withdraw_on_commit(item: DueChargeBatchItem, acquirers: Sequence[Acquirer]) -> None:
+    txid = item.charge_id.hex
+    for acquirer in acquirers:
+        transaction.on_commit(
+            functools.partial(enqueue, WITHDRAW_TASK, acquirer.pk, txid, left_to="reconciliation of charges")
+        )
+
+
+def item_fail(item: DueChargeBatchItem, errors: Mapping[str, list[str]]) -> None:
+    """Settle the item ``failed`` for good; any acquirer that may hold its
+    cobv is asked to withdraw it once that commits."""
+    with transaction.atomic():
+        if item_settled_in(item, ItemStatus.FAILED, errors):
+            _withdraw_on_commit(item, item_may_hold(item))
+
+
+def item_release(item_id: int, *, after: dt.timedelta = dt.timedelta(0)) -> None:
+    """Give a claim back: claimable again ``after`` from now. A release
+    with nothing called does not count as a try."""
     item = DueChargeBatchItem.objects.filter(pk=item_id, status=ItemStatus.PENDING)
-    if item.update(updated_at=timezone.now() - CLAIM_LEASE - dt.timedelta(seconds=1)):
+    claimable_at = timezone.now() - CLAIM_LEASE - dt.timedelta(seconds=1) + after
+    changes: dict[str, Any] = {"updated_at": claimable_at}
+    if not after:
+        changes["attempts"] = Greatest(F("attempts") - 1, 0)
+    if item.update(**changes):
         batch_touch(item.values_list("batch_id", flat=True).get())  # its retry is on its way
 
 
@@ -277,12 +360,18 @@ def item_settle(item: DueChargeBatchItem, status: str, errors: Mapping[str, list
 
 
 def item_settle_in(item: DueChargeBatchItem, status: str, errors: Mapping[str, list[str]]) -> None:
+    item_settled_in(item, status, errors)
+
+
+def item_settled_in(item: DueChargeBatchItem, status: str, errors: Mapping[str, list[str]]) -> bool:
+    """:func:`item_settle_in`; True when this settled it (it was pending)."""
     updated = DueChargeBatchItem.objects.filter(pk=item.pk, status=ItemStatus.PENDING).update(
         status=status, errors=dict(errors), updated_at=timezone.now()
     )
     if updated:
         batch_touch(item.batch_id)
         batch_finish_if_done(item.batch_id)
+    return bool(updated)
 
 
 def batches_stalled(*, older_than: dt.timedelta = CLAIM_LEASE) -> list[uuid.UUID]:

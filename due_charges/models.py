@@ -62,6 +62,20 @@ class DueChargeBatch(models.Model):
         related_name="+",
         verbose_name="adquirente do lote",
     )
+    # Sends of the lote whose answer was unclear (a timeout, a 5xx) or that
+    # found its acquirer open or busy: bounded (``batch_lotes.LOTE_SENDS``).
+    lote_sends = models.PositiveSmallIntegerField("envios do lote sem resposta clara", default=0)
+    # The acquirer of a lote given up without a clear answer: it may hold
+    # some of the lote's cobv, so an item stored at another acquirer asks it
+    # to withdraw its own (and one stored there takes the lote's, same txid).
+    lote_abandoned_at = models.ForeignKey(
+        Acquirer,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name="adquirente do lote abandonado",
+    )
     # When the PSP accepted the lote (its PUT answered 202): from then on the
     # lote is read back, never sent again.
     lote_sent_at = models.DateTimeField("lote enviado em", null=True, blank=True)

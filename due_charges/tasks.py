@@ -18,7 +18,7 @@ from celery import Task, shared_task
 from acquirers.capacity import BUSY_RETRY_SECONDS
 from core.dispatch import enqueue
 from due_charges.batch_lotes import lote_poll, lote_send, lote_start
-from due_charges.batches import ITEMS_TASK, batch_dispatch, batches_stalled, item_process
+from due_charges.batches import ITEMS_TASK, RETRY, RETRY_AFTER, batch_dispatch, batches_stalled, item_process
 from due_charges.models import ItemStatus
 
 
@@ -50,11 +50,15 @@ def due_batch_lote_poll(batch_id: str) -> int:
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def due_batch_items(self: Task[Any, Any], batch_id: str, item_ids: list[int]) -> int:
     """Create a chunk's items one by one; items that found every acquirer
-    busy are handed back in a chunk of their own, shortly."""
-    waiting = [item_id for item_id in item_ids if item_process(item_id) == ItemStatus.PENDING]
-    if waiting:
-        enqueue(ITEMS_TASK, batch_id, waiting, countdown=BUSY_RETRY_SECONDS, left_to="the batches' sweep")
-    return len(item_ids) - len(waiting)
+    busy are handed back in a chunk of their own, shortly; items whose try
+    came to no clear answer, in another, once their wait is over."""
+    done = {item_id: item_process(item_id) for item_id in item_ids}
+    busy = [item_id for item_id, status in done.items() if status == ItemStatus.PENDING]
+    unclear = [item_id for item_id, status in done.items() if status == RETRY]
+    for waiting, countdown in ((busy, BUSY_RETRY_SECONDS), (unclear, RETRY_AFTER.total_seconds())):
+        if waiting:
+            enqueue(ITEMS_TASK, batch_id, waiting, countdown=countdown, left_to="the batches' sweep")
+    return len(item_ids) - len(busy) - len(unclear)
 
 
 @shared_task(acks_late=True, ignore_result=True)

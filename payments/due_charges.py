@@ -203,16 +203,23 @@ def due_charge_create(
     metadata: Mapping[str, Any] | None = None,
     in_transaction: Callable[[Charge], None] | None = None,
     charge_id: uuid.UUID | None = None,
+    hold_unclear: bool = False,
 ) -> Charge:
     """Create a due-date charge; ``charge_id`` given by a batch (its item's
     id: a retried item asks the acquirer for the same txid, never a second
-    charge). Raises as ``payments.services.charge_create`` does."""
+    charge). Raises as ``payments.services.charge_create`` does.
+    ``hold_unclear`` (a batch item, tried again later with the same txid):
+    when no acquirer took it, one that may hold the cobv is not asked to
+    withdraw it: the next try may take that very cobv, and the item
+    withdraws it itself if it is given up or stored elsewhere."""
     chosen = resolve_override(account=account, items=override) if override else None
     platform_tax = due_charge_check(account=account, terms=terms)
     request = due_charge_request(
         charge_id=charge_id or uuid.uuid4(), terms=terms, debtor=debtor, email=email, description=description
     )
     outcome = run_due_charge_chain(due_chain(account, terms.original, chosen), request)
+    if hold_unclear and outcome.acquirer is None:
+        outcome.to_cancel = []
     rows = due_charge_rows(
         account=account,
         request=request,

@@ -6,6 +6,7 @@ PSP's reason, and a lote sent again after a lost answer changes nothing."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -18,15 +19,16 @@ from acquirers import adapters
 from acquirers.adapters.apipix.bacen import BacenPixAdapter
 from acquirers.models import Acquirer
 from due_charges import batch_lotes, batches
-from due_charges.batch_lotes import item_due_request, lote_poll, lote_start
+from due_charges.batch_lotes import LOTE_SENDS, item_due_request, lote_poll, lote_start
 from due_charges.batches import CLAIM_LEASE, ITEMS_TASK, PROCESS_TASK, item_process
 from due_charges.models import DueChargeBatch, DueChargeBatchItem
 from due_charges.tasks import due_batch_process, sweep_due_batches
 from payments.models import Charge
+from tests.acquirers.conftest import bacen_options, warm_up
 from tests.acquirers.fake_psp import FakePsp, Fault
 from tests.conftest import client_for
 from tests.due_charges.test_batches import URL, item
-from tests.factories import AccountFactory
+from tests.factories import AccountFactory, AcquirerFactory
 from webhooks.models import WebhookEvent
 
 pytestmark = pytest.mark.django_db
@@ -157,4 +159,48 @@ def test_a_lote_refused_as_a_whole_goes_item_by_item(
     for entry in batch.items.all():
         charge = Charge.objects.get(pk=entry.charge_id)
         assert (charge.acquirer, charge.emv) == (psp_acquirer, fake_psp.cobvs[charge.txid]["pixCopiaECola"])
+    assert DueChargeBatch.objects.get(pk=batch_id).status == "done"
+
+
+def test_a_lote_never_answered_is_given_up_and_items_stored_elsewhere_withdraw_its_cobv(
+    fake_psp: FakePsp,
+    make_bacen_acquirer: Callable[..., Acquirer],
+    enqueued: list[tuple[str, tuple[Any, ...]]],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    lote_at = make_bacen_acquirer(
+        default_priority=1, read_timeout_ms=700, options=bacen_options(fake_psp, max_retries=0)
+    )
+    warm_up(lote_at)
+    other = AcquirerFactory(key="due_other", default_priority=2)  # the sandbox: no lotes
+    batch_id = three_item_batch()
+    fake_psp.delay = 1.5
+    fake_psp.fail("lotecobv.put", *[Fault.TIMEOUT] * LOTE_SENDS)  # the PSP creates the lote; we never hear
+
+    assert lote_start(batch_id) is True
+    for _ in range(LOTE_SENDS - 1):
+        assert batch_lotes.lote_send(uuid.UUID(batch_id)) == "timeout"
+
+    batch = DueChargeBatch.objects.get(pk=batch_id)
+    assert (batch.lote_acquirer, batch.lote_abandoned_at, batch.lote_sent_at) == (None, lote_at, None)
+    assert [task for task, _ in enqueued] == [batch_lotes.SEND_TASK] * (LOTE_SENDS - 1) + [PROCESS_TASK]
+    assert len(fake_psp.calls_of("lotecobv.put")) == LOTE_SENDS
+    assert len(fake_psp.cobvs) == 3  # created there before the answers were lost
+
+    # One by one now; the lote's acquirer refuses (or is open): the items go to the next.
+    fake_psp.fail("cobv.put", *[Fault.UNAVAILABLE] * 3)
+    assert due_batch_process(batch_id) == 3
+    (task, (_, chunk)) = enqueued[-1]
+    assert task == ITEMS_TASK
+    with django_capture_on_commit_callbacks(execute=True):
+        assert [item_process(item_id) for item_id in chunk] == ["created"] * 3
+
+    txids = set()
+    for entry in batch.items.all():
+        charge = Charge.objects.get(pk=entry.charge_id)
+        assert charge.acquirer == other
+        txids.add(charge.txid)
+    assert txids == set(fake_psp.cobvs)
+    withdrawals = sorted(args for task, args in enqueued if task == batches.WITHDRAW_TASK)
+    assert withdrawals == sorted((lote_at.pk, txid) for txid in txids)  # one per item, at the lote's acquirer
     assert DueChargeBatch.objects.get(pk=batch_id).status == "done"
