@@ -90,13 +90,13 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]
     return sent
 
 
-def three_item_batch() -> str:
+def three_item_batch() -> uuid.UUID:
     client: APIClient = client_for(credential_issue(account=AccountFactory()))
     response = client.post(
         URL, data=json.dumps({"items": [item(0), item(1), item(2)]}), content_type="application/json"
     )
     assert response.status_code == 202, response.json()
-    return str(response.json()["data"]["id"])
+    return uuid.UUID(response.json()["data"]["id"])
 
 
 def test_a_lote_still_processing_is_read_for_a_while_then_by_the_sweep_and_never_sent_again(
@@ -105,6 +105,7 @@ def test_a_lote_still_processing_is_read_for_a_while_then_by_the_sweep_and_never
     batch_id = three_item_batch()
     assert lote_start(batch_id) is True
     batch = DueChargeBatch.objects.get(pk=batch_id)
+    assert batch.lote_id is not None
     lote = fake_psp.lotes[batch.lote_id]
     decided = [dict(entry) for entry in lote["cobsv"]]
     for entry in lote["cobsv"]:  # the PSP is still on it
@@ -148,8 +149,8 @@ def test_a_lote_refused_as_a_whole_goes_item_by_item(
 
     batch = DueChargeBatch.objects.get(pk=batch_id)
     assert (batch.lote_acquirer, batch.lote_sent_at) == (None, None)
-    assert enqueued == [(PROCESS_TASK, (batch_id,))]
-    assert due_batch_process(batch_id) == 3  # one by one now: handed to workers
+    assert enqueued == [(PROCESS_TASK, (str(batch_id),))]
+    assert due_batch_process(str(batch_id)) == 3  # one by one now: handed to workers
     (task, (_, chunk)) = enqueued[-1]
     assert task == ITEMS_TASK
     assert [item_process(item_id) for item_id in chunk] == ["created"] * 3
@@ -179,7 +180,7 @@ def test_a_lote_never_answered_is_given_up_and_items_stored_elsewhere_withdraw_i
 
     assert lote_start(batch_id) is True
     for _ in range(LOTE_SENDS - 1):
-        assert batch_lotes.lote_send(uuid.UUID(batch_id)) == "timeout"
+        assert batch_lotes.lote_send(batch_id) == "timeout"
 
     batch = DueChargeBatch.objects.get(pk=batch_id)
     assert (batch.lote_acquirer, batch.lote_abandoned_at, batch.lote_sent_at) == (None, lote_at, None)
@@ -189,7 +190,7 @@ def test_a_lote_never_answered_is_given_up_and_items_stored_elsewhere_withdraw_i
 
     # One by one now; the lote's acquirer refuses (or is open): the items go to the next.
     fake_psp.fail("cobv.put", *[Fault.UNAVAILABLE] * 3)
-    assert due_batch_process(batch_id) == 3
+    assert due_batch_process(str(batch_id)) == 3
     (task, (_, chunk)) = enqueued[-1]
     assert task == ITEMS_TASK
     with django_capture_on_commit_callbacks(execute=True):
