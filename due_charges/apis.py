@@ -18,7 +18,6 @@ from api.base import (
     VALIDATION_ERROR,
     AccountAPIView,
     ListingMixin,
-    business_errors,
     created,
     error_response,
     event_callbacks,
@@ -36,6 +35,7 @@ from due_charges import exceptions as due_err
 from due_charges.selectors import DueChargeFilterSet, due_charge_get, due_charges_of
 from due_charges.serializers import CSV_HEADER, DueChargeCreateSerializer, DueChargeSerializer
 from payments import exceptions as err
+from payments.apis import CHARGE_REFUSALS
 from payments.choices import ChargeSource
 from payments.due_charges import TERM_FIELDS, due_charge_create, due_terms_build
 from payments.due_payloads import DueChargeEventSerializer
@@ -109,18 +109,7 @@ class DueChargesApi(ListingMixin, AccountAPIView):
                     examples.DUE_CHARGE_CREATED,
                 )
             },
-            (
-                400,
-                business_errors(
-                    "The body is not a JSON object, or a business rule refused the charge.",
-                    {
-                        "Method not enabled": err.METHOD_NOT_ENABLED,
-                        "Amount above the maximum": err.AMOUNT_ABOVE_MAX,
-                        "Net of fees below the minimum": err.NET_BELOW_MIN,
-                        "Every acquirer failed": err.ALL_ACQUIRERS_FAILED,
-                    },
-                ),
-            ),
+            CHARGE_REFUSALS,
             (422, VALIDATION_ERROR),
             *IDEMPOTENCY_RESPONSES,
         ),

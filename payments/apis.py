@@ -61,6 +61,21 @@ BUYER_ADDRESS_FIELDS = (
 )
 
 
+#: The 400s of a charge's creation, immediate or with a due date (due_charges.apis).
+CHARGE_REFUSALS = (
+    400,
+    business_errors(
+        "The body is not a JSON object, or a business rule refused the charge.",
+        {
+            "Method not enabled": err.METHOD_NOT_ENABLED,
+            "Amount above the maximum": err.AMOUNT_ABOVE_MAX,
+            "Net of fees below the minimum": err.NET_BELOW_MIN,
+            "Every acquirer failed": err.ALL_ACQUIRERS_FAILED,
+        },
+    ),
+)
+
+
 # Swagger UI cannot fill a record's id in advance: the description says where one comes from.
 CHARGE_ID = uuid_path(
     "charge_id",
@@ -112,18 +127,7 @@ class ChargesApi(ListingMixin, AccountAPIView):
                     examples.CHARGE_CREATED,
                 )
             },
-            (
-                400,
-                business_errors(
-                    "The body is not a JSON object, or a business rule refused the charge.",
-                    {
-                        "Method not enabled": err.METHOD_NOT_ENABLED,
-                        "Amount above the maximum": err.AMOUNT_ABOVE_MAX,
-                        "Net of fees below the minimum": err.NET_BELOW_MIN,
-                        "Every acquirer failed": err.ALL_ACQUIRERS_FAILED,
-                    },
-                ),
-            ),
+            CHARGE_REFUSALS,
             (422, VALIDATION_ERROR),
             *IDEMPOTENCY_RESPONSES,
         ),
