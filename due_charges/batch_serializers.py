@@ -68,6 +68,8 @@ class BatchSerializer(serializers.ModelSerializer[DueChargeBatch]):
     class Meta:
         model = DueChargeBatch
         fields = ["id", "status", "description", "postback_url", "counts", "created_at", "finished_at"]
+        # The API documents itself in English; the models' help texts are the back office's pt-BR.
+        extra_kwargs = {"postback_url": {"help_text": "Where the batch's webhook goes once it is done."}}
 
     @extend_schema_field(BatchCountsSerializer)
     def get_counts(self, batch: DueChargeBatch) -> dict[str, int]:
@@ -83,6 +85,7 @@ class BatchItemSerializer(serializers.ModelSerializer[DueChargeBatchItem]):
     class Meta:
         model = DueChargeBatchItem
         fields = ["position", "status", "errors", "charge_id"]
+        extra_kwargs = {"position": {"help_text": "The item's index in the list sent, from 0."}}
 
     @extend_schema_field({"type": "string", "format": "uuid", "nullable": True})
     def get_charge_id(self, item: DueChargeBatchItem) -> str | None:
