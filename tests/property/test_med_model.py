@@ -158,14 +158,19 @@ class Model:
         charge = self.charges.get(inf.charge) if inf.charge else None
         if charge is None or not inf.holds_charge:
             return
-        share = min(returned, charge.liquid)
+        # One Pix is returned at most once in all: what the charge's other
+        # infractions debited (a later return while this one held it) counts.
+        others = sum(i.debited for i in self.infractions.values() if i is not inf and i.charge == inf.charge)
+        share = max(0, min(returned, charge.liquid - others))
         self.balance += inf.covered
         self.held -= inf.hold
         self.uncovered -= inf.hold - inf.covered
         self.balance -= share
         inf.debited = share
         charge.med_open = False
-        if share > 0:
+        if share > 0 or others > 0:
+            if others > 0:
+                event("closed after another infraction's return")
             charge.status = ChargeStatus.REFUNDED
         else:
             charge.status = ChargeStatus.PAID
@@ -177,7 +182,8 @@ class Model:
         charge = self.charges.get(inf.charge) if inf.charge else None
         if charge is None or not inf.holds_charge:
             return
-        share = min(returned, charge.liquid)
+        others = sum(i.debited for i in self.infractions.values() if i is not inf and i.charge == inf.charge)
+        share = max(inf.debited, min(returned, charge.liquid - others))
         if share > inf.debited:
             event("later return debited")
             self.balance -= share - inf.debited
