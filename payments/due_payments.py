@@ -15,7 +15,6 @@ from zoneinfo import ZoneInfo
 from django.utils import timezone
 
 from accounts.fees import cashin_fee
-from accounts.models import Account
 from core.exceptions import PixServiceError
 from payments.due_amounts import amount_due
 from payments.due_models import DueCharge
@@ -62,22 +61,23 @@ def due_payment_apply(
     is evidence of what the payer paid."""
     if paid_amount is None or paid_amount <= 0:
         raise PixServiceError("Pagamento de cobrança com vencimento sem valor pago: registre com a adquirente.")
-    due = DueCharge.objects.select_for_update().get(pk=charge.pk)
+    # Written only under the charge's lock (held by the caller): no lock of its own.
+    due = DueCharge.objects.get(pk=charge.pk)
     expected = amount_due(DueTerms.from_api(due.terms), on=day_in_brazil(paid_at)).final
     if expected != paid_amount:
         # The acquirer's calculation is the one the payer saw: credited as is.
         logger.warning("due charge %s paid %s where %s was due that day", charge.pk, paid_amount, expected)
-    account = Account.objects.get(pk=charge.account_id)
     charge.amount = paid_amount
     # The fee on what was paid, never all of it: creation refuses a charge
     # whose lowest amount would not cover its fee, but the acquirer's word
     # may still differ from ours, and every entry moves at least a centavo.
-    charge.platform_tax = min(cashin_fee(account, paid_amount), paid_amount - 1)
+    charge.platform_tax = min(cashin_fee(charge.account, paid_amount), paid_amount - 1)
     charge.liquid_amount = paid_amount - charge.platform_tax
     due.paid_amount = paid_amount
     due.paid_components = dict(components or {}) or {"original": paid_amount}
     due.expected_amount = expected
     due.save(update_fields=["paid_amount", "paid_components", "expected_amount"])
+    charge.due = due  # the webhook's payload reads it next, in this transaction: not read again
     return ["amount", "platform_tax", "liquid_amount"]
 
 
