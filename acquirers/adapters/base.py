@@ -34,6 +34,17 @@ from acquirers.adapters.records import ProviderListing as ProviderListing
 from acquirers.adapters.records import ProviderPixRecord as ProviderPixRecord
 from acquirers.adapters.records import ProviderRecordStatus as ProviderRecordStatus
 
+# Pix Automático (rec, solicrec, locrec, cobr).
+from acquirers.adapters.recurrence import CycleAttempt as CycleAttempt
+from acquirers.adapters.recurrence import CycleChargeRequest as CycleChargeRequest
+from acquirers.adapters.recurrence import CycleChargeState as CycleChargeState
+from acquirers.adapters.recurrence import PushRequest as PushRequest
+from acquirers.adapters.recurrence import PushSent as PushSent
+from acquirers.adapters.recurrence import RecurrenceCapability, RecurrenceMethods
+from acquirers.adapters.recurrence import RecurrenceCreated as RecurrenceCreated
+from acquirers.adapters.recurrence import RecurrenceRequest as RecurrenceRequest
+from acquirers.adapters.recurrence import RecurrenceState as RecurrenceState
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -244,7 +255,16 @@ NOTIFICATION_TOKEN_HEADER = "X-Pix-Service-Notification-Token"  # noqa: S105 - a
 
 #: An operation an adapter may or may not offer (``supports_<capability>``).
 Capability = Literal[
-    "charge", "payout", "refund", "cancel", "charge_status", "list_received", "list_sent", "infractions", DueCapability
+    "charge",
+    "payout",
+    "refund",
+    "cancel",
+    "charge_status",
+    "list_received",
+    "list_sent",
+    "infractions",
+    DueCapability,
+    RecurrenceCapability,
 ]
 #: What an adapter that claims a capability must implement.
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
@@ -258,10 +278,21 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     "infractions": ("list_infractions", "defend_infraction"),
     "due_charge": ("create_due_charge", "due_charge_status", "cancel_due_charge"),
     "due_charge_batch": ("create_due_charge_batch", "due_charge_batch_status"),
+    "recurrence": (
+        "create_recurrence",
+        "find_recurrence",
+        "recurrence_status",
+        "request_authorisation",
+        "cancel_recurrence",
+        "create_cycle_charge",
+        "cycle_charge_status",
+        "cancel_cycle_charge",
+        "retry_cycle_charge",
+    ),
 }
 
 
-class AcquirerAdapter(DueChargeMethods, abc.ABC):
+class AcquirerAdapter(DueChargeMethods, RecurrenceMethods, abc.ABC):
     """One provider's API. Instances are cheap; build one per use with
     :func:`acquirers.adapters.build`."""
 
