@@ -69,6 +69,18 @@ OPERATIONS: dict[str, Purpose] = {
     "due_charge_status": Purpose.RECONCILE,
     "cancel_due_charge": Purpose.RECONCILE,
     "due_charge_batch_status": Purpose.RECONCILE,
+    # Pix Automático: a recurrence is created as a charge is (the merchant's
+    # request waits on it); the push request, the cycles' cobr and every read
+    # or cancel are the beat's and workers' background work.
+    "create_recurrence": Purpose.CHARGE,
+    "find_recurrence": Purpose.RECONCILE,
+    "recurrence_status": Purpose.RECONCILE,
+    "request_authorisation": Purpose.RECONCILE,
+    "cancel_recurrence": Purpose.RECONCILE,
+    "create_cycle_charge": Purpose.RECONCILE,
+    "cycle_charge_status": Purpose.RECONCILE,
+    "cancel_cycle_charge": Purpose.RECONCILE,
+    "retry_cycle_charge": Purpose.RECONCILE,
 }
 
 _POOLS: dict[Purpose, Bulkhead] = {

@@ -42,7 +42,10 @@ from acquirers.adapters.base import (
     DueChargeRequest,
     DueChargeResult,
     InvalidResponse,
+    RecurrenceCreated,
+    RecurrenceRequest,
 )
+from acquirers.adapters.recurrence import JOURNEY_QR
 from acquirers.calls import Outcome
 from acquirers.models import Acquirer
 from core import metrics
@@ -51,11 +54,12 @@ logger = logging.getLogger(__name__)
 
 OPERATION = "create_charge"
 DUE_OPERATION = "create_due_charge"
+RECURRENCE_OPERATION = "create_recurrence"
 
 #: What a chain creates: an immediate charge or a due-date one (both have
 #: ``provider_charge_id`` and ``emv``).
-Created = ChargeResult | DueChargeResult
-R = TypeVar("R", ChargeResult, DueChargeResult)
+Created = ChargeResult | DueChargeResult | RecurrenceCreated
+R = TypeVar("R", ChargeResult, DueChargeResult, RecurrenceCreated)
 
 
 @dataclass(frozen=True)
@@ -69,17 +73,17 @@ class Attempt:
 
 
 @dataclass
-class ChainResult:
+class ChainResult(Generic[R]):
     attempts: list[Attempt] = field(default_factory=list)
     acquirer: Acquirer | None = None
-    result: Created | None = None
+    result: R | None = None
     #: Acquirers that may hold a live charge we will not use: they timed out,
     #: or answered with something we refuse (an invalid BR Code or answer).
     #: The caller asks them to cancel it.
     to_cancel: list[Acquirer] = field(default_factory=list)
 
 
-def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> ChainResult:
+def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> ChainResult[ChargeResult]:
     def usable(result: ChargeResult) -> None:
         brcode.check(result.emv, amount=request.amount)
         _check_storable(result)
@@ -87,7 +91,7 @@ def run_charge_chain(chain: Sequence[Acquirer], request: ChargeRequest) -> Chain
     return _run(chain, _Creation(OPERATION, lambda adapter: adapter.create_charge(request), usable))
 
 
-def run_due_charge_chain(chain: Sequence[Acquirer], request: DueChargeRequest) -> ChainResult:
+def run_due_charge_chain(chain: Sequence[Acquirer], request: DueChargeRequest) -> ChainResult[DueChargeResult]:
     """:func:`run_charge_chain` for a due-date charge (cobv): the same
     admission, probe, fallback and ``to_cancel``. Usable: a dynamic BR Code
     whose amount, when it carries one, is ``valor.original`` (the amount of
@@ -101,6 +105,27 @@ def run_due_charge_chain(chain: Sequence[Acquirer], request: DueChargeRequest) -
     return _run(chain, _Creation(DUE_OPERATION, lambda adapter: adapter.create_due_charge(request), usable))
 
 
+def run_recurrence_chain(chain: Sequence[Acquirer], request: RecurrenceRequest) -> ChainResult[RecurrenceCreated]:
+    """:func:`run_charge_chain` for a Pix Automático recurrence (``POST
+    /rec``): the same admission, probe, fallback and ``to_cancel`` (an
+    acquirer that timed out may hold a recurrence: the caller finds and
+    cancels it). Usable: an ``idRec`` that fits its column and, for the QR
+    journey, a code that parses as a BR Code (structure and CRC; its
+    recurrence's URL may sit in field 80, not 26, so no location is asked of
+    the code itself) and the location the payer's app reads.
+    Once created, the recurrence never moves: its cycles go to that acquirer only."""
+
+    def usable(result: RecurrenceCreated) -> None:
+        if not isinstance(result.id_rec, str) or not 1 <= len(result.id_rec) <= 35 or not result.id_rec.isalnum():
+            raise InvalidResponse(f"unusable idRec {str(result.id_rec)[:60]!r}")
+        if request.journey == JOURNEY_QR:
+            brcode.parse(result.emv)
+            if not result.location or len(result.location) > 255:
+                raise InvalidResponse("a recurrence's QR journey needs its location")
+
+    return _run(chain, _Creation(RECURRENCE_OPERATION, lambda adapter: adapter.create_recurrence(request), usable))
+
+
 @dataclass(frozen=True)
 class _Creation(Generic[R]):
     """One kind of charge as a chain creates it: the operation's name, the
@@ -111,8 +136,8 @@ class _Creation(Generic[R]):
     usable: Callable[[R], None]
 
 
-def _run(chain: Sequence[Acquirer], creation: _Creation[R]) -> ChainResult:
-    outcome = ChainResult()
+def _run(chain: Sequence[Acquirer], creation: _Creation[R]) -> ChainResult[R]:
+    outcome: ChainResult[R] = ChainResult()
     skipped: list[tuple[int, Acquirer, breaker.Gate]] = []
     for position, acquirer in enumerate(chain, start=1):
         gate = calls.admit(acquirer, creation.operation)
@@ -138,7 +163,7 @@ def _run(chain: Sequence[Acquirer], creation: _Creation[R]) -> ChainResult:
 
 
 def _try(
-    outcome: ChainResult, acquirer: Acquirer, position: int, creation: _Creation[R], *, decisive: bool, last: bool
+    outcome: ChainResult[R], acquirer: Acquirer, position: int, creation: _Creation[R], *, decisive: bool, last: bool
 ) -> bool:
     """One guarded call, recorded in ``outcome``; True if it took the charge."""
     operation = creation.operation
@@ -170,7 +195,7 @@ def _try(
 PROVIDER_CHARGE_ID_MAX_LENGTH = 100
 
 
-def _check_storable(result: Created) -> None:
+def _check_storable(result: ChargeResult | DueChargeResult) -> None:
     """What the charge row will hold must fit it: refused here, the charge is
     another acquirer's (and this one is asked to cancel), not a failed insert."""
     charge_id = result.provider_charge_id

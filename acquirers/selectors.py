@@ -97,6 +97,15 @@ def due_chain(account: Account, amount: int, override: Sequence[Acquirer] | None
     return [a for a in cashin_chain(account, amount, override) if a.adapter in creating]
 
 
+def recurrence_chain(account: Account, amount: int, override: Sequence[Acquirer] | None = None) -> list[Acquirer]:
+    """The acquirers to try for a Pix Automático recurrence whose cycles
+    charge up to ``amount``: :func:`cashin_chain`'s, keeping only those whose
+    adapter holds recurrences. Only the creation walks it: the recurrence's
+    cycles stay with the acquirer that took it."""
+    holding = set(adapters.adapter_names(supporting="recurrence"))
+    return [a for a in cashin_chain(account, amount, override) if a.adapter in holding]
+
+
 def _configured_cashin(account_id: uuid.UUID, slots: _Slots) -> tuple[Acquirer, ...]:
     configured = slots.get(AcquirerSlot.Purpose.CASHIN)
     if configured:

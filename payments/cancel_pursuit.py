@@ -19,6 +19,7 @@ from acquirers import calls
 from acquirers.adapters.base import AcquirerUnavailable, CancelResult, NotificationEvent
 from acquirers.calls import Outcome
 from payments.cancellation import State, retry_delay
+from payments.cycle_acquirer import cycle_paid_news, cycle_read, cycle_withdraw, is_recurring
 from payments.due_acquirer import can_read, due_paid_news, due_read, due_withdraw, is_due
 from payments.events import charge_event_apply
 from payments.models import Charge, ChargeCancellation
@@ -26,6 +27,7 @@ from payments.models import Charge, ChargeCancellation
 logger = logging.getLogger(__name__)
 
 STILL_ACTIVE = "A cobrança com vencimento segue ativa na adquirente após o pedido de remoção."
+CYCLE_STILL_ACTIVE = "A cobrança do Pix Automático segue ativa na adquirente após o pedido de cancelamento."
 
 
 def charge_cancel_pursue(*, charge_id: uuid.UUID | str, now: dt.datetime | None = None) -> str:
@@ -41,6 +43,10 @@ def charge_cancel_pursue(*, charge_id: uuid.UUID | str, now: dt.datetime | None 
         call = due_withdraw(charge)
         if call.outcome is Outcome.OK and call.result is None:
             call = replace(call, error=AcquirerUnavailable(STILL_ACTIVE))
+    elif is_recurring(charge):  # a cobr (Pix Automático): cancelled, answered with its status
+        call = cycle_withdraw(charge)
+        if call.outcome is Outcome.OK and call.result is None:
+            call = replace(call, error=AcquirerUnavailable(CYCLE_STILL_ACTIVE))
     else:
         call = calls.call(charge.acquirer, "cancel_charge", lambda adapter: adapter.cancel_charge(charge.txid))
     error = call.error_message or call.outcome
@@ -71,10 +77,13 @@ def _record_paid_there(charge: Charge) -> bool | str | None:
     late payment: the charge is cancelled here). True when done, an error
     text when the acquirer could not say, None when it cannot be asked."""
     due = is_due(charge)
-    if not can_read(charge.acquirer, due=due):
-        return None
     call: calls.Call[Any]
-    if due:  # a cobv's Pix carry what was paid and its parts (componentesValor)
+    if is_recurring(charge):  # a cobr: read back with the capability that created it
+        call = cycle_read(charge)
+        events = cycle_paid_news(call.result) if call.result is not None else []
+    elif not can_read(charge.acquirer, due=due):
+        return None
+    elif due:  # a cobv's Pix carry what was paid and its parts (componentesValor)
         call = due_read(charge)
         events = due_paid_news(call.result) if call.result is not None else []
     else:

@@ -24,6 +24,9 @@ class ChargeKind(models.TextChoices):
 
     IMMEDIATE = "immediate", "Imediata"
     DUE = "due", "Com vencimento"
+    #: A cycle of a Pix Automático recurrence (``cobr``; recurrences.models.Cycle):
+    #: settled by the payer's PSP on its due date, without the payer acting.
+    RECURRING = "recurring", "Pix Automático"
 
 
 class ChargeSource(models.TextChoices):

@@ -7,6 +7,7 @@ so that each Pix is credited the same way, with what was paid and its parts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from acquirers import adapters, calls
@@ -35,8 +36,11 @@ def is_due(charge: Charge) -> bool:
 def can_withdraw(charge: Charge) -> bool:
     """Whether the charge's adapter can be asked to withdraw it: ``cancel_charge``
     for an immediate charge, ``cancel_due_charge`` (the due_charge capability)
-    for a due-date one. Raises InvalidOptions for an adapter this process lacks."""
+    for a due-date one, ``cancel_cycle_charge`` for a Pix Automático cycle.
+    Raises InvalidOptions for an adapter this process lacks."""
     cls = adapters.adapter_class(charge.acquirer.adapter)
+    if charge.kind == ChargeKind.RECURRING:
+        return cls.supports("recurrence")
     return cls.supports("due_charge") if is_due(charge) else cls.supports_cancel
 
 
@@ -63,13 +67,19 @@ def due_paid_news(status: DueChargeStatus) -> list[Notification]:
     charge's Pix is read: acquirers.adapters.apipix.bacen), so a Pix gone
     back to its payer is never credited alone. Partial returns are not a
     state of a charge: reconciliation shows them to staff."""
+    return pix_news(status.txid, status.pix)
+
+
+def pix_news(txid: str, received: Sequence[DuePix]) -> list[Notification]:
+    """The Pix a charge read back received (a cobv's, a cobr's), as
+    :func:`due_paid_news` says."""
     news: list[Notification] = []
-    for pix in status.pix:
+    for pix in received:
         raw = due_pix_raw(pix)
         news.append(
             Notification(
                 event=NotificationEvent.CHARGE_PAID,
-                reference=status.txid,
+                reference=txid,
                 e2e_id=pix.e2e_id,
                 amount=pix.amount,
                 occurred_at=pix.paid_at,
@@ -80,7 +90,7 @@ def due_paid_news(status: DueChargeStatus) -> list[Notification]:
             news.append(
                 Notification(
                     event=NotificationEvent.CHARGE_REFUNDED,
-                    reference=status.txid,
+                    reference=txid,
                     e2e_id=pix.e2e_id,
                     amount=pix.returned,
                     occurred_at=pix.returned_at,

@@ -16,7 +16,7 @@ from typing import Any
 
 from accounts.fees import cashin_fee
 from accounts.models import Account, PaymentMethod
-from acquirers.adapters.base import DueChargeRequest
+from acquirers.adapters.base import DueChargeRequest, DueChargeResult
 from acquirers.chain import ChainResult, run_due_charge_chain
 from acquirers.selectors import due_chain
 from core.exceptions import ValidationFailed
@@ -145,7 +145,7 @@ def due_charge_rows(
     *,
     account: Account,
     request: DueChargeRequest,
-    outcome: ChainResult,
+    outcome: ChainResult[DueChargeResult],
     terms: DueTerms,
     debtor: Buyer,
     platform_tax: int,

@@ -27,6 +27,7 @@ from acquirers.selectors import acquirer_label, cashin_chain, selectable_acquire
 from core import metrics
 from core.sql import insert_together
 from payments import exceptions as err
+from payments import kinds
 from payments.cancellation import charge_cancellation_open
 from payments.choices import ChargeKind
 from payments.due_payloads import due_charge_payload
@@ -159,7 +160,7 @@ def charge_store(
     *,
     charge: Charge | None,
     account: Account,
-    outcome: ChainResult,
+    outcome: ChainResult[Any],
     txid: str,
     in_transaction: Callable[[Charge], None] | None = None,
     also: Sequence[Model] = (),
@@ -350,13 +351,19 @@ def charge_transition(
             )
         acquirer_id = charge.acquirer_id
         metrics.on_commit(lambda: metrics.CHARGE_STATUS_CHANGES.labels(acquirer_label(acquirer_id), to_status).inc())
-        due = charge.kind == ChargeKind.DUE
+        owned = kinds.event_of(charge)  # a product above payments (a Pix Automático cycle)
+        if owned is not None:
+            event_type, record_id, status, data = owned.event_type, owned.record_id, owned.status, owned.data
+        elif charge.kind == ChargeKind.DUE:
+            event_type, record_id, status, data = EventType.DUE_CHARGE, charge.pk, to_status, due_charge_payload(charge)
+        else:
+            event_type, record_id, status, data = EventType.TRANSACTION, charge.pk, to_status, charge_payload(charge)
         event_emit(
             account_id=charge.account_id,
-            event_type=EventType.DUE_CHARGE if due else EventType.TRANSACTION,
-            record_id=charge.pk,
-            status=to_status,
-            data=due_charge_payload(charge) if due else charge_payload(charge),
+            event_type=event_type,
+            record_id=record_id,
+            status=status,
+            data=data,
             postback_url=charge.postback_url,
         )
     return True

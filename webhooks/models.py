@@ -66,6 +66,9 @@ class EventType(models.TextChoices):
     # A due-date charge (payments.due_models) changed status; a batch of them finished.
     DUE_CHARGE = "due_charge", "Cobrança com vencimento"
     DUE_CHARGE_BATCH = "due_charge_batch", "Lote de cobranças com vencimento"
+    # Pix Automático (recurrences app): a recurrence's authorisation changed; a cycle changed.
+    RECURRENCE = "recurrence", "Recorrência (Pix Automático)"
+    RECURRENCE_CYCLE = "recurrence_cycle", "Ciclo de recorrência (Pix Automático)"
 
 
 class WebhookEvent(models.Model):

@@ -40,6 +40,26 @@ EVENT_STATUS_LABELS: dict[str, dict[str, str]] = {
         "returned": "Valor devolvido ao pagador",
     },
     "due_charge_batch": {"done": "Concluído"},
+    # Pix Automático (recurrences.models: RecurrenceStatus, the cycle's statuses).
+    "recurrence": {
+        "created": "Aguardando autorização",
+        "approved": "Autorizada",
+        "rejected": "Rejeitada",
+        "expired": "Expirada",
+        "cancelled": "Cancelada",
+    },
+    "recurrence_cycle": {
+        "scheduled": "Agendado",
+        "awaiting_amount": "Aguardando valor",
+        "active": "Ativo",
+        "retrying": "Em retentativa",
+        "paid": "Pago",
+        "failed": "Falhou",
+        "cancelled": "Cancelado",
+        "missed": "Perdido",
+        "refunded": "Estornado",
+        "chargeback": "Contestado",
+    },
 }
 
 

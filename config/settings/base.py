@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "withdrawals",
     "infractions",
     "due_charges",
+    "recurrences",
     "reconciliation",
     "webhooks",
     "provisioning",

@@ -24,7 +24,7 @@ LAYERS = [
     {"acquirers"},
     {"webhooks"},
     {"payments", "withdrawals"},
-    {"infractions", "due_charges"},
+    {"infractions", "due_charges", "recurrences"},
     {"reconciliation"},
     {"staff"},
     {"observability", "provisioning", "dev"},

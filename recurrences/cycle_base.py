@@ -1,0 +1,58 @@
+"""What the cycle modules share: the txid, the terms, the next due date,
+the cycle's webhook, and which cycles are open."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from payments.recurrence_schedule import due_date
+from payments.recurrence_terms import RecurrenceTerms
+from recurrences.models import Cycle, CycleStatus, Recurrence
+from recurrences.payloads import cycle_event
+from webhooks.services import event_emit
+
+#: Cycles the schedule still works on.
+OPEN = (CycleStatus.SCHEDULED, CycleStatus.AWAITING_AMOUNT, CycleStatus.ACTIVE, CycleStatus.RETRYING)
+
+
+def cycle_txid(recurrence_id: uuid.UUID, index: int) -> str:
+    """The cobr's txid: the recurrence's 32 hex digits and the index in base
+    36 on 3 (35 characters, API Pix's maximum): the same every time the
+    cycle is sent."""
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    tail = ""
+    n = index
+    for _ in range(3):
+        n, r = divmod(n, 36)
+        tail = digits[r] + tail
+    if n:
+        raise ValueError(f"cycle index {index} beyond the txid's room")
+    return recurrence_id.hex + tail
+
+
+def terms_of(recurrence: Recurrence) -> RecurrenceTerms:
+    return RecurrenceTerms.from_api(recurrence.terms)
+
+
+def next_due(recurrence: Recurrence, index: int) -> dt.date | None:
+    calendario = terms_of(recurrence).calendario
+    following = due_date(calendario, index + 1)
+    if calendario.data_final is not None and following > calendario.data_final:
+        return None
+    return following
+
+
+def cycle_changed(cycle: Cycle, recurrence: Recurrence) -> None:
+    """The cycle's webhook, in the caller's transaction."""
+    cycle.version += 1
+    Cycle.objects.filter(pk=cycle.pk).update(version=cycle.version)
+    event = cycle_event(cycle, recurrence)
+    event_emit(
+        account_id=recurrence.account_id,
+        event_type=event.event_type,
+        record_id=event.record_id,
+        status=event.status,
+        data=event.data,
+        postback_url=recurrence.postback_url,
+    )

@@ -1,0 +1,266 @@
+"""A recurrence's cycles: opened by the schedule inside their window, each
+charged once as a ``cobr`` at the recurrence's acquirer, retried within the
+policy, followed until paid, failed or cancelled.
+
+Never twice: a cycle is a row unique per (recurrence, index), opened under
+the recurrence's row lock (two beats: one waits, then finds it opened), and
+its txid is derived from both, so a send repeated after a killed worker or
+an unclear answer is the same idempotent ``PUT /cobr/{txid}``. The amount is
+frozen from the first send on. The money is the cycle's charge's
+(:class:`payments.models.Charge` of kind ``recurring``), created once the
+acquirer holds the cobr and moved by :mod:`payments.events` like any other.
+
+Dates are Brasília's (``today``), given by the caller: the beat passes the
+clock's, tests pass theirs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+
+from django.db import transaction
+
+from accounts.fees import cashin_fee
+from acquirers.adapters.base import CycleChargeRequest, CycleChargeState
+from acquirers.calls import Outcome
+from payments.choices import ChargeKind
+from payments.due_charges import expires_at_of
+from payments.models import Charge
+from payments.recurrence_schedule import RETRY_SPAN_DAYS, creation_window, due_date, settlement_date
+from recurrences import acquirer
+from recurrences import exceptions as err
+from recurrences.cycle_base import cycle_changed, cycle_txid, next_due, terms_of
+from recurrences.models import Cycle, CycleStatus, Recurrence, RecurrenceStatus
+from recurrences.outcomes import cycle_apply
+
+logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- opening
+
+
+def cycles_open(*, recurrence_id: uuid.UUID | str, today: dt.date) -> list[uuid.UUID]:
+    """Open the recurrence's cycles whose window has opened by ``today``,
+    each once; a window already closed (the beat was down, an approval came
+    late) opens the cycle as missed, for staff. Returns the cycles to send.
+    Skips a recurrence another process holds: it is opening them."""
+    with transaction.atomic():
+        recurrence = (
+            Recurrence.objects.select_for_update(skip_locked=True)
+            .filter(pk=recurrence_id, status=RecurrenceStatus.APPROVED, next_index__isnull=False)
+            .first()
+        )
+        if recurrence is None:
+            return []
+        terms = terms_of(recurrence)
+        calendario = terms.calendario
+        k = recurrence.next_index
+        assert k is not None  # filtered
+        opened: list[Cycle] = []
+        while True:
+            due = due_date(calendario, k)
+            if calendario.data_final is not None and due > calendario.data_final:
+                break
+            window = creation_window(due)
+            if window.opens > today:
+                break
+            missed = window.missed(today)
+            status = CycleStatus.MISSED if missed else CycleStatus.SCHEDULED
+            amount = terms.valor.valor_rec
+            if amount is None and not missed:
+                status = CycleStatus.AWAITING_AMOUNT
+            opened.append(
+                Cycle(
+                    recurrence=recurrence,
+                    index=k,
+                    due_date=due,
+                    amount=amount,
+                    status=status,
+                    txid=cycle_txid(recurrence.pk, k),
+                    failure_reason="Janela de envio perdida." if missed else "",
+                )
+            )
+            k += 1
+        if not opened:
+            return []
+        # A cycle the merchant gave an amount early exists already: it stands.
+        Cycle.objects.bulk_create(opened, ignore_conflicts=True)
+        recurrence.next_index = k
+        recurrence.save(update_fields=["next_index", "updated_at"])
+        stored = list(Cycle.objects.filter(recurrence=recurrence, index__in=[c.index for c in opened]))
+        for cycle in stored:
+            if (cycle.status == CycleStatus.MISSED and cycle.version == 0) or (
+                cycle.status == CycleStatus.AWAITING_AMOUNT and cycle.version == 0
+            ):
+                cycle_changed(cycle, recurrence)
+    return [c.pk for c in stored if c.status == CycleStatus.SCHEDULED and c.amount is not None]
+
+
+def cycle_amount_set(*, recurrence: Recurrence, index: int, amount: int, today: dt.date) -> Cycle:
+    """The merchant's amount for a variable cycle, until its window closes
+    and as long as no cobr was sent for it (the acquirer may hold that amount
+    from then on). A cycle not opened yet is opened with it."""
+    terms = terms_of(recurrence)
+    if terms.valor.fixed:
+        raise err.CycleAmountRefused(err.FIXED_AMOUNT)
+    top = terms.valor.valor_minimo_recebedor
+    if top is not None and amount > top:
+        raise err.CycleAmountRefused(err.AMOUNT_ABOVE_MAX)
+    calendario = terms.calendario
+    due = due_date(calendario, index)
+    if calendario.data_final is not None and due > calendario.data_final:
+        raise err.CycleAmountRefused(err.NOT_A_CYCLE)
+    if creation_window(due).missed(today):
+        raise err.CycleAmountRefused(err.AMOUNT_TOO_LATE)
+    with transaction.atomic():
+        locked = Recurrence.objects.select_for_update().get(pk=recurrence.pk)
+        if locked.status != RecurrenceStatus.APPROVED and locked.status != RecurrenceStatus.CREATED:
+            raise err.RecurrenceEnded()
+        if locked.next_index is not None and index < locked.next_index:
+            cycle = Cycle.objects.select_for_update().filter(recurrence=locked, index=index).first()
+            if cycle is None:
+                raise err.CycleAmountRefused(err.NOT_A_CYCLE)
+        else:
+            cycle, _ = Cycle.objects.get_or_create(
+                recurrence=locked,
+                index=index,
+                defaults={"due_date": due, "txid": cycle_txid(locked.pk, index), "status": CycleStatus.AWAITING_AMOUNT},
+            )
+            cycle = Cycle.objects.select_for_update().get(pk=cycle.pk)
+        if cycle.sends or cycle.status not in (CycleStatus.SCHEDULED, CycleStatus.AWAITING_AMOUNT):
+            raise err.CycleAmountRefused(err.AMOUNT_TOO_LATE)
+        cycle.amount = amount
+        cycle.status = CycleStatus.SCHEDULED
+        cycle.save(update_fields=["amount", "status", "updated_at"])
+        cycle_changed(cycle, locked)
+    return cycle
+
+
+# --------------------------------------------------------------------------- sending
+
+
+def cycle_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> str:
+    """Send the cycle's cobr (``PUT /cobr/{txid}``) if it is due to be sent
+    today, and store its charge once the acquirer holds it. Returns the
+    cycle's status afterwards. An unclear answer leaves it scheduled: the
+    next tick sends the same txid again, or, its window closed, reads it."""
+    with transaction.atomic():
+        cycle = Cycle.objects.select_for_update().select_related("recurrence__acquirer").get(pk=cycle_id)
+        recurrence = cycle.recurrence
+        if cycle.status != CycleStatus.SCHEDULED or cycle.amount is None:
+            return str(cycle.status)
+        if recurrence.status != RecurrenceStatus.APPROVED:
+            return str(cycle.status)
+        window = creation_window(cycle.due_date)
+        if window.opens > today:
+            return str(cycle.status)
+        late = window.missed(today)
+        if late and cycle.sends == 0:
+            return _miss(cycle, recurrence, "Janela de envio perdida.")
+        if not late:
+            # Counted before the call: from the first send on, the amount is frozen.
+            cycle.sends += 1
+            cycle.save(update_fields=["sends", "updated_at"])
+    request = CycleChargeRequest(
+        txid=cycle.txid,
+        id_rec=recurrence.id_rec,
+        due_date=cycle.due_date,
+        amount=cycle.amount,
+        description=(terms_of(recurrence).vinculo.objeto or "")[:140],
+    )
+    # Past the window only a read: the PSP would refuse a new PUT, but may hold the unclear one.
+    call = (
+        acquirer.read_cycle(recurrence.acquirer, cycle.txid)
+        if late
+        else acquirer.create_cycle(recurrence.acquirer, request)
+    )
+    if call.result is not None:
+        return _store_charge(cycle.pk, call.result)
+    if call.outcome is Outcome.DECLINED and not late:
+        return _fail_unsent(cycle.pk, f"Recusada pela adquirente: {call.error_message}")
+    if late:
+        if call.outcome is not Outcome.DECLINED and call.outcome not in (Outcome.UNAVAILABLE,):
+            return str(CycleStatus.SCHEDULED)  # unclear: read again next tick
+        # Not found there (or refused): it was never created.
+        with transaction.atomic():
+            locked = Cycle.objects.select_for_update().select_related("recurrence").get(pk=cycle.pk)
+            if locked.status != CycleStatus.SCHEDULED:
+                return str(locked.status)
+            return _miss(locked, locked.recurrence, "Janela de envio perdida (envio sem resposta clara).")
+    logger.info("cycle %s: cobr send unclear (%s): sent again next tick", cycle.pk, call.outcome)
+    return str(CycleStatus.SCHEDULED)
+
+
+def _store_charge(cycle_id: uuid.UUID, state: CycleChargeState) -> str:
+    """The acquirer holds the cobr: the cycle's charge is stored (once), then
+    what the cobr already says is applied (paid, refused)."""
+    with transaction.atomic():
+        cycle = Cycle.objects.select_for_update().select_related("recurrence__account").get(pk=cycle_id)
+        recurrence = cycle.recurrence
+        if cycle.charge_id is None:
+            if state.amount != cycle.amount:
+                logger.error("cycle %s: the acquirer holds %s, we sent %s", cycle.pk, state.amount, cycle.amount)
+            assert cycle.amount is not None
+            account = recurrence.account
+            fee = cashin_fee(account, cycle.amount)
+            terms = terms_of(recurrence)
+            charge = Charge.objects.create(
+                account=account,
+                kind=ChargeKind.RECURRING,
+                amount=cycle.amount,
+                platform_tax=fee,
+                liquid_amount=cycle.amount - fee,
+                txid=cycle.txid,
+                emv="",
+                acquirer_id=recurrence.acquirer_id,
+                provider_charge_id=cycle.txid,
+                buyer_name=terms.vinculo.devedor.nome[:255],
+                buyer_document=recurrence.debtor_document,
+                buyer_phone="",
+                postback_url=recurrence.postback_url,
+                metadata={"recurrence_id": str(recurrence.pk), "cycle": cycle.index},
+                expires_at=expires_at_of(_last_settlement_day(recurrence, cycle)),
+            )
+            cycle.charge = charge
+            if cycle.status == CycleStatus.SCHEDULED:
+                cycle.status = CycleStatus.ACTIVE
+            cycle.save(update_fields=["charge", "status", "updated_at"])
+            cycle_changed(cycle, recurrence)
+    cycle_apply(cycle_id=cycle_id, state=state, today=None)
+    return str(Cycle.objects.values_list("status", flat=True).get(pk=cycle_id))
+
+
+def _last_settlement_day(recurrence: Recurrence, cycle: Cycle) -> dt.date:
+    """The last day the cycle may settle: the first attempt's day, or with
+    retries the last day the policy allows one."""
+    first = settlement_date(cycle.due_date)
+    if not terms_of(recurrence).politica_retentativa.allows_retries:
+        return first
+    last = cycle.due_date + dt.timedelta(days=RETRY_SPAN_DAYS)
+    following = next_due(recurrence, cycle.index)
+    if following is not None:
+        last = min(last, following - dt.timedelta(days=1))
+    return max(first, last)
+
+
+def _fail_unsent(cycle_id: uuid.UUID, reason: str) -> str:
+    with transaction.atomic():
+        cycle = Cycle.objects.select_for_update().select_related("recurrence").get(pk=cycle_id)
+        if cycle.status != CycleStatus.SCHEDULED:
+            return str(cycle.status)
+        cycle.status = CycleStatus.FAILED
+        cycle.failure_reason = reason[:500]
+        cycle.save(update_fields=["status", "failure_reason", "updated_at"])
+        cycle_changed(cycle, cycle.recurrence)
+    return str(CycleStatus.FAILED)
+
+
+def _miss(cycle: Cycle, recurrence: Recurrence, reason: str) -> str:
+    """In the caller's transaction, the cycle locked."""
+    cycle.status = CycleStatus.MISSED
+    cycle.failure_reason = reason
+    cycle.save(update_fields=["status", "failure_reason", "updated_at"])
+    cycle_changed(cycle, recurrence)
+    return str(CycleStatus.MISSED)
