@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from payments.recurrence_schedule import due_date
+from payments.recurrence_schedule import creation_window, due_date
 from payments.recurrence_terms import RecurrenceTerms
 from recurrences.models import Cycle, CycleStatus, Recurrence
 from recurrences.payloads import cycle_event
@@ -56,3 +56,12 @@ def cycle_changed(cycle: Cycle, recurrence: Recurrence) -> None:
         data=event.data,
         postback_url=recurrence.postback_url,
     )
+
+
+def opens_on(recurrence: Recurrence, index: int) -> dt.date | None:
+    """The day cycle ``index``'s window opens; None past the recurrence's end."""
+    calendario = terms_of(recurrence).calendario
+    due = due_date(calendario, index)
+    if calendario.data_final is not None and due > calendario.data_final:
+        return None
+    return creation_window(due).opens

@@ -25,17 +25,27 @@ from django.db import transaction
 from accounts.fees import cashin_fee
 from acquirers.adapters.base import CycleChargeRequest, CycleChargeState
 from acquirers.calls import Outcome
+from core import dispatch
 from payments.choices import ChargeKind
 from payments.due_charges import expires_at_of
 from payments.models import Charge
-from payments.recurrence_schedule import RETRY_SPAN_DAYS, creation_window, due_date, settlement_date
+from payments.recurrence_schedule import (
+    MIN_LEAD_DAYS,
+    RETRY_SPAN_DAYS,
+    creation_window,
+    due_date,
+    settlement_date,
+)
 from recurrences import acquirer
 from recurrences import exceptions as err
-from recurrences.cycle_base import cycle_changed, cycle_txid, next_due, terms_of
+from recurrences.cycle_base import cycle_changed, cycle_txid, next_due, opens_on, terms_of
 from recurrences.models import Cycle, CycleStatus, Recurrence, RecurrenceStatus
 from recurrences.outcomes import cycle_apply
 
 logger = logging.getLogger(__name__)
+
+#: The task that sends one cycle (recurrences.tasks), handed work by name.
+SEND_CYCLE = "recurrences.tasks.send_cycle"
 
 
 # --------------------------------------------------------------------------- opening
@@ -88,7 +98,8 @@ def cycles_open(*, recurrence_id: uuid.UUID | str, today: dt.date) -> list[uuid.
         # A cycle the merchant gave an amount early exists already: it stands.
         Cycle.objects.bulk_create(opened, ignore_conflicts=True)
         recurrence.next_index = k
-        recurrence.save(update_fields=["next_index", "updated_at"])
+        recurrence.next_open_on = opens_on(recurrence, k)
+        recurrence.save(update_fields=["next_index", "next_open_on", "updated_at"])
         stored = list(Cycle.objects.filter(recurrence=recurrence, index__in=[c.index for c in opened]))
         for cycle in stored:
             if (cycle.status == CycleStatus.MISSED and cycle.version == 0) or (
@@ -96,6 +107,23 @@ def cycles_open(*, recurrence_id: uuid.UUID | str, today: dt.date) -> list[uuid.
             ):
                 cycle_changed(cycle, recurrence)
     return [c.pk for c in stored if c.status == CycleStatus.SCHEDULED and c.amount is not None]
+
+
+def cycles_miss_unpriced(*, today: dt.date) -> int:
+    """Variable cycles whose window closed without the merchant's amount:
+    missed, for the merchant and staff to see (nothing was sent)."""
+    closed_before = today + dt.timedelta(days=MIN_LEAD_DAYS)  # closes = due - 2 < today
+    missed = 0
+    for cycle_id in Cycle.objects.filter(status=CycleStatus.AWAITING_AMOUNT, due_date__lt=closed_before).values_list(
+        "pk", flat=True
+    )[:500]:
+        with transaction.atomic():
+            cycle = Cycle.objects.select_for_update().select_related("recurrence").filter(pk=cycle_id).first()
+            if cycle is None or cycle.status != CycleStatus.AWAITING_AMOUNT:
+                continue
+            _miss(cycle, cycle.recurrence, "O valor do ciclo não foi informado a tempo.")
+            missed += 1
+    return missed
 
 
 def cycle_amount_set(*, recurrence: Recurrence, index: int, amount: int, today: dt.date) -> Cycle:
@@ -135,6 +163,9 @@ def cycle_amount_set(*, recurrence: Recurrence, index: int, amount: int, today: 
         cycle.status = CycleStatus.SCHEDULED
         cycle.save(update_fields=["amount", "status", "updated_at"])
         cycle_changed(cycle, locked)
+        if creation_window(due).contains(today):
+            # Its window is open (it may close before the next round): sent now.
+            transaction.on_commit(lambda: dispatch.enqueue(SEND_CYCLE, str(cycle.pk), left_to="the recurrences tick"))
     return cycle
 
 

@@ -107,6 +107,8 @@ class Recurrence(models.Model):
     # on approval to the first cycle still chargeable, advanced under the
     # recurrence's lock, so each cycle is considered once.
     next_index = models.PositiveIntegerField("próximo ciclo a abrir", null=True, blank=True)
+    # The day that cycle's window opens: the beat looks only at recurrences whose day has come.
+    next_open_on = models.DateField("próxima abertura de ciclo em", null=True, blank=True)
     # Cancelled here, not yet confirmed by the acquirer (PATCH /rec asked until it answers).
     cancel_pending = models.BooleanField("cancelamento a confirmar na adquirente", default=False)
     # Bumped by every status change: names the webhook event of each.
@@ -130,6 +132,7 @@ class Recurrence(models.Model):
                 name="rec_live_synced",
                 condition=models.Q(status__in=["created", "approved"]),
             ),
+            models.Index(fields=["next_open_on"], name="rec_next_open", condition=models.Q(status="approved")),
         ]
         constraints = [
             models.UniqueConstraint(

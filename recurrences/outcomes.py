@@ -39,12 +39,13 @@ COBR_CANCELLED = "CANCELADA"
 MONEY_MOVED = (ChargeStatus.PAID, ChargeStatus.REFUNDED, ChargeStatus.CHARGEBACK)
 
 
-def cycle_sync(*, cycle_id: uuid.UUID | str, today: dt.date) -> str:
-    """Read the cycle's cobr and apply it. An unclear read changes nothing."""
+def cycle_sync(*, cycle_id: uuid.UUID | str, today: dt.date, now: dt.datetime | None = None) -> str:
+    """Read the cycle's cobr and apply it, then send a retry it waits on. An
+    unclear read changes nothing."""
     cycle = Cycle.objects.select_related("recurrence__acquirer").get(pk=cycle_id)
     if cycle.status not in (CycleStatus.ACTIVE, CycleStatus.RETRYING):
         return str(cycle.status)
-    Cycle.objects.filter(pk=cycle.pk).update(synced_at=timezone.now())
+    Cycle.objects.filter(pk=cycle.pk).update(synced_at=now or timezone.now())
     call = acquirer.read_cycle(cycle.recurrence.acquirer, cycle.txid)
     if call.result is None:
         return str(cycle.status)

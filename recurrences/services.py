@@ -34,6 +34,7 @@ from payments.recurrence_schedule import creation_window, due_date
 from payments.recurrence_terms import InvalidRecurrenceTerms, RecurrenceTerms
 from payments.services import MAX_AMOUNT, MIN_NET_AMOUNT
 from recurrences import exceptions as err
+from recurrences.cycle_base import opens_on
 from recurrences.models import RECURRENCE_ENDED, CancelledBy, Journey, Recurrence, RecurrenceStatus
 from recurrences.outcomes import cycles_stop
 from recurrences.payloads import recurrence_event
@@ -263,7 +264,8 @@ def _move(recurrence: Recurrence, new: str, moment: dt.datetime, *, reason: str,
     if new == RecurrenceStatus.APPROVED:
         recurrence.approved_at = moment
         recurrence.next_index = first_chargeable_index(recurrence, day_in_brazil(moment))
-        fields += ["approved_at", "next_index"]
+        recurrence.next_open_on = opens_on(recurrence, recurrence.next_index)
+        fields += ["approved_at", "next_index", "next_open_on"]
     if new in RECURRENCE_ENDED:
         recurrence.ended_at = moment
         fields.append("ended_at")

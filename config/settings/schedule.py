@@ -16,6 +16,9 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Cancels at acquirers and returns of late payments whose task was lost (payments.cancellation, late_payments).
     "sweep-charge-cancels": {"task": "payments.tasks.sweep_charge_cancels", "schedule": 60.0},
     "sweep-late-payment-returns": {"task": "payments.tasks.sweep_late_payment_returns", "schedule": 60.0},
+    # Pix Automático (recurrences.schedule): authorisations read back, cycles opened in their
+    # window, sent, followed and retried. Every 5 minutes: the windows are days long.
+    "recurrences-tick": {"task": "recurrences.tasks.tick", "schedule": 300.0},
     # Each acquirer's listings of yesterday (America/Sao_Paulo) against our records, daily at
     # 04:30 local (07:30 UTC): late enough for the acquirers to have closed the day.
     "reconcile-acquirers": {
