@@ -18,7 +18,7 @@ import pytest
 from django.utils import timezone
 
 from acquirers import adapters, brcode, calls
-from acquirers.adapters import sandbox_recurrence
+from acquirers.adapters import sandbox_rec_records
 from acquirers.adapters.base import (
     AcquirerDeclined,
     AcquirerUnavailable,
@@ -122,7 +122,7 @@ def received(adapter: SandboxAdapter) -> list[tuple[str, int, str | None]]:
 def test_the_sandbox_claims_the_capability_with_every_method() -> None:
     assert SandboxAdapter.supports("recurrence")
     assert SandboxAdapter.missing_methods() == []
-    assert sandbox_recurrence.RECEIVER_ISPB == SANDBOX_ISPB
+    assert sandbox_rec_records.RECEIVER_ISPB == SANDBOX_ISPB
 
 
 # ---------------------------------------------------------------- recurrences
