@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import yaml
 
 from acquirers import adapters, brcode
 from acquirers.adapters.apipix.bacen import DEFAULT_SCOPES, BacenPixAdapter
@@ -20,6 +19,7 @@ from acquirers.adapters.apipix.rec import REC_SCOPES, check_rec_code, cycle_stat
 from acquirers.adapters.base import (
     AcquirerDeclined,
     AcquirerTimeout,
+    AcquirerUnavailable,
     CycleChargeRequest,
     InvalidOptions,
     InvalidResponse,
@@ -29,7 +29,7 @@ from acquirers.adapters.base import (
 from acquirers.adapters.recurrence import JOURNEY_PUSH, JOURNEY_QR
 from acquirers.models import Acquirer
 from tests.acquirers.conftest import bacen_options, warm_up
-from tests.acquirers.fake_psp import SPEC_PATH, FakePsp, Fault, schema_errors
+from tests.acquirers.fake_psp import FakePsp, Fault, schema_errors, spec_document
 from tests.acquirers.fake_psp_rec import (
     PAYER_ISPB,
     approve_rec,
@@ -268,8 +268,35 @@ def test_an_unknown_recurrence_is_not_found(fake_psp: FakePsp, adapter: BacenPix
         adapter.cancel_recurrence("RR1234567820240115abcdefghijk")
 
 
+def test_psp_failures_map_as_for_every_api_pix_call(fake_psp: FakePsp, adapter: BacenPixAdapter) -> None:
+    fake_psp.fail("rec.post", Fault.UNAVAILABLE)
+    with pytest.raises(AcquirerUnavailable):
+        adapter.create_recurrence(rec_request(JOURNEY_PUSH))
+    assert len(fake_psp.calls_of("rec.post")) == 1  # a POST is never repeated by the client
+    assert fake_psp.recs == {}
+
+    id_rec = approved(fake_psp, adapter)
+    request = cycle_request(id_rec)
+    adapter.create_cycle_charge(request)
+    fake_psp.fail("cobr.get", Fault.GARBAGE)
+    with pytest.raises(InvalidResponse):
+        adapter.cycle_charge_status(request.txid)
+    fake_psp.fail("solicrec.post", Fault.FORBIDDEN)  # a scope the PSP did not grant
+    with pytest.raises(AcquirerDeclined):
+        adapter.request_authorisation(
+            PushRequest(
+                id_rec=id_rec,
+                expires_at=dt.datetime(2031, 1, 5, tzinfo=dt.UTC),
+                payer_document=DEBTOR,
+                payer_ispb=PAYER_ISPB,
+                payer_branch="",
+                payer_account="550689",
+            )
+        )
+
+
 def test_the_standards_own_qr_code_is_checked_against_its_location() -> None:
-    examples = yaml.safe_load(SPEC_PATH.read_text())["components"]["examples"]
+    examples = spec_document()["components"]["examples"]  # read only: the document is cached
     rec = examples["recResponse3"]["value"]
     check_rec_code(rec["dadosQR"]["pixCopiaECola"], rec["loc"]["location"])
     with pytest.raises(InvalidResponse):
@@ -279,7 +306,7 @@ def test_the_standards_own_qr_code_is_checked_against_its_location() -> None:
 
 
 def test_the_standards_own_example_answers_are_read() -> None:
-    examples = yaml.safe_load(SPEC_PATH.read_text())["components"]["examples"]
+    examples = spec_document()["components"]["examples"]  # read only: the document is cached
     cancelled = recurrence_state(examples["recResponse5"]["value"], "RR1026652320240821lab77511abf")
     assert (cancelled.status, cancelled.journey, cancelled.payer_ispb, cancelled.cancelled_by) == (
         "CANCELADA",
