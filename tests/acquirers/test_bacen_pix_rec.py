@@ -113,6 +113,7 @@ def test_bacen_pix_offers_recurrences_and_validates_the_receiving_account(fake_p
     for wrong in (
         {"receiver_account": "0126-82"},
         {"receiver_account": "1" * 21},
+        {"receiver_account": "01268X"},
         {"receiver_account": "012682", "receiver_account_type": "SALARIO"},
         {"receiver_account": "012682", "receiver_branch": "12345"},
         {"receiver_branch": "9708"},

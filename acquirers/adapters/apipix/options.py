@@ -192,7 +192,7 @@ RECEIVER_ACCOUNT_OPTIONS = ("receiver_account", "receiver_account_type", "receiv
 
 
 def clean_receiver_account(options: Mapping[str, Any]) -> dict[str, str]:
-    """Options ``receiver_account`` (``conta``, at most 20 characters),
+    """Options ``receiver_account`` (``conta``, 1-20 digits),
     ``receiver_account_type`` (``tipoConta``: CORRENTE, the default, POUPANCA
     or PAGAMENTO) and ``receiver_branch`` (``agencia``, at most 4, optional):
     the receiving account a Pix Automático cycle (``cobr``) names in its
@@ -205,8 +205,9 @@ def clean_receiver_account(options: Mapping[str, Any]) -> dict[str, str]:
         if kind or branch:
             raise InvalidOptions("receiver_account_type and receiver_branch need receiver_account")
         return {}
-    if not isinstance(account, str) or not account.isascii() or not account.isalnum() or len(account) > 20:
-        raise InvalidOptions("receiver_account must be the account number (1-20 letters or digits)")
+    # Digits only, check digit included, as the DICT and the SPI write an account number.
+    if not isinstance(account, str) or not account.isascii() or not account.isdigit() or len(account) > 20:
+        raise InvalidOptions("receiver_account must be the account number (1-20 digits, check digit included)")
     clean = {"receiver_account": account, "receiver_account_type": kind or "CORRENTE"}
     if clean["receiver_account_type"] not in ACCOUNT_TYPES:
         raise InvalidOptions(f"receiver_account_type must be one of {', '.join(ACCOUNT_TYPES)}")

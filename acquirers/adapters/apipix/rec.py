@@ -118,7 +118,7 @@ class BacenRecMixin:
             location = loc["location"]
         created = client.request("POST", "/rec", json_body=body, idempotent=False).data
         state = recurrence_state(created, None)
-        if _contract(created) != contract or state.status != "CRIADA":
+        if _contract(created, strict=False) != contract or state.status != "CRIADA":
             raise InvalidResponse(f"rec {state.id_rec}: not the CRIADA recurrence of contract {contract!r}")
         if request.journey == JOURNEY_PUSH:
             return RecurrenceCreated(id_rec=state.id_rec, status=state.status)
