@@ -215,7 +215,7 @@ class Fault(enum.StrEnum):
     FORBIDDEN = "forbidden"  # 403 AcessoNegado
     UNAUTHORIZED = "unauthorized"  # 401: the token was revoked
     GARBAGE = "garbage"  # a 2xx that is not JSON
-    INVALID_EMV = "invalid_emv"  # cob.put: creates the charge, answers a BR Code with a broken CRC
+    INVALID_EMV = "invalid_emv"  # cob.put, rec.get: answers a BR Code with a broken CRC (cob.put creates it first)
     LOST_ANSWER = "lost_answer"  # act, then 500 (the answer is lost on the way)
     RESET = "reset"  # close the connection without an answer
     DRIP = "drip"  # act, then answer one header byte every ``FakePsp.drip_interval`` until the client hangs up

@@ -163,7 +163,10 @@ class RecHandlerMixin:
                 return _not_found("Recorrência")
             answer = _copy(rec)
             if "loc" in rec:
-                answer["dadosQR"] = {"jornada": "JORNADA_2", "pixCopiaECola": rec_code(rec["loc"]["location"])}
+                code = rec_code(rec["loc"]["location"])
+                if fault == "invalid_emv":  # Fault.INVALID_EMV: a code whose CRC is broken
+                    code = code[:-4] + ("0000" if code[-4:] != "0000" else "FFFF")
+                answer["dadosQR"] = {"jornada": "JORNADA_2", "pixCopiaECola": code}
             return 200, answer
 
     def _rec_patch(self, request: Any, body: dict[str, Any], fault: Any) -> tuple[int, Any]:

@@ -153,6 +153,15 @@ def test_the_qr_journey_makes_the_location_first_and_reads_the_code(
     assert "54" not in brcode.parse(created.emv).fields  # no amount: the terms are the payload's
 
 
+def test_a_qr_code_that_is_not_a_valid_br_code_is_refused(fake_psp: FakePsp, adapter: BacenPixAdapter) -> None:
+    fake_psp.fail("rec.get", Fault.INVALID_EMV)
+    with pytest.raises(InvalidResponse, match="CRC"):
+        adapter.create_recurrence(rec_request(JOURNEY_QR))
+    # The recurrence exists there: the caller settles it (find_recurrence), it never POSTs again.
+    (rec,) = fake_psp.recs.values()
+    assert rec["status"] == "CRIADA"
+
+
 def test_the_push_journey_posts_the_rec_then_the_solicrec(fake_psp: FakePsp, adapter: BacenPixAdapter) -> None:
     created = adapter.create_recurrence(rec_request(JOURNEY_PUSH))
     assert (created.location, created.emv) == ("", "")
