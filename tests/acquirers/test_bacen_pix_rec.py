@@ -15,7 +15,7 @@ import pytest
 from acquirers import adapters, brcode
 from acquirers.adapters.apipix.bacen import DEFAULT_SCOPES, BacenPixAdapter
 from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
-from acquirers.adapters.apipix.rec import REC_SCOPES, check_rec_code, cycle_state, recurrence_state
+from acquirers.adapters.apipix.rec_records import REC_SCOPES, check_rec_code, cycle_state, recurrence_state
 from acquirers.adapters.base import (
     AcquirerDeclined,
     AcquirerTimeout,
