@@ -70,7 +70,7 @@ def cycle_apply(*, cycle_id: uuid.UUID | str, state: CycleChargeState, today: dt
             except PixServiceError:
                 logger.warning("cycle %s: the Pix %s could not be applied", cycle.pk, news.e2e_id, exc_info=True)
         with transaction.atomic():
-            locked = Cycle.objects.select_for_update().select_related("recurrence", "charge").get(pk=cycle.pk)
+            locked = Cycle.objects.select_for_update(of=("self",)).select_related("recurrence", "charge").get(pk=cycle.pk)
             credited = locked.charge is not None and locked.charge.status in MONEY_MOVED
             if locked.status in (CycleStatus.ACTIVE, CycleStatus.RETRYING) and credited:
                 locked.status = CycleStatus.PAID
@@ -98,7 +98,7 @@ def _rejected(cycle_id: uuid.UUID, state: CycleChargeState, reason: str, today: 
     """The latest attempt was refused: a retry on the policy's next day, or the cycle fails."""
     day = today or timezone.localdate()
     with transaction.atomic():
-        cycle = Cycle.objects.select_for_update().select_related("recurrence").get(pk=cycle_id)
+        cycle = Cycle.objects.select_for_update(of=("self",)).select_related("recurrence").get(pk=cycle_id)
         if cycle.status not in (CycleStatus.ACTIVE, CycleStatus.RETRYING):
             return
         if cycle.status == CycleStatus.RETRYING and cycle.next_retry_on not in {a.settles_on for a in state.attempts}:
@@ -157,7 +157,7 @@ def _end(cycle_id: uuid.UUID, status: str, reason: str) -> None:
     """The cycle ends unpaid: its charge is cancelled (the acquirer asked to
     cancel the cobr until it answers: ``payments.cancellation``)."""
     with transaction.atomic():
-        cycle = Cycle.objects.select_for_update().select_related("recurrence").get(pk=cycle_id)
+        cycle = Cycle.objects.select_for_update(of=("self",)).select_related("recurrence").get(pk=cycle_id)
         if cycle.status in CYCLE_ENDED:
             return
         cycle.status = status
