@@ -107,7 +107,9 @@ def settle(cycle: Cycle, *, on: dt.date, paid: bool) -> None:
 
 def apply_now(cycle: Cycle, today: dt.date) -> None:
     """Apply what the sandbox holds of the cycle's cobr at once (a notification would)."""
-    cycle_apply(cycle_id=cycle.pk, state=sandbox(cycle.recurrence.acquirer).cycle_charge_status(cycle.txid), today=today)
+    cycle_apply(
+        cycle_id=cycle.pk, state=sandbox(cycle.recurrence.acquirer).cycle_charge_status(cycle.txid), today=today
+    )
 
 
 def assert_ledger_is_balance(account: Account) -> None:

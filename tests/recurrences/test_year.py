@@ -73,9 +73,7 @@ def _run_day(day: dt.date, plan: dict[str, list[bool]]) -> None:
     recurrences_tick(now=noon(day, 13))
 
 
-def test_a_year_of_monthly_cycles_with_one_retry_and_a_payer_cancellation(
-    account: Account, acquirer: Acquirer
-) -> None:
+def test_a_year_of_monthly_cycles_with_one_retry_and_a_payer_cancellation(account: Account, acquirer: Acquirer) -> None:
     qr = recurrence_create(account=account, terms=terms(first_due=FIRST_DUE), journey=Journey.QR, now=noon(START))
     push = recurrence_create(
         account=account,
@@ -84,7 +82,9 @@ def test_a_year_of_monthly_cycles_with_one_retry_and_a_payer_cancellation(
         payer_bank=PayerBank(ispb=PAYER_ISPB, branch="0001", account="123456"),
         now=noon(START),
     )
-    assert qr.emv and qr.location and qr.status == RecurrenceStatus.CREATED
+    assert qr.emv
+    assert qr.location
+    assert qr.status == RecurrenceStatus.CREATED
     assert qr.acquirer_id == acquirer.pk
 
     # The push request reaches the payer's bank (the round sends it), then both payers authorise.
@@ -114,7 +114,8 @@ def test_a_year_of_monthly_cycles_with_one_retry_and_a_payer_cancellation(
 
     qr.refresh_from_db()
     push.refresh_from_db()
-    assert push.status == RecurrenceStatus.CANCELLED and push.cancelled_by == "payer"
+    assert push.status == RecurrenceStatus.CANCELLED
+    assert push.cancelled_by == "payer"
     cycles = list(Cycle.objects.filter(recurrence=qr).select_related("charge").order_by("index"))
     assert [c.index for c in cycles] == list(range(12))
     assert [cycle_status(c) for c in cycles] == ["paid"] * 12
@@ -126,7 +127,8 @@ def test_a_year_of_monthly_cycles_with_one_retry_and_a_payer_cancellation(
 
     pushed = list(Cycle.objects.filter(recurrence=push).select_related("charge").order_by("index"))
     assert [cycle_status(c) for c in pushed] == ["paid", "paid", "cancelled"]
-    assert pushed[2].charge is not None and pushed[2].charge.status == ChargeStatus.CANCELED
+    assert pushed[2].charge is not None
+    assert pushed[2].charge.status == ChargeStatus.CANCELED
 
     # Exactly fourteen cycles' net money: each paid once, nothing else credited.
     net = AMOUNT - fee(AMOUNT)
