@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -331,7 +333,12 @@ def test_send_now_is_refused_on_a_cycle_it_does_not_fit(
     admin_client: Client, where: tuple[Account, Acquirer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sent: list[uuid.UUID] = []
-    monkeypatch.setattr(resend, "cycle_send", lambda *, cycle_id, today: sent.append(cycle_id) or "active")
+
+    def send(*, cycle_id: uuid.UUID, today: dt.date) -> str:
+        sent.append(cycle_id)
+        return "active"
+
+    monkeypatch.setattr(resend, "cycle_send", send)
     rec = recurrence(*where)
     today = now_in_brazil()
     active = cycle(rec, 0, status=CycleStatus.ACTIVE, charge="pending", due=today + dt.timedelta(days=5))
@@ -433,3 +440,23 @@ def test_support_sees_but_only_operations_cancel(
         RECURRENCES, {"action": "cancel", "_selected_action": [str(rec.pk)], "confirmed": "yes", "reason": "x"}
     )
     assert Recurrence.objects.get(pk=rec.pk).status == RecurrenceStatus.CANCELLED
+
+
+def test_the_lists_cost_the_same_queries_with_more_rows(admin_client: Client, where: tuple[Account, Acquirer]) -> None:
+    def queries(url: str) -> int:
+        admin_client.get(url)  # the session and permissions cached alike
+        with CaptureQueriesContext(connection) as captured:
+            assert admin_client.get(url).status_code == 200
+        return len(captured)
+
+    rec = recurrence(*where, payer_ispb="11111111")
+    cycle(rec, 0, status=CycleStatus.PAID, charge="refunded")
+    few = {
+        url: queries(url)
+        for url in (RECURRENCES, CYCLES, reverse("admin:recurrences_recurrence_change", args=[rec.pk]))
+    }
+    for n in range(1, 6):
+        more = recurrence(AccountFactory(), AcquirerFactory(), asked_ispb=f"2222222{n}")
+        cycle(more, 0, status=CycleStatus.FAILED, charge="canceled")
+        cycle(rec, n, status=CycleStatus.PAID, charge="paid")
+    assert {url: queries(url) for url in few} == few
