@@ -13,18 +13,15 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from recurrences import admin_selectors
-from recurrences.models import Cycle, CycleStatus, Recurrence
+from recurrences.models import Cycle, Recurrence
 from recurrences.payloads import cycle_status
+from webhooks import readable
 
 #: The confirmation page of the recurrences' and cycles' actions: the records, what happens, the reason.
 CONFIRM_TEMPLATE = "admin/recurrences/confirm_action.html"
 
-#: The API's cycle statuses (``recurrences.payloads.cycle_status``) as staff read them.
-API_STATUS_LABELS = {
-    **{str(value): str(label) for value, label in CycleStatus.choices},
-    "refunded": "Estornado",
-    "chargeback": "Contestado (MED)",
-}
+#: The API's cycle statuses (``recurrences.payloads.cycle_status``) as staff read them: the webhook events' labels.
+API_STATUS_LABELS = readable.EVENT_STATUS_LABELS["recurrence_cycle"]
 
 
 class PayerIspbFilter(admin.SimpleListFilter):

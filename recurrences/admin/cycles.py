@@ -135,7 +135,7 @@ send_now = admin.action(description=SEND_NOW, permissions=["change"])(send_now)
 
 @admin.register(Cycle)
 class CycleAdmin(DetailActionsMixin, ListTotalsMixin, ActionsOnlyAdminMixin, UUIDSearchMixin, admin.ModelAdmin[Cycle]):
-    """Nearest due date first; the change permission only runs the send-now action."""
+    """Latest due date first; the change permission only runs the send-now action."""
 
     short_id = short_id
     amount_brl = money("amount", "Valor")

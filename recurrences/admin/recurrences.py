@@ -91,7 +91,9 @@ def cancel(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Recurrence]
     records = list(queryset.filter(status__in=CANCELLABLE).select_related("account").order_by("created_at"))
     if not records:
         modeladmin.message_user(
-            request, f"{CANCEL}: nenhuma recorrência selecionada está aguardando autorização ou autorizada.", "warning"
+            request,
+            f"{CANCEL}: nenhuma recorrência selecionada está aguardando autorização ou autorizada.",
+            messages.WARNING,
         )
         return None
 

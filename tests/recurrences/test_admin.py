@@ -460,3 +460,13 @@ def test_the_lists_cost_the_same_queries_with_more_rows(admin_client: Client, wh
         cycle(more, 0, status=CycleStatus.FAILED, charge="canceled")
         cycle(rec, n, status=CycleStatus.PAID, charge="paid")
     assert {url: queries(url) for url in few} == few
+
+
+def test_the_event_labels_follow_the_statuses() -> None:
+    """The webhook events' labels (the back office's event list) and the cycles' API status column are one table."""
+    from webhooks import readable
+
+    assert readable.EVENT_STATUS_LABELS["recurrence"] == dict(RecurrenceStatus.choices)
+    cycle_labels = readable.EVENT_STATUS_LABELS["recurrence_cycle"]
+    assert {k: v for k, v in cycle_labels.items() if k in CycleStatus.values} == dict(CycleStatus.choices)
+    assert set(cycle_labels) - set(CycleStatus.values) == {"refunded", "chargeback"}
