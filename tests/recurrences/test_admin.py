@@ -22,14 +22,17 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import Account
+from accounts.selectors import available_balance
 from acquirers.models import Acquirer
 from payments.choices import ChargeKind
 from payments.due_payments import now_in_brazil
 from recurrences import admin_selectors, resend
 from recurrences.cycle_base import cycle_txid
-from recurrences.models import CancelledBy, Cycle, CycleStatus, Recurrence, RecurrenceStatus
+from recurrences.models import CancelledBy, Cycle, CycleStatus, Journey, Recurrence, RecurrenceStatus
+from recurrences.services import recurrence_create
 from tests.factories import AccountFactory, AcquirerFactory, ChargeFactory
 from tests.helpers import staff_login
+from tests.recurrences.support import AMOUNT, approve, make_account, make_acquirer, sandbox, terms
 from webhooks.models import WebhookEvent
 
 pytestmark = pytest.mark.django_db
@@ -356,26 +359,40 @@ def test_send_now_is_refused_on_a_cycle_it_does_not_fit(
         resend.cycle_send_again(cycle_id=active.pk, today=today)
 
 
-def test_send_now_puts_a_missed_cycle_back_and_sends_it(
-    admin_client: Client, where: tuple[Account, Acquirer], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sent: list[tuple[uuid.UUID, str]] = []
-
-    def send(*, cycle_id: uuid.UUID, today: dt.date) -> str:
-        sent.append((cycle_id, Cycle.objects.get(pk=cycle_id).status))
-        return "active"
-
-    monkeypatch.setattr(resend, "cycle_send", send)
-    rec = recurrence(*where)
-    missed = cycle(rec, 0, status=CycleStatus.MISSED, due=now_in_brazil() + dt.timedelta(days=4))
+def test_send_now_puts_a_missed_cycle_back_and_sends_it_at_the_acquirer(admin_client: Client) -> None:
+    """At the sandbox acquirer (which holds the recurrence): the cobr is
+    created there and the cycle's charge stored pending; nothing credited."""
+    account, today = make_account(), now_in_brazil()
+    make_acquirer()
+    rec = recurrence_create(
+        account=account, terms=terms(first_due=today + dt.timedelta(days=5)), journey=Journey.QR, now=timezone.now()
+    )
+    approve(rec, at=timezone.now())
+    missed = Cycle.objects.create(
+        recurrence=rec,
+        index=0,
+        due_date=today + dt.timedelta(days=5),
+        amount=AMOUNT,
+        status=CycleStatus.MISSED,
+        txid=cycle_txid(rec.pk, 0),
+        failure_reason="Janela de envio perdida.",
+    )
     chosen = {"action": "send_now", "_selected_action": [str(missed.pk)]}
     assert "volta a agendado" in admin_client.post(CYCLES, chosen).content.decode()
 
     admin_client.post(CYCLES, {**chosen, "confirmed": "yes", "reason": "Adquirente fora do ar no envio"})
 
-    assert sent == [(missed.pk, CycleStatus.SCHEDULED)]
-    assert WebhookEvent.objects.filter(record_id=missed.pk, status="scheduled").exists()
+    missed.refresh_from_db()
+    assert missed.status == CycleStatus.ACTIVE
+    assert missed.charge is not None
+    assert (missed.charge.status, missed.charge.amount) == ("pending", AMOUNT)
+    assert sandbox(rec.acquirer).cycle_charge_status(missed.txid).amount == AMOUNT
+    assert [e.status for e in WebhookEvent.objects.filter(record_id=missed.pk).order_by("created_at")][:2] == [
+        "scheduled",
+        "active",
+    ]
     assert "Motivo: Adquirente fora do ar no envio" in LogEntry.objects.get(object_id=str(missed.pk)).change_message
+    assert available_balance(account) == 0
 
 
 # --------------------------------------------------------------------------- the overview
