@@ -17,16 +17,15 @@ Options: ``{"charge": <behaviour>, "payout": "ok"|"fail"|"timeout",
 
 Payouts: ``timeout`` records the transfer, then waits past the deadline.
 For reconciliation it lists what it recorded: ``list_sent`` the transfers,
-``list_received`` the Pix its charges received (the sandbox drivers record
-a payment here, :meth:`SandboxAdapter.receive`, as a real PSP holds the
-Pix it received; a refund it made marks it returned).
+``list_received`` the Pix its charges received (recorded by the drivers,
+:meth:`SandboxAdapter.receive`, as a real PSP holds the Pix it received;
+a refund it made marks it returned).
 
 Refunds (``refund``): ``ok`` returns the money at once; ``processing`` answers
 "processing" and returns it on the next ask; ``fail`` answers that the refund
-was not made; ``timeout`` returns it, then answers past the deadline. Asking
-again for the same refund id answers its recorded state (idempotent);
-``refund_status`` reads it without making one (a processing refund settles
-on the next read too), "not found" when none was asked for.
+was not made; ``timeout`` returns it, then answers past the deadline. Asked
+again, a refund id answers its recorded state (idempotent); ``refund_status``
+reads it (a processing refund settles on that read too), "not found" when none.
 MED infractions: :mod:`.sandbox_infractions` (opened and decided by the drivers).
 Due-date charges (cobv): :mod:`.sandbox_due`; Pix Automático and the payer's
 bank: :mod:`.sandbox_recurrence`; both with the same charge behaviours.
