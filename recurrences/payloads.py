@@ -10,7 +10,10 @@ cycle being written.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
+
+from rest_framework import serializers
 
 from payments import kinds
 from payments.choices import ChargeKind, ChargeStatus
@@ -19,6 +22,14 @@ from payments.models import Charge
 from payments.recurrence_terms import RecurrenceTerms
 from recurrences.models import Cycle, CycleStatus, Recurrence
 from webhooks.models import EventType
+
+#: Times as the API writes every time (REST_FRAMEWORK's DATETIME_FORMAT, America/Sao_Paulo).
+_TIME = serializers.DateTimeField()
+
+
+def _time(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else str(_TIME.to_representation(moment))
+
 
 #: The charge's status that says more than the cycle's own.
 _MONEY_STATUS = {
@@ -62,10 +73,10 @@ def recurrence_data(recurrence: Recurrence) -> dict[str, Any]:
         "status_reason": recurrence.status_reason or None,
         "acquirer": recurrence.acquirer.key,
         "metadata": recurrence.metadata,
-        "approved_at": recurrence.approved_at.isoformat() if recurrence.approved_at else None,
-        "ended_at": recurrence.ended_at.isoformat() if recurrence.ended_at else None,
-        "created_at": recurrence.created_at.isoformat(),
-        "updated_at": recurrence.updated_at.isoformat(),
+        "approved_at": _time(recurrence.approved_at),
+        "ended_at": _time(recurrence.ended_at),
+        "created_at": _time(recurrence.created_at),
+        "updated_at": _time(recurrence.updated_at),
     }
 
 
@@ -93,12 +104,12 @@ def cycle_data(cycle: Cycle, charge: Charge | None = None) -> dict[str, Any]:
         "platform_tax": held.platform_tax if held is not None else None,
         "liquid_amount": held.liquid_amount if held is not None else None,
         "e2e_id": held.e2e_id if held is not None else None,
-        "paid_at": held.paid_at.isoformat() if held is not None and held.paid_at else None,
+        "paid_at": _time(held.paid_at) if held is not None else None,
         "retries": cycle.retries,
         "next_retry_on": cycle.next_retry_on.isoformat() if cycle.next_retry_on else None,
         "failure_reason": cycle.failure_reason or None,
-        "created_at": cycle.created_at.isoformat() if cycle.created_at else None,
-        "updated_at": cycle.updated_at.isoformat() if cycle.updated_at else None,
+        "created_at": _time(cycle.created_at),
+        "updated_at": _time(cycle.updated_at),
     }
 
 
