@@ -278,3 +278,35 @@ def test_a_cobr_callback_naming_an_unknown_or_foreign_txid_is_failed_and_changes
     cycle.refresh_from_db()
     assert cycle.status == CycleStatus.ACTIVE
     assert credits(account) == 0 == available_balance(account)
+
+
+# --------------------------------------------------------------------------- over HTTP, no test transaction
+
+
+@pytest.mark.django_db(transaction=True)
+def test_over_http_the_psp_wakes_the_recurrence_then_its_cycle_with_nothing_held_across_the_reads(
+    live_server: Any, fake_psp: FakePsp, bacen: Acquirer, account: Account
+) -> None:
+    """The PSP posts to the URL staff registered (``PUT /webhookrec``, ``PUT
+    /webhookcobr``); no test transaction wraps the request, so a read at the
+    PSP made inside a transaction would raise (``DB_RELEASE_STRICT``)."""
+    fake_psp.webhook_url = f"{live_server.url}/api/acquirers/{bacen.key}/notifications/{NOTIFY_TOKEN}"
+    recurrence = created(account, bacen)
+    approve_rec(fake_psp, recurrence.id_rec)
+
+    assert fake_psp.post_callback(rec_callback_body(fake_psp, [recurrence.id_rec]), suffix="/rec") == 200
+    recurrence.refresh_from_db()
+    assert recurrence.status == RecurrenceStatus.APPROVED
+
+    cycle = sent_cycle(recurrence)
+    schedule_cobr(fake_psp, cycle.txid)
+    e2e_id = pay_cobr(fake_psp, cycle.txid)
+    for _ in range(2):  # the PSP retries: credited once
+        assert fake_psp.post_callback(cobr_callback_body(fake_psp, [cycle.txid]), suffix="/cobr") == 200
+    cycle.refresh_from_db()
+    assert cycle.charge is not None
+    cycle.charge.refresh_from_db()
+    assert (cycle.status, cycle.charge.status, cycle.charge.e2e_id) == (CycleStatus.PAID, ChargeStatus.PAID, e2e_id)
+    assert credits(account) == 1
+    assert available_balance(account) == AMOUNT - fee(AMOUNT) == ledger_sum(account)
+    assert set(InboundNotification.objects.values_list("status", flat=True)) == {Status.PROCESSED}
