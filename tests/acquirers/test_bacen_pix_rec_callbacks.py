@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
-from acquirers.adapters.apipix.bacen import DEFAULT_SCOPES
+from acquirers.adapters.apipix.bacen import DEFAULT_SCOPES, MAX_PIX_PER_NOTIFICATION
 from acquirers.adapters.apipix.rec_records import REC_SCOPES
 from acquirers.exceptions import UnknownNotificationRecord
 from acquirers.models import Acquirer, InboundNotification
@@ -180,6 +180,24 @@ def test_a_malformed_id_rec_is_unreadable_and_an_empty_body_changes_nothing(
     # The test call a PSP may make when the webhook is registered: nothing to read.
     processed(callback(bacen, "rec", {}), 0)
     assert last_inbound().status == Status.PROCESSED
+
+
+def test_a_record_named_twice_is_read_once_and_a_body_past_the_bound_is_refused_unread(
+    fake_psp: FakePsp, bacen: Acquirer, account: Account
+) -> None:
+    recurrence = created(account, bacen)
+    approve_rec(fake_psp, recurrence.id_rec)
+    fake_psp.calls.clear()
+
+    processed(callback(bacen, "rec", rec_callback_body(fake_psp, [recurrence.id_rec] * 3)), 1)
+    assert [c.operation for c in fake_psp.calls if c.operation != "token"] == ["rec.get"]
+
+    fake_psp.calls.clear()
+    entry = rec_callback_body(fake_psp, [recurrence.id_rec])["recs"][0]
+    response = callback(bacen, "rec", {"recs": [entry] * (MAX_PIX_PER_NOTIFICATION + 1)})
+    assert response.status_code == 400, response.content
+    assert last_inbound().status == Status.REJECTED
+    assert [c.operation for c in fake_psp.calls if c.operation != "token"] == []
 
 
 def test_a_callback_with_the_wrong_token_is_rejected_before_anything_is_read(
