@@ -7,7 +7,8 @@ is handed to the app that owns the record it names. A request that fails
 the cheap check is kept only truncated: whoever can reach the URL cannot
 make us store megabytes.
 
-The apps that own records (payments: charges; withdrawals: payouts) register
+The apps that own records (payments: charges; withdrawals: payouts;
+infractions; recurrences: Pix Automático's recurrences and cycles) register
 their handler in ``AppConfig.ready`` (like dj-stripe's webhook handlers):
 this layer sits below them and never imports them. Re-applying an event is
 a no-op; that is each handler's promise.
@@ -58,8 +59,9 @@ class ApplyResult:
 # --------------------------------------------------------------------------- dispatch
 
 #: The kind of record an event is about: the part of its name before the dot
-#: (``charge.paid`` → ``charge``, ``payout.failed`` → ``payout``).
-EventKind = Literal["charge", "payout", "infraction"]
+#: (``charge.paid`` → ``charge``, ``payout.failed`` → ``payout``,
+#: ``recurrence.cycle_changed`` → ``recurrence``).
+EventKind = Literal["charge", "payout", "infraction", "recurrence"]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
 

@@ -126,6 +126,10 @@ class NotificationEvent(enum.StrEnum):
     PAYOUT_RETURNED = "payout.returned"
     #: A MED infraction changed (``reference``: its id there); a wake-up only: the listing is the evidence.
     INFRACTION_CHANGED = "infraction.changed"
+    #: A Pix Automático recurrence changed (``reference``: its idRec); a wake-up only: ``GET /rec`` is the evidence.
+    RECURRENCE_CHANGED = "recurrence.changed"
+    #: A recurrence's cycle changed (``reference``: its cobr's txid); a wake-up only: ``GET /cobr`` is the evidence.
+    CYCLE_CHANGED = "recurrence.cycle_changed"
 
 
 @dataclass(frozen=True)

@@ -454,3 +454,39 @@ def reject_cobr_attempt(psp: Any, txid: str, *, code: str = "AC06", text: str = 
         if code in ENDING_REJECTIONS:
             _cobr_status(cobr, "REJEITADA")
             cobr["encerramento"] = {"rejeicao": {"codigo": code, "descricao": text}}
+
+
+# --------------------------------------------------------------------------- callbacks (PUT /webhookrec, /webhookcobr)
+
+_REC_BODY = "/components/requestBodies/WebhookRecBody/content/application~1json/schema"
+_COBR_BODY = "/components/requestBodies/WebhookCobRBody/content/application~1json/schema"
+_REC_NOTIFIED = ("idRec", "status", "atualizacao", "encerramento", "ativacao")
+_COBR_NOTIFIED = ("idRec", "txid", "status", "atualizacao", "encerramento", "tentativas", "pix")
+
+
+def rec_callback_body(psp: Any, id_recs: list[str]) -> dict[str, Any]:
+    """The ``{webhookUrl}/rec`` callback for these recurrences as the PSP holds
+    them (``RecNotification``), checked against the spec's ``WebhookRecBody``."""
+    with psp.lock:
+        recs = [{k: _copy(psp.recs[i][k]) for k in _REC_NOTIFIED if k in psp.recs[i]} for i in id_recs]
+    return checked_callback(psp, {"recs": recs}, _REC_BODY)
+
+
+def cobr_callback_body(psp: Any, txids: list[str]) -> dict[str, Any]:
+    """The ``{webhookUrl}/cobr`` callback for these cycles as the PSP holds them
+    (``CobRNotification``), checked against the spec's ``WebhookCobRBody``."""
+    with psp.lock:
+        cobsr = [{k: _copy(psp.cobrs[t][k]) for k in _COBR_NOTIFIED if k in psp.cobrs[t]} for t in txids]
+    return checked_callback(psp, {"cobsr": cobsr}, _COBR_BODY)
+
+
+def checked_callback(psp: Any, payload: dict[str, Any], pointer: str | None = None) -> dict[str, Any]:
+    """``payload`` with its violations of the spec recorded (the test fails on
+    any): a forged body is forged well, so only its word is false."""
+    from tests.acquirers.fake_psp import schema_errors  # the fake imports this module
+
+    if pointer is None:
+        pointer = _REC_BODY if "recs" in payload else _COBR_BODY
+    for error in schema_errors(payload, pointer):
+        psp.violations.append(f"callback body: {error}")
+    return payload

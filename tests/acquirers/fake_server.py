@@ -150,11 +150,12 @@ class FakeServer(Generic[FaultT]):
             queue = self.faults.get(operation)
             return queue.pop(0) if queue else None
 
-    def post_callback(self, payload: Any, *, url: str | None = None) -> int:
+    def post_callback(self, payload: Any, *, url: str | None = None, suffix: str = "/pix") -> int:
         """POST a callback body to ``url`` (by default ``webhook_url``) +
-        ``/pix`` as the PSP would (straight to our server: mTLS belongs to
-        the edge) and return our status code."""
-        target = (url or self.webhook_url).rstrip("/") + "/pix"
+        ``suffix`` as the PSP would (``/pix``; Pix Automático's ``/rec`` and
+        ``/cobr``), straight to our server (mTLS belongs to the edge), and
+        return our status code."""
+        target = (url or self.webhook_url).rstrip("/") + suffix
         response = requests.post(target, json=payload, timeout=30)
         with self.lock:
             self.callbacks.append((payload, response.status_code))

@@ -81,6 +81,8 @@ OPERATIONS: dict[tuple[str, str], str | None] = {
     ("post", "/api/acquirers/{key}/notifications"): "a PSP's signed callback",
     ("post", "/api/acquirers/{key}/notifications/{token}"): "a PSP's signed callback",
     ("post", "/api/acquirers/{key}/notifications/{token}/pix"): "a PSP's signed callback",
+    ("post", "/api/acquirers/{key}/notifications/{token}/rec"): "a PSP's signed callback",
+    ("post", "/api/acquirers/{key}/notifications/{token}/cobr"): "a PSP's signed callback",
 }
 SENT = sorted(op for op, reason in OPERATIONS.items() if reason is None)
 

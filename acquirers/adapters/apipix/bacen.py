@@ -20,7 +20,8 @@ notification URL registered with the PSP.
 - ``list_received``: ``GET /pix?inicio&fim`` (the Pix received), then
   ``GET /cob?inicio&fim`` (the charges created), page by page
   (:mod:`acquirers.adapters.apipix.listing`), for reconciliation.
-- ``parse_notification``: the ``{webhookUrl}/pix`` callback. The URL's secret
+- ``parse_notification``: the ``{webhookUrl}/pix`` callback (and Pix
+  Automático's ``/rec`` and ``/cobr`` ones, wake-ups: :mod:`.rec_callbacks`). The URL's secret
   segment is compared in constant time (mTLS is checked at the edge), then
   every Pix it names is confirmed with ``GET /pix/{e2eid}``; the events come
   from the PSP's answer, never from the callback body, so a forged or replayed
@@ -43,7 +44,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
+from acquirers.adapters.apipix.callbacks import callback_object, listed_entries, verify_notification_token
 from acquirers.adapters.apipix.client import ApiClient, client_for
 from acquirers.adapters.apipix.cobv import BacenCobvMixin, adopt_existing
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
@@ -57,6 +58,7 @@ from acquirers.adapters.apipix.options import (
 )
 from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
 from acquirers.adapters.apipix.rec import BacenRecMixin
+from acquirers.adapters.apipix.rec_callbacks import rec_wakeups
 from acquirers.adapters.base import (
     AcquirerAdapter,
     CancelResult,
@@ -267,13 +269,16 @@ class BacenPixAdapter(BacenCobvMixin, BacenRecMixin, AcquirerAdapter):
         """The ``{webhookUrl}/pix`` callback: ``{"pix": [{endToEndId, txid,
         valor, horario, devolucoes?}, ...]}``. Authenticated by the URL's secret
         segment (the view hands it over in :data:`NOTIFICATION_TOKEN_HEADER`),
-        then confirmed Pix by Pix with ``GET /pix/{e2eid}``."""
+        then confirmed Pix by Pix with ``GET /pix/{e2eid}``. Pix Automático's
+        ``/rec`` and ``/cobr`` callbacks (:mod:`.rec_callbacks`) are wake-ups
+        naming records that their owner reads at the PSP."""
         verify_notification_token(self.config, self.options, headers)
-        entries = callback_entries(body, most=MAX_PIX_PER_NOTIFICATION)
+        data = callback_object(body)
+        events = rec_wakeups(data, most=MAX_PIX_PER_NOTIFICATION)
+        entries = listed_entries(data, "pix", most=MAX_PIX_PER_NOTIFICATION)
         if entries is None:
-            return []  # e.g. the test call some PSPs make when the webhook is registered
+            return events  # or nothing: the test call some PSPs make when the webhook is registered
         client = self._client()
-        events: list[Notification] = []
         for entry in entries:
             e2e_id = entry.get("endToEndId")
             if not isinstance(e2e_id, str) or not E2E_ID.match(e2e_id):

@@ -38,17 +38,29 @@ def callback_entries(body: bytes, *, most: int) -> list[dict[str, Any]] | None:
     """The ``pix`` entries of a callback body, at most ``most`` of them; None
     when the body has no ``pix`` (nothing to confirm). UnreadableNotification
     when malformed."""
+    return listed_entries(callback_object(body), "pix", most=most)
+
+
+def callback_object(body: bytes) -> dict[str, Any]:
+    """A callback body as the JSON object every API Pix callback is;
+    UnreadableNotification when it is not one."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise UnreadableNotification(f"body is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise UnreadableNotification("body is not a JSON object")
-    if "pix" not in data:
+    return data
+
+
+def listed_entries(data: Mapping[str, Any], key: str, *, most: int) -> list[dict[str, Any]] | None:
+    """The objects listed under ``key`` (``pix``, ``recs``, ``cobsr``), at most
+    ``most``; None when the body has no ``key``. UnreadableNotification when malformed."""
+    if key not in data:
         return None
-    entries = data["pix"]
+    entries = data[key]
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise UnreadableNotification("pix is not a list of objects")
+        raise UnreadableNotification(f"{key} is not a list of objects")
     if len(entries) > most:
-        raise UnreadableNotification(f"more than {most} Pix in one callback")
+        raise UnreadableNotification(f"more than {most} entries in the callback's {key}")
     return entries
