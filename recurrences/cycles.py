@@ -137,7 +137,10 @@ def cycle_amount_set(*, recurrence: Recurrence, index: int, amount: int, today: 
     if top is not None and amount > top:
         raise err.CycleAmountRefused(err.AMOUNT_ABOVE_MAX)
     calendario = terms.calendario
-    due = due_date(calendario, index)
+    try:
+        due = due_date(calendario, index)
+    except (OverflowError, ValueError):  # past year 9999, or a negative index: no such cycle
+        raise err.CycleAmountRefused(err.NOT_A_CYCLE) from None
     if calendario.data_final is not None and due > calendario.data_final:
         raise err.CycleAmountRefused(err.NOT_A_CYCLE)
     if creation_window(due).missed(today):

@@ -10,7 +10,10 @@ cycle being written.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
+
+from rest_framework import serializers
 
 from payments import kinds
 from payments.choices import ChargeKind, ChargeStatus
@@ -26,6 +29,15 @@ _MONEY_STATUS = {
     ChargeStatus.REFUNDED: "refunded",
     ChargeStatus.CHARGEBACK: "chargeback",
 }
+
+
+#: Decisions §1: every timestamp shown is America/Sao_Paulo, ``YYYY-MM-DD HH:mm:ss``,
+#: as DRF renders the other records' (``REST_FRAMEWORK["DATETIME_FORMAT"]``).
+_TIMESTAMP = serializers.DateTimeField()
+
+
+def _stamp(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else str(_TIMESTAMP.to_representation(moment))
 
 
 def cycle_status(cycle: Cycle, charge: Charge | None = None) -> str:
@@ -62,10 +74,10 @@ def recurrence_data(recurrence: Recurrence) -> dict[str, Any]:
         "status_reason": recurrence.status_reason or None,
         "acquirer": recurrence.acquirer.key,
         "metadata": recurrence.metadata,
-        "approved_at": recurrence.approved_at.isoformat() if recurrence.approved_at else None,
-        "ended_at": recurrence.ended_at.isoformat() if recurrence.ended_at else None,
-        "created_at": recurrence.created_at.isoformat(),
-        "updated_at": recurrence.updated_at.isoformat(),
+        "approved_at": _stamp(recurrence.approved_at),
+        "ended_at": _stamp(recurrence.ended_at),
+        "created_at": _stamp(recurrence.created_at),
+        "updated_at": _stamp(recurrence.updated_at),
     }
 
 
@@ -93,12 +105,12 @@ def cycle_data(cycle: Cycle, charge: Charge | None = None) -> dict[str, Any]:
         "platform_tax": held.platform_tax if held is not None else None,
         "liquid_amount": held.liquid_amount if held is not None else None,
         "e2e_id": held.e2e_id if held is not None else None,
-        "paid_at": held.paid_at.isoformat() if held is not None and held.paid_at else None,
+        "paid_at": _stamp(held.paid_at) if held is not None else None,
         "retries": cycle.retries,
         "next_retry_on": cycle.next_retry_on.isoformat() if cycle.next_retry_on else None,
         "failure_reason": cycle.failure_reason or None,
-        "created_at": cycle.created_at.isoformat() if cycle.created_at else None,
-        "updated_at": cycle.updated_at.isoformat() if cycle.updated_at else None,
+        "created_at": _stamp(cycle.created_at),
+        "updated_at": _stamp(cycle.updated_at),
     }
 
 
