@@ -23,6 +23,18 @@ from acquirers.adapters.due import DueCapability, DueChargeMethods
 from acquirers.adapters.due import DueChargeRequest as DueChargeRequest
 from acquirers.adapters.due import DueChargeResult as DueChargeResult
 from acquirers.adapters.due import DueChargeStatus as DueChargeStatus
+from acquirers.adapters.errors import AcquirerDeclined as AcquirerDeclined
+from acquirers.adapters.errors import AcquirerTimeout as AcquirerTimeout
+from acquirers.adapters.errors import AcquirerUnavailable as AcquirerUnavailable
+
+# The failures every adapter reports (acquirers.adapters.errors).
+from acquirers.adapters.errors import AdapterError as AdapterError
+from acquirers.adapters.errors import CapabilityNotSupported as CapabilityNotSupported
+from acquirers.adapters.errors import InvalidNotification as InvalidNotification
+from acquirers.adapters.errors import InvalidOptions as InvalidOptions
+from acquirers.adapters.errors import InvalidResponse as InvalidResponse
+from acquirers.adapters.errors import UnknownAdapter as UnknownAdapter
+from acquirers.adapters.errors import UnreadableNotification as UnreadableNotification
 from acquirers.adapters.infractions import DefenseAttachment as DefenseAttachment
 from acquirers.adapters.infractions import InfractionDefense as InfractionDefense
 from acquirers.adapters.infractions import InfractionPage as InfractionPage
@@ -44,71 +56,6 @@ from acquirers.adapters.recurrence import RecurrenceCapability, RecurrenceMethod
 from acquirers.adapters.recurrence import RecurrenceCreated as RecurrenceCreated
 from acquirers.adapters.recurrence import RecurrenceRequest as RecurrenceRequest
 from acquirers.adapters.recurrence import RecurrenceState as RecurrenceState
-
-# --------------------------------------------------------------------------- errors
-
-
-class AdapterError(Exception):
-    """Base of adapter failures; ``error_class`` is what attempts record."""
-
-    error_class: ClassVar[str] = "error"
-
-
-class AcquirerUnavailable(AdapterError):
-    """Connection error, 5xx, refusal to create: the chain moves on."""
-
-    error_class = "unavailable"
-
-
-class AcquirerTimeout(AcquirerUnavailable):
-    """No answer in time: the acquirer may have acted; the caller asks (decisions §4)."""
-
-    error_class = "timeout"
-
-
-class AcquirerDeclined(AdapterError):
-    """A definitive answer: the acquirer will not do this (e.g. payout refused)."""
-
-    error_class = "declined"
-
-
-class InvalidResponse(AcquirerUnavailable):
-    """The acquirer answered something we cannot use (garbage, invalid BR Code)."""
-
-    error_class = "invalid_response"
-
-
-class CapabilityNotSupported(AcquirerDeclined):
-    """The adapter cannot do this operation: its ``supports_*`` flag is off.
-
-    The selectors never put such an acquirer in a chain for the operation and
-    callers check the flags first, so this is only the guard behind them.
-    Should a call get through anyway, it is a definitive no (the chain moves
-    on, the breaker sees a working acquirer), never an outage that would keep
-    a payout waiting on an acquirer that cannot pay."""
-
-    error_class = "declined"
-
-
-class InvalidNotification(Exception):
-    """An inbound notification failed authentication."""
-
-
-class UnreadableNotification(InvalidNotification):
-    """An authentic notification whose body the adapter cannot read."""
-
-
-class InvalidOptions(ValueError):
-    """An acquirer's stored options do not fit its adapter."""
-
-
-class UnknownAdapter(InvalidOptions, AcquirerUnavailable):
-    """No adapter of that name in this process (never written, or the sandbox
-    with ``PIX_SANDBOX`` off): the acquirer cannot be called. Invalid options
-    when saved; when called, an unavailable acquirer."""
-
-    error_class = "unavailable"
-
 
 # --------------------------------------------------------------------------- data
 

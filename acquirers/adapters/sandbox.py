@@ -30,6 +30,7 @@ on the next read too), "not found" when none was asked for.
 MED infractions: :mod:`.sandbox_infractions` (the drivers open and decide
 them; the service lists them and delivers defences, as at a real acquirer).
 Due-date charges (cobv): :mod:`.sandbox_due`, with the same charge behaviours.
+Pix Automático (rec, solicrec, cobr) and the payer's bank: :mod:`.sandbox_recurrence`.
 What the sandbox "created" or received (charges, cancellations, payouts and
 how many times each payout was requested) is kept in Redis so every process
 sees the same acquirer.
@@ -77,6 +78,7 @@ from acquirers.adapters.base import (
 from acquirers.adapters.registry import register
 from acquirers.adapters.sandbox_due import SandboxDueCharges, answered_emv
 from acquirers.adapters.sandbox_infractions import SandboxInfractions
+from acquirers.adapters.sandbox_recurrence import SandboxRecurrences
 from acquirers.adapters.sandbox_state import STATE_TTL as _STATE_TTL
 from acquirers.adapters.sandbox_state import state as _state
 from core import deadline
@@ -111,12 +113,14 @@ def new_e2e_id(ispb: str = SANDBOX_ISPB, at: dt.datetime | None = None) -> str:
 
 
 @register
-class SandboxAdapter(SandboxInfractions, SandboxDueCharges, AcquirerAdapter):
+class SandboxAdapter(SandboxInfractions, SandboxDueCharges, SandboxRecurrences, AcquirerAdapter):
     name = "sandbox"
     # What its drivers record (acquirers.adapters.sandbox_infractions), listed and defended.
     supports_infractions = True
     # cobv (acquirers.adapters.sandbox_due); no lotecobv: a batch's charges are created one by one.
     supports_due_charge = True
+    # Pix Automático, the payer's bank simulated (acquirers.adapters.sandbox_recurrence).
+    supports_recurrence = True
     supports_list_received = True
     supports_list_sent = True
     supports_refund = True

@@ -20,6 +20,25 @@ every valid message fail, or the document itself fail validation):
 - ``DadosRecebedor.required`` puts the receiver's address at the top of a
   ``cobv`` (its own example, ``cobResponse4``, has it under ``recebedor``).
 
+Pix Automático's (each would refuse every valid message, or accept none):
+
+- ``RecBase.required`` names ``idRec`` (which the PSP assigns: no ``POST /rec``
+  could carry it, and ``recBody1`` does not) and ``retentativa``, declared
+  nowhere (``politicaRetentativa`` is required by ``RecConfiguracao``): they
+  become ``calendario`` and ``vinculo``, and the answers require ``idRec``;
+- ``DadosPagadorRec`` requires ``ispbParticipante`` at the top of a rec,
+  where it declares ``pagador`` holding it (as every example has it): moved
+  into ``pagador``;
+- the ``encerramento`` of a rec and of a cobr is a ``oneOf`` of objects that
+  require nothing, so every object matches both and none validates: each
+  alternative now requires its own key (``rejeicao``, ``cancelamento``);
+- ``SolicRecBase.required`` names ``pagador`` (the payer is ``destinatario``)
+  and ``SolicRecCompleta.required`` names ``rec`` (declared: ``recPayload``);
+- ``PayloadLocationRecGerada.required`` names ``tipo``, declared nowhere
+  (nor in its examples);
+- ``PixAutomatico.valor`` is a string that must also match an ``anyOf`` of
+  objects (``componentesValor``'s parts): the ``anyOf`` is dropped.
+
 Operations declare no 401 (a token rejected at the PSP's gateway) and the
 spec's error section says any endpoint may answer 500 or 504: those answers
 are validated against the ``Problema`` schema instead.
@@ -50,6 +69,7 @@ from referencing.jsonschema import DRAFT4
 
 from acquirers import brcode
 from tests.acquirers.fake_psp_cobv import CobvHandlerMixin
+from tests.acquirers.fake_psp_rec import REC_SCOPES, RecHandlerMixin
 from tests.acquirers.fake_server import TOKEN_PATH, FakeHandler, FakeServer, new_e2e_id, now_iso
 
 # Vendored (Apache 2.0, see reference/README.md): a clean clone must test without shared/.
@@ -93,8 +113,34 @@ def spec_document() -> dict[str, Any]:
     schemas["PixConsultados"]["required"] = ["parametros", "pix"]
     del schemas["DadosRecebedor"]["required"]  # the address belongs to recebedor, which requires it itself
     schemas["CobsConsultadas"]["properties"]["cobs"]["items"]["allOf"][1]["required"] = ["status", "txid"]
+    _correct_rec_errata(schemas)
+    # The payload a QR's location serves (``GET /rec/{recUrlAccessToken}``, on the PSP's payload
+    # host by its operation's own ``servers``) comes before ``/rec/{idRec}`` in the document, and
+    # openapi-core matches the first template that fits whatever the servers: served last, it
+    # keeps ``GET /rec/{idRec}`` its own (as ``/cobv/{txid}`` precedes ``/cobv/{pixUrlAccessToken}``).
+    paths = document["paths"]
+    paths["/rec/{recUrlAccessToken}"] = paths.pop("/rec/{recUrlAccessToken}")
     _drop_js_delimiters(document)
     return document
+
+
+def _correct_rec_errata(schemas: dict[str, Any]) -> None:
+    """Pix Automático's errata (see the module docstring)."""
+    schemas["RecBase"]["required"] = ["calendario", "vinculo"]
+    for name in ("RecCompleta", "RecCompletaPesquisada", "RecGerada"):
+        schemas[name]["required"].append("idRec")
+    pagador = schemas["DadosPagadorRec"]
+    pagador["properties"]["pagador"]["required"] = pagador.pop("required")
+    for encerramento in (
+        schemas["RecEncerramento"]["properties"]["encerramento"],
+        schemas["CobRAtualizacao"]["properties"]["encerramento"],
+    ):
+        for alternative in encerramento["oneOf"]:
+            alternative["required"] = list(alternative["properties"])
+    schemas["SolicRecBase"]["required"] = ["calendario", "idRec", "destinatario"]
+    schemas["SolicRecCompleta"]["required"] = ["recPayload"]
+    schemas["PayloadLocationRecGerada"]["required"].remove("tipo")
+    del schemas["PixAutomatico"]["properties"]["valor"]["anyOf"]
 
 
 class _BearerProvider(BaseProvider):
@@ -169,7 +215,7 @@ class Fault(enum.StrEnum):
     FORBIDDEN = "forbidden"  # 403 AcessoNegado
     UNAUTHORIZED = "unauthorized"  # 401: the token was revoked
     GARBAGE = "garbage"  # a 2xx that is not JSON
-    INVALID_EMV = "invalid_emv"  # cob.put: creates the charge, answers a BR Code with a broken CRC
+    INVALID_EMV = "invalid_emv"  # cob.put, rec.get: answers a BR Code with a broken CRC (cob.put creates it first)
     LOST_ANSWER = "lost_answer"  # act, then 500 (the answer is lost on the way)
     RESET = "reset"  # close the connection without an answer
     DRIP = "drip"  # act, then answer one header byte every ``FakePsp.drip_interval`` until the client hangs up
@@ -191,6 +237,16 @@ OPERATIONS = (
     "cobv.patch",
     "lotecobv.put",
     "lotecobv.get",
+    "locrec.post",
+    "rec.post",
+    "rec.get",
+    "rec.patch",
+    "rec.list",
+    "solicrec.post",
+    "cobr.put",
+    "cobr.get",
+    "cobr.patch",
+    "cobr.retentativa",
 )
 
 
@@ -219,6 +275,14 @@ class FakePsp(FakeServer[Fault]):
     #: Due-date charges by txid and their batches by id (tests/acquirers/fake_psp_cobv.py).
     cobvs: dict[str, dict[str, Any]] = field(default_factory=dict)
     lotes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: Pix Automático (tests/acquirers/fake_psp_rec.py): recurrences by idRec, their locations by id,
+    #: push requests by idSolicRec, cycles by txid.
+    recs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    locrecs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    solicrecs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cobrs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: False: a paid cobr is answered without its ``pix[]`` (a PSP showing the Pix only in ``tentativas``).
+    cobr_pix: bool = True
     #: Devoluções the PSP has taken but its API does not show yet, by e2e id (see withhold_refund).
     withheld: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _next_loc: int = 1000
@@ -346,7 +410,7 @@ class FakePsp(FakeServer[Fault]):
             self.violations.append(f"answer {request.method} {request.path} {status}: {_describe(exc)}")
 
 
-class Handler(CobvHandlerMixin, FakeHandler):
+class Handler(CobvHandlerMixin, RecHandlerMixin, FakeHandler):
     @property
     def psp(self) -> FakePsp:
         return self.server.fake
@@ -430,7 +494,7 @@ class Handler(CobvHandlerMixin, FakeHandler):
         if fields.get("grant_type") != "client_credentials":
             errors.append(f"grant_type is {fields.get('grant_type')!r}")
         scopes = set(fields.get("scope", "").split())
-        if not scopes <= {"cob.write", "cob.read", "pix.write", "pix.read"} | COBV_SCOPES:
+        if not scopes <= {"cob.write", "cob.read", "pix.write", "pix.read"} | COBV_SCOPES | REC_SCOPES:
             errors.append(f"unexpected scopes {sorted(scopes)}")
         return errors, " ".join(scopes)
 
@@ -618,4 +682,21 @@ def _operation(method: str, path: str) -> str | None:
         return "pix.get"
     if len(segments) == 4 and segments[0] == "pix" and segments[2] == "devolucao":
         return {"PUT": "devolucao.put", "GET": "devolucao.get"}.get(method)
+    return _rec_operation(method, segments)
+
+
+def _rec_operation(method: str, segments: list[str]) -> str | None:
+    """Pix Automático's operations (fake_psp_rec)."""
+    if segments == ["locrec"] and method == "POST":
+        return "locrec.post"
+    if segments == ["solicrec"] and method == "POST":
+        return "solicrec.post"
+    if segments == ["rec"]:
+        return {"POST": "rec.post", "GET": "rec.list"}.get(method)
+    if len(segments) == 2 and segments[0] == "rec":
+        return {"GET": "rec.get", "PATCH": "rec.patch"}.get(method)
+    if len(segments) == 2 and segments[0] == "cobr":
+        return {"PUT": "cobr.put", "GET": "cobr.get", "PATCH": "cobr.patch"}.get(method)
+    if len(segments) == 4 and segments[0] == "cobr" and segments[2] == "retentativa" and method == "POST":
+        return "cobr.retentativa"
     return None

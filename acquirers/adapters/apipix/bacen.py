@@ -26,6 +26,10 @@ notification URL registered with the PSP.
   from the PSP's answer, never from the callback body, so a forged or replayed
   callback cannot move money.
 
+Due-date charges (``cobv``): :mod:`.cobv`; Pix Automático (``rec``, ``locrec``,
+``solicrec``, ``cobr``): :mod:`.rec`, whose cycles name the receiving account
+of options ``receiver_account``, ``receiver_account_type`` and ``receiver_branch``.
+
 No payouts (``supports_payout`` is off): the API Pix standard has none (each
 PSP has its own API), so the selectors never put a ``bacen_pix`` acquirer in a
 payout chain.
@@ -44,8 +48,15 @@ from acquirers.adapters.apipix.client import ApiClient, client_for
 from acquirers.adapters.apipix.cobv import BacenCobvMixin, adopt_existing
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
 from acquirers.adapters.apipix.listing import cob_records, listing_page, pix_records
-from acquirers.adapters.apipix.options import clean_connection_options, clean_notification_token_env, clean_pix_key
+from acquirers.adapters.apipix.options import (
+    RECEIVER_ACCOUNT_OPTIONS,
+    clean_connection_options,
+    clean_notification_token_env,
+    clean_pix_key,
+    clean_receiver_account,
+)
 from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
+from acquirers.adapters.apipix.rec import BacenRecMixin
 from acquirers.adapters.base import (
     AcquirerAdapter,
     CancelResult,
@@ -68,8 +79,9 @@ from acquirers.adapters.registry import register
 logger = logging.getLogger(__name__)
 
 #: What the adapter calls: immediate charges and received Pix (refunds are ``pix.write``). Due-date
-#: charges need ``cobv.*`` (and ``lotecobv.*``) added to the acquirer's ``scopes``: not asked by default,
-#: so credentials without them keep working.
+#: charges need ``cobv.*`` (and ``lotecobv.*``) added to the acquirer's ``scopes``, Pix Automático
+#: :data:`~acquirers.adapters.apipix.rec.REC_SCOPES`: not asked by default, so credentials without
+#: them keep working.
 DEFAULT_SCOPES = ("cob.write", "cob.read", "pix.write", "pix.read")
 REMOVED_BY_US = "REMOVIDA_PELO_USUARIO_RECEBEDOR"
 _REMOVED = frozenset({REMOVED_BY_US, "REMOVIDA_PELO_PSP"})
@@ -82,7 +94,7 @@ MAX_PIX_PER_NOTIFICATION = 50
 
 
 @register
-class BacenPixAdapter(BacenCobvMixin, AcquirerAdapter):
+class BacenPixAdapter(BacenCobvMixin, BacenRecMixin, AcquirerAdapter):
     name = "bacen_pix"
     supports_payout = False
     supports_charge_status = True
@@ -91,14 +103,16 @@ class BacenPixAdapter(BacenCobvMixin, AcquirerAdapter):
     supports_list_received = True
     supports_due_charge = True
     supports_due_charge_batch = True
+    supports_recurrence = True
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
         clean = clean_connection_options(
-            options, default_scopes=DEFAULT_SCOPES, own=("chave", "notification_token_env")
+            options, default_scopes=DEFAULT_SCOPES, own=("chave", "notification_token_env", *RECEIVER_ACCOUNT_OPTIONS)
         )
         clean["chave"] = clean_pix_key(options, what="the receiving account's Pix key")
         clean |= clean_notification_token_env(options)
+        clean |= clean_receiver_account(options)
         return clean
 
     def _client(self) -> ApiClient:

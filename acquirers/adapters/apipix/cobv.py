@@ -189,13 +189,18 @@ def _due_status(cobv: Mapping[str, Any], txid: str) -> DueChargeStatus:
     if not isinstance(received, list):
         raise InvalidResponse(f"cobv {txid}: pix is not a list")
     return DueChargeStatus(
-        txid=txid, status=str(status), original=original, pix=tuple(_pix(p, txid) for p in received), raw=dict(cobv)
+        txid=txid,
+        status=str(status),
+        original=original,
+        pix=tuple(received_pix(p, f"cobv {txid}") for p in received),
+        raw=dict(cobv),
     )
 
 
-def _pix(pix: object, txid: str) -> DuePix:
+def received_pix(pix: object, where: str) -> DuePix:
+    """A Pix of a charge's ``pix[]`` (a ``cobv``'s, a ``cobr``'s: ``where`` names it for errors)."""
     if not isinstance(pix, dict) or not isinstance(pix.get("endToEndId"), str) or not E2E_ID.match(pix["endToEndId"]):
-        raise InvalidResponse(f"cobv {txid}: a Pix without a valid endToEndId")
+        raise InvalidResponse(f"{where}: a Pix without a valid endToEndId")
     components: dict[str, int] = {}
     given = pix.get("componentesValor")
     for name, part in given.items() if isinstance(given, dict) else ():

@@ -184,3 +184,35 @@ def clean_notification_token_env(options: Mapping[str, Any]) -> dict[str, str]:
     segment of the notification URL) when given; empty when not."""
     token_env = env_name(options, "notification_token_env")
     return {"notification_token_env": token_env} if token_env else {}
+
+
+#: ``DadosBancariosRecebedor.tipoConta`` of the API Pix.
+ACCOUNT_TYPES = ("CORRENTE", "POUPANCA", "PAGAMENTO")
+RECEIVER_ACCOUNT_OPTIONS = ("receiver_account", "receiver_account_type", "receiver_branch")
+
+
+def clean_receiver_account(options: Mapping[str, Any]) -> dict[str, str]:
+    """Options ``receiver_account`` (``conta``, 1-20 digits),
+    ``receiver_account_type`` (``tipoConta``: CORRENTE, the default, POUPANCA
+    or PAGAMENTO) and ``receiver_branch`` (``agencia``, at most 4, optional):
+    the receiving account a Pix Automático cycle (``cobr``) names in its
+    ``recebedor``. All optional as a whole: without ``receiver_account`` the
+    acquirer cannot create cycles, and says so when asked to."""
+    account = options.get("receiver_account")
+    kind = options.get("receiver_account_type")
+    branch = options.get("receiver_branch")
+    if account is None or account == "":
+        if kind or branch:
+            raise InvalidOptions("receiver_account_type and receiver_branch need receiver_account")
+        return {}
+    # Digits only, check digit included, as the DICT and the SPI write an account number.
+    if not isinstance(account, str) or not account.isascii() or not account.isdigit() or len(account) > 20:
+        raise InvalidOptions("receiver_account must be the account number (1-20 digits, check digit included)")
+    clean = {"receiver_account": account, "receiver_account_type": kind or "CORRENTE"}
+    if clean["receiver_account_type"] not in ACCOUNT_TYPES:
+        raise InvalidOptions(f"receiver_account_type must be one of {', '.join(ACCOUNT_TYPES)}")
+    if branch is not None and branch != "":
+        if not isinstance(branch, str) or not branch.isascii() or not branch.isdigit() or len(branch) > 4:
+            raise InvalidOptions("receiver_branch must be the branch number (1-4 digits)")
+        clean["receiver_branch"] = branch
+    return clean
