@@ -70,7 +70,9 @@ def cycle_apply(*, cycle_id: uuid.UUID | str, state: CycleChargeState, today: dt
             except PixServiceError:
                 logger.warning("cycle %s: the Pix %s could not be applied", cycle.pk, news.e2e_id, exc_info=True)
         with transaction.atomic():
-            locked = Cycle.objects.select_for_update().select_related("recurrence", "charge").get(pk=cycle.pk)
+            locked = (
+                Cycle.objects.select_for_update(of=("self",)).select_related("recurrence", "charge").get(pk=cycle.pk)
+            )
             credited = locked.charge is not None and locked.charge.status in MONEY_MOVED
             if locked.status in (CycleStatus.ACTIVE, CycleStatus.RETRYING) and credited:
                 locked.status = CycleStatus.PAID

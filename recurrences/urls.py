@@ -13,6 +13,14 @@ from recurrences.apis import (
     RecurrenceDetailApi,
     RecurrencesApi,
 )
+from recurrences.sandbox_apis import (
+    SandboxCycleFailApi,
+    SandboxCyclePayApi,
+    SandboxRecurrenceApproveApi,
+    SandboxRecurrenceExpireApi,
+    SandboxRecurrencePayerCancelApi,
+    SandboxRecurrenceRejectApi,
+)
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("recurrences", RecurrencesApi.as_view(), name="recurrences"),
@@ -29,4 +37,16 @@ urlpatterns: list[URLPattern | URLResolver] = [
 
 # Decisions §8: the sandbox's payer's bank does not exist at all when PIX_SANDBOX is off.
 if settings.PIX_SANDBOX:
-    pass
+    _SANDBOX = "sandbox/recurrences/<str:recurrence_id>"
+    urlpatterns += [
+        path(f"{_SANDBOX}/approve", SandboxRecurrenceApproveApi.as_view(), name="sandbox-recurrence-approve"),
+        path(f"{_SANDBOX}/reject", SandboxRecurrenceRejectApi.as_view(), name="sandbox-recurrence-reject"),
+        path(f"{_SANDBOX}/expire", SandboxRecurrenceExpireApi.as_view(), name="sandbox-recurrence-expire"),
+        path(
+            f"{_SANDBOX}/payer-cancel",
+            SandboxRecurrencePayerCancelApi.as_view(),
+            name="sandbox-recurrence-payer-cancel",
+        ),
+        path(f"{_SANDBOX}/cycles/<str:index>/pay", SandboxCyclePayApi.as_view(), name="sandbox-cycle-pay"),
+        path(f"{_SANDBOX}/cycles/<str:index>/fail", SandboxCycleFailApi.as_view(), name="sandbox-cycle-fail"),
+    ]
