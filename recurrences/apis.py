@@ -111,7 +111,7 @@ class RecurrencesApi(ListingMixin, AccountAPIView):
 
     @extend_schema(
         tags=["recurrences"],
-        summary="Create a recurrence (Pix Automático)",
+        summary="Create a recurrence (automatic Pix)",
         description=(
             "The payer's standing authorisation (API Pix `rec`): once they approve it at their bank, each cycle "
             "is charged on its due date without them acting. `journey` `qr`: the answer carries the recurrence's "

@@ -82,8 +82,8 @@ RECURRENCE_CREATED = OpenApiExample(
             "end_date": None,
             "retry_policy": "3_in_7_days",
             "qr_code": {
-                "emv": "00020101021226960014br.gov.bcb.pix2574pix.sandbox.local/qr/v2/rec/RR9999999920301125a1B2c3D4e5F"
-                "5204000053039865802BR5919PIX SERVICE SANDBOX6009SAO PAULO62070503***6304A1B2",
+                "emv": "00020101021226790014br.gov.bcb.pix2557pix.sandbox.local/qr/v2/rec/RR9999999920301125a1B2c3D4e5F"
+                "5204000053039865802BR5919PIX SERVICE SANDBOX6009SAO PAULO62070503***630448B1",
                 "location": "pix.sandbox.local/qr/v2/rec/RR9999999920301125a1B2c3D4e5F",
             },
             "payer_bank": None,

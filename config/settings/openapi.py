@@ -24,7 +24,7 @@ SPECTACULAR_SETTINGS = {
         },
         {
             "name": "recurrences",
-            "description": "Pix Automático (API Pix rec, cobr): the payer authorises once at their bank, then each "
+            "description": "Automatic Pix (API Pix rec, cobr): the payer authorises once at their bank, then each "
             "cycle is charged on its due date; create, read, list, cancel, cycles and their amounts.",
         },
         {"name": "infractions", "description": "MED fraud claims on Pix received: blocks, defence, returns."},
