@@ -8,7 +8,8 @@
   undetermined payout); runs and resolves reconciliation with acquirers, and
   asks for the one debiting action (debit again a payout the acquirer made
   although it failed here); sends a MED infraction's defence on the
-  account's behalf and asks to register, accept or close infractions.
+  account's behalf and asks to register, accept or close infractions;
+  cancels a Pix Automático recurrence and sends a missed cycle again.
 - ``finance``: sees everything and approves or rejects those requests, the
   staff refunds of paid charges operations ask for, and the account changes
   operations ask for (contact e-mail, manual approval, withdrawal limits)
@@ -35,6 +36,7 @@ PROJECT_APPS = (
     "withdrawals",
     "infractions",
     "due_charges",
+    "recurrences",
     "reconciliation",
     "webhooks",
 )
@@ -69,6 +71,9 @@ OPERATIONS_EXTRA = (
     # register one an acquirer reported by other means, to accept a return without defence or close one.
     "infractions.defend_infraction",
     "infractions.request_infraction_action",
+    # Pix Automático: cancel a recurrence, send a missed cycle again (no money moves out; every field read-only).
+    "recurrences.change_recurrence",
+    "recurrences.change_cycle",
 )
 
 

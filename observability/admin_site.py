@@ -23,6 +23,7 @@ APP_ORDER = {
     "payments": "Cobranças",
     "withdrawals": "Saques",
     "infractions": "Infrações MED",
+    "recurrences": "Pix Automático",
     "acquirers": "Adquirentes",
     "webhooks": "Webhooks",
     "auth": "Usuários e permissões",

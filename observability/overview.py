@@ -20,6 +20,7 @@ from observability import selectors
 from observability.selectors import Figure, Volume, local_midnight
 from payments.due_payments import day_in_brazil, now_in_brazil
 from payments.models import ChargeStatus
+from recurrences import admin_selectors as recurrence_selectors
 from withdrawals.models import WithdrawalStatus
 
 #: Who sees the overview: every back-office group can view charges.
@@ -27,6 +28,7 @@ OVERVIEW_PERMISSION = "payments.view_charge"
 #: Who sees the MED card (every back-office group can).
 INFRACTIONS_PERMISSION = "infractions.view_infraction"
 DUE_CHARGES_PERMISSION = "payments.view_duecharge"
+RECURRENCES_PERMISSION = "recurrences.view_recurrence"
 
 # Chart geometry (SVG user units; the SVG scales to its box).
 BAR_WIDTH, BAR_GAP, CHART_HEIGHT, LABEL_SPACE, TOP_SPACE = 36, 14, 120, 18, 16
@@ -243,7 +245,42 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
         "webhooks": [{"label": label, "count": count, "url": url} for label, count, url in webhooks],
         "infractions": infractions["tiles"] if infractions is not None else None,
         "due_charges": _due_charges(request, site, now=now),
+        "recurrences": _recurrences(request, site, now=now),
     }
+
+
+def _recurrences(request: HttpRequest, site: str, *, now: dt.datetime | None) -> list[dict[str, Any]] | None:
+    """The Pix Automático card: recurrences waiting for the payer's
+    authorisation, and the cycles due in the last 7 days that failed or were
+    missed (what staff look at: a missed one may still be sent); None for
+    staff who cannot see recurrences."""
+    if not request.user.has_perm(RECURRENCES_PERMISSION):
+        return None
+    found = recurrence_selectors.attention(today=day_in_brazil(now) if now else now_in_brazil())
+    since = found.since.isoformat()
+    cycles = [
+        ("failed", "Ciclos falhos (últimos 7 dias)", found.failed_recent),
+        ("missed", "Ciclos perdidos (últimos 7 dias)", found.missed_recent),
+    ]
+    return [
+        {
+            "figure": "waiting",
+            "label": "Aguardando autorização do pagador",
+            "count": found.waiting_authorisation,
+            "url": admin_list(site, "recurrences_recurrence", status="created"),
+            "hot": False,
+        },
+        *(
+            {
+                "figure": status,
+                "label": label,
+                "count": count,
+                "url": admin_list(site, "recurrences_cycle", status=status, due_date__gte=since),
+                "hot": count > 0,
+            }
+            for status, label, count in cycles
+        ),
+    ]
 
 
 def _due_charges(request: HttpRequest, site: str, *, now: dt.datetime | None) -> list[dict[str, Any]] | None:

@@ -217,7 +217,13 @@ class ChargeQrCodeApi(AccountAPIView):
                 (200, "image/png"): OpenApiResponse(OpenApiTypes.BINARY, description="PNG image of the BR Code."),
                 (200, "image/svg+xml"): OpenApiResponse(OpenApiTypes.STR, description="SVG image of the BR Code."),
             },
-            (404, not_found(err.CHARGE_NOT_FOUND)),
+            (
+                404,
+                error_response(
+                    "Unknown id, malformed id, another account's record, or a Pix Automático cycle (no code).",
+                    err.CHARGE_NOT_FOUND,
+                ),
+            ),
             (422, VALIDATION_ERROR),
         ),
     )
@@ -226,6 +232,8 @@ class ChargeQrCodeApi(AccountAPIView):
         if image_format not in ("png", "svg"):
             raise ValidationFailed({"format": ["Use png ou svg."]})
         charge = charge_get(account=request.user, charge_id=charge_id)  # type: ignore[arg-type]
+        if not charge.emv:  # a Pix Automático cycle: its payer's bank settles it, no code to scan
+            raise err.ChargeNotFound(err.NO_QR_CODE)
         buffer = io.BytesIO()
         segno.make(charge.emv, error="m").save(buffer, kind=image_format, scale=8, border=4)
         content_type = "image/png" if image_format == "png" else "image/svg+xml"

@@ -41,6 +41,12 @@ CREATE_INTERNAL_ERROR = "Ocorreu um erro ao criar o pagamento."
 CHARGE_NOT_FOUND = "Transação não encontrada."
 # The sandbox drivers: a charge withdrawn at its acquirer, and a Pix that came after the cancel.
 REMOVED_AT_ACQUIRER = "A transação foi removida na adquirente: o pagador não consegue mais pagá-la."
+NO_QR_CODE = "Esta cobrança não tem QR code: é um ciclo do Pix Automático, liquidado pelo banco do pagador."
+#: A Pix Automático cycle is paid by the payer's bank on its own, never by scanning a code.
+CYCLE_PAID_BY_PAYERS_BANK = (
+    "Esta cobrança é um ciclo do Pix Automático: o banco do pagador a liquida no vencimento, sem QR code "
+    "(no sandbox: POST /api/sandbox/recurrences/{id}/cycles/{index}/pay ou /fail)."
+)
 LATE_PAYMENT_RECORDED = (
     "Pagamento recebido após o cancelamento: registrado para a equipe creditar ou devolver ao pagador."
 )

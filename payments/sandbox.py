@@ -15,6 +15,7 @@ from acquirers.adapters.base import Notification, NotificationEvent
 from acquirers.adapters.sandbox import SandboxAdapter, new_e2e_id
 from core.redis import UNAVAILABLE as REDIS_UNAVAILABLE
 from payments import exceptions as err
+from payments.choices import ChargeKind
 from payments.events import LATE_DETAIL, charge_event_apply
 from payments.models import Charge
 
@@ -41,6 +42,9 @@ def sandbox_charge_drive(*, charge: Charge, action: str) -> SandboxOutcome:
     the acquirer's notification would: the same ``charge_event_apply``,
     strict (:class:`~payments.exceptions.TransitionNotAllowed` when the
     status does not allow it; a repeat changes nothing)."""
+    if action in ("pay", "fail") and charge.kind == ChargeKind.RECURRING:
+        # Settled at the payer's bank, as the cobr says (the recurrences' sandbox routes drive it).
+        raise err.TransitionNotAllowed(err.CYCLE_PAID_BY_PAYERS_BANK)
     sandbox = adapters.build(charge.acquirer)
     if action == "pay" and isinstance(sandbox, SandboxAdapter) and not _payable_there(sandbox, charge.txid):
         # Withdrawn at the sandbox (a cancel that reached it): no payer can pay it.

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
+from django.db.models import QuerySet
+
 from payments.recurrence_schedule import creation_window, due_date
 from payments.recurrence_terms import RecurrenceTerms
 from recurrences.models import Cycle, CycleStatus, Recurrence
@@ -14,6 +16,12 @@ from webhooks.services import event_emit
 
 #: Cycles the schedule still works on.
 OPEN = (CycleStatus.SCHEDULED, CycleStatus.AWAITING_AMOUNT, CycleStatus.ACTIVE, CycleStatus.RETRYING)
+
+
+def cycles_locked() -> QuerySet[Cycle]:
+    """Cycles read ``FOR UPDATE`` of their own rows only: the related rows
+    joined in (a nullable charge) are not locked here, each has its own order."""
+    return Cycle.objects.select_for_update(of=("self",))
 
 
 def cycle_txid(recurrence_id: uuid.UUID, index: int) -> str:

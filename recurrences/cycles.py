@@ -38,7 +38,7 @@ from payments.recurrence_schedule import (
 )
 from recurrences import acquirer
 from recurrences import exceptions as err
-from recurrences.cycle_base import cycle_changed, cycle_txid, next_due, opens_on, terms_of
+from recurrences.cycle_base import cycle_changed, cycle_txid, cycles_locked, next_due, opens_on, terms_of
 from recurrences.models import Cycle, CycleStatus, Recurrence, RecurrenceStatus
 from recurrences.outcomes import cycle_apply
 
@@ -118,7 +118,7 @@ def cycles_miss_unpriced(*, today: dt.date) -> int:
         "pk", flat=True
     )[:500]:
         with transaction.atomic():
-            cycle = Cycle.objects.select_for_update().select_related("recurrence").filter(pk=cycle_id).first()
+            cycle = cycles_locked().select_related("recurrence").filter(pk=cycle_id).first()
             if cycle is None or cycle.status != CycleStatus.AWAITING_AMOUNT:
                 continue
             _miss(cycle, cycle.recurrence, "O valor do ciclo não foi informado a tempo.")
@@ -181,7 +181,7 @@ def cycle_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> str:
     cycle's status afterwards. An unclear answer leaves it scheduled: the
     next tick sends the same txid again, or, its window closed, reads it."""
     with transaction.atomic():
-        cycle = Cycle.objects.select_for_update().select_related("recurrence__acquirer").get(pk=cycle_id)
+        cycle = cycles_locked().select_related("recurrence__acquirer").get(pk=cycle_id)
         recurrence = cycle.recurrence
         if cycle.status != CycleStatus.SCHEDULED or cycle.amount is None:
             return str(cycle.status)
@@ -219,7 +219,7 @@ def cycle_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> str:
             return str(CycleStatus.SCHEDULED)  # unclear: read again next tick
         # Not found there (or refused): it was never created.
         with transaction.atomic():
-            locked = Cycle.objects.select_for_update().select_related("recurrence").get(pk=cycle.pk)
+            locked = cycles_locked().select_related("recurrence").get(pk=cycle.pk)
             if locked.status != CycleStatus.SCHEDULED:
                 return str(locked.status)
             return _miss(locked, locked.recurrence, "Janela de envio perdida (envio sem resposta clara).")
@@ -231,7 +231,7 @@ def _store_charge(cycle_id: uuid.UUID, state: CycleChargeState) -> str:
     """The acquirer holds the cobr: the cycle's charge is stored (once), then
     what the cobr already says is applied (paid, refused)."""
     with transaction.atomic():
-        cycle = Cycle.objects.select_for_update().select_related("recurrence__account").get(pk=cycle_id)
+        cycle = cycles_locked().select_related("recurrence__account").get(pk=cycle_id)
         recurrence = cycle.recurrence
         if cycle.charge_id is None:
             if state.amount != cycle.amount:
@@ -281,7 +281,7 @@ def _last_settlement_day(recurrence: Recurrence, cycle: Cycle) -> dt.date:
 
 def _fail_unsent(cycle_id: uuid.UUID, reason: str) -> str:
     with transaction.atomic():
-        cycle = Cycle.objects.select_for_update().select_related("recurrence").get(pk=cycle_id)
+        cycle = cycles_locked().select_related("recurrence").get(pk=cycle_id)
         if cycle.status != CycleStatus.SCHEDULED:
             return str(cycle.status)
         cycle.status = CycleStatus.FAILED

@@ -21,11 +21,11 @@ from payments import exceptions as payment_errors
 from payments.choices import ChargeSource, ChargeStatus
 from payments.cycle_acquirer import PAID, cycle_paid_news
 from payments.events import charge_event_apply
-from payments.models import ChargeTransition
+from payments.models import Charge, ChargeTransition
 from payments.recurrence_schedule import next_retry_date, settlement_date
 from payments.services import charge_transition
 from recurrences import acquirer
-from recurrences.cycle_base import OPEN, cycle_changed, next_due, terms_of
+from recurrences.cycle_base import OPEN, cycle_changed, cycles_locked, next_due, terms_of
 from recurrences.models import CYCLE_ENDED, Cycle, CycleStatus, Recurrence
 
 logger = logging.getLogger(__name__)
@@ -70,9 +70,7 @@ def cycle_apply(*, cycle_id: uuid.UUID | str, state: CycleChargeState, today: dt
             except PixServiceError:
                 logger.warning("cycle %s: the Pix %s could not be applied", cycle.pk, news.e2e_id, exc_info=True)
         with transaction.atomic():
-            locked = (
-                Cycle.objects.select_for_update(of=("self",)).select_related("recurrence", "charge").get(pk=cycle.pk)
-            )
+            locked = cycles_locked().select_related("recurrence", "charge").get(pk=cycle.pk)
             credited = locked.charge is not None and locked.charge.status in MONEY_MOVED
             if locked.status in (CycleStatus.ACTIVE, CycleStatus.RETRYING) and credited:
                 locked.status = CycleStatus.PAID
@@ -100,7 +98,7 @@ def _rejected(cycle_id: uuid.UUID, state: CycleChargeState, reason: str, today: 
     """The latest attempt was refused: a retry on the policy's next day, or the cycle fails."""
     day = today or timezone.localdate()
     with transaction.atomic():
-        cycle = Cycle.objects.select_for_update().select_related("recurrence").get(pk=cycle_id)
+        cycle = cycles_locked().select_related("recurrence").get(pk=cycle_id)
         if cycle.status not in (CycleStatus.ACTIVE, CycleStatus.RETRYING):
             return
         if cycle.status == CycleStatus.RETRYING and cycle.next_retry_on not in {a.settles_on for a in state.attempts}:
@@ -159,15 +157,29 @@ def _end(cycle_id: uuid.UUID, status: str, reason: str) -> None:
     """The cycle ends unpaid: its charge is cancelled (the acquirer asked to
     cancel the cobr until it answers: ``payments.cancellation``)."""
     with transaction.atomic():
-        cycle = Cycle.objects.select_for_update().select_related("recurrence").get(pk=cycle_id)
+        cycle = cycles_locked().select_related("recurrence").get(pk=cycle_id)
         if cycle.status in CYCLE_ENDED:
             return
-        cycle.status = status
-        cycle.failure_reason = reason[:500]
-        cycle.next_retry_on = None
-        cycle.save(update_fields=["status", "failure_reason", "next_retry_on", "updated_at"])
-        if not _cancel_charge(cycle.charge_id):
-            cycle_changed(cycle, cycle.recurrence)
+        _close(cycle, cycle.recurrence, status, reason)
+
+
+def _close(cycle: Cycle, recurrence: Recurrence, status: str, reason: str) -> None:
+    """In the caller's transaction, the cycle locked: it ends unpaid and its
+    pending charge is cancelled, unless the charge was paid meanwhile (its
+    Pix won the race: the cycle is paid, as its charge's event said). The
+    status is written first, so the charge's transition tells it (one event)."""
+    cycle.status = status
+    cycle.failure_reason = reason[:500]
+    cycle.next_retry_on = None
+    cycle.save(update_fields=["status", "failure_reason", "next_retry_on", "updated_at"])
+    if _cancel_charge(cycle.charge_id):
+        return
+    if cycle.charge_id is not None and Charge.objects.filter(pk=cycle.charge_id, status__in=MONEY_MOVED).exists():
+        cycle.status = CycleStatus.PAID
+        cycle.failure_reason = ""
+        cycle.save(update_fields=["status", "failure_reason", "updated_at"])
+        return
+    cycle_changed(cycle, recurrence)
 
 
 def _cancel_charge(charge_id: uuid.UUID | None) -> bool:
@@ -190,10 +202,6 @@ def cycles_stop(*, recurrence: Recurrence, by_payer: bool) -> None:
     """In the transaction that ends the recurrence (its row locked): every
     open cycle is cancelled; a cobr at the acquirer is cancelled there
     (unless the payer's side did it, which the acquirer already knows)."""
+    reason = "Recorrência cancelada pelo pagador." if by_payer else "Recorrência encerrada."
     for cycle in Cycle.objects.select_for_update().filter(recurrence=recurrence, status__in=OPEN).order_by("index"):
-        cycle.status = CycleStatus.CANCELLED
-        cycle.failure_reason = "Recorrência cancelada pelo pagador." if by_payer else "Recorrência encerrada."
-        cycle.next_retry_on = None
-        cycle.save(update_fields=["status", "failure_reason", "next_retry_on", "updated_at"])
-        if not _cancel_charge(cycle.charge_id):
-            cycle_changed(cycle, recurrence)
+        _close(cycle, recurrence, CycleStatus.CANCELLED, reason)

@@ -137,9 +137,9 @@ class RecurrenceMethods:
         raise self.unsupported_error(f"{self.name}: Pix Automático is not supported")
 
     def create_recurrence(self, request: RecurrenceRequest) -> RecurrenceCreated:
-        """``POST /rec`` (QR journey: then ``POST /locrec``, ``PATCH /rec`` with
-        the location, and the code read back). Not idempotent at the PSP: a
-        timeout is settled by :meth:`find_recurrence`."""
+        """``POST /rec`` (QR journey: its ``POST /locrec`` first, given in the
+        ``POST /rec`` as ``loc``, then the code read back). Not idempotent at
+        the PSP: a timeout is settled by :meth:`find_recurrence`."""
         self._no_recurrence()
 
     def find_recurrence(self, *, debtor_document: str, contract: str, since: dt.datetime) -> RecurrenceState | None:

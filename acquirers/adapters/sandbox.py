@@ -17,20 +17,18 @@ Options: ``{"charge": <behaviour>, "payout": "ok"|"fail"|"timeout",
 
 Payouts: ``timeout`` records the transfer, then waits past the deadline.
 For reconciliation it lists what it recorded: ``list_sent`` the transfers,
-``list_received`` the Pix its charges received (the sandbox drivers record
-a payment here, :meth:`SandboxAdapter.receive`, as a real PSP holds the
-Pix it received; a refund it made marks it returned).
+``list_received`` the Pix its charges received (recorded by the drivers,
+:meth:`SandboxAdapter.receive`, as a real PSP holds the Pix it received;
+a refund it made marks it returned).
 
 Refunds (``refund``): ``ok`` returns the money at once; ``processing`` answers
 "processing" and returns it on the next ask; ``fail`` answers that the refund
-was not made; ``timeout`` returns it, then answers past the deadline. Asking
-again for the same refund id answers its recorded state (idempotent);
-``refund_status`` reads it without making one (a processing refund settles
-on the next read too), "not found" when none was asked for.
-MED infractions: :mod:`.sandbox_infractions` (the drivers open and decide
-them; the service lists them and delivers defences, as at a real acquirer).
-Due-date charges (cobv): :mod:`.sandbox_due`, with the same charge behaviours.
-Pix Automático (rec, solicrec, cobr) and the payer's bank: :mod:`.sandbox_recurrence`.
+was not made; ``timeout`` returns it, then answers past the deadline. Asked
+again, a refund id answers its recorded state (idempotent); ``refund_status``
+reads it (a processing refund settles on that read too), "not found" when none.
+MED infractions: :mod:`.sandbox_infractions` (opened and decided by the drivers).
+Due-date charges (cobv): :mod:`.sandbox_due`; Pix Automático and the payer's
+bank: :mod:`.sandbox_recurrence`; both with the same charge behaviours.
 What the sandbox "created" or received (charges, cancellations, payouts and
 how many times each payout was requested) is kept in Redis so every process
 sees the same acquirer.
@@ -119,8 +117,7 @@ class SandboxAdapter(SandboxInfractions, SandboxDueCharges, SandboxRecurrences, 
     supports_infractions = True
     # cobv (acquirers.adapters.sandbox_due); no lotecobv: a batch's charges are created one by one.
     supports_due_charge = True
-    # Pix Automático, the payer's bank simulated (acquirers.adapters.sandbox_recurrence).
-    supports_recurrence = True
+    supports_recurrence = True  # and the payer's bank (acquirers.adapters.sandbox_recurrence)
     supports_list_received = True
     supports_list_sent = True
     supports_refund = True

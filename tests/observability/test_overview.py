@@ -183,7 +183,7 @@ def test_every_overview_link_is_a_filter_the_list_accepts(admin_client: Client, 
 
 def test_apps_in_a_merchants_order_with_pt_br_names(admin_client: Client) -> None:
     apps = [app["name"] for app in admin_client.get(reverse("admin:index")).context["app_list"]]
-    assert apps[:6] == ["Contas", "Cobranças", "Saques", "Infrações MED", "Adquirentes", "Webhooks"]
+    assert apps[:7] == ["Contas", "Cobranças", "Saques", "Infrações MED", "Pix Automático", "Adquirentes", "Webhooks"]
     assert apps.index("Usuários e permissões") < apps.index("Bloqueio de login (axes)")
     axes = admin_client.get(reverse("admin:index")).context["app_list"][apps.index("Bloqueio de login (axes)")]
     assert "Tentativas de login bloqueáveis" in [m["name"] for m in axes["models"]]
@@ -214,6 +214,7 @@ def test_the_overview_costs_a_bounded_number_of_queries(
     # 20: account changes waiting, late payments waiting and cancels the acquirer
     # never answered are one count each; the MED card is one aggregate of the
     # open infractions and one count of the requests about them; due-date
-    # charges due today and overdue are one aggregate.
-    with django_assert_max_num_queries(20):
+    # charges due today and overdue are one aggregate; Pix Automático's card is
+    # one count of the recurrences waiting and one aggregate of the cycles.
+    with django_assert_max_num_queries(22):
         assert admin_client.get(reverse("admin:index")).status_code == 200

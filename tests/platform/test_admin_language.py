@@ -5,6 +5,7 @@ vocabulary is left in what the page shows."""
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import re
 from pathlib import Path
@@ -53,6 +54,7 @@ def pages(client: Client, django_user_model: Any) -> list[str]:
     endpoint_create(account=account, url="https://loja.example/webhooks", description="loja")
     paid = factories.ChargeFactory(account=account)
     charge_transition(charge_id=paid.pk, to_status=ChargeStatus.PAID, source=ChargeTransition.Source.SANDBOX)
+    _recurrence_with_a_cycle(account)
     staff_login(client, django_user_model.objects.create_superuser("root", "root@example.com", "x"))
     urls = [reverse("admin:index")]
     for model in admin.site._registry:
@@ -65,6 +67,30 @@ def pages(client: Client, django_user_model: Any) -> list[str]:
         if record is not None:
             urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[record.pk]))
     return urls
+
+
+def _recurrence_with_a_cycle(account: Account) -> None:
+    """A Pix Automático recurrence and a failed cycle: their pages and the cycles inline show their columns."""
+    from recurrences.models import Cycle, Recurrence
+
+    recurrence = Recurrence.objects.create(
+        account=account,
+        acquirer=factories.AcquirerFactory(),
+        id_rec="RR1234567820261129abcdefghijk",
+        journey="push",
+        terms={
+            "vinculo": {"contrato": "CT-1", "devedor": {"cpf": "52998224725", "nome": "Maria"}},
+            "calendario": {"dataInicial": "2026-01-10", "periodicidade": "MENSAL"},
+            "valor": {"valorRec": "89.90"},
+            "politicaRetentativa": "PERMITE_3R_7D",
+        },
+        debtor_document="52998224725",
+        contract="CT-1",
+        payer_bank={"ispb": "60701190", "branch": "1", "account": "123"},
+    )
+    Cycle.objects.create(
+        recurrence=recurrence, index=0, due_date=dt.date(2026, 1, 10), amount=8990, status="failed", txid="t" * 35
+    )
 
 
 def test_every_back_office_page_reads_in_pt_br(client: Client, pages: list[str]) -> None:
