@@ -292,6 +292,7 @@ class RecurrenceCycleAmountApi(AccountAPIView):
                     {
                         "Fixed amount": err.FIXED_AMOUNT,
                         "Above the maximum": err.AMOUNT_ABOVE_MAX,
+                        "Net of fees below the minimum": payment_err.NET_BELOW_MIN,
                         "Too late": err.AMOUNT_TOO_LATE,
                         "Not a cycle": err.NOT_A_CYCLE,
                     },

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from accounts.models import Account
 from acquirers.adapters.base import RecurrenceState
 from acquirers.models import Acquirer
 from payments.due_payments import now_in_brazil
@@ -28,6 +29,7 @@ FIXED = "A recorrência tem valor fixo: o valor dos ciclos não pode ser informa
 ABOVE_MAX = "O valor do ciclo excede o valor máximo da recorrência."
 TOO_LATE = "O valor deste ciclo já não pode ser informado: a cobrança já foi enviada ou o prazo passou."
 NOT_A_CYCLE = "A recorrência não tem esse ciclo (fora da vigência)."
+NET_BELOW_MIN = "O valor da transação deve resultar em pelo menos R$ 0,10 após as taxas."
 
 
 def approved(recurrence_id: str) -> Recurrence:
@@ -126,10 +128,11 @@ def test_a_later_cycles_amount_may_be_set_ahead(api: APIClient, acquirer: Acquir
         ("closed", 0, 1000, TOO_LATE),  # due tomorrow: its window closed 2 days before the due date
         ("ending", 2, 1000, NOT_A_CYCLE),  # past end_date
         ("sent", 0, 1000, TOO_LATE),
+        ("fee", 0, 100, NET_BELOW_MIN),  # R$ 0,95 of fee on R$ 1,00
     ],
 )
 def test_an_amount_the_recurrence_does_not_take_is_a_400_that_changes_nothing(
-    api: APIClient, acquirer: Acquirer, setup: str, index: int, amount: int, message: str
+    api: APIClient, account: Account, acquirer: Acquirer, setup: str, index: int, amount: int, message: str
 ) -> None:
     if setup == "fixed":
         created = create(api)
@@ -139,6 +142,8 @@ def test_an_amount_the_recurrence_does_not_take_is_a_400_that_changes_nothing(
         created = variable(api, first_due_date=due_in(5).isoformat(), end_date=due_in(40).isoformat())
     else:
         created = variable(api, first_due_date=due_in(5).isoformat())
+    if setup == "fee":
+        Account.objects.filter(pk=account.pk).update(cashin_fee_fixed=95, cashin_fee_bps=0)
     if setup == "sent":
         approved(created["id"])
         Cycle.objects.filter(recurrence_id=created["id"], index=0).update(amount=1000, status="active", sends=1)
