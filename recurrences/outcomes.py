@@ -139,6 +139,14 @@ def cycle_retry_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> bool:
     if cycle.next_retry_on.isoformat() in cycle.tried_on:
         return True
     on = cycle.next_retry_on
+    if on <= today:
+        # Its day came before the retry could be asked (the acquirer down,
+        # the beat late): the next day the policy still allows, or none.
+        moved = _retry_moved(cycle, today)
+        if moved is None:
+            _end(cycle.pk, CycleStatus.FAILED, cycle.failure_reason or "Retentativas esgotadas.")
+            return False
+        on = moved
     call = acquirer.retry_cycle(cycle.recurrence.acquirer, cycle.txid, on)
     if call.result is None and call.outcome is Outcome.DECLINED:
         call = acquirer.read_cycle(cycle.recurrence.acquirer, cycle.txid)
@@ -151,6 +159,22 @@ def cycle_retry_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> bool:
             locked.retries += 1
             locked.save(update_fields=["tried_on", "retries", "updated_at"])
     return True
+
+
+def _retry_moved(cycle: Cycle, today: dt.date) -> dt.date | None:
+    """A retry whose day passed unsent, moved to the next day the policy allows."""
+    days = [dt.date.fromisoformat(d) for d in cycle.tried_on]
+    first = days[0] if days else settlement_date(cycle.due_date)
+    moved = next_retry_date(
+        due=cycle.due_date,
+        settled_first=first,
+        next_due=next_due(cycle.recurrence, cycle.index),
+        today=today,
+        previous=days[1:],
+    )
+    if moved is not None:
+        Cycle.objects.filter(pk=cycle.pk, status=CycleStatus.RETRYING).update(next_retry_on=moved)
+    return moved
 
 
 def _end(cycle_id: uuid.UUID, status: str, reason: str) -> None:
