@@ -23,21 +23,20 @@ from payments.recurrence_terms import RecurrenceTerms
 from recurrences.models import Cycle, CycleStatus, Recurrence
 from webhooks.models import EventType
 
+#: Times as the API writes every time (REST_FRAMEWORK's DATETIME_FORMAT, America/Sao_Paulo).
+_TIME = serializers.DateTimeField()
+
+
+def _time(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else str(_TIME.to_representation(moment))
+
+
 #: The charge's status that says more than the cycle's own.
 _MONEY_STATUS = {
     ChargeStatus.PAID: "paid",
     ChargeStatus.REFUNDED: "refunded",
     ChargeStatus.CHARGEBACK: "chargeback",
 }
-
-
-#: Decisions §1: every timestamp shown is America/Sao_Paulo, ``YYYY-MM-DD HH:mm:ss``,
-#: as DRF renders the other records' (``REST_FRAMEWORK["DATETIME_FORMAT"]``).
-_TIMESTAMP = serializers.DateTimeField()
-
-
-def _stamp(moment: dt.datetime | None) -> str | None:
-    return None if moment is None else str(_TIMESTAMP.to_representation(moment))
 
 
 def cycle_status(cycle: Cycle, charge: Charge | None = None) -> str:
@@ -74,10 +73,10 @@ def recurrence_data(recurrence: Recurrence) -> dict[str, Any]:
         "status_reason": recurrence.status_reason or None,
         "acquirer": recurrence.acquirer.key,
         "metadata": recurrence.metadata,
-        "approved_at": _stamp(recurrence.approved_at),
-        "ended_at": _stamp(recurrence.ended_at),
-        "created_at": _stamp(recurrence.created_at),
-        "updated_at": _stamp(recurrence.updated_at),
+        "approved_at": _time(recurrence.approved_at),
+        "ended_at": _time(recurrence.ended_at),
+        "created_at": _time(recurrence.created_at),
+        "updated_at": _time(recurrence.updated_at),
     }
 
 
@@ -105,12 +104,12 @@ def cycle_data(cycle: Cycle, charge: Charge | None = None) -> dict[str, Any]:
         "platform_tax": held.platform_tax if held is not None else None,
         "liquid_amount": held.liquid_amount if held is not None else None,
         "e2e_id": held.e2e_id if held is not None else None,
-        "paid_at": _stamp(held.paid_at) if held is not None else None,
+        "paid_at": _time(held.paid_at) if held is not None else None,
         "retries": cycle.retries,
         "next_retry_on": cycle.next_retry_on.isoformat() if cycle.next_retry_on else None,
         "failure_reason": cycle.failure_reason or None,
-        "created_at": _stamp(cycle.created_at),
-        "updated_at": _stamp(cycle.updated_at),
+        "created_at": _time(cycle.created_at),
+        "updated_at": _time(cycle.updated_at),
     }
 
 

@@ -50,6 +50,8 @@ CANCEL_ORPHAN = "recurrences.tasks.cancel_orphan"
 LEFT_TO = "the recurrences tick (recurrences.tasks.tick)"
 ORPHAN_LEFT_TO = "nobody: the orphan recurrence stays CRIADA there until it expires unapproved"
 
+#: How far back an orphan is looked for from the create's time: the acquirer's clock is not ours.
+CLOCK_SKEW = dt.timedelta(minutes=10)
 #: How long the payer's bank shows a push request (``dataExpiracaoSolicitacao``).
 PUSH_VALIDITY = dt.timedelta(days=7)
 
@@ -155,7 +157,7 @@ def recurrence_create(
                 acquirer.pk,
                 document,
                 terms.vinculo.contrato,
-                moment.isoformat(),
+                (timezone.now() - CLOCK_SKEW).isoformat(),
                 "",
                 left_to=ORPHAN_LEFT_TO,
             )
@@ -191,7 +193,7 @@ def recurrence_create(
             outcome.acquirer.pk,
             document,
             terms.vinculo.contrato,
-            moment.isoformat(),
+            (timezone.now() - CLOCK_SKEW).isoformat(),
             created.id_rec,
             left_to=ORPHAN_LEFT_TO,
         )
