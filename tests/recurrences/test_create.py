@@ -13,7 +13,10 @@ from rest_framework.test import APIClient
 from accounts.models import Account, PaymentMethod
 from acquirers.models import Acquirer
 from api.models import IdempotencyRecord
+from core import dispatch
+from recurrences.authorisations import push_send
 from recurrences.models import Recurrence
+from recurrences.services import SEND_PUSH
 from tests.helpers import local
 from tests.recurrences.conftest import RecAdapter
 from tests.recurrences.helpers import CNPJ, CPF, URL, VALIDATION, body, due_in, push_body
@@ -286,3 +289,21 @@ def test_the_debtor_document_is_stored_digits_only(api: APIClient, acquirer: Acq
 
     assert data["debtor"]["document"] == CPF
     assert Recurrence.objects.get(pk=data["id"]).debtor_document == CPF
+
+
+def test_the_push_request_goes_to_the_payers_bank_after_the_answer(
+    api: APIClient, acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    queued: list[tuple[str, tuple[Any, ...]]] = []
+    monkeypatch.setattr(dispatch, "enqueue", lambda task, *args, **kwargs: queued.append((task, args)))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(URL, push_body())
+
+    assert response.status_code == 201
+    recurrence_id = response.json()["data"]["id"]
+    assert queued == [(SEND_PUSH, (recurrence_id,))]
+    assert RecAdapter.calls == ["create_recurrence"]  # the request itself: by the worker
+    assert push_send(recurrence_id=recurrence_id)
+    assert RecAdapter.calls[-1] == "request_authorisation"
+    assert Recurrence.objects.get(pk=recurrence_id).push_status == "CRIADA"
