@@ -10,6 +10,7 @@ from infractions.urls import urlpatterns as infraction_patterns
 from observability.metrics import metrics_view
 from observability.views import DocsView, HealthView, ReadinessView, SchemaView, api_not_found
 from payments.urls import urlpatterns as payment_patterns
+from recurrences.urls import urlpatterns as recurrence_patterns
 from webhooks.urls import urlpatterns as webhook_patterns
 from withdrawals.urls import urlpatterns as withdrawal_patterns
 
@@ -29,6 +30,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     *infraction_patterns,
     *infraction_sandbox_patterns,
     *due_charge_patterns,
+    *recurrence_patterns,
 ]
 
 urlpatterns = [

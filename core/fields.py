@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.validators import URLValidator
 from rest_framework import serializers
+
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+DATE_FORMAT_MESSAGE = "Informe uma data válida no formato AAAA-MM-DD."
+
+
+class IsoDateField(serializers.DateField):
+    """Exactly ``YYYY-MM-DD``: DRF's own also takes one-digit months and days."""
+
+    default_error_messages = {"invalid": DATE_FORMAT_MESSAGE, "datetime": DATE_FORMAT_MESSAGE}
+
+    def to_internal_value(self, value: Any) -> dt.date:
+        if not isinstance(value, str) or not _ISO_DATE.fullmatch(value):
+            self.fail("invalid")
+        return super().to_internal_value(value)
 
 
 class StrictIntegerField(serializers.IntegerField):

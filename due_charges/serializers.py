@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -12,7 +11,14 @@ from rest_framework import serializers
 from acquirers.serializers import acquirer_items_field, acquirer_key_field
 from api.schema import SchemaExtras
 from core.documents import normalize_document
-from core.fields import HttpUrlField, SharedFieldsSerializer, StrictCharField, StrictIntegerField, StrictRegexField
+from core.fields import (
+    HttpUrlField,
+    IsoDateField,
+    SharedFieldsSerializer,
+    StrictCharField,
+    StrictIntegerField,
+    StrictRegexField,
+)
 from payments.due_amounts import amount_due
 from payments.due_payments import now_in_brazil
 from payments.due_terms import DueTerms
@@ -26,19 +32,6 @@ DAYS_AFTER_DUE_MAX = 3650
 #: A due date at most ten years ahead, for the same reason.
 DUE_DATE_MAX_DAYS_AHEAD = 3650
 DUE_DATE_TOO_FAR = "A data de vencimento deve estar nos próximos 10 anos."
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-DATE_FORMAT_MESSAGE = "Informe uma data válida no formato AAAA-MM-DD."
-
-
-class IsoDateField(serializers.DateField):
-    """Exactly ``YYYY-MM-DD``: DRF's own also takes one-digit months and days."""
-
-    default_error_messages = {"invalid": DATE_FORMAT_MESSAGE, "datetime": DATE_FORMAT_MESSAGE}
-
-    def to_internal_value(self, value: Any) -> dt.date:
-        if not isinstance(value, str) or not _ISO_DATE.fullmatch(value):
-            self.fail("invalid")
-        return super().to_internal_value(value)
 
 
 class DebtorSerializer(serializers.Serializer[Any]):

@@ -220,7 +220,7 @@ class ChargeQrCodeApi(AccountAPIView):
             (
                 404,
                 error_response(
-                    "Unknown id, malformed id, another account's record, or a Pix Automático cycle (no code).",
+                    "Unknown id, malformed id, another account's record, or an automatic Pix cycle (no code).",
                     err.CHARGE_NOT_FOUND,
                 ),
             ),

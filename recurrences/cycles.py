@@ -26,6 +26,7 @@ from accounts.fees import cashin_fee
 from acquirers.adapters.base import CycleChargeRequest, CycleChargeState
 from acquirers.calls import Outcome
 from core import dispatch
+from payments import exceptions as payment_errors
 from payments.choices import ChargeKind
 from payments.due_charges import expires_at_of
 from payments.models import Charge
@@ -36,6 +37,7 @@ from payments.recurrence_schedule import (
     due_date,
     settlement_date,
 )
+from payments.services import MIN_NET_AMOUNT
 from recurrences import acquirer
 from recurrences import exceptions as err
 from recurrences.cycle_base import cycle_changed, cycle_txid, cycles_locked, next_due, opens_on, terms_of
@@ -136,8 +138,14 @@ def cycle_amount_set(*, recurrence: Recurrence, index: int, amount: int, today: 
     top = terms.valor.valor_minimo_recebedor
     if top is not None and amount > top:
         raise err.CycleAmountRefused(err.AMOUNT_ABOVE_MAX)
+    if amount - cashin_fee(recurrence.account, amount) < MIN_NET_AMOUNT:
+        # As a charge's creation refuses it: the cycle's charge would credit (almost) nothing.
+        raise err.CycleAmountRefused(payment_errors.NET_BELOW_MIN)
     calendario = terms.calendario
-    due = due_date(calendario, index)
+    try:
+        due = due_date(calendario, index)
+    except (OverflowError, ValueError):  # past year 9999, or a negative index: no such cycle
+        raise err.CycleAmountRefused(err.NOT_A_CYCLE) from None
     if calendario.data_final is not None and due > calendario.data_final:
         raise err.CycleAmountRefused(err.NOT_A_CYCLE)
     if creation_window(due).missed(today):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +130,7 @@ def recurrence_create(
     metadata: Mapping[str, Any] | None = None,
     override: Sequence[Acquirer] | None = None,
     now: dt.datetime | None = None,
+    in_transaction: Callable[[Recurrence], None] | None = None,
 ) -> Recurrence:
     """Create the recurrence at the first acquirer of the chain that takes it
     (``POST /rec``; the QR journey's code comes back with it) and store it;
@@ -181,6 +182,8 @@ def recurrence_create(
                 metadata=dict(metadata or {}),
             )
             _emit(recurrence)
+            if in_transaction is not None:
+                in_transaction(recurrence)
             if journey == Journey.PUSH:
                 transaction.on_commit(lambda: dispatch.enqueue(SEND_PUSH, str(recurrence_id), left_to=LEFT_TO))
     except IntegrityError:

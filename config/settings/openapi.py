@@ -22,8 +22,17 @@ SPECTACULAR_SETTINGS = {
             "description": "Due-date charges (API Pix cobv): invoices payable after their due date with fine, "
             "interest and discounts; create, read, list, cancel, CSV.",
         },
+        {
+            "name": "recurrences",
+            "description": "Automatic Pix (API Pix rec, cobr): the payer authorises once at their bank, then each "
+            "cycle is charged on its due date; create, read, list, cancel, cycles and their amounts.",
+        },
         {"name": "infractions", "description": "MED fraud claims on Pix received: blocks, defence, returns."},
-        {"name": "sandbox", "description": "Sandbox only (PIX_SANDBOX): pay, fail or refund a test charge."},
+        {
+            "name": "sandbox",
+            "description": "Sandbox only (PIX_SANDBOX): pay, fail or refund a test charge; "
+            "the payer's bank of a test recurrence.",
+        },
         {"name": "health", "description": "Liveness and readiness, for orchestrators."},
         {"name": "psp-callbacks", "description": "Notifications that acquirers (PSPs) send; not for merchants."},
     ],

@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 
 from payments import examples as payments_examples
 from payments import exceptions as payments_err
+from recurrences import examples as recurrences_examples
 from webhooks import examples as webhooks_examples
 from withdrawals import examples as withdrawals_examples
 from withdrawals import exceptions as withdrawals_err
@@ -27,6 +28,8 @@ DEMO = Path(__file__).resolve().parents[2] / "demo" / "bootstrap.json"
 DOCUMENTED = {
     ("post", "/api/transactions"),
     ("post", "/api/due-charges"),
+    ("post", "/api/recurrences"),
+    ("put", "/api/recurrences/{recurrence_id}/cycles/{index}/amount"),
     ("post", "/api/withdrawals"),
     ("put", "/api/pix-cash-in/acquirers"),
     ("post", "/api/webhooks"),
@@ -73,7 +76,13 @@ def test_each_documented_example_succeeds_on_the_demo_account(
 def concrete(demo: APIClient, path: str) -> str:
     """The path with its record: a charge of the demo account, paid (what a
     refund needs), for ``{charge_id}``; an open MED infraction on such a
-    charge, as its acquirer reports one, for ``{infraction_id}``."""
+    charge, as its acquirer reports one, for ``{infraction_id}``; the
+    variable-amount recurrence of the examples and its first cycle for
+    ``{recurrence_id}`` and ``{index}``."""
+    if "{recurrence_id}" in path:
+        variable = recurrences_examples.RECURRENCE[1].value
+        recurrence = demo.post("/api/recurrences", variable, format="json").json()["data"]
+        return path.replace("{recurrence_id}", recurrence["id"]).replace("{index}", "0")
     if "{charge_id}" not in path and "{infraction_id}" not in path:
         return path
     charge = demo.post("/api/transactions", payments_examples.CHARGE[0].value, format="json").json()["data"]
@@ -213,6 +222,16 @@ def test_the_201_examples_are_what_the_demo_answers(demo: APIClient) -> None:
         assert {k: shown["data"][k] for k in same} == {k: answer["data"][k] for k in same}
     # A BR Code a payer's app would accept, for the example's amount.
     assert brcode.check(payments_examples.CHARGE_CREATED.value["data"]["pix"]["emv"], amount=4990)
+    # A recurrence: its ids, times and code are the acquirer's of the day.
+    answer = demo.post("/api/recurrences", recurrences_examples.RECURRENCE[0].value, format="json").json()
+    shown = recurrences_examples.RECURRENCE_CREATED.value
+    assert (shown["success"], shown["message"]) == (answer["success"], answer["message"])
+    assert set(shown["data"]) == set(answer["data"])
+    varying = ("id", "id_rec", "qr_code", "created_at", "updated_at")
+    same = {k for k in answer["data"] if k not in varying}
+    assert {k: shown["data"][k] for k in same} == {k: answer["data"][k] for k in same}
+    assert set(shown["data"]["qr_code"]) == set(answer["data"]["qr_code"])
+    brcode.parse(shown["data"]["qr_code"]["emv"])
 
 
 def test_the_202_refund_example_is_what_the_demo_answers(demo: APIClient) -> None:

@@ -25,8 +25,11 @@ from acquirers.services import acquirer_grants_set, acquirer_slots_set
 from due_charges.models import DueChargeBatch, DueChargeBatchItem
 from infractions.models import DefenseAttachment, Infraction
 from payments.due_models import DueCharge
+from payments.due_payments import now_in_brazil
 from payments.models import Charge, ChargeAttempt, ChargeRefund, ChargeTransition
 from payments.sandbox import SANDBOX_EVENTS
+from recurrences.cycles import cycle_send, cycles_open
+from recurrences.models import Cycle, Recurrence
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -45,6 +48,7 @@ ENDPOINT_NOT_FOUND = "Webhook não encontrado."
 EVENT_NOT_FOUND = "Evento não encontrado."
 INFRACTION_NOT_FOUND = "Infração não encontrada."
 BATCH_NOT_FOUND = "Lote não encontrado."
+RECURRENCE_NOT_FOUND = "Recorrência não encontrada."
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 
 pytestmark = pytest.mark.django_db
@@ -101,6 +105,26 @@ WALK = [
     Step("get", "/api/due-charges/batches/{id}", "batch", BATCH_NOT_FOUND, 200),
     Step("get", "/api/due-charges/batches/{id}/items", "batch", BATCH_NOT_FOUND, 200),
     Step("get", "/api/due-charges/batches/{id}/items.csv", "batch", BATCH_NOT_FOUND, 200),
+    # Pix Automático: "recurrence" awaits the payer's authorisation; "cycled_recurrence" is
+    # authorised, its cycle 0 sent to the sandbox; "variable_recurrence" takes cycle amounts.
+    Step("get", "/api/recurrences/{id}", "recurrence", RECURRENCE_NOT_FOUND, 200),
+    Step("post", "/api/recurrences/{id}/cancel", "recurrence", RECURRENCE_NOT_FOUND, 200),
+    Step("get", "/api/recurrences/{id}/cycles", "cycled_recurrence", RECURRENCE_NOT_FOUND, 200),
+    Step("get", "/api/recurrences/{id}/cycles/0", "cycled_recurrence", RECURRENCE_NOT_FOUND, 200),
+    Step(
+        "put",
+        "/api/recurrences/{id}/cycles/0/amount",
+        "variable_recurrence",
+        RECURRENCE_NOT_FOUND,
+        200,
+        {"amount": 1000},
+    ),
+    Step("post", "/api/sandbox/recurrences/{id}/approve", "recurrence", RECURRENCE_NOT_FOUND, 200, {}),
+    Step("post", "/api/sandbox/recurrences/{id}/reject", "recurrence", RECURRENCE_NOT_FOUND, 200),
+    Step("post", "/api/sandbox/recurrences/{id}/expire", "recurrence", RECURRENCE_NOT_FOUND, 200),
+    Step("post", "/api/sandbox/recurrences/{id}/payer-cancel", "cycled_recurrence", RECURRENCE_NOT_FOUND, 200),
+    Step("post", "/api/sandbox/recurrences/{id}/cycles/0/pay", "cycled_recurrence", RECURRENCE_NOT_FOUND, 200, {}),
+    Step("post", "/api/sandbox/recurrences/{id}/cycles/0/fail", "cycled_recurrence", RECURRENCE_NOT_FOUND, 200, {}),
 ]
 
 # (route, method) → why it is not walked with account credentials.
@@ -187,6 +211,36 @@ def create_batch(client: APIClient) -> str:
     return batch_id
 
 
+def create_recurrence(client: APIClient, contract: str, *, due_in: int = 20, **changes: Any) -> str:
+    """A monthly QR-journey recurrence of R$ 49,90 (or ``changes``) for contract ``contract``."""
+    first_due = (now_in_brazil() + dt.timedelta(days=due_in)).isoformat()
+    body = {
+        "debtor": {"document": "52998224725", "name": "Fulano"},
+        "contract": contract,
+        "amount": 4990,
+        "periodicity": "monthly",
+        "first_due_date": first_due,
+        "retry_policy": "3_in_7_days",
+        "journey": "qr",
+        **changes,
+    }
+    response = client.post("/api/recurrences", {k: v for k, v in body.items() if v is not None}, format="json")
+    assert response.status_code == 201, response.json()
+    recurrence_id: str = response.json()["data"]["id"]
+    return recurrence_id
+
+
+def cycled_recurrence(client: APIClient) -> str:
+    """A recurrence the payer authorised, its first cycle sent to the sandbox (its charge pending)."""
+    recurrence_id = create_recurrence(client, "ISO-CYCLED", due_in=5)
+    approved = client.post(f"/api/sandbox/recurrences/{recurrence_id}/approve", {}, format="json")
+    assert approved.status_code == 200, approved.json()
+    cycles_open(recurrence_id=recurrence_id, today=now_in_brazil())
+    cycle = Cycle.objects.get(recurrence_id=recurrence_id, index=0)
+    assert cycle_send(cycle_id=cycle.pk, today=now_in_brazil()) == "active"
+    return recurrence_id
+
+
 def populate(account: Account) -> Tenant:
     """An account with an endpoint, a pending and a paid charge (its refund asked), a pending and
     a paid withdrawal, a webhook event whose delivery failed for good, and a MED infraction on a
@@ -216,6 +270,9 @@ def populate(account: Account) -> Tenant:
     infraction = open_infraction(client)
     batch = create_batch(client)
     payable_due_charge = create_due_charge(client)
+    recurrence = create_recurrence(client, "ISO-CREATED")
+    variable_recurrence = create_recurrence(client, "ISO-VARIABLE", amount=None, max_amount=50000)
+    cycled = cycled_recurrence(client)
     event = WebhookEvent.objects.get(account=account, record_id=paid_charge, status="paid")
     WebhookDelivery.objects.filter(event=event).update(status=WebhookDelivery.Status.FAILED, next_attempt_at=None)
     ids = {
@@ -230,6 +287,9 @@ def populate(account: Account) -> Tenant:
         "infraction": str(infraction.pk),
         "batch": batch,
         "payable_due_charge": payable_due_charge,
+        "recurrence": recurrence,
+        "variable_recurrence": variable_recurrence,
+        "cycled_recurrence": cycled,
     }
     return Tenant(account=account, client=client, ids=ids)
 
@@ -273,6 +333,8 @@ def snapshot(account: Account) -> dict[str, list[dict[str, Any]]]:
         "defense_attachments": DefenseAttachment.objects.filter(infraction__account=account),
         "due_charge_batches": DueChargeBatch.objects.filter(account=account),
         "due_charge_batch_items": DueChargeBatchItem.objects.filter(batch__account=account),
+        "recurrences": Recurrence.objects.filter(account=account),
+        "cycles": Cycle.objects.filter(recurrence__account=account),
     }
     return {name: list(rows.order_by("pk").values()) for name, rows in tables.items()}
 
@@ -367,7 +429,12 @@ def test_listings_never_show_another_accounts_records(tenant_a: Tenant, tenant_b
         b["paid_charge"],
         b["med_charge"],
         b["payable_due_charge"],
+        str(Cycle.objects.get(recurrence_id=b["cycled_recurrence"], index=0).charge_id),  # a cycle's money
     }
+    own_recurrences = {b["recurrence"], b["variable_recurrence"], b["cycled_recurrence"]}
+    assert set(listed(b_client, "/api/recurrences", "recurrences", per_page=100)) == own_recurrences
+    assert set(listed(b_client, "/api/recurrences", "recurrences", debtor_document="52998224725")) == own_recurrences
+    assert listed(b_client, "/api/recurrences", "recurrences", contract="ISO-CREATED") == [b["recurrence"]]
     a_due = Charge.objects.get(pk=a["due_charge"])
     assert listed(b_client, "/api/due-charges", "due_charges", txid=a_due.txid) == []
     own_due = {b["due_charge"], b["payable_due_charge"]}
