@@ -44,6 +44,11 @@ START = dt.date(2027, 5, 3)
 DUE = dt.date(2027, 5, 12)
 
 
+def _charge_of(cycle: Cycle) -> Charge:
+    assert cycle.charge_id is not None
+    return Charge.objects.get(pk=cycle.charge_id)
+
+
 @pytest.fixture
 def account(db: Any) -> Account:
     return AccountFactory(cashin_fee_fixed=FEE_FIXED, cashin_fee_bps=FEE_BPS)
@@ -76,7 +81,7 @@ def test_reconciliation_credits_a_cycle_paid_there_before_the_beat_read_it_once(
     run.refresh_from_db()
     assert run.status == "done", run.error
     assert run.healed_count == 1
-    assert Charge.objects.get(pk=cycle.charge_id).status == ChargeStatus.PAID
+    assert _charge_of(cycle).status == ChargeStatus.PAID
     cycle.refresh_from_db()
     assert cycle_status(cycle) == "paid"
 
@@ -108,7 +113,7 @@ def test_a_paid_cycle_is_refunded_as_any_charge(api: APIClient, account: Account
 def test_a_cycle_never_settled_expires_and_its_cobr_is_cancelled_there(
     account: Account, acquirer: Acquirer, cycle: Cycle
 ) -> None:
-    charge = Charge.objects.get(pk=cycle.charge_id)
+    charge = _charge_of(cycle)
     assert charges_expire(now=charge.expires_at + dt.timedelta(seconds=1)) == 1
     assert charge_cancel_pursue(charge_id=charge.pk) == "done"
     assert sandbox(acquirer).cycle_charge_status(cycle.txid).status == "CANCELADA"

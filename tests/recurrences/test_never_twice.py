@@ -42,6 +42,11 @@ START = dt.date(2027, 5, 3)
 FIRST_DUE = dt.date(2027, 5, 12)  # its window opened on 2 May: the first round sends it
 
 
+def _charge_of(cycle: Cycle) -> Charge:
+    assert cycle.charge_id is not None
+    return Charge.objects.get(pk=cycle.charge_id)
+
+
 @pytest.fixture
 def account(db: Any) -> Account:
     return make_account()
@@ -161,7 +166,7 @@ def test_a_payers_cancel_racing_the_settlement_ends_as_one_of_them(account: Acco
         assert not [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, AssertionError)]
         cycle_sync(cycle_id=cycle.pk, today=FIRST_DUE)
         cycle.refresh_from_db()
-        charge = Charge.objects.get(pk=cycle.charge_id)
+        charge = _charge_of(cycle)
         paid_there = adapter.cycle_charge_status(cycle.txid).status == "CONCLUIDA"
         if paid_there:
             assert charge.status == ChargeStatus.PAID

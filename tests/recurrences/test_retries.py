@@ -37,6 +37,11 @@ START = dt.date(2027, 5, 3)
 DUE = dt.date(2027, 5, 12)
 
 
+def _charge_of(cycle: Cycle) -> Charge:
+    assert cycle.charge_id is not None
+    return Charge.objects.get(pk=cycle.charge_id)
+
+
 @pytest.fixture
 def account(db: Any) -> Account:
     return make_account()
@@ -74,7 +79,7 @@ def test_three_retries_on_d1_d3_d7_then_the_cycle_fails(account: Account, acquir
     _refuse_on(cycle, days[-1])
     assert cycle_status(cycle) == "failed"
     assert cycle.failure_reason.startswith("AM02")
-    assert Charge.objects.get(pk=cycle.charge_id).status == ChargeStatus.CANCELED
+    assert _charge_of(cycle).status == ChargeStatus.CANCELED
     statuses = list(
         WebhookEvent.objects.filter(record_id=cycle.pk).order_by("created_at").values_list("status", flat=True)
     )
@@ -88,7 +93,7 @@ def test_no_retry_policy_fails_the_cycle_at_the_first_refusal(account: Account, 
     _refuse_on(cycle, DUE)
     assert cycle_status(cycle) == "failed"
     assert cycle.retries == 0
-    assert Charge.objects.get(pk=cycle.charge_id).status == ChargeStatus.CANCELED
+    assert _charge_of(cycle).status == ChargeStatus.CANCELED
 
 
 def test_a_refusal_that_ends_the_cobr_fails_the_cycle_at_once(account: Account, acquirer: Acquirer) -> None:
