@@ -160,28 +160,28 @@ class AcquirerTokenPixNotificationApi(AcquirerNotificationApi):
 
 
 class AcquirerTokenRecNotificationApi(AcquirerNotificationApi):
-    """``POST /acquirers/{key}/notifications/{token}/rec``: Pix Automático's
+    """``POST /acquirers/{key}/notifications/{token}/rec``: automatic Pix (Pix Automatico)
     recurrence callback (the URL registered with ``PUT /webhookrec``; the PSP
     appends ``/rec``). A wake-up: the recurrence is read at the PSP."""
 
     @_notification_schema(
         operation_id="acquirers_notifications_token_rec_create",
         token=True,
-        summary="Inbound Pix Automático recurrence callback (the PSP appends /rec to the registered URL)",
+        summary="Inbound automatic Pix recurrence callback (the PSP appends /rec to the registered URL)",
     )
     def post(self, request: Request, key: str, token: str) -> Response:
         return self.receive(request, key, token)
 
 
 class AcquirerTokenCobrNotificationApi(AcquirerNotificationApi):
-    """``POST /acquirers/{key}/notifications/{token}/cobr``: Pix Automático's
+    """``POST /acquirers/{key}/notifications/{token}/cobr``: automatic Pix (Pix Automatico)
     cycle callback (the URL registered with ``PUT /webhookcobr``; the PSP
     appends ``/cobr``). A wake-up: the cycle's cobr is read at the PSP."""
 
     @_notification_schema(
         operation_id="acquirers_notifications_token_cobr_create",
         token=True,
-        summary="Inbound Pix Automático cycle callback (the PSP appends /cobr to the registered URL)",
+        summary="Inbound automatic Pix cycle callback (the PSP appends /cobr to the registered URL)",
     )
     def post(self, request: Request, key: str, token: str) -> Response:
         return self.receive(request, key, token)

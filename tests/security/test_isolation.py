@@ -140,6 +140,12 @@ EXEMPT = {
     ("api/acquirers/<str:key>/notifications/<str:token>/pix", "post"): (
         "the same callback: API Pix PSPs append /pix to the registered URL"
     ),
+    ("api/acquirers/<str:key>/notifications/<str:token>/rec", "post"): (
+        "the same callback for Pix Automático's recurrences (the PSP appends /rec); a wake-up read at the PSP"
+    ),
+    ("api/acquirers/<str:key>/notifications/<str:token>/cobr", "post"): (
+        "the same callback for Pix Automático's cycles (the PSP appends /cobr); a wake-up read at the PSP"
+    ),
 }
 
 
