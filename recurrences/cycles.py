@@ -23,11 +23,12 @@ import uuid
 from django.db import transaction
 
 from accounts.fees import cashin_fee
-from acquirers.adapters.base import CycleChargeRequest, CycleChargeState
+from acquirers.adapters.base import CycleChargeRequest, CycleChargeState, RecordNotFound
 from acquirers.calls import Outcome
 from core import dispatch
 from payments import exceptions as payment_errors
-from payments.choices import ChargeKind
+from payments.cancellation import charge_cancellation_open
+from payments.choices import ChargeKind, ChargeStatus
 from payments.due_charges import expires_at_of
 from payments.models import Charge
 from payments.recurrence_schedule import (
@@ -41,7 +42,7 @@ from payments.services import MIN_NET_AMOUNT
 from recurrences import acquirer
 from recurrences import exceptions as err
 from recurrences.cycle_base import cycle_changed, cycle_txid, cycles_locked, next_due, opens_on, terms_of
-from recurrences.models import Cycle, CycleStatus, Recurrence, RecurrenceStatus
+from recurrences.models import CYCLE_ENDED, Cycle, CycleStatus, Recurrence, RecurrenceStatus
 from recurrences.outcomes import cycle_apply
 
 logger = logging.getLogger(__name__)
@@ -184,7 +185,8 @@ def cycle_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> str:
     """Send the cycle's cobr (``PUT /cobr/{txid}``) if it is due to be sent
     today, and store its charge once the acquirer holds it. Returns the
     cycle's status afterwards. An unclear answer leaves it scheduled: the
-    next tick sends the same txid again, or, its window closed, reads it."""
+    next round sends the same txid again or, its window closed, reads it;
+    only the acquirer's "not there" (a 404) makes it missed."""
     with transaction.atomic():
         cycle = cycles_locked().select_related("recurrence__acquirer").get(pk=cycle_id)
         recurrence = cycle.recurrence
@@ -199,9 +201,11 @@ def cycle_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> str:
         if late and cycle.sends == 0:
             return _miss(cycle, recurrence, "Janela de envio perdida.")
         if not late:
-            # Counted before the call: from the first send on, the amount is frozen.
+            # Counted before the call: from the first send on, the amount is
+            # frozen, and until a clear answer the acquirer may hold the cobr.
             cycle.sends += 1
-            cycle.save(update_fields=["sends", "updated_at"])
+            cycle.send_unclear = True
+            cycle.save(update_fields=["sends", "send_unclear", "updated_at"])
     request = CycleChargeRequest(
         txid=cycle.txid,
         id_rec=recurrence.id_rec,
@@ -216,38 +220,68 @@ def cycle_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> str:
         else acquirer.create_cycle(recurrence.acquirer, request)
     )
     if call.result is not None:
-        return _store_charge(cycle.pk, call.result)
-    if call.outcome is Outcome.DECLINED and not late:
-        return _fail_unsent(cycle.pk, f"Recusada pela adquirente: {call.error_message}")
-    if late:
-        if call.outcome is not Outcome.DECLINED and call.outcome not in (Outcome.UNAVAILABLE,):
-            return str(CycleStatus.SCHEDULED)  # unclear: read again next tick
-        # Not found there (or refused): it was never created.
+        return _store_charge(cycle.pk, call.result, today)
+    if not late and call.outcome is Outcome.DECLINED:
+        if cycle.sends == 1:  # a first send refused: nothing was created
+            return _fail_unsent(cycle.pk, f"Recusada pela adquirente: {call.error_message}")
+        # Refused after an unclear send: it may be that send's cobr. Read before failing.
+        call = acquirer.read_cycle(recurrence.acquirer, cycle.txid)
+        if call.result is not None:
+            return _store_charge(cycle.pk, call.result, today)
+        if isinstance(call.error, RecordNotFound):
+            return _fail_unsent(cycle.pk, "Recusada pela adquirente.")
+        return str(CycleStatus.SCHEDULED)
+    if late and isinstance(call.error, RecordNotFound):
         with transaction.atomic():
             locked = cycles_locked().select_related("recurrence").get(pk=cycle.pk)
             if locked.status != CycleStatus.SCHEDULED:
                 return str(locked.status)
-            return _miss(locked, locked.recurrence, "Janela de envio perdida (envio sem resposta clara).")
-    logger.info("cycle %s: cobr send unclear (%s): sent again next tick", cycle.pk, call.outcome)
+            locked.send_unclear = False
+            locked.save(update_fields=["send_unclear"])
+            return _miss(locked, locked.recurrence, "Janela de envio perdida (o envio sem resposta não chegou).")
+    logger.info("cycle %s: cobr send or read unclear (%s): asked again next round", cycle.pk, call.outcome)
     return str(CycleStatus.SCHEDULED)
 
 
-def _store_charge(cycle_id: uuid.UUID, state: CycleChargeState) -> str:
+def cycle_send_settle(*, cycle_id: uuid.UUID | str, today: dt.date) -> bool:
+    """A cycle that ended (cancelled, missed) while a send's answer was unclear:
+    read its cobr. Held there, it is stored and cancelled at once (the payer
+    is never charged for a cycle that ended); not there, nothing is left to
+    do. True once settled either way."""
+    cycle = Cycle.objects.select_related("recurrence__acquirer").get(pk=cycle_id)
+    if not cycle.send_unclear:
+        return True
+    call = acquirer.read_cycle(cycle.recurrence.acquirer, cycle.txid)
+    if call.result is not None:
+        _store_charge(cycle.pk, call.result, today)
+        return True
+    if isinstance(call.error, RecordNotFound):
+        Cycle.objects.filter(pk=cycle.pk).update(send_unclear=False)
+        return True
+    return False
+
+
+def _store_charge(cycle_id: uuid.UUID, state: CycleChargeState, today: dt.date) -> str:
     """The acquirer holds the cobr: the cycle's charge is stored (once), then
-    what the cobr already says is applied (paid, refused)."""
+    what the cobr already says is applied (paid, refused). A cycle that ended
+    meanwhile (a cancel while the send was in flight) gets its charge stored
+    cancelled, the acquirer asked to cancel the cobr until it answers."""
     with transaction.atomic():
         cycle = cycles_locked().select_related("recurrence__account").get(pk=cycle_id)
         recurrence = cycle.recurrence
+        cycle.send_unclear = False
         if cycle.charge_id is None:
             if state.amount != cycle.amount:
                 logger.error("cycle %s: the acquirer holds %s, we sent %s", cycle.pk, state.amount, cycle.amount)
             assert cycle.amount is not None
+            ended = cycle.status in CYCLE_ENDED
             account = recurrence.account
             fee = cashin_fee(account, cycle.amount)
             terms = terms_of(recurrence)
             charge = Charge.objects.create(
                 account=account,
                 kind=ChargeKind.RECURRING,
+                status=ChargeStatus.CANCELED if ended else ChargeStatus.PENDING,
                 amount=cycle.amount,
                 platform_tax=fee,
                 liquid_amount=cycle.amount - fee,
@@ -263,11 +297,16 @@ def _store_charge(cycle_id: uuid.UUID, state: CycleChargeState) -> str:
                 expires_at=expires_at_of(_last_settlement_day(recurrence, cycle)),
             )
             cycle.charge = charge
-            if cycle.status == CycleStatus.SCHEDULED:
+            if ended:
+                charge_cancellation_open(charge=charge)
+            elif cycle.status == CycleStatus.SCHEDULED:
                 cycle.status = CycleStatus.ACTIVE
-            cycle.save(update_fields=["charge", "status", "updated_at"])
-            cycle_changed(cycle, recurrence)
-    cycle_apply(cycle_id=cycle_id, state=state, today=None)
+            cycle.save(update_fields=["charge", "status", "send_unclear", "updated_at"])
+            if not ended:
+                cycle_changed(cycle, recurrence)
+        else:
+            cycle.save(update_fields=["send_unclear"])
+    cycle_apply(cycle_id=cycle_id, state=state, today=today)
     return str(Cycle.objects.values_list("status", flat=True).get(pk=cycle_id))
 
 
@@ -291,7 +330,8 @@ def _fail_unsent(cycle_id: uuid.UUID, reason: str) -> str:
             return str(cycle.status)
         cycle.status = CycleStatus.FAILED
         cycle.failure_reason = reason[:500]
-        cycle.save(update_fields=["status", "failure_reason", "updated_at"])
+        cycle.send_unclear = False
+        cycle.save(update_fields=["status", "failure_reason", "send_unclear", "updated_at"])
         cycle_changed(cycle, cycle.recurrence)
     return str(CycleStatus.FAILED)
 

@@ -27,10 +27,18 @@ class RecurrenceStatus(models.TextChoices):
     REJECTED = "rejected", "Rejeitada"
     EXPIRED = "expired", "Expirada"
     CANCELLED = "cancelled", "Cancelada"
+    #: Ours (API Pix has no such status): its last cycle ended and none is left to
+    #: open (``dataFinal`` passed). No longer live: a new one may take its contract.
+    COMPLETED = "completed", "Concluída"
 
 
 #: Statuses a recurrence never leaves.
-RECURRENCE_ENDED = (RecurrenceStatus.REJECTED, RecurrenceStatus.EXPIRED, RecurrenceStatus.CANCELLED)
+RECURRENCE_ENDED = (
+    RecurrenceStatus.REJECTED,
+    RecurrenceStatus.EXPIRED,
+    RecurrenceStatus.CANCELLED,
+    RecurrenceStatus.COMPLETED,
+)
 
 
 class Journey(models.TextChoices):
@@ -142,7 +150,7 @@ class Recurrence(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(status__in=["created", "approved"], ended_at__isnull=True)
-                | models.Q(status__in=["rejected", "expired", "cancelled"], ended_at__isnull=False),
+                | models.Q(status__in=["rejected", "expired", "cancelled", "completed"], ended_at__isnull=False),
                 name="rec_ended_at_when_ended",
             ),
         ]
@@ -206,8 +214,12 @@ class Cycle(models.Model):
     # Settlement dates already tried: a retry must fall on a new day.
     tried_on = models.JSONField("datas tentadas", default=list, blank=True)
     failure_reason = models.CharField("motivo da última recusa", max_length=500, blank=True)
-    # Sends of the cobr whose answer was unclear or refused for now.
+    # Sends of the cobr (PUT /cobr/{txid}), counted before each call.
     sends = models.PositiveSmallIntegerField("envios", default=0)
+    # The last send's outcome is not known (no answer, a worker killed): the
+    # acquirer may hold the cobr. Cleared by a clear answer or a read that
+    # finds it or says it is not there; an ended cycle's is read by the round.
+    send_unclear = models.BooleanField("envio sem resposta clara", default=False)
     version = models.PositiveIntegerField("versão", default=0)
     synced_at = models.DateTimeField("consultado na adquirente em", null=True, blank=True, editable=False)
     created_at = models.DateTimeField("criado em", auto_now_add=True)

@@ -27,11 +27,13 @@ from payments.services import charge_transition
 from recurrences import acquirer
 from recurrences.cycle_base import OPEN, cycle_changed, cycles_locked, next_due, terms_of
 from recurrences.models import CYCLE_ENDED, Cycle, CycleStatus, Recurrence
+from recurrences.payloads import cycle_status
 
 logger = logging.getLogger(__name__)
 
 #: API Pix's attempt (``tentativas``) statuses.
 ATTEMPT_REJECTED = "REJEITADA"
+ATTEMPT_OPEN = ("SOLICITADA", "AGENDADA")
 #: A cobr that ended unpaid there: refused by the payer's PSP, or expired.
 COBR_FAILED = ("REJEITADA", "EXPIRADA")
 COBR_CANCELLED = "CANCELADA"
@@ -51,7 +53,7 @@ def cycle_sync(*, cycle_id: uuid.UUID | str, today: dt.date, now: dt.datetime | 
         return str(cycle.status)
     cycle_apply(cycle_id=cycle.pk, state=call.result, today=today)
     if call.result.status not in (PAID, COBR_CANCELLED, *COBR_FAILED):
-        cycle_retry_send(cycle_id=cycle.pk, today=today)
+        cycle_retry_send(cycle_id=cycle.pk, today=today, state=call.result)
     return str(Cycle.objects.values_list("status", flat=True).get(pk=cycle.pk))
 
 
@@ -128,15 +130,18 @@ def _rejected(cycle_id: uuid.UUID, state: CycleChargeState, reason: str, today: 
         cycle_changed(cycle, recurrence)
 
 
-def cycle_retry_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> bool:
+def cycle_retry_send(*, cycle_id: uuid.UUID | str, today: dt.date, state: CycleChargeState | None = None) -> bool:
     """Ask the acquirer for the retry the cycle is waiting on (``POST
-    /cobr/{txid}/retentativa/{data}``); True once the cobr shows it. A
-    refusal is read back: the retry may be there already (an earlier
-    unclear ask)."""
+    /cobr/{txid}/retentativa/{data}``); True once the cobr shows it. What the
+    cobr was just read to hold (``state``) comes first: a retry asked earlier
+    whose answer was lost is live there, and is recorded, never moved or
+    failed. A refusal is read back for the same reason."""
     cycle = Cycle.objects.select_related("recurrence__acquirer").get(pk=cycle_id)
     if cycle.status != CycleStatus.RETRYING or cycle.next_retry_on is None:
         return False
     if cycle.next_retry_on.isoformat() in cycle.tried_on:
+        return True
+    if state is not None and _record_live_retry(cycle, state):
         return True
     on = cycle.next_retry_on
     if on <= today:
@@ -150,14 +155,25 @@ def cycle_retry_send(*, cycle_id: uuid.UUID | str, today: dt.date) -> bool:
     call = acquirer.retry_cycle(cycle.recurrence.acquirer, cycle.txid, on)
     if call.result is None and call.outcome is Outcome.DECLINED:
         call = acquirer.read_cycle(cycle.recurrence.acquirer, cycle.txid)
-    if call.result is None or on not in {a.settles_on for a in call.result.attempts}:
+    if call.result is None:
         return False
+    return _record_live_retry(cycle, call.result)
+
+
+def _record_live_retry(cycle: Cycle, state: CycleChargeState) -> bool:
+    """The retry the cobr holds (a later attempt still SOLICITADA or AGENDADA),
+    recorded as asked: its day, one more retry counted. False when none."""
+    live = [a.settles_on for a in state.attempts[1:] if a.status in ATTEMPT_OPEN]
+    if not live:
+        return False
+    on = live[-1]
     with transaction.atomic():
-        locked = Cycle.objects.select_for_update().get(pk=cycle.pk)
-        if locked.next_retry_on == on and on.isoformat() not in locked.tried_on:
+        locked = cycles_locked().get(pk=cycle.pk)
+        if locked.status == CycleStatus.RETRYING and on.isoformat() not in locked.tried_on:
             locked.tried_on = [*locked.tried_on, on.isoformat()]
             locked.retries += 1
-            locked.save(update_fields=["tried_on", "retries", "updated_at"])
+            locked.next_retry_on = on
+            locked.save(update_fields=["tried_on", "retries", "next_retry_on", "updated_at"])
     return True
 
 
@@ -191,19 +207,26 @@ def _close(cycle: Cycle, recurrence: Recurrence, status: str, reason: str) -> No
     """In the caller's transaction, the cycle locked: it ends unpaid and its
     pending charge is cancelled, unless the charge was paid meanwhile (its
     Pix won the race: the cycle is paid, as its charge's event said). The
-    status is written first, so the charge's transition tells it (one event)."""
+    status is written first, so the charge's transition tells it (one event);
+    a charge cancelled already (the expiry sweep, staff) told it then, and an
+    event goes out only when what the API shows changes."""
+    charge = Charge.objects.filter(pk=cycle.charge_id).first() if cycle.charge_id is not None else None
+    shown = cycle_status(cycle, charge)
     cycle.status = status
     cycle.failure_reason = reason[:500]
     cycle.next_retry_on = None
     cycle.save(update_fields=["status", "failure_reason", "next_retry_on", "updated_at"])
     if _cancel_charge(cycle.charge_id):
         return
-    if cycle.charge_id is not None and Charge.objects.filter(pk=cycle.charge_id, status__in=MONEY_MOVED).exists():
-        cycle.status = CycleStatus.PAID
-        cycle.failure_reason = ""
-        cycle.save(update_fields=["status", "failure_reason", "updated_at"])
-        return
-    cycle_changed(cycle, recurrence)
+    if charge is not None:
+        charge.refresh_from_db(fields=["status"])
+        if charge.status in MONEY_MOVED:
+            cycle.status = CycleStatus.PAID
+            cycle.failure_reason = ""
+            cycle.save(update_fields=["status", "failure_reason", "updated_at"])
+            return
+    if cycle_status(cycle, charge) != shown:
+        cycle_changed(cycle, recurrence)
 
 
 def _cancel_charge(charge_id: uuid.UUID | None) -> bool:

@@ -39,11 +39,19 @@ _MONEY_STATUS = {
 }
 
 
+#: The cycle's own statuses while its charge is pending: a charge cancelled
+#: elsewhere (the expiry sweep, staff) ends such a cycle before the schedule
+#: writes it (its next read of the cobr does).
+_STILL_OPEN = (CycleStatus.SCHEDULED, CycleStatus.ACTIVE, CycleStatus.RETRYING)
+
+
 def cycle_status(cycle: Cycle, charge: Charge | None = None) -> str:
     """The cycle's status as the API names it (see the module's docstring)."""
     held = charge if charge is not None else (cycle.charge if cycle.charge_id is not None else None)
     if held is not None and held.status in _MONEY_STATUS:
         return _MONEY_STATUS[ChargeStatus(held.status)]
+    if held is not None and held.status == ChargeStatus.CANCELED and cycle.status in _STILL_OPEN:
+        return str(CycleStatus.FAILED if cycle.status == CycleStatus.RETRYING else CycleStatus.CANCELLED)
     return str(cycle.status)
 
 
@@ -128,15 +136,12 @@ def cycle_event(cycle: Cycle, recurrence: Recurrence, charge: Charge | None = No
 
 
 def _charge_event(charge: Charge) -> KindEvent:
-    """A cycle's charge changed (paid, refunded, cancelled...): the cycle's event."""
+    """A cycle's charge changed (paid, refunded, cancelled...): the cycle's
+    event, its status derived from the charge. Read only: this runs under the
+    charge's lock, and the cycle's row is locked before the charge's on every
+    other path (recurrence, cycle, charge, balance), so writing it here could
+    deadlock with a cancel."""
     cycle = Cycle.objects.select_related("recurrence").get(charge_id=charge.pk)
-    if charge.status == ChargeStatus.CANCELED and cycle.status not in (CycleStatus.FAILED, CycleStatus.CANCELLED):
-        # Cancelled by the expiry sweep or staff, not by the schedule: the cycle says so too.
-        cycle.status = CycleStatus.FAILED if cycle.status == CycleStatus.RETRYING else CycleStatus.CANCELLED
-        cycle.next_retry_on = None
-        cycle.save(update_fields=["status", "next_retry_on", "updated_at"])
-    cycle.version += 1
-    Cycle.objects.filter(pk=cycle.pk).update(version=cycle.version)
     return cycle_event(cycle, cycle.recurrence, charge)
 
 

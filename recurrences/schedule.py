@@ -11,7 +11,10 @@ One round, each step bounded and idempotent, safe with two beats at once
 2. cycles opened whose window has come (``recurrences.cycles.cycles_open``);
 3. scheduled cycles sent (``PUT /cobr``), variable ones still without an
    amount at the window's end missed;
-4. cycles whose settlement day has come read back, their retries sent.
+4. cycles that ended while a send's answer was unclear read back (a cobr
+   there is cancelled), cycles whose settlement day has come read back,
+   their retries sent;
+5. approved recurrences past their last cycle, all cycles ended, completed.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from django.utils import timezone
 from payments.due_payments import day_in_brazil
 from payments.recurrence_schedule import MAX_LEAD_DAYS
 from recurrences import authorisations
-from recurrences.cycles import cycle_send, cycles_miss_unpriced, cycles_open
-from recurrences.models import Cycle, CycleStatus, Journey, Recurrence, RecurrenceStatus
+from recurrences.cycle_base import OPEN
+from recurrences.cycles import cycle_send, cycle_send_settle, cycles_miss_unpriced, cycles_open
+from recurrences.models import CYCLE_ENDED, Cycle, CycleStatus, Journey, Recurrence, RecurrenceStatus
 from recurrences.outcomes import cycle_sync
+from recurrences.services import recurrence_complete
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +76,10 @@ def recurrences_tick(*, now: dt.datetime | None = None, limit: int = 500) -> Rou
     )
     for cycle_id in sendable.order_by("due_date").values_list("pk", flat=True)[:limit]:
         done.sent += cycle_send(cycle_id=cycle_id, today=today) != CycleStatus.SCHEDULED
+    # Cycles that ended while a send's answer was unclear: the acquirer may hold their cobr.
+    unsettled = Cycle.objects.filter(send_unclear=True, status__in=CYCLE_ENDED).values_list("pk", flat=True)
+    for cycle_id in unsettled[:limit]:
+        cycle_send_settle(cycle_id=cycle_id, today=today)
     cutoff = moment - CYCLE_EVERY
     settling = Cycle.objects.filter(
         Q(status=CycleStatus.ACTIVE, due_date__lte=today) | Q(status=CycleStatus.RETRYING),
@@ -78,6 +87,11 @@ def recurrences_tick(*, now: dt.datetime | None = None, limit: int = 500) -> Rou
     for cycle_id in settling.order_by("due_date").values_list("pk", flat=True)[:limit]:
         cycle_sync(cycle_id=cycle_id, today=today, now=moment)
         done.read += 1
+    finished = Recurrence.objects.filter(
+        status=RecurrenceStatus.APPROVED, next_index__isnull=False, next_open_on=None
+    ).exclude(cycles__status__in=OPEN)
+    for recurrence_id in finished.values_list("pk", flat=True)[:limit]:
+        recurrence_complete(recurrence_id=recurrence_id, now=moment)
     return done
 
 

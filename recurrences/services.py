@@ -34,7 +34,7 @@ from payments.recurrence_schedule import creation_window, due_date
 from payments.recurrence_terms import InvalidRecurrenceTerms, RecurrenceTerms
 from payments.services import MAX_AMOUNT, MIN_NET_AMOUNT
 from recurrences import exceptions as err
-from recurrences.cycle_base import opens_on
+from recurrences.cycle_base import OPEN, opens_on
 from recurrences.models import RECURRENCE_ENDED, CancelledBy, Journey, Recurrence, RecurrenceStatus
 from recurrences.outcomes import cycles_stop
 from recurrences.payloads import recurrence_event
@@ -72,8 +72,14 @@ CANCELLED_BY = {
 }
 #: The transitions a recurrence may take (StatusRec's life); anything else is late news, ignored.
 TRANSITIONS = {
-    RecurrenceStatus.CREATED: set(RECURRENCE_ENDED) | {RecurrenceStatus.APPROVED},
-    RecurrenceStatus.APPROVED: {RecurrenceStatus.CANCELLED},
+    RecurrenceStatus.CREATED: {
+        RecurrenceStatus.APPROVED,
+        RecurrenceStatus.REJECTED,
+        RecurrenceStatus.EXPIRED,
+        RecurrenceStatus.CANCELLED,
+    },
+    # EXPIRADA of an approved one: its PSP ended it (its term over).
+    RecurrenceStatus.APPROVED: {RecurrenceStatus.CANCELLED, RecurrenceStatus.EXPIRED, RecurrenceStatus.COMPLETED},
 }
 
 
@@ -282,6 +288,25 @@ def _move(recurrence: Recurrence, new: str, moment: dt.datetime, *, reason: str,
         )
     _emit(recurrence)
     return fields
+
+
+def recurrence_complete(*, recurrence_id: uuid.UUID | str, now: dt.datetime | None = None) -> bool:
+    """An approved recurrence with no cycle left to open (``dataFinal``
+    passed) and none still open is ``completed``: no longer live (its
+    contract may take a new recurrence), no longer read back. True when it
+    changed."""
+    moment = now or timezone.now()
+    with transaction.atomic():
+        recurrence = (
+            Recurrence.objects.select_for_update(skip_locked=True)
+            .filter(pk=recurrence_id, status=RecurrenceStatus.APPROVED, next_index__isnull=False, next_open_on=None)
+            .first()
+        )
+        if recurrence is None or recurrence.cycles.filter(status__in=OPEN).exists():
+            return False
+        fields = _move(recurrence, RecurrenceStatus.COMPLETED, moment, reason="", by=None)
+        recurrence.save(update_fields=[*fields, "updated_at"])
+    return True
 
 
 def first_chargeable_index(recurrence: Recurrence, approved_on: dt.date) -> int:

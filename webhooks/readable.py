@@ -47,6 +47,7 @@ EVENT_STATUS_LABELS: dict[str, dict[str, str]] = {
         "rejected": "Rejeitada",
         "expired": "Expirada",
         "cancelled": "Cancelada",
+        "completed": "Concluída",
     },
     "recurrence_cycle": {
         "scheduled": "Agendado",

@@ -32,6 +32,14 @@ class AcquirerDeclined(AdapterError):
     error_class = "declined"
 
 
+class RecordNotFound(AcquirerDeclined):
+    """The acquirer answered that it holds no such record (a definitive 404),
+    as opposed to not answering: what lets a caller conclude that a create
+    whose answer was lost never happened."""
+
+    error_class = "declined"
+
+
 class InvalidResponse(AcquirerUnavailable):
     """The acquirer answered something we cannot use (garbage, invalid BR Code)."""
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from acquirers import brcode
-from acquirers.adapters.base import AcquirerDeclined, AcquirerUnavailable, InvalidResponse
+from acquirers.adapters.base import AcquirerDeclined, AcquirerUnavailable, InvalidResponse, RecordNotFound
 from acquirers.adapters.recurrence import (
     JOURNEY_PUSH,
     JOURNEY_QR,
@@ -287,8 +287,13 @@ class SandboxRecurrences(SandboxRecurrencePayer):
         return _cobr_state(stored)
 
     def cycle_charge_status(self, txid: str) -> CycleChargeState:
-        """The cobr as the sandbox holds it; "not found (yet)" (unavailable) when it holds none."""
-        return _cobr_state(self._cobr(txid))
+        """The cobr as the sandbox holds it; :class:`RecordNotFound` (a 404) when
+        it holds none: a create, even a "timeout" one, stores its cobr before
+        answering, so a read that finds none is a definitive answer."""
+        raw = state().get(self._cobr_key(txid))
+        if raw is None:
+            raise RecordNotFound(f"sandbox: cycle charge {txid} not found")
+        return _cobr_state(json.loads(raw))
 
     def cancel_cycle_charge(self, txid: str) -> CycleChargeState:
         """The receiver cancels, in one step: ATIVA → CANCELADA (its scheduled

@@ -14,7 +14,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from acquirers.adapters.base import AcquirerDeclined, AcquirerTimeout, AcquirerUnavailable, InvalidResponse
+from acquirers.adapters.base import (
+    AcquirerDeclined,
+    AcquirerTimeout,
+    AcquirerUnavailable,
+    InvalidResponse,
+    RecordNotFound,
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class HttpDeclined(AcquirerDeclined, _HttpErrorMixin):
         self._init_http(status, problem)
 
 
-class HttpNotFound(HttpDeclined):
+class HttpNotFound(HttpDeclined, RecordNotFound):
     """404: the PSP does not know the resource (yet)."""
 
 
