@@ -27,6 +27,7 @@ from acquirers.adapters.base import (
     InvalidResponse,
     ProviderRecordStatus,
     PushRequest,
+    RecordNotFound,
     RecurrenceRequest,
 )
 from acquirers.adapters.recurrence import JOURNEY_PUSH, JOURNEY_QR
@@ -309,7 +310,7 @@ def test_a_cycle_charge_is_refused_until_its_recurrence_is_approved(adapter: San
 
     with pytest.raises(AcquirerDeclined, match="is CRIADA, not APROVADA"):
         adapter.create_cycle_charge(request)
-    with pytest.raises(AcquirerUnavailable):
+    with pytest.raises(RecordNotFound):
         adapter.cycle_charge_status(request.txid)  # nothing created
     with pytest.raises(AcquirerDeclined, match="no recurrence"):
         adapter.create_cycle_charge(cobr_request("RR99999999202612010000000none"))
@@ -397,9 +398,12 @@ def test_a_cancelled_cycle_charge_cannot_be_settled_and_no_pix_is_listed(adapter
     assert adapter.cycle_fail(txid, on=DUE) is None
     assert adapter.cycle_charge_status(txid).status == "CANCELADA"
     assert received(adapter) == []
-    for unknown in (adapter.cycle_charge_status, adapter.cancel_cycle_charge):
-        with pytest.raises(AcquirerUnavailable, match="not found"):
-            unknown(uuid.uuid4().hex)
+    # A read that finds none is the acquirer's definitive 404 (a create stores its cobr first);
+    # a cancel of an unknown one is asked again, as a cobv's is.
+    with pytest.raises(RecordNotFound, match="not found"):
+        adapter.cycle_charge_status(uuid.uuid4().hex)
+    with pytest.raises(AcquirerUnavailable, match="not found"):
+        adapter.cancel_cycle_charge(uuid.uuid4().hex)
 
 
 # ---------------------------------------------------------------- failures and retries

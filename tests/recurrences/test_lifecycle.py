@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Account
+from acquirers.adapters.sandbox import new_e2e_id
 from acquirers.models import Acquirer
 from core.exceptions import PixServiceError
 from recurrences import exceptions as err
@@ -185,3 +186,22 @@ def test_variable_amounts_are_given_in_time_or_the_cycle_is_missed(account: Acco
     assert second.charge.amount == 15000
     with pytest.raises(PixServiceError):  # sent: its amount is frozen
         cycle_amount_set(recurrence=recurrence, index=1, amount=16000, today=dt.date(2027, 6, 2))
+
+
+def test_a_recurrence_past_its_last_cycle_is_completed_and_frees_its_contract(account: Account) -> None:
+    acquirer = make_acquirer()
+    recurrence = recurrence_create(
+        account=account, terms=terms(first_due=DUE, cycles=1), journey=Journey.QR, now=noon(START)
+    )
+    approve(recurrence, at=noon(START))
+    recurrences_tick(now=noon(START))
+    cycle = Cycle.objects.get()
+    sandbox(acquirer).cycle_settle(cycle.txid, on=DUE, e2e_id=new_e2e_id(at=noon(DUE)), at=noon(DUE))
+    recurrences_tick(now=noon(DUE, 13))
+    recurrence.refresh_from_db()
+    assert recurrence.status == RecurrenceStatus.COMPLETED
+    assert recurrence.ended_at is not None
+    assert _events(recurrence)[-1] == "completed"
+    # Its contract may take a new recurrence; the completed one is not read back any more.
+    recurrence_create(account=account, terms=terms(first_due=DUE.replace(year=2028)), journey=Journey.QR, now=noon(DUE))
+    assert Recurrence.objects.count() == 2

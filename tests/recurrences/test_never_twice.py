@@ -7,21 +7,28 @@ acquirer's word."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from typing import Any
 
 import pytest
 
 from accounts.models import Account, LedgerEntry
-from acquirers.adapters.base import CycleChargeRequest
+from acquirers import calls
+from acquirers.adapters.base import AcquirerUnavailable, CycleChargeRequest
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.models import Acquirer
-from payments.models import Charge, ChargeStatus
+from payments import kinds
+from payments.cancel_pursuit import charge_cancel_pursue
+from payments.choices import ChargeKind
+from payments.models import Charge, ChargeStatus, ChargeTransition
+from payments.services import charge_transition
+from recurrences import cycles, outcomes, payloads
 from recurrences.cycles import cycle_send, cycles_open
 from recurrences.models import Cycle, CycleStatus, Journey, Recurrence
 from recurrences.outcomes import cycle_sync
 from recurrences.payloads import cycle_status
 from recurrences.schedule import recurrences_tick
-from recurrences.services import recurrence_apply, recurrence_create
+from recurrences.services import recurrence_apply, recurrence_cancel, recurrence_create
 from tests.realworld import run_concurrently
 from tests.recurrences.support import (
     AMOUNT,
@@ -176,3 +183,102 @@ def test_a_payers_cancel_racing_the_settlement_ends_as_one_of_them(account: Acco
             assert cycle_status(cycle) == "cancelled"
     assert _credits(account) == Charge.objects.filter(account=account, status=ChargeStatus.PAID).count()
     assert_ledger_is_balance(account)
+
+
+def test_a_cancel_racing_the_expiry_sweep_takes_the_locks_in_one_order(
+    account: Account, acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel holds the cycle and wants the charge; the sweep holds the
+    charge and writes its event: that event never locks the cycle, so both
+    finish (before, PostgreSQL killed one as a deadlock: a 500 on the cancel)."""
+    recurrence = _approved(account)
+    recurrences_tick(now=noon(START))
+    cycle = Cycle.objects.get(recurrence=recurrence)
+    assert cycle.charge_id is not None
+    both_hold_their_first_lock = threading.Barrier(2, timeout=20)
+    event_of, cancel_charge = payloads._charge_event, outcomes._cancel_charge
+
+    def event_under_the_charges_lock(charge: Charge) -> Any:
+        both_hold_their_first_lock.wait()
+        return event_of(charge)
+
+    def cancel_under_the_cycles_lock(charge_id: Any) -> bool:
+        both_hold_their_first_lock.wait()
+        return cancel_charge(charge_id)
+
+    monkeypatch.setitem(kinds._KINDS, ChargeKind.RECURRING, event_under_the_charges_lock)
+    monkeypatch.setattr(outcomes, "_cancel_charge", cancel_under_the_cycles_lock)
+    results = run_concurrently(
+        [
+            lambda: recurrence_cancel(recurrence=recurrence),
+            lambda: charge_transition(
+                charge_id=cycle.charge_id,
+                to_status=ChargeStatus.CANCELED,
+                source=ChargeTransition.Source.EXPIRY,
+                only_from=[ChargeStatus.PENDING],
+            ),
+        ]
+    )
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    cycle.refresh_from_db()
+    assert cycle.status == CycleStatus.CANCELLED
+    assert Charge.objects.get(pk=cycle.charge_id).status == ChargeStatus.CANCELED
+
+
+def test_a_cobr_made_while_its_recurrence_was_cancelled_is_cancelled_there(
+    account: Account, acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recurrence = _approved(account)
+    send = cycles.acquirer.create_cycle
+
+    def cancelled_while_in_flight(holder: Acquirer, request: CycleChargeRequest) -> Any:
+        recurrence_cancel(recurrence=recurrence)  # the merchant's cancel lands while PUT /cobr is in flight
+        return send(holder, request)
+
+    monkeypatch.setattr(cycles.acquirer, "create_cycle", cancelled_while_in_flight)
+    recurrences_tick(now=noon(START))
+    cycle = Cycle.objects.get(recurrence=recurrence)
+    assert cycle.status == CycleStatus.CANCELLED
+    assert not cycle.send_unclear
+    charge = Charge.objects.get(pk=cycle.charge_id)
+    assert charge.status == ChargeStatus.CANCELED  # never pending: nothing to credit
+    assert charge_cancel_pursue(charge_id=charge.pk) == "done"
+    assert sandbox(acquirer).cycle_charge_status(cycle.txid).status == "CANCELADA"
+
+
+def test_a_cycle_cancelled_with_its_send_unclear_has_the_cobr_found_and_cancelled(
+    account: Account, acquirer: Acquirer
+) -> None:
+    recurrence = _approved(account)
+    Acquirer.objects.filter(pk=acquirer.pk).update(options={"charge": "timeout", "payout": "ok"}, read_timeout_ms=300)
+    recurrences_tick(now=noon(START))
+    cycle = Cycle.objects.get(recurrence=recurrence)
+    assert cycle.send_unclear
+    assert cycle.charge_id is None
+    recurrence_cancel(recurrence=recurrence)
+    cycle.refresh_from_db()
+    assert cycle.status == CycleStatus.CANCELLED
+    assert cycle.send_unclear  # the acquirer may hold its cobr: the round reads it
+    recurrences_tick(now=noon(START, 13))
+    cycle.refresh_from_db()
+    assert not cycle.send_unclear
+    charge = Charge.objects.get(pk=cycle.charge_id)
+    assert charge.status == ChargeStatus.CANCELED
+    assert charge_cancel_pursue(charge_id=charge.pk) == "done"
+    assert sandbox(acquirer).cycle_charge_status(cycle.txid).status == "CANCELADA"
+
+
+def test_past_its_window_only_the_acquirers_404_makes_an_unclear_cycle_missed(
+    account: Account, acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recurrence = _approved(account)
+    (cycle_id,) = cycles_open(recurrence_id=recurrence.pk, today=START)
+    Cycle.objects.filter(pk=cycle_id).update(sends=1, send_unclear=True)  # sent; the answer was lost
+    closed = FIRST_DUE - dt.timedelta(days=1)
+    down = calls.Call(
+        outcome=calls.Outcome.UNAVAILABLE, label="unavailable", latency_ms=0, error=AcquirerUnavailable("503")
+    )
+    with monkeypatch.context() as patch:
+        patch.setattr(cycles.acquirer, "read_cycle", lambda *_: down)
+        assert cycle_send(cycle_id=cycle_id, today=closed) == CycleStatus.SCHEDULED  # a 503 says nothing
+    assert cycle_send(cycle_id=cycle_id, today=closed) == CycleStatus.MISSED  # the sandbox's 404

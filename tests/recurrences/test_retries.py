@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from accounts.models import Account
+from acquirers import calls
 from acquirers.models import Acquirer
 from payments.models import Charge, ChargeStatus
+from recurrences import outcomes
 from recurrences.models import Cycle, CycleStatus, Journey
 from recurrences.outcomes import cycle_apply
 from recurrences.payloads import cycle_status
@@ -123,6 +125,35 @@ def test_a_retry_whose_day_passed_unsent_moves_to_the_next_allowed_day(account: 
     assert scheduled_on(cycle) == DUE + dt.timedelta(days=3)
     settle(cycle, on=DUE + dt.timedelta(days=3), paid=True)
     recurrences_tick(now=noon(DUE + dt.timedelta(days=3), 13))
+    cycle.refresh_from_db()
+    assert cycle_status(cycle) == "paid"
+    assert_ledger_is_balance(account)
+
+
+def test_a_retry_asked_without_a_clear_answer_is_recorded_when_read_never_moved(
+    account: Account, acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cycle = _cycle(account)
+    retry = outcomes.acquirer.retry_cycle
+
+    def made_but_lost(holder: Acquirer, txid: str, on: dt.date) -> Any:
+        retry(holder, txid, on)  # the PSP schedules it; its answer never comes back
+        return calls.Call(outcome=calls.Outcome.TIMEOUT, label="timeout", latency_ms=0, error=TimeoutError())
+
+    with monkeypatch.context() as patch:
+        patch.setattr(outcomes.acquirer, "retry_cycle", made_but_lost)
+        _refuse_on(cycle, DUE)
+    assert cycle.status == CycleStatus.RETRYING
+    assert cycle.retries == 0  # not known to be asked
+    # The beat is down until after the retry's day; the next read finds the retry live there.
+    later = DUE + dt.timedelta(days=2)
+    recurrences_tick(now=noon(later))
+    cycle.refresh_from_db()
+    assert cycle.retries == 1
+    assert cycle.next_retry_on == DUE + dt.timedelta(days=1)  # recorded as it stands, not moved
+    assert cycle.status == CycleStatus.RETRYING
+    settle(cycle, on=DUE + dt.timedelta(days=1), paid=True)  # the payer's bank settled it that day
+    recurrences_tick(now=noon(later, 13))
     cycle.refresh_from_db()
     assert cycle_status(cycle) == "paid"
     assert_ledger_is_balance(account)
