@@ -14,7 +14,7 @@ from django.db import transaction
 
 from core.exceptions import ConflictError
 from payments.recurrence_schedule import creation_window
-from recurrences.cycle_base import cycle_changed
+from recurrences.cycle_base import cycle_changed, cycles_locked
 from recurrences.cycles import cycle_send
 from recurrences.models import Cycle, CycleStatus, RecurrenceStatus
 
@@ -53,7 +53,7 @@ def cycle_send_again(*, cycle_id: uuid.UUID | str, today: dt.date) -> str:
     the beat sends it again). Raises :class:`SendAgainRefused` with the
     reason when it cannot be sent again."""
     with transaction.atomic():
-        cycle = Cycle.objects.select_for_update().select_related("recurrence").get(pk=cycle_id)
+        cycle = cycles_locked().select_related("recurrence").get(pk=cycle_id)
         refusal = send_again_refusal(cycle, today)
         if refusal is not None:
             raise SendAgainRefused(refusal[0].upper() + refusal[1:])
