@@ -14,7 +14,7 @@ import pytest
 
 from accounts.models import Account, LedgerEntry
 from acquirers import calls
-from acquirers.adapters.base import AcquirerUnavailable, CycleChargeRequest
+from acquirers.adapters.base import AcquirerUnavailable, CycleChargeRequest, CycleChargeState
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.models import Acquirer
 from payments import kinds
@@ -22,7 +22,8 @@ from payments.cancel_pursuit import charge_cancel_pursue
 from payments.choices import ChargeKind
 from payments.models import Charge, ChargeStatus, ChargeTransition
 from payments.services import charge_transition
-from recurrences import cycles, outcomes, payloads
+from recurrences import acquirer as recurrence_acquirer
+from recurrences import outcomes, payloads
 from recurrences.cycles import cycle_send, cycles_open
 from recurrences.models import Cycle, CycleStatus, Journey, Recurrence
 from recurrences.outcomes import cycle_sync
@@ -194,7 +195,8 @@ def test_a_cancel_racing_the_expiry_sweep_takes_the_locks_in_one_order(
     recurrence = _approved(account)
     recurrences_tick(now=noon(START))
     cycle = Cycle.objects.get(recurrence=recurrence)
-    assert cycle.charge_id is not None
+    charge_id = cycle.charge_id
+    assert charge_id is not None
     both_hold_their_first_lock = threading.Barrier(2, timeout=20)
     event_of, cancel_charge = payloads._charge_event, outcomes._cancel_charge
 
@@ -212,7 +214,7 @@ def test_a_cancel_racing_the_expiry_sweep_takes_the_locks_in_one_order(
         [
             lambda: recurrence_cancel(recurrence=recurrence),
             lambda: charge_transition(
-                charge_id=cycle.charge_id,
+                charge_id=charge_id,
                 to_status=ChargeStatus.CANCELED,
                 source=ChargeTransition.Source.EXPIRY,
                 only_from=[ChargeStatus.PENDING],
@@ -222,25 +224,26 @@ def test_a_cancel_racing_the_expiry_sweep_takes_the_locks_in_one_order(
     assert not [r for r in results if isinstance(r, BaseException)], results
     cycle.refresh_from_db()
     assert cycle.status == CycleStatus.CANCELLED
-    assert Charge.objects.get(pk=cycle.charge_id).status == ChargeStatus.CANCELED
+    assert Charge.objects.get(pk=charge_id).status == ChargeStatus.CANCELED
 
 
 def test_a_cobr_made_while_its_recurrence_was_cancelled_is_cancelled_there(
     account: Account, acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recurrence = _approved(account)
-    send = cycles.acquirer.create_cycle
+    send = recurrence_acquirer.create_cycle
 
     def cancelled_while_in_flight(holder: Acquirer, request: CycleChargeRequest) -> Any:
         recurrence_cancel(recurrence=recurrence)  # the merchant's cancel lands while PUT /cobr is in flight
         return send(holder, request)
 
-    monkeypatch.setattr(cycles.acquirer, "create_cycle", cancelled_while_in_flight)
+    monkeypatch.setattr(recurrence_acquirer, "create_cycle", cancelled_while_in_flight)
     recurrences_tick(now=noon(START))
     cycle = Cycle.objects.get(recurrence=recurrence)
     assert cycle.status == CycleStatus.CANCELLED
     assert not cycle.send_unclear
-    charge = Charge.objects.get(pk=cycle.charge_id)
+    assert cycle.charge is not None
+    charge = cycle.charge
     assert charge.status == ChargeStatus.CANCELED  # never pending: nothing to credit
     assert charge_cancel_pursue(charge_id=charge.pk) == "done"
     assert sandbox(acquirer).cycle_charge_status(cycle.txid).status == "CANCELADA"
@@ -262,7 +265,8 @@ def test_a_cycle_cancelled_with_its_send_unclear_has_the_cobr_found_and_cancelle
     recurrences_tick(now=noon(START, 13))
     cycle.refresh_from_db()
     assert not cycle.send_unclear
-    charge = Charge.objects.get(pk=cycle.charge_id)
+    assert cycle.charge is not None
+    charge = cycle.charge
     assert charge.status == ChargeStatus.CANCELED
     assert charge_cancel_pursue(charge_id=charge.pk) == "done"
     assert sandbox(acquirer).cycle_charge_status(cycle.txid).status == "CANCELADA"
@@ -275,10 +279,10 @@ def test_past_its_window_only_the_acquirers_404_makes_an_unclear_cycle_missed(
     (cycle_id,) = cycles_open(recurrence_id=recurrence.pk, today=START)
     Cycle.objects.filter(pk=cycle_id).update(sends=1, send_unclear=True)  # sent; the answer was lost
     closed = FIRST_DUE - dt.timedelta(days=1)
-    down = calls.Call(
+    down: calls.Call[CycleChargeState] = calls.Call(
         outcome=calls.Outcome.UNAVAILABLE, label="unavailable", latency_ms=0, error=AcquirerUnavailable("503")
     )
     with monkeypatch.context() as patch:
-        patch.setattr(cycles.acquirer, "read_cycle", lambda *_: down)
+        patch.setattr(recurrence_acquirer, "read_cycle", lambda *_: down)
         assert cycle_send(cycle_id=cycle_id, today=closed) == CycleStatus.SCHEDULED  # a 503 says nothing
     assert cycle_send(cycle_id=cycle_id, today=closed) == CycleStatus.MISSED  # the sandbox's 404

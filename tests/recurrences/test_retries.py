@@ -14,7 +14,7 @@ from accounts.models import Account
 from acquirers import calls
 from acquirers.models import Acquirer
 from payments.models import Charge, ChargeStatus
-from recurrences import outcomes
+from recurrences import acquirer as recurrence_acquirer
 from recurrences.models import Cycle, CycleStatus, Journey
 from recurrences.outcomes import cycle_apply
 from recurrences.payloads import cycle_status
@@ -134,14 +134,14 @@ def test_a_retry_asked_without_a_clear_answer_is_recorded_when_read_never_moved(
     account: Account, acquirer: Acquirer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cycle = _cycle(account)
-    retry = outcomes.acquirer.retry_cycle
+    retry = recurrence_acquirer.retry_cycle
 
     def made_but_lost(holder: Acquirer, txid: str, on: dt.date) -> Any:
         retry(holder, txid, on)  # the PSP schedules it; its answer never comes back
         return calls.Call(outcome=calls.Outcome.TIMEOUT, label="timeout", latency_ms=0, error=TimeoutError())
 
     with monkeypatch.context() as patch:
-        patch.setattr(outcomes.acquirer, "retry_cycle", made_but_lost)
+        patch.setattr(recurrence_acquirer, "retry_cycle", made_but_lost)
         _refuse_on(cycle, DUE)
     assert cycle.status == CycleStatus.RETRYING
     assert cycle.retries == 0  # not known to be asked
