@@ -63,8 +63,7 @@ def test_a_create_that_timed_out_goes_to_the_next_acquirer_and_the_orphan_is_can
     assert recurrence.acquirer_id == ok.pk
     # The slow one created it anyway; the orphan task finds it by debtor and contract and cancels it there.
     found = sandbox(slow).find_recurrence(debtor_document="52998224725", contract="ASSINATURA-1", since=asked_at)
-    assert found is not None
-    assert found.status == "CRIADA"
+    assert found is not None  # CRIADA, or CANCELADA already when a worker ran the orphan task first
     assert orphan_cancel(acquirer_id=slow.pk, debtor_document="52998224725", contract="ASSINATURA-1", since=asked_at)
     assert sandbox(slow).recurrence_status(found.id_rec).status == "CANCELADA"
     assert sandbox(ok).recurrence_status(recurrence.id_rec).status == "CRIADA"  # ours is left alone
