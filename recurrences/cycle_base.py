@@ -53,8 +53,6 @@ def next_due(recurrence: Recurrence, index: int) -> dt.date | None:
 
 def cycle_changed(cycle: Cycle, recurrence: Recurrence) -> None:
     """The cycle's webhook, in the caller's transaction."""
-    cycle.version += 1
-    Cycle.objects.filter(pk=cycle.pk).update(version=cycle.version)
     event = cycle_event(cycle, recurrence)
     event_emit(
         account_id=recurrence.account_id,

@@ -98,16 +98,18 @@ def cycles_open(*, recurrence_id: uuid.UUID | str, today: dt.date) -> list[uuid.
             k += 1
         if not opened:
             return []
-        # A cycle the merchant gave an amount early exists already: it stands.
+        # A cycle the merchant gave an amount early exists already: it stands
+        # (and told its own change). Read under the recurrence's lock, which
+        # every writer of a cycle row takes first.
+        indices = [c.index for c in opened]
+        existing = set(Cycle.objects.filter(recurrence=recurrence, index__in=indices).values_list("index", flat=True))
         Cycle.objects.bulk_create(opened, ignore_conflicts=True)
         recurrence.next_index = k
         recurrence.next_open_on = opens_on(recurrence, k)
         recurrence.save(update_fields=["next_index", "next_open_on", "updated_at"])
-        stored = list(Cycle.objects.filter(recurrence=recurrence, index__in=[c.index for c in opened]))
+        stored = list(Cycle.objects.filter(recurrence=recurrence, index__in=indices))
         for cycle in stored:
-            if (cycle.status == CycleStatus.MISSED and cycle.version == 0) or (
-                cycle.status == CycleStatus.AWAITING_AMOUNT and cycle.version == 0
-            ):
+            if cycle.index not in existing and cycle.status in (CycleStatus.MISSED, CycleStatus.AWAITING_AMOUNT):
                 cycle_changed(cycle, recurrence)
     return [c.pk for c in stored if c.status == CycleStatus.SCHEDULED and c.amount is not None]
 

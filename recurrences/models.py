@@ -119,8 +119,6 @@ class Recurrence(models.Model):
     next_open_on = models.DateField("próxima abertura de ciclo em", null=True, blank=True)
     # Cancelled here, not yet confirmed by the acquirer (PATCH /rec asked until it answers).
     cancel_pending = models.BooleanField("cancelamento a confirmar na adquirente", default=False)
-    # Bumped by every status change: names the webhook event of each.
-    version = models.PositiveIntegerField("versão", default=0)
     # The sync's last read at the acquirer: the least recently read first.
     synced_at = models.DateTimeField("consultada na adquirente em", null=True, blank=True, editable=False)
     approved_at = models.DateTimeField("autorizada em", null=True, blank=True)
@@ -220,7 +218,6 @@ class Cycle(models.Model):
     # acquirer may hold the cobr. Cleared by a clear answer or a read that
     # finds it or says it is not there; an ended cycle's is read by the round.
     send_unclear = models.BooleanField("envio sem resposta clara", default=False)
-    version = models.PositiveIntegerField("versão", default=0)
     synced_at = models.DateTimeField("consultado na adquirente em", null=True, blank=True, editable=False)
     created_at = models.DateTimeField("criado em", auto_now_add=True)
     updated_at = models.DateTimeField("atualizado em", auto_now=True)

@@ -267,8 +267,7 @@ def _move(recurrence: Recurrence, new: str, moment: dt.datetime, *, reason: str,
     """The status change itself, in the caller's transaction (the row locked):
     its fields, its event, and for an end its cycles stopped."""
     recurrence.status = new
-    recurrence.version += 1
-    fields = ["status", "version"]
+    fields = ["status"]
     if reason:
         recurrence.status_reason = reason[:500]
         fields.append("status_reason")
