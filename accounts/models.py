@@ -68,6 +68,13 @@ class Account(models.Model):
     withdrawal_per_request_limit = models.BigIntegerField("limite por saque", default=500_000)
     withdrawal_daily_limit = models.BigIntegerField("limite diário de saques", default=2_000_000)
     withdrawals_need_approval = models.BooleanField("saques exigem aprovação manual", default=False)
+    # Regulation asks it of some businesses (fixed-odds betting prizes go to the
+    # bettor's own account): payouts only to keys the account holder owns.
+    payouts_same_ownership_only = models.BooleanField(
+        "saques só para chaves da própria titularidade",
+        default=False,
+        help_text="O Pix só é enviado se o titular da chave tiver o CPF/CNPJ da conta.",
+    )
 
     charge_expiry_seconds = models.PositiveIntegerField("validade da cobrança (segundos)", default=3600)
     # Signs postback_url deliveries. Shown once, when the account is created

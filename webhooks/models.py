@@ -69,6 +69,8 @@ class EventType(models.TextChoices):
     # Pix Automático (recurrences app): a recurrence's authorisation changed; a cycle changed.
     RECURRENCE = "recurrence", "Recorrência (Pix Automático)"
     RECURRENCE_CYCLE = "recurrence_cycle", "Ciclo de recorrência (Pix Automático)"
+    # A batch of withdrawals finished (each item also sends its own ``withdrawal`` events).
+    PAYOUT_BATCH = "payout_batch", "Lote de saques"
 
 
 class WebhookEvent(models.Model):

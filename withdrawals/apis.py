@@ -52,11 +52,13 @@ from withdrawals.selectors import (
 )
 from withdrawals.serializers import (
     WITHDRAWAL_COLUMNS,
+    WITHDRAWAL_DETAIL_COLUMNS,
     BalanceSerializer,
     SettlementSerializer,
     StatementEntrySerializer,
     WithdrawalCreatedSerializer,
     WithdrawalCreateSerializer,
+    WithdrawalDetailSerializer,
     WithdrawalSerializer,
 )
 from withdrawals.services import withdrawal_request, withdrawal_transition
@@ -79,13 +81,13 @@ WITHDRAWAL_FILTERS = [*LISTING_PARAMETERS, OpenApiParameter("status", str, enum=
 class WithdrawalsApi(ListingMixin, AccountAPIView):
     required_permission = "cashout"
     filterset_class = WithdrawalFilterSet
-    item_serializer = WithdrawalSerializer
+    item_serializer = WithdrawalDetailSerializer
     collection = "withdrawals"
     listed_message = "Saques listados com sucesso."
     schema_name = "WithdrawalListResponse"
 
     def listing_scope(self, request: Request, **kwargs: Any) -> Scope[Withdrawal]:
-        return withdrawals_scope(request.user, WITHDRAWAL_COLUMNS)  # type: ignore[arg-type]
+        return withdrawals_scope(request.user, WITHDRAWAL_DETAIL_COLUMNS)  # type: ignore[arg-type]
 
     @extend_schema(
         tags=["withdrawals"],
@@ -138,6 +140,9 @@ class WithdrawalsApi(ListingMixin, AccountAPIView):
             key_type=data["key_type"],
             key_value=data["key_value"],
             discount_fee=data["discount_fee"],
+            payee_document=data["payee_document"],
+            scheduled_for=data["scheduled_for"],
+            external_id=data["external_id"],
             in_transaction=lambda created: claim.settle(self._created(created)),
         )
         return claim.response if claim.response is not None else self._created(withdrawal)
@@ -155,7 +160,7 @@ class WithdrawalDetailApi(AccountAPIView):
         summary="Read a withdrawal",
         parameters=[WITHDRAWAL_ID],
         responses=responses(
-            {200: success_envelope("WithdrawalResponse", WithdrawalSerializer())},
+            {200: success_envelope("WithdrawalResponse", WithdrawalDetailSerializer())},
             (404, not_found(err.WITHDRAWAL_NOT_FOUND)),
         ),
     )
@@ -163,9 +168,9 @@ class WithdrawalDetailApi(AccountAPIView):
         withdrawal = withdrawal_get(
             account=request.user,  # type: ignore[arg-type]
             withdrawal_id=withdrawal_id,
-            fields=WITHDRAWAL_COLUMNS,
+            fields=WITHDRAWAL_DETAIL_COLUMNS,
         )
-        return ok(WithdrawalSerializer(withdrawal).data, "Saque consultado com sucesso.")
+        return ok(WithdrawalDetailSerializer(withdrawal).data, "Saque consultado com sucesso.")
 
 
 class BalanceApi(AccountAPIView):
@@ -343,7 +348,7 @@ class SandboxWithdrawalReturnApi(AccountAPIView):
         parameters=[WITHDRAWAL_ID],
         request=None,
         responses=responses(
-            {200: success_envelope("SandboxWithdrawalResponse", WithdrawalSerializer())},
+            {200: success_envelope("SandboxWithdrawalResponse", WithdrawalDetailSerializer())},
             (404, not_found(err.WITHDRAWAL_NOT_FOUND)),
             (
                 409,
@@ -360,4 +365,4 @@ class SandboxWithdrawalReturnApi(AccountAPIView):
             withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.REFUNDED, source=WithdrawalTransition.Source.SANDBOX
         )
         withdrawal.refresh_from_db()
-        return ok(WithdrawalSerializer(withdrawal).data, "Saque atualizado.")
+        return ok(WithdrawalDetailSerializer(withdrawal).data, "Saque atualizado.")

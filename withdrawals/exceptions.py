@@ -9,6 +9,7 @@ WITHDRAWAL_NOT_FOUND = "Saque não encontrado."
 # {amount} is core.money.brl of the minimum ("R$ 10,00").
 BELOW_MINIMUM = "O valor mínimo para saque é de {amount}."
 NOTHING_LEFT_AFTER_FEE = "O valor do saque não cobre a taxa de saque."
+INVALID_PAYEE_DOCUMENT = "CPF/CNPJ do recebedor inválido."
 
 
 class WithdrawalNotFound(NotFoundError):

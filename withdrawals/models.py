@@ -45,6 +45,58 @@ class HoldReason(models.TextChoices):
     PAYOUT_INTERRUPTED = "payout_interrupted", "Processamento interrompido repetidamente"
 
 
+class PayeeCheck(models.TextChoices):
+    """What the payee check (withdrawals.payees) found of the key's owner."""
+
+    MATCHED = "matched", "Confere"
+    MISMATCH = "mismatch", "Não confere"
+    NOT_FOUND = "not_found", "Chave não encontrada"
+
+
+class PayoutBatch(models.Model):
+    """Payouts posted together with one ``Idempotency-Key`` and, when the
+    account needs approval, approved together (withdrawals.batches). Each
+    item is a :class:`Withdrawal` of its own (``batch``, ``batch_index``):
+    its own debit, webhook and payout; the batch only groups them."""
+
+    class Status(models.TextChoices):
+        AWAITING_APPROVAL = "awaiting_approval", "Aguardando aprovação"
+        PROCESSING = "processing", "Em processamento"
+        COMPLETED = "completed", "Concluído"
+        CANCELED = "canceled", "Cancelado"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="payout_batches", verbose_name="conta")
+    status = models.CharField("situação", max_length=20, choices=Status.choices)
+    description = models.CharField("descrição", max_length=140, blank=True)
+    item_count = models.PositiveIntegerField("itens")
+    total_amount = models.BigIntegerField("valor total")
+    total_debit = models.BigIntegerField("débito total", help_text="O que saiu do saldo com o lote.")
+    decided_by = models.CharField("decidido por", max_length=150, blank=True)
+    decided_at = models.DateTimeField("decidido em", null=True, blank=True)
+    completed_at = models.DateTimeField("concluído em", null=True, blank=True)
+    created_at = models.DateTimeField("criado em", auto_now_add=True)
+    updated_at = models.DateTimeField("atualizado em", auto_now=True)
+
+    class Meta:
+        verbose_name = "lote de saques"
+        verbose_name_plural = "lotes de saques"
+        ordering = ["-created_at", "-id"]
+        permissions = [
+            ("approve_payout_batch", "Pode aprovar ou recusar lotes de saques (os Pix são enviados)"),
+        ]
+        indexes = [
+            models.Index(fields=["account", "-created_at", "-id"], name="payout_batch_account_recent"),
+            models.Index(fields=["created_at"], name="payout_batch_open", condition=~Q(status="completed")),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(item_count__gte=1), name="payout_batch_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Lote de {self.item_count} saques ({self.Status(self.status).label.lower()})"
+
+
 class Withdrawal(models.Model):
     """``total_debit`` left the balance when the withdrawal was accepted:
     ``amount`` with ``discount_fee`` (the fee comes out of the transfer),
@@ -115,6 +167,33 @@ class Withdrawal(models.Model):
     hold_reason = models.CharField("retido por", max_length=24, choices=HoldReason.choices, blank=True)
     held_since = models.DateTimeField("retido desde", null=True, blank=True)
 
+    # The payee check (withdrawals.payees): the document the merchant expects
+    # the key to belong to, and what the lookup found of its owner.
+    payee_document = models.CharField(
+        "documento esperado do recebedor", max_length=14, blank=True, help_text="CPF/CNPJ informado no pedido."
+    )
+    payee_check = models.CharField("verificação do recebedor", max_length=12, choices=PayeeCheck.choices, blank=True)
+    payee_name = models.CharField("nome do titular da chave", max_length=140, blank=True)
+    payee_document_masked = models.CharField("documento do titular (mascarado)", max_length=18, blank=True)
+    payee_ispb = models.CharField("ISPB do banco do titular", max_length=8, blank=True)
+    payee_bank = models.CharField("banco do titular", max_length=100, blank=True)
+    payee_checked_at = models.DateTimeField("consultado em", null=True, blank=True)
+
+    # Sent on this America/Sao_Paulo day, not before (withdrawals.schedule);
+    # its amount counts on that day's limit.
+    scheduled_for = models.DateField("agendado para", null=True, blank=True)
+    # The merchant's own reference (batch items, reconciliation on their side).
+    external_id = models.CharField("referência do cliente", max_length=64, blank=True)
+    batch = models.ForeignKey(
+        PayoutBatch,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="items",
+        verbose_name="lote",
+    )
+    batch_index = models.PositiveIntegerField("posição no lote", null=True, blank=True)
+
     approved_at = models.DateTimeField("aprovado em", null=True, blank=True)
     paid_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -158,6 +237,19 @@ class Withdrawal(models.Model):
                 name="withdrawal_undetermined",
                 condition=Q(payout_unclear_since__isnull=False),
             ),
+            # The daily limit's sum for a day also reads the withdrawals scheduled
+            # for it (withdrawals.limits); beat sends the day's (withdrawals.schedule).
+            models.Index(
+                fields=["account", "scheduled_for"],
+                include=["status", "amount"],
+                name="withdrawal_scheduled",
+                condition=Q(scheduled_for__isnull=False),
+            ),
+            models.Index(
+                fields=["scheduled_for"],
+                name="withdrawal_scheduled_waiting",
+                condition=Q(scheduled_for__isnull=False, status__in=["pending", "approved"]),
+            ),
             # Reconciliation reads the payouts an acquirer made in a day.
             models.Index(
                 fields=["acquirer", "paid_at"], name="withdrawal_acquirer_paid_at", condition=Q(paid_at__isnull=False)
@@ -173,6 +265,9 @@ class Withdrawal(models.Model):
                 name="withdrawal_fee_arithmetic",
             ),
             models.UniqueConstraint(fields=["e2e_id"], condition=Q(e2e_id__isnull=False), name="withdrawal_unique_e2e"),
+            models.UniqueConstraint(
+                fields=["batch", "batch_index"], condition=Q(batch__isnull=False), name="withdrawal_unique_batch_index"
+            ),
         ]
 
     def __str__(self) -> str:

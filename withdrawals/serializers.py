@@ -10,7 +10,9 @@ from rest_framework import serializers
 from accounts.models import LedgerEntry
 from accounts.selectors import PLATFORM_MINIMUM_WITHDRAWAL, statement_record
 from api.schema import SchemaExtras
+from core.documents import normalize_document
 from core.fields import (
+    IsoDateField,
     OutputSerializer,
     SharedFieldsSerializer,
     StrictBooleanField,
@@ -18,6 +20,7 @@ from core.fields import (
     StrictChoiceField,
     StrictIntegerField,
 )
+from withdrawals.exceptions import INVALID_PAYEE_DOCUMENT
 from withdrawals.keys import INVALID_KEY, MAX_KEY_LENGTH, normalize_key
 from withdrawals.models import PixKeyType, Withdrawal
 
@@ -33,12 +36,40 @@ class WithdrawalCreateSerializer(SchemaExtras, SharedFieldsSerializer):
         max_length=MAX_KEY_LENGTH, trim_whitespace=True, error_messages={"max_length": INVALID_KEY}
     )
     discount_fee = StrictBooleanField(default=True)
+    # Additive (docs/api/withdrawals.md): the payee check, the schedule, the merchant's reference.
+    payee_document = StrictCharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=18,
+        help_text="CPF or CNPJ the key must belong to (formatting accepted): the Pix is sent only if the key's "
+        "owner has it; otherwise the withdrawal fails and its debit is given back (payee check).",
+        error_messages={"max_length": INVALID_PAYEE_DOCUMENT},
+    )
+    scheduled_for = IsoDateField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="`YYYY-MM-DD`, America/Sao_Paulo: send the Pix on that day, not now. The total is debited now.",
+    )
+    external_id = StrictCharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=64,
+        help_text="Your own reference for the withdrawal (shown back on it, its receipt and batch results).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         normalized = normalize_key(attrs["key_type"], attrs["key_value"])
         if normalized is None:
             raise serializers.ValidationError({"key_value": [INVALID_KEY]})
         attrs["key_value"] = normalized
+        if attrs.get("payee_document"):
+            document = normalize_document(attrs["payee_document"])
+            if document is None:
+                raise serializers.ValidationError({"payee_document": [INVALID_PAYEE_DOCUMENT]})
+            attrs["payee_document"] = document
         return attrs
 
 
@@ -70,6 +101,59 @@ class WithdrawalSerializer(OutputSerializer):
         read_only_fields = fields
 
 
+class PayeeSerializer(serializers.Serializer[Any]):
+    """The payee check of a withdrawal (withdrawals.payees)."""
+
+    expected_document = serializers.CharField(
+        source="payee_document", help_text='The CPF/CNPJ the withdrawal asked the key to belong to ("": none).'
+    )
+    check = serializers.CharField(
+        source="payee_check",
+        help_text='`matched`, `mismatch`, `not_found`, or "" while the key was not looked up yet.',
+    )
+    name = serializers.CharField(source="payee_name", help_text="The key owner's name, as the DICT gives it.")
+    document = serializers.CharField(
+        source="payee_document_masked", help_text="The key owner's CPF/CNPJ, masked (`***.456.789-**`)."
+    )
+    ispb = serializers.CharField(source="payee_ispb", help_text="The ISPB of the key owner's bank.")
+    bank = serializers.CharField(source="payee_bank", help_text="The key owner's bank.")
+    checked_at = serializers.DateTimeField(source="payee_checked_at", allow_null=True)
+
+
+@extend_schema_field(PayeeSerializer(allow_null=True))
+class PayeeField(serializers.Field[Any, Any, Any, Any]):
+    """Null when the withdrawal asked for no check and its key was never looked up."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value: Withdrawal) -> dict[str, Any] | None:
+        if not value.payee_document and not value.payee_check:
+            return None
+        return dict(PayeeSerializer(value).data)
+
+
+class WithdrawalDetailSerializer(WithdrawalSerializer):
+    """The record of the read and the listing: the contract's fields, then
+    the additive ones (docs/api/index.md). The webhook body and the CSV keep
+    the contract's record."""
+
+    failure_reason = serializers.CharField(help_text='Why it failed ("" unless `failed`).')
+    batch_id = serializers.UUIDField(allow_null=True, help_text="The batch it was posted in, if any.")
+    payee = PayeeField(help_text="The payee check: the key owner found and whether it matched.")
+
+    class Meta(WithdrawalSerializer.Meta):
+        fields = [
+            *WithdrawalSerializer.Meta.fields,
+            "scheduled_for",
+            "external_id",
+            "failure_reason",
+            "batch_id",
+            "payee",
+        ]
+        read_only_fields = fields
+
+
 #: The model fields WithdrawalSerializer reads (``pix_type`` is ``pix_key_type``):
 #: what the detail read loads.
 WITHDRAWAL_COLUMNS = [
@@ -82,6 +166,21 @@ WITHDRAWAL_COLUMNS = [
     "status",
     "paid_at",
     "created_at",
+]
+#: ... and WithdrawalDetailSerializer.
+WITHDRAWAL_DETAIL_COLUMNS = [
+    *WITHDRAWAL_COLUMNS,
+    "scheduled_for",
+    "external_id",
+    "failure_reason",
+    "batch_id",
+    "payee_document",
+    "payee_check",
+    "payee_name",
+    "payee_document_masked",
+    "payee_ispb",
+    "payee_bank",
+    "payee_checked_at",
 ]
 
 

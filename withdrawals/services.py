@@ -54,6 +54,9 @@ def withdrawal_request(
     key_type: str,
     key_value: str,
     discount_fee: bool = True,
+    payee_document: str = "",
+    scheduled_for: dt.date | None = None,
+    external_id: str = "",
     in_transaction: Callable[[Withdrawal], None] | None = None,
 ) -> Withdrawal:
     """Accept a withdrawal: per-request limit, daily limit, balance (400s, in
@@ -80,6 +83,9 @@ def withdrawal_request(
         pix_key_type=key_type,
         pix_key=key_value,
         idempotency_id=withdrawal_id.hex,
+        payee_document=payee_document,
+        scheduled_for=scheduled_for,
+        external_id=external_id,
     )
     insert = Insert.of(withdrawal)
     with transaction.atomic():

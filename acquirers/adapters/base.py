@@ -42,6 +42,10 @@ from acquirers.adapters.infractions import InfractionPage as InfractionPage
 from acquirers.adapters.infractions import InfractionRecord as InfractionRecord
 from acquirers.adapters.infractions import InfractionStatus as InfractionStatus
 
+# The payee check (DICT lookup).
+from acquirers.adapters.keys import KeyLookupCapability, KeyLookupMethods
+from acquirers.adapters.keys import KeyOwner as KeyOwner
+
 # The listings' records are part of this interface (list_received, list_sent).
 from acquirers.adapters.records import ProviderListing as ProviderListing
 from acquirers.adapters.records import ProviderPixRecord as ProviderPixRecord
@@ -105,6 +109,10 @@ class PayoutRequest:
     amount: int  # centavos the recipient receives
     key_type: str
     key_value: str
+    # The CPF/CNPJ the key must belong to (digits, "" when none): an adapter
+    # whose PSP checks ownership on the send (Efí's ``favorecido.cpf``/``cnpj``)
+    # passes it, and a refusal for it is a decline.
+    payee_document: str = ""
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,7 @@ Capability = Literal[
     "infractions",
     DueCapability,
     RecurrenceCapability,
+    KeyLookupCapability,
 ]
 #: What an adapter that claims a capability must implement.
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
@@ -241,10 +250,11 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
         "cancel_cycle_charge",
         "retry_cycle_charge",
     ),
+    "key_lookup": ("lookup_key",),
 }
 
 
-class AcquirerAdapter(DueChargeMethods, RecurrenceMethods, abc.ABC):
+class AcquirerAdapter(DueChargeMethods, RecurrenceMethods, KeyLookupMethods, abc.ABC):
     """One provider's API. Instances are cheap; build one per use with
     :func:`acquirers.adapters.build`."""
 

@@ -17,11 +17,14 @@ from accounts.services import credential_issue, ledger_post
 from tests.conftest import client_for
 from tests.factories import AccountFactory
 from tests.helpers import listing_data, listing_errors, local
+from tests.withdrawals.records import NO_ADDITIVE_FIELDS, additive_fields
 from withdrawals.models import Withdrawal, WithdrawalStatus
 
 URL = "/api/withdrawals"
 BALANCE_URL = "/api/withdrawals/balance"
-RECORD_FIELDS = {"id", "e2e_id", "amount", "liquid_amount", "pix_type", "pix_key", "status", "paid_at", "created_at"}
+CONTRACT_FIELDS = {"id", "e2e_id", "amount", "liquid_amount", "pix_type", "pix_key", "status", "paid_at", "created_at"}
+# Additive (docs/api/index.md): the schedule, the merchant's reference, why it failed, its batch, the payee check.
+RECORD_FIELDS = CONTRACT_FIELDS | {"scheduled_for", "external_id", "failure_reason", "batch_id", "payee"}
 NOT_FOUND = {"success": False, "message": "Saque não encontrado.", "data": None}
 NO_PERMISSION = {
     "success": False,
@@ -105,6 +108,7 @@ def record(withdrawal: Withdrawal) -> dict[str, Any]:
         "status": withdrawal.status,
         "paid_at": local(withdrawal.paid_at),
         "created_at": local(withdrawal.created_at),
+        **additive_fields(withdrawal),
     }
 
 
@@ -157,6 +161,7 @@ def test_listing_shape(api: APIClient, account: Account) -> None:
             "status": "paid",
             "paid_at": "2026-01-02 13:00:01",
             "created_at": "2026-01-02 12:30:00",
+            **NO_ADDITIVE_FIELDS,
         },
         {
             "id": str(pending.pk),
@@ -168,6 +173,7 @@ def test_listing_shape(api: APIClient, account: Account) -> None:
             "status": "pending",
             "paid_at": None,
             "created_at": "2026-01-02 12:04:05",
+            **NO_ADDITIVE_FIELDS,
         },
     ]
 
@@ -189,6 +195,7 @@ def test_a_withdrawal_made_through_the_api_is_listed(api: APIClient, account: Ac
         "status": "pending",
         "paid_at": None,
         "created_at": data["created_at"],
+        **NO_ADDITIVE_FIELDS,
     }
 
 
@@ -440,6 +447,7 @@ def test_detail_is_the_record_in_sao_paulo_time(api: APIClient, account: Account
             "status": "paid",
             "paid_at": "2026-03-05 11:09:30",
             "created_at": "2026-03-05 11:07:09",
+            **NO_ADDITIVE_FIELDS,
         },
     }
 

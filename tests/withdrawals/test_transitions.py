@@ -26,6 +26,7 @@ from tests import realworld
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import local
+from tests.withdrawals.records import additive_fields
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from webhooks.services import endpoint_create
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
@@ -92,6 +93,11 @@ def record(withdrawal: Withdrawal) -> dict[str, Any]:
         "paid_at": local(withdrawal.paid_at),
         "created_at": local(withdrawal.created_at),
     }
+
+
+def detail(withdrawal: Withdrawal) -> dict[str, Any]:
+    """The record of the API's read (the webhook's, with the additive fields)."""
+    return {**record(withdrawal), **additive_fields(withdrawal)}
 
 
 def snapshot(withdrawal: Withdrawal) -> dict[str, Any]:
@@ -372,19 +378,19 @@ def test_sandbox_return_of_a_paid_withdrawal_credits_the_liquid_amount(
     response = sandbox_return(api, withdrawal.pk)
 
     assert response.status_code == 200, response.content
-    assert response.json() == {"success": True, "message": "Saque atualizado.", "data": record(withdrawal)}
+    assert response.json() == {"success": True, "message": "Saque atualizado.", "data": detail(withdrawal)}
     assert response.json()["data"]["status"] == WithdrawalStatus.REFUNDED
     assert response.json()["data"]["e2e_id"] == E2E
     after = snapshot(withdrawal)
     assert after["balance"] == before["balance"] + withdrawal.liquid_amount == ledger_sum(account)
     assert after["events"] == before["events"] + 1
     assert WithdrawalTransition.objects.filter(withdrawal=withdrawal).latest("id").source == "sandbox"
-    assert api.get(f"/api/withdrawals/{withdrawal.pk}").json()["data"] == record(withdrawal)
+    assert api.get(f"/api/withdrawals/{withdrawal.pk}").json()["data"] == detail(withdrawal)
 
     # A second return is a no-op: same record, no second credit.
     again = sandbox_return(api, withdrawal.pk)
     assert again.status_code == 200
-    assert again.json()["data"] == record(withdrawal)
+    assert again.json()["data"] == detail(withdrawal)
     assert snapshot(withdrawal) == after
 
 
