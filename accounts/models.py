@@ -73,6 +73,7 @@ class Account(models.Model):
     payouts_same_ownership_only = models.BooleanField(
         "saques só para chaves da própria titularidade",
         default=False,
+        db_default=False,
         help_text="O Pix só é enviado se o titular da chave tiver o CPF/CNPJ da conta.",
     )
 

@@ -170,20 +170,28 @@ class Withdrawal(models.Model):
     # The payee check (withdrawals.payees): the document the merchant expects
     # the key to belong to, and what the lookup found of its owner.
     payee_document = models.CharField(
-        "documento esperado do recebedor", max_length=14, blank=True, help_text="CPF/CNPJ informado no pedido."
+        "documento esperado do recebedor",
+        max_length=14,
+        blank=True,
+        db_default="",
+        help_text="CPF/CNPJ informado no pedido.",
     )
-    payee_check = models.CharField("verificação do recebedor", max_length=12, choices=PayeeCheck.choices, blank=True)
-    payee_name = models.CharField("nome do titular da chave", max_length=140, blank=True)
-    payee_document_masked = models.CharField("documento do titular (mascarado)", max_length=18, blank=True)
-    payee_ispb = models.CharField("ISPB do banco do titular", max_length=8, blank=True)
-    payee_bank = models.CharField("banco do titular", max_length=100, blank=True)
+    payee_check = models.CharField(
+        "verificação do recebedor", max_length=12, choices=PayeeCheck.choices, blank=True, default="", db_default=""
+    )
+    payee_name = models.CharField("nome do titular da chave", max_length=140, blank=True, default="", db_default="")
+    payee_document_masked = models.CharField(
+        "documento do titular (mascarado)", max_length=18, blank=True, default="", db_default=""
+    )
+    payee_ispb = models.CharField("ISPB do banco do titular", max_length=8, blank=True, default="", db_default="")
+    payee_bank = models.CharField("banco do titular", max_length=100, blank=True, default="", db_default="")
     payee_checked_at = models.DateTimeField("consultado em", null=True, blank=True)
 
     # Sent on this America/Sao_Paulo day, not before (withdrawals.schedule);
     # its amount counts on that day's limit.
     scheduled_for = models.DateField("agendado para", null=True, blank=True)
     # The merchant's own reference (batch items, reconciliation on their side).
-    external_id = models.CharField("referência do cliente", max_length=64, blank=True)
+    external_id = models.CharField("referência do cliente", max_length=64, blank=True, default="", db_default="")
     batch = models.ForeignKey(
         PayoutBatch,
         on_delete=models.PROTECT,

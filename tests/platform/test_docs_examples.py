@@ -139,7 +139,7 @@ def test_tags_follow_a_merchants_work_and_psp_callbacks_come_last() -> None:
 def test_the_two_names_of_a_withdrawals_key_type_are_explained() -> None:
     schemas = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
     assert "pix_type" in schemas["WithdrawalCreated"]["properties"]["pix_key_type"]["description"]
-    assert "pix_key_type" in schemas["Withdrawal"]["properties"]["pix_type"]["description"]
+    assert "pix_key_type" in schemas["WithdrawalDetail"]["properties"]["pix_type"]["description"]
 
 
 @pytest.mark.parametrize(
