@@ -103,10 +103,16 @@ def test_a_day_not_ahead_or_too_far_is_a_422_and_nothing_changes(
 ) -> None:
     before = money(account)
     response = api.post(
-        "/api/withdrawals", {"amount": AMOUNT, "key_value": CPF, "scheduled_for": days(offset).isoformat()}, format="json"
+        "/api/withdrawals",
+        {"amount": AMOUNT, "key_value": CPF, "scheduled_for": days(offset).isoformat()},
+        format="json",
     )
     assert response.status_code == 422, response.content
-    assert response.json() == {"success": False, "message": VALIDATION, "data": {"errors": {"scheduled_for": [message]}}}
+    assert response.json() == {
+        "success": False,
+        "message": VALIDATION,
+        "data": {"errors": {"scheduled_for": [message]}},
+    }
     assert money(account) == before
     assert not Withdrawal.objects.exists()
 
@@ -133,7 +139,9 @@ def test_requested_it_is_debited_now_pending_and_never_sent_before_its_day(
     assert money(account)[0] == SEED - AMOUNT - 1000
 
 
-def test_beat_releases_the_days_due_ones_once(account: Account, api: APIClient, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_beat_releases_the_days_due_ones_once(
+    account: Account, api: APIClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sent: list[Any] = []
     monkeypatch.setattr(dispatch, "enqueue", lambda task, *args, **kwargs: sent.append((task, args)))
     monkeypatch.setattr(services, "_enqueue_processing", lambda *args, **kwargs: None)
@@ -162,7 +170,8 @@ def test_on_its_day_it_is_sent_and_paid_through_the_sandbox(
 
     wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.PAID)
     withdrawal.refresh_from_db()
-    assert withdrawal.acquirer_id == acquirer.pk and withdrawal.e2e_id
+    assert withdrawal.acquirer_id == acquirer.pk
+    assert withdrawal.e2e_id
     assert list(PayoutAttempt.objects.filter(withdrawal=withdrawal).values_list("action", "outcome")) == [
         ("send", "paid")
     ]
@@ -312,3 +321,54 @@ def test_on_its_day_the_rows_total_includes_it_and_a_failure_gives_it_back(
             withdrawal_id=withdrawal.pk, to_status=WithdrawalStatus.FAILED, source="test", reason="recusado"
         )
     assert day_row(account) == (days(0), 4000) == (days(0), withdrawn_today(account))
+
+
+# --------------------------------------------------------------------------- a scheduled payout racing a MED block
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_a_scheduled_payout_racing_a_med_block_keeps_the_ledger_exact(
+    round_: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The block is taken while the scheduled request is made, then another
+    one while its payout is sent on its day: each thread on its own
+    PostgreSQL connection. Whatever the order, the ledger equals the
+    balance, nothing is ever below zero, and the withdrawal is debited once."""
+    from infractions.services import infraction_apply
+    from tests.infractions.conftest import LIQUID, books, paid_charge_of, record
+    from tests.realworld import run_concurrently
+
+    monkeypatch.setattr(services, "_enqueue_processing", lambda *args, **kwargs: None)
+    acquirer = AcquirerFactory(key=f"sbx_med{round_}", options={"charge": "ok", "payout": "ok"}, default_priority=1)
+    account = AccountFactory(withdrawal_fee_fixed=0, withdrawal_fee_bps=0)
+    first, second = paid_charge_of(account, acquirer), paid_charge_of(account, acquirer)
+
+    def schedule_it() -> Withdrawal:
+        return services.withdrawal_request(
+            account=account, amount=LIQUID, key_type="cpf", key_value=CPF, scheduled_for=days(1)
+        )
+
+    requested, blocked = run_concurrently(
+        [schedule_it, lambda: infraction_apply(acquirer=acquirer, record=record(first, external_id="inf-a"))]
+    )
+    assert not isinstance(blocked, Exception), blocked
+    books(account)  # ledger == balance, held == the open blocks
+    if not isinstance(requested, Withdrawal):
+        assert requested.message == "Saldo insuficiente para realizar o saque."
+        requested = schedule_it()  # the second charge's money is free
+    comes_due(requested)
+
+    processed, blocked_again = run_concurrently(
+        [
+            lambda: withdrawal_process(withdrawal_id=requested.pk),
+            lambda: infraction_apply(acquirer=acquirer, record=record(second, external_id="inf-b")),
+        ]
+    )
+    assert not isinstance(blocked_again, Exception), blocked_again
+    withdrawal_process(withdrawal_id=requested.pk)  # approved first: this run sends
+    requested.refresh_from_db()
+    assert requested.status == WithdrawalStatus.PAID, processed
+    books(account)
+    assert not LedgerEntry.objects.filter(account=account, balance_after__lt=0).exists()
+    assert LedgerEntry.objects.filter(account=account, kind="withdrawal").count() == 1
+    assert available_balance(account) == ledger_sum(account)
