@@ -372,3 +372,44 @@ def test_a_scheduled_payout_racing_a_med_block_keeps_the_ledger_exact(
     assert not LedgerEntry.objects.filter(account=account, balance_after__lt=0).exists()
     assert LedgerEntry.objects.filter(account=account, kind="withdrawal").count() == 1
     assert available_balance(account) == ledger_sum(account)
+
+
+# --------------------------------------------------------------------------- back office
+
+
+def test_the_back_office_lists_filters_and_cancels_scheduled_ones(
+    admin_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.urls import reverse
+
+    from tests.helpers import admin_action, admin_messages
+
+    monkeypatch.setattr(services, "_enqueue_processing", lambda *args, **kwargs: None)
+    account = AccountFactory(withdrawal_fee_fixed=0, withdrawal_fee_bps=0, withdrawals_need_approval=True)
+    fund(account, SEED)
+    api = client_of(account)
+    waiting = schedule_via_api(api, days(5))
+    immediate = services.withdrawal_request(account=account, amount=AMOUNT, key_type="cpf", key_value=CPF)
+    for withdrawal in (waiting, immediate):
+        services.withdrawal_approve(withdrawal_id=withdrawal.pk, source=WithdrawalTransition.Source.STAFF)
+    changelist = reverse("admin:withdrawals_withdrawal_changelist")
+
+    page = admin_client.get(changelist, {"scheduled": "waiting"}).content.decode()
+    assert "Agendado para" in page
+    assert "Aguardando o dia agendado" in page
+    assert str(waiting.pk) in page
+    assert str(immediate.pk) not in page
+    by_date = admin_client.get(changelist, {"scheduled_for__gte": days(5).isoformat()}).content.decode()
+    assert str(waiting.pk) in by_date
+    assert str(immediate.pk) not in by_date
+
+    response = admin_action(
+        admin_client, changelist, "cancel_scheduled", [waiting.pk, immediate.pk], reason="fornecedor pediu"
+    )
+
+    assert response.status_code == 200
+    assert "Cancelar agendamento aprovado (devolve o saldo): 1 saque." in admin_messages(response)
+    waiting.refresh_from_db()
+    immediate.refresh_from_db()
+    assert (waiting.status, immediate.status) == (WithdrawalStatus.CANCELED, WithdrawalStatus.APPROVED)
+    assert money(account)[0] == SEED - AMOUNT
