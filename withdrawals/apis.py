@@ -96,7 +96,9 @@ class WithdrawalsApi(ListingMixin, AccountAPIView):
             "Checks, in order: credentials (401), permission (403), account (403), fields (422: key format "
             "per type, amount ≥ the effective minimum, something left after the fee), then 400s: per-request "
             "limit, daily limit (America/Sao_Paulo day), balance. The total is debited at once; the payout "
-            "follows in the background. `Idempotency-Key` makes retries safe."
+            "follows in the background. `Idempotency-Key` makes retries safe. With `scheduled_for` (after "
+            "today, at most 60 days ahead, else 422) the payout is sent on that day and the daily limit of that "
+            "day applies (docs: Scheduled withdrawals)."
         ),
         parameters=[IDEMPOTENCY_HEADER],
         request=WithdrawalCreateSerializer,

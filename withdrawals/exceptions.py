@@ -10,6 +10,7 @@ WITHDRAWAL_NOT_FOUND = "Saque não encontrado."
 BELOW_MINIMUM = "O valor mínimo para saque é de {amount}."
 NOTHING_LEFT_AFTER_FEE = "O valor do saque não cobre a taxa de saque."
 INVALID_PAYEE_DOCUMENT = "CPF/CNPJ do recebedor inválido."
+SCHEDULED_CANCEL_REFUSED = "Só um saque agendado que ainda não foi enviado pode ser cancelado."
 
 
 class WithdrawalNotFound(NotFoundError):

@@ -39,6 +39,7 @@ from core import metrics
 from withdrawals import exceptions as err
 from withdrawals import services
 from withdrawals.exceptions import PayoutUndetermined
+from withdrawals.limits import waits_for_its_day
 from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.runs import IN_PROGRESS, calls_interrupted
 from withdrawals.selectors import payout_hold_reason
@@ -60,6 +61,7 @@ class ProcessOutcome(enum.StrEnum):
     DEFERRED = "deferred"  # acquirers left cooling down or busy: tried again after
     PROCESSING = "processing"  # accepted; paid later (a notification, the poller)
     UNDETERMINED = "undetermined"  # no definitive answer past the settle window: staff's queue
+    SCHEDULED = "scheduled"  # scheduled for a later day: beat sends it on that day (withdrawals.schedule)
 
 
 #: What :func:`withdrawal_process` returns: the withdrawal's status, or one of the words above.
@@ -86,6 +88,8 @@ def withdrawal_process(
     dead = [take_over] if isinstance(take_over, str) else list(take_over)
     dead = [token for token in dead if token]
     withdrawal = Withdrawal.objects.select_related("account").get(pk=withdrawal_id)
+    if withdrawal.status in (WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED) and waits_for_its_day(withdrawal):
+        return ProcessOutcome.SCHEDULED  # not approved automatically nor sent before its day
     if withdrawal.status == WithdrawalStatus.PENDING:
         if withdrawal.account.withdrawals_need_approval:
             return ProcessOutcome.AWAITING_APPROVAL

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import django_filters
-from django.db.models import OuterRef, QuerySet, Subquery, UUIDField
+from django.db.models import OuterRef, QuerySet, Subquery, Sum, UUIDField
 from django.db.models.functions import Cast, Substr
 from django.utils import timezone
 
@@ -20,7 +20,7 @@ from api.listing import ListingFilterSet, RecordFilterSet, timestamp_filter
 from api.listing_statements import Scope
 from core.selectors import get_by_uuid, owned_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
-from withdrawals.models import HoldReason, Withdrawal, WithdrawalStatus
+from withdrawals.models import NOT_COUNTED, HoldReason, Withdrawal, WithdrawalStatus
 from withdrawals.sql import withdrawn_since
 
 SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
@@ -33,9 +33,23 @@ def day_start(now: dt.datetime | None = None) -> dt.datetime:
 
 
 def withdrawn_today(account: Account, now: dt.datetime | None = None) -> int:
-    """Sum of ``amount`` of the account's withdrawals created on the current
-    America/Sao_Paulo day, except failed and canceled ones (decisions §5)."""
-    return withdrawn_since(account.pk, day_start(now))
+    """Sum of ``amount`` of the account's withdrawals counted on the current
+    America/Sao_Paulo day (created on it and not scheduled, or scheduled for
+    it), except failed and canceled ones (decisions §5)."""
+    start = day_start(now)
+    return withdrawn_since(account.pk, start, start.date())
+
+
+def withdrawn_scheduled_for(account: Account, day: dt.date) -> int:
+    """Sum of ``amount`` of the account's withdrawals scheduled for ``day``,
+    except failed and canceled ones: a later day's total for its limit
+    (withdrawals.limits; index ``withdrawal_scheduled``)."""
+    total = (
+        Withdrawal.objects.filter(account=account, scheduled_for=day)
+        .exclude(status__in=NOT_COUNTED)
+        .aggregate(total=Sum("amount"))["total"]
+    )
+    return int(total or 0)
 
 
 def withdrawals_of(account: Account) -> QuerySet[Withdrawal]:

@@ -50,7 +50,8 @@ class WithdrawalCreateSerializer(SchemaExtras, SharedFieldsSerializer):
         required=False,
         default=None,
         allow_null=True,
-        help_text="`YYYY-MM-DD`, America/Sao_Paulo: send the Pix on that day, not now. The total is debited now.",
+        help_text="`YYYY-MM-DD`, America/Sao_Paulo: send the Pix on that day, not now (after today, at most 60 "
+        "days ahead). The total is debited now; `POST /api/withdrawals/{id}/cancel` cancels it until it is sent.",
     )
     external_id = StrictCharField(
         required=False,

@@ -28,7 +28,8 @@ from core.sql import Insert
 from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
-from withdrawals.limits import total_after_request, total_after_reversal, withdrawn_before
+from withdrawals import limits
+from withdrawals.limits import schedule_error, total_after_request, total_after_reversal, withdrawn_before
 from withdrawals.models import (
     NOT_COUNTED,
     HoldReason,
@@ -65,6 +66,8 @@ def withdrawal_request(
     ``key_value`` is already normalised for ``key_type``. ``in_transaction``
     runs with the new withdrawal before that transaction commits (the
     idempotency key's answer commits with the debit, or neither does)."""
+    if scheduled_for is not None and (problem := schedule_error(scheduled_for)) is not None:
+        raise ValidationFailed({"scheduled_for": [problem]})
     quote = withdrawal_quote(account=account, amount=amount, discount_fee=discount_fee)
     if amount > account.withdrawal_per_request_limit:
         raise BusinessRuleError(err.PER_REQUEST_LIMIT)
@@ -90,7 +93,7 @@ def withdrawal_request(
     insert = Insert.of(withdrawal)
     with transaction.atomic():
         balance = balance_lock(account_id=account.pk)
-        day_total = withdrawn_before(balance, account, withdrawal.created_at) + amount
+        day_total = withdrawn_before(balance, account, withdrawal.created_at, scheduled_for) + amount
         if day_total > account.withdrawal_daily_limit:
             raise BusinessRuleError(err.DAILY_LIMIT)
         # A MED block the balance could not cover keeps its part back (docs/api/infractions.md).
@@ -100,7 +103,7 @@ def withdrawal_request(
             withdrawal=insert,
             balance=balance,
             amount=-quote.total_debit,
-            withdrawn=total_after_request(balance, withdrawal.created_at, day_total),
+            withdrawn=total_after_request(balance, withdrawal.created_at, day_total, scheduled_for),
         )
         if in_transaction is not None:
             in_transaction(withdrawal)
@@ -133,6 +136,8 @@ TRANSITIONS: dict[tuple[str, str], tuple[str, str] | None] = {
     (WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED): None,
     (WithdrawalStatus.PENDING, WithdrawalStatus.CANCELED): (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
     (WithdrawalStatus.APPROVED, WithdrawalStatus.PAID): None,
+    # Only a scheduled withdrawal approved before its day, never sent (_refuse_unless_waiting).
+    (WithdrawalStatus.APPROVED, WithdrawalStatus.CANCELED): (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
     (WithdrawalStatus.PENDING, WithdrawalStatus.FAILED): (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
     (WithdrawalStatus.APPROVED, WithdrawalStatus.FAILED): (LedgerEntry.Kind.WITHDRAWAL_REVERSAL, "total_debit"),
     (WithdrawalStatus.PAID, WithdrawalStatus.REFUNDED): (LedgerEntry.Kind.WITHDRAWAL_RETURN, "liquid_amount"),
@@ -170,6 +175,8 @@ def withdrawal_transition(
             )
         if key == (WithdrawalStatus.APPROVED, WithdrawalStatus.FAILED):
             _refuse_if_unsettled(withdrawal, lease_token)
+        if key == (WithdrawalStatus.APPROVED, WithdrawalStatus.CANCELED):
+            limits.refuse_cancel_unless_waiting(withdrawal)
         from_status = withdrawal.status
         withdrawal.status = to_status
         withdrawal.version += 1
@@ -382,6 +389,8 @@ def payouts_poll(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: i
         .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
         .filter(Q(hold_reason="") | Q(account__is_blocked=False, account__status=Account.Status.APPROVED))
         .exclude(hold_reason=HoldReason.PAYOUT_INTERRUPTED)
+        # Scheduled for a later day: beat sends them on it (withdrawals.schedule).
+        .exclude(scheduled_for__gt=limits.sao_paulo_today(now))
     )
     ids = list(stuck.order_by("updated_at").values_list("pk", flat=True)[:limit])
     for withdrawal_id in ids:

@@ -13,7 +13,7 @@ import functools
 import uuid
 
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from accounts.models import AccountBalance, LedgerEntry
 from accounts.services import ledger_entry_new
@@ -82,22 +82,27 @@ def _withdrawn_since_sql() -> str:
     account's balance lock when the row's running total is of another day
     (withdrawals/limits.py): compiled there, the lock would be held for the
     ORM's CPU as well as the statement's. One statement a balance read:
-    tests/perf/test_query_counts.py::test_balance."""
-    account, since = uuid.UUID(int=1), dt.datetime(2000, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    tests/perf/test_query_counts.py::test_balance. Immediate withdrawals
+    created since the day's start, plus those scheduled for that day (index
+    ``withdrawal_scheduled``); those scheduled for a later day count there."""
+    account, since, day = uuid.UUID(int=1), dt.datetime(2000, 1, 2, 3, 4, 5, tzinfo=dt.UTC), dt.date(2000, 1, 2)
     query = (
-        Withdrawal.objects.filter(account_id=account, created_at__gte=since)
+        Withdrawal.objects.filter(account_id=account)
+        .filter(Q(created_at__gte=since, scheduled_for__isnull=True) | Q(scheduled_for=day))
         .exclude(status__in=NOT_COUNTED)
         .values("account_id")
         .annotate(total=Sum("amount"))
         .values("total")
         .query
     )
-    return statement_of(query, [account, since, *NOT_COUNTED], what="withdrawn today")
+    return statement_of(query, [account, since, day, *NOT_COUNTED], what="withdrawn today")
 
 
-def withdrawn_since(account_id: uuid.UUID, since: dt.datetime) -> int:
-    """Sum of ``amount`` of the account's withdrawals created since ``since``, except failed and canceled ones."""
+def withdrawn_since(account_id: uuid.UUID, since: dt.datetime, day: dt.date) -> int:
+    """Sum of ``amount`` of the account's withdrawals counted on ``day``
+    (whose start is ``since``): immediate ones created since ``since`` and
+    those scheduled for ``day``, except failed and canceled ones."""
     with connection.cursor() as cursor:
-        cursor.execute(_withdrawn_since_sql(), [account_id, since, *NOT_COUNTED])
+        cursor.execute(_withdrawn_since_sql(), [account_id, since, day, *NOT_COUNTED])
         row = cursor.fetchone()
     return int(row[0]) if row is not None and row[0] is not None else 0

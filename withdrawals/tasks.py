@@ -21,6 +21,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.payouts import ProcessOutcome, withdrawal_process
 from withdrawals.runs import lost_run_note, lost_runs, lost_runs_forget, run_token, withdrawal_payout_hold_interrupted
+from withdrawals.schedule import scheduled_payouts_release
 from withdrawals.services import payouts_poll
 
 logger = logging.getLogger(__name__)
@@ -172,3 +173,9 @@ def process_withdrawal(self: PayoutRunTask, withdrawal_id: str, db_retries: int 
 def poll_stuck_payouts() -> int:
     """Beat: processing again the withdrawals nothing moved for a while."""
     return payouts_poll()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def release_scheduled_withdrawals() -> int:
+    """Beat: the payouts of withdrawals scheduled for today go out (withdrawals.schedule)."""
+    return scheduled_payouts_release()

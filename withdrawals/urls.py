@@ -11,6 +11,7 @@ from withdrawals.apis import (
     WithdrawalsApi,
     WithdrawalsCsvApi,
 )
+from withdrawals.scheduled_apis import WithdrawalCancelApi
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals", WithdrawalsApi.as_view(), name="withdrawals"),
@@ -18,6 +19,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     # Before the detail route: "balance" is not an id.
     path("withdrawals/balance", BalanceApi.as_view(), name="withdrawals-balance"),
     path("withdrawals/<str:withdrawal_id>", WithdrawalDetailApi.as_view(), name="withdrawal-detail"),
+    path("withdrawals/<str:withdrawal_id>/cancel", WithdrawalCancelApi.as_view(), name="withdrawal-cancel"),
     path("statement", StatementApi.as_view(), name="statement"),
     path("statement.csv", StatementCsvApi.as_view(), name="statement-csv"),
     path("settlements", SettlementApi.as_view(), name="settlements"),

@@ -27,6 +27,9 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     "purge-idempotency-keys": {"task": "api.tasks.purge_idempotency_keys", "schedule": 3600.0},
     "poll-stuck-payouts": {"task": "withdrawals.tasks.poll_stuck_payouts", "schedule": 60.0},
+    # Scheduled withdrawals of the day (America/Sao_Paulo) handed to the payout engine: the first
+    # tick after local midnight sends them; later ticks find nothing new (withdrawals.schedule).
+    "release-scheduled-withdrawals": {"task": "withdrawals.tasks.release_scheduled_withdrawals", "schedule": 600.0},
     "relay-webhooks": {
         "task": "webhooks.tasks.relay_webhooks",
         "schedule": env.float("WEBHOOK_RELAY_INTERVAL", default=10.0),

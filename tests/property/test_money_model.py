@@ -168,6 +168,8 @@ WITHDRAWAL_TABLE: dict[tuple[str, str], str | None] = {
 }
 #: Decisions §5: the daily limit ignores withdrawals that never moved money.
 NOT_COUNTED = (FAILED, CANCELED)
+#: Approved → canceled: only a scheduled withdrawal still waiting for its day (withdrawals.limits).
+SCHEDULED_CANCEL = (APPROVED, CANCELED)
 #: Decisions §4: only these may take a balance below zero.
 MAY_GO_NEGATIVE = {"charge_refund", "charge_chargeback"}
 CHARGE_KINDS = {"charge_paid", "charge_refund", "charge_chargeback", "chargeback_reversal"}
@@ -209,6 +211,17 @@ def fee(amount: int, fixed: int, bps: int) -> int:
 def day_start(moment: dt.datetime) -> dt.datetime:
     local = moment.astimezone(SAO_PAULO)
     return local.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def datetime_of(day: dt.date) -> dt.datetime:
+    """Midnight of ``day`` in America/Sao_Paulo."""
+    return dt.datetime(day.year, day.month, day.day, tzinfo=SAO_PAULO)
+
+
+def counts_on(created_at: dt.datetime, scheduled_for: dt.date | None, day: dt.datetime) -> bool:
+    """Whether a withdrawal counts on the limit of ``day`` (its midnight): a
+    scheduled one on its scheduled day, another on its creation day."""
+    return scheduled_for == day.date() if scheduled_for is not None else created_at >= day
 
 
 # --------------------------------------------------------------------------- the model
@@ -268,6 +281,11 @@ class WithdrawalModel:
     # The withdrawal names the sandbox acquirer (a send was tried there, or it
     # confirmed the payout): only then may the sandbox return it (else 404).
     at_sandbox: bool = False
+    # Sent on that America/Sao_Paulo day, not before; counted on its limit.
+    scheduled_for: dt.date | None = None
+
+    def waiting(self) -> bool:
+        return self.scheduled_for is not None and self.scheduled_for > day_start(timezone.now()).date()
 
 
 @dataclass
@@ -301,14 +319,18 @@ class RequestOp:
     key_value: str
     key_valid: bool
     idempotency_key: str | None = None
+    scheduled_for: dt.date | None = None
 
     def body(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "amount": self.amount,
             "key_type": self.key_type,
             "key_value": self.key_value,
             "discount_fee": self.discount_fee,
         }
+        if self.scheduled_for is not None:
+            body["scheduled_for"] = self.scheduled_for.isoformat()
+        return body
 
 
 @dataclass(frozen=True)
@@ -363,9 +385,12 @@ def withdrawal_move(books: Books, withdrawal_id: uuid.UUID, to: str) -> str:
     withdrawal = books.withdrawals[withdrawal_id]
     if withdrawal.status == to:
         return "noop"
-    if (withdrawal.status, to) not in WITHDRAWAL_TABLE:
+    if (withdrawal.status, to) == SCHEDULED_CANCEL and withdrawal.waiting():
+        back: str | None = "total"  # approved early, never sent: its debit comes back
+    elif (withdrawal.status, to) not in WITHDRAWAL_TABLE:
         return "refused"
-    back = WITHDRAWAL_TABLE[(withdrawal.status, to)]
+    else:
+        back = WITHDRAWAL_TABLE[(withdrawal.status, to)]
     delta = {None: 0, "total": withdrawal.total, "liquid": withdrawal.liquid}[back]
     withdrawal.status = to
     withdrawal.history.append(to)
@@ -401,10 +426,12 @@ class Oracle:
             return ("invalid_amount",)
         if op.amount > plan.per_request:
             return ("per_request",)
+        # A scheduled request counts on its day (docs/api/scheduled-withdrawals.md).
+        day = today if op.scheduled_for is None else datetime_of(op.scheduled_for)
         withdrawn = sum(
             w.amount
             for w in books.withdrawals.values()
-            if w.account == op.account and w.created_at >= today and w.status not in NOT_COUNTED
+            if w.account == op.account and counts_on(w.created_at, w.scheduled_for, day) and w.status not in NOT_COUNTED
         )
         if withdrawn + op.amount > plan.daily:
             return ("daily",)
@@ -425,12 +452,15 @@ class Oracle:
             created_at=created_at,
             idempotency_id=new_id.hex,
             net=-total,
+            scheduled_for=op.scheduled_for,
         )
         books.balance[op.account] -= total
         return ("created", op.amount, liquid)
 
     def process(self, books: Books, withdrawal_id: uuid.UUID) -> str:
         withdrawal = books.withdrawals[withdrawal_id]
+        if withdrawal.status in (PENDING, APPROVED) and withdrawal.waiting():
+            return "scheduled"  # nothing before its day, approved or not
         if withdrawal.status == PENDING:
             if self.plans[withdrawal.account].manual_approval:
                 return "awaiting_approval"
@@ -556,7 +586,8 @@ def wider_race_windows() -> Iterator[None]:
 
 def describe(op: Op) -> str:
     if isinstance(op, RequestOp):
-        return "withdrawal request" + (" (idempotent)" if op.idempotency_key else "")
+        scheduled = " (scheduled)" if op.scheduled_for is not None else ""
+        return "withdrawal request" + (" (idempotent)" if op.idempotency_key else "") + scheduled
     if isinstance(op, ChargeOp):
         return f"charge → {op.to} ({op.via})"
     if isinstance(op, WithdrawalOp):
@@ -661,6 +692,7 @@ class RequestDraw:
     amount_raw: int
     key: tuple[str, str, bool]
     idempotent: bool
+    schedule_kind: int = 1  # 0: scheduled for tomorrow (America/Sao_Paulo); else now
 
 
 @dataclass(frozen=True)
@@ -683,6 +715,7 @@ REQUEST_DRAWS = st.builds(
     amount_raw=st.integers(0, 2**24),
     key=PIX_KEYS,
     idempotent=st.booleans(),
+    schedule_kind=st.integers(0, 3),
 )
 OP_DRAWS = st.builds(
     OpDraw,
@@ -891,10 +924,14 @@ class MoneyModel(RuleBasedStateMachine):
         plan = self.plans[draw.account]
         balance = self.books.balance[draw.account]
         today = day_start(timezone.now())
+        if draw.schedule_kind == 0:
+            today = datetime_of(today.date() + dt.timedelta(days=1))  # counted on its day
         withdrawn = sum(
             w.amount
             for w in self.books.withdrawals.values()
-            if w.account == draw.account and w.created_at >= today and w.status not in NOT_COUNTED
+            if w.account == draw.account
+            and counts_on(w.created_at, w.scheduled_for, today)
+            and w.status not in NOT_COUNTED
         )
         daily_left = plan.daily - withdrawn
         if draw.amount_kind == 1:
@@ -925,6 +962,7 @@ class MoneyModel(RuleBasedStateMachine):
             key_value=key_value,
             key_valid=valid,
             idempotency_key=f"idem-{uuid.uuid4().hex}" if draw.idempotent else None,
+            scheduled_for=day_start(timezone.now()).date() + dt.timedelta(days=1) if draw.schedule_kind == 0 else None,
         )
 
     def idle(self, what: str) -> None:
@@ -1090,6 +1128,7 @@ class MoneyModel(RuleBasedStateMachine):
             key_value=body["key_value"],
             key_valid=True,  # not looked at: the key's record answers first
             idempotency_key=key,
+            scheduled_for=dt.date.fromisoformat(body["scheduled_for"]) if "scheduled_for" in body else None,
         )
         self.apply(op)
 
@@ -1392,7 +1431,7 @@ class MoneyModel(RuleBasedStateMachine):
     def check_records_and_transitions(self, db: DbState) -> None:
         assert set(db.charges) == set(self.books.charges), "charges in the database ≠ charges the model created"
         assert set(db.withdrawals) == set(self.books.withdrawals), "withdrawals ≠ the ones the model accepted"
-        legal = {"charge": CHARGE_TABLE.keys(), "withdrawal": WITHDRAWAL_TABLE.keys()}
+        legal = {"charge": CHARGE_TABLE.keys(), "withdrawal": {*WITHDRAWAL_TABLE.keys(), SCHEDULED_CANCEL}}
         paths: dict[uuid.UUID, list[tuple[str, str]]] = defaultdict(list)
         for kind, transitions in (("charge", db.charge_transitions), ("withdrawal", db.withdrawal_transitions)):
             for record_id, from_status, to_status in transitions:
@@ -1450,11 +1489,21 @@ class MoneyModel(RuleBasedStateMachine):
         for name, plan in self.plans.items():
             mine = [w for w in db.withdrawals.values() if w["account_id"] == plan.pk]
             assert all(plan.effective_minimum <= w["amount"] <= plan.per_request for w in mine), mine
-            counted = sum(w["amount"] for w in mine if w["created_at"] >= today and w["status"] not in NOT_COUNTED)
+            counted = sum(
+                w["amount"]
+                for w in mine
+                if counts_on(w["created_at"], w["scheduled_for"], today) and w["status"] not in NOT_COUNTED
+            )
             assert counted <= plan.daily, f"{name}: {counted} withdrawn today, over the limit of {plan.daily}"
-            # The running total the limit checks (withdrawals/limits.py) is the day's sum.
+            tomorrow = datetime_of(today.date() + dt.timedelta(days=1))
+            ahead = sum(
+                w["amount"] for w in mine if w["scheduled_for"] == tomorrow.date() and w["status"] not in NOT_COUNTED
+            )
+            assert ahead <= plan.daily, f"{name}: {ahead} scheduled for tomorrow, over the limit of {plan.daily}"
+            # The running total the limit checks (withdrawals/limits.py) is the day's sum;
+            # only an immediate withdrawal moves it (a scheduled one counts on its own day).
             day, total = db.day_totals[plan.pk]
-            if any(w["created_at"] >= today for w in mine):
+            if any(w["created_at"] >= today and w["scheduled_for"] is None for w in mine):
                 assert day == today.date(), f"{name}: the balance row holds the total of {day}, not of today"
             if day == today.date():
                 assert total == counted, f"{name}: the row's total for today is {total}, the day's sum {counted}"
@@ -1500,7 +1549,9 @@ class DbState:
             charges={r["id"]: dict(r) for r in Charge.objects.values("id", "status", "version", "account_id")},
             withdrawals={
                 r["id"]: dict(r)
-                for r in Withdrawal.objects.values("id", "status", "version", "account_id", "amount", "created_at")
+                for r in Withdrawal.objects.values(
+                    "id", "status", "version", "account_id", "amount", "created_at", "scheduled_for"
+                )
             },
             charge_transitions=list(
                 ChargeTransition.objects.order_by("id").values_list("charge_id", "from_status", "to_status")

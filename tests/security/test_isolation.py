@@ -90,6 +90,7 @@ WALK = [
     Step("post", "/api/sandbox/due-charges/{id}/pay", "payable_due_charge", CHARGE_NOT_FOUND, 200, {}),
     Step("get", "/api/withdrawals/{id}", "withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("post", "/api/sandbox/withdrawals/{id}/return", "paid_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
+    Step("post", "/api/withdrawals/{id}/cancel", "scheduled_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("delete", "/api/webhooks/{id}", "endpoint", ENDPOINT_NOT_FOUND, 200),
     Step("post", "/api/webhooks/{id}/rotate-secret", "endpoint", ENDPOINT_NOT_FOUND, 200),
     Step("get", "/api/webhooks/{id}/deliveries", "endpoint", ENDPOINT_NOT_FOUND, 200),
@@ -184,6 +185,15 @@ def request_withdrawal(client: APIClient) -> str:
     return withdrawal_id
 
 
+def schedule_withdrawal(client: APIClient) -> str:
+    tomorrow = (now_in_brazil() + dt.timedelta(days=1)).isoformat()
+    body = {"amount": 5000, "key_value": "52998224725", "scheduled_for": tomorrow}
+    response = client.post("/api/withdrawals", body, format="json")
+    assert response.status_code == 201, response.json()
+    withdrawal_id: str = response.json()["data"]["id"]
+    return withdrawal_id
+
+
 def register_endpoint(client: APIClient) -> str:
     response = client.post("/api/webhooks", {"url": "https://example.com/hook"}, format="json")
     assert response.status_code == 201, response.json()
@@ -262,6 +272,7 @@ def populate(account: Account) -> Tenant:
     assert asked.status_code == 202, asked.json()
     withdrawal = request_withdrawal(client)
     paid_withdrawal = request_withdrawal(client)
+    scheduled_withdrawal = schedule_withdrawal(client)
     # Sent through the sandbox acquirer that took the charges, as the payout chain would.
     Withdrawal.objects.filter(pk=paid_withdrawal).update(acquirer=Charge.objects.get(pk=paid_charge).acquirer)
     withdrawal_transition(
@@ -287,6 +298,7 @@ def populate(account: Account) -> Tenant:
         "paid_charge": paid_charge,
         "withdrawal": withdrawal,
         "paid_withdrawal": paid_withdrawal,
+        "scheduled_withdrawal": scheduled_withdrawal,
         "endpoint": endpoint,
         "failed_event": str(event.pk),
         "med_charge": str(infraction.charge_id),
@@ -449,12 +461,13 @@ def test_listings_never_show_another_accounts_records(tenant_a: Tenant, tenant_b
     assert listed(b_client, "/api/infractions", "infractions", transaction_id=a["med_charge"]) == []
     assert listed(b_client, "/api/infractions", "infractions", per_page=100) == [b["infraction"]]
 
-    for withdrawal_id in (a["withdrawal"], a["paid_withdrawal"]):
+    for withdrawal_id in (a["withdrawal"], a["paid_withdrawal"], a["scheduled_withdrawal"]):
         assert listed(b_client, "/api/withdrawals", "withdrawals", id=withdrawal_id) == []
     assert listed(b_client, "/api/withdrawals", "withdrawals", e2e_id=a_paid_withdrawal.e2e_id) == []
     assert set(listed(b_client, "/api/withdrawals", "withdrawals", per_page=100)) == {
         b["withdrawal"],
         b["paid_withdrawal"],
+        b["scheduled_withdrawal"],
     }
 
     assert listed(b_client, "/api/webhooks", "webhooks") == [b["endpoint"]]

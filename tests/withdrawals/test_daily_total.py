@@ -106,3 +106,28 @@ def test_a_withdrawal_created_before_midnight_that_reaches_the_lock_after_the_ne
     assert late.created_at == before_midnight
     monkeypatch.undo()
     assert day_total(account) == (today(), 7000) == (today(), withdrawn_today(account))
+
+
+def test_a_scheduled_withdrawal_counts_on_its_day_and_never_moves_todays_row(no_enqueue: Any, refused: Refused) -> None:
+    """The row stays today's; the scheduled day's total is summed from the
+    withdrawals scheduled for it, and on that day the row's first sum has them
+    (docs/api/scheduled-withdrawals.md)."""
+    account = account_with_balance(withdrawal_daily_limit=10_000)
+    tomorrow = (today() + dt.timedelta(days=1)).isoformat()
+    assert post(client_of(account), body(6000)).status_code == 201
+    assert post(client_of(account), body(10_000, scheduled_for=tomorrow)).status_code == 201
+    refused(client_of(account), account, body(1000, scheduled_for=tomorrow), 400, error(DAILY))
+    assert day_total(account) == (today(), 6000) == (today(), withdrawn_today(account))
+    # A row of another day: a scheduled request leaves it where it is.
+    AccountBalance.objects.filter(account=account).update(withdrawn_day=today() - dt.timedelta(days=1))
+    assert (
+        post(client_of(account), body(1000, scheduled_for=(today() + dt.timedelta(days=2)).isoformat())).status_code
+        == 201
+    )
+    assert day_total(account) == (today() - dt.timedelta(days=1), 6000)
+    # The next immediate one sums today (scheduled ones for later days excluded) and moves the row.
+    assert post(client_of(account), body(4000)).status_code == 201
+    assert day_total(account) == (today(), 10_000) == (today(), withdrawn_today(account))
+    # Tomorrow, the sum has tomorrow's scheduled 10,000 and none of today's.
+    assert withdrawn_today(account, now=day_start() + dt.timedelta(days=1, hours=1)) == 10_000
+    assert available_balance(account) == ledger_sum(account)

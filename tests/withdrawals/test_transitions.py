@@ -29,7 +29,7 @@ from tests.helpers import local
 from tests.withdrawals.records import additive_fields
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from webhooks.services import endpoint_create
-from withdrawals.exceptions import WithdrawalTransitionNotAllowed
+from withdrawals.exceptions import SCHEDULED_CANCEL_REFUSED, WithdrawalTransitionNotAllowed
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import TRANSITIONS, withdrawal_request, withdrawal_transition
 
@@ -175,6 +175,12 @@ def test_the_table_is_exactly_decisions_5() -> None:
         ((path[-1] if path else WithdrawalStatus.PENDING), to): ((kind, field) if kind else None)
         for path, to, kind, field in ALLOWED
     }
+    # Approved → canceled: only a scheduled withdrawal approved before its day, never sent
+    # (tests/withdrawals/test_scheduled.py); any other approved one is refused, as below.
+    expected[(WithdrawalStatus.APPROVED, WithdrawalStatus.CANCELED)] = (
+        LedgerEntry.Kind.WITHDRAWAL_REVERSAL,
+        "total_debit",
+    )
     assert expected == TRANSITIONS
 
 
@@ -326,10 +332,10 @@ def test_refused_transition_raises_and_changes_nothing(
         withdrawal_transition(withdrawal_id=withdrawal.pk, to_status=to, source="staff", e2e_id=E2E, reason="x")
 
     assert raised.value.status_code == 409
-    assert (
-        raised.value.message
-        == f"O saque não pode passar de {WithdrawalStatus(frm).label} para {WithdrawalStatus(to).label}."
-    )
+    expected = f"O saque não pode passar de {WithdrawalStatus(frm).label} para {WithdrawalStatus(to).label}."
+    if (frm, to) == (WithdrawalStatus.APPROVED, WithdrawalStatus.CANCELED):
+        expected = SCHEDULED_CANCEL_REFUSED  # not scheduled for a later day
+    assert raised.value.message == expected
     assert snapshot(withdrawal) == before
     assert available_balance(account) == ledger_sum(account)
 

@@ -115,6 +115,7 @@ class WithdrawalColumns:
             {
                 "fields": (
                     "created_at_label",
+                    "scheduled_for",
                     "approved_at",
                     "paid_at_label",
                     "acquirer",

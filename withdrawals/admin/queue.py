@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from withdrawals.limits import sao_paulo_today
 from withdrawals.models import WithdrawalStatus
 from withdrawals.services import payout_settle_window
 
@@ -52,6 +53,33 @@ class PayoutStateFilter(admin.SimpleListFilter):
             return approved.filter(payout_unclear_since__lt=timezone.now() - payout_settle_window())
         if self.value() == "held":
             return approved.exclude(hold_reason="")
+        return queryset
+
+
+class ScheduledFilter(admin.SimpleListFilter):
+    """Scheduled withdrawals (withdrawals.schedule): those still waiting for
+    their day, today's, or all of them; by date with the "data agendada" filter."""
+
+    title = "agendados"
+    parameter_name = "scheduled"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("waiting", "Aguardando o dia agendado"),
+            ("today", "Agendados para hoje"),
+            ("all", "Todos os agendados"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        today = sao_paulo_today()
+        if self.value() == "waiting":
+            return queryset.filter(
+                scheduled_for__gt=today, status__in=(WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED)
+            )
+        if self.value() == "today":
+            return queryset.filter(scheduled_for=today)
+        if self.value() == "all":
+            return queryset.filter(scheduled_for__isnull=False)
         return queryset
 
 

@@ -39,7 +39,7 @@ from withdrawals.admin.columns import (
     total_debit,
 )
 from withdrawals.admin.history import PayoutAttemptInline, WithdrawalTransitionInline
-from withdrawals.admin.queue import QUEUE_ORDER, ApprovalQueueFilter, PayoutStateFilter
+from withdrawals.admin.queue import QUEUE_ORDER, ApprovalQueueFilter, PayoutStateFilter, ScheduledFilter
 from withdrawals.approvals import withdrawal_staff_approve
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -120,6 +120,7 @@ class WithdrawalAdmin(
         "liquid_amount_brl",
         "destination",
         "status_label",
+        "scheduled_for",
         "hold_reason",
         "acquirer",
     )
@@ -142,6 +143,7 @@ class WithdrawalAdmin(
         csv_datetime("approved_at", "Aprovado em"),
         csv_datetime("paid_at", "Pago em"),
         csv_field("failure_reason", "Motivo da falha"),
+        csv_field("scheduled_for", "Agendado para"),
     )
     # Buttons on a withdrawal's page: the list's actions, in the statuses that allow them.
     detail_actions = {
@@ -153,10 +155,12 @@ class WithdrawalAdmin(
     list_filter = (
         ApprovalQueueFilter,
         PayoutStateFilter,
+        ScheduledFilter,
         "status",
         ("pix_key_type", titled(admin.ChoicesFieldListFilter, "tipo de chave")),
         "acquirer",
         ("created_at", titled(admin.DateFieldListFilter, "data do pedido")),
+        ("scheduled_for", titled(admin.DateFieldListFilter, "data agendada")),
     )
     list_select_related = ("account", "acquirer")
     search_fields = ("=e2e_id", "=pix_key", "=idempotency_id", "account__name")
@@ -200,6 +204,23 @@ class WithdrawalAdmin(
                 column="Crédito na conta",
                 amount=total_debit,
                 from_statuses=(WithdrawalStatus.PENDING,),
+            ),
+        ),
+        # An approved withdrawal still waiting for its scheduled day, never
+        # sent; the transition refuses (skips) any other approved one.
+        _transitions.action(
+            "cancel_scheduled",
+            "Cancelar agendamento aprovado (devolve o saldo)",
+            WithdrawalStatus.CANCELED,
+            (WithdrawalStatus.APPROVED,),
+            permission="cancel_withdrawal",
+            confirmation=Confirmation(
+                effect="Cancelar devolve ao saldo da conta o valor debitado pelo saque agendado, que não foi enviado",
+                column="Crédito na conta",
+                amount=total_debit,
+                from_statuses=(WithdrawalStatus.APPROVED,),
+                note="Só é cancelado o saque aprovado agendado para um dia futuro que nunca foi enviado; "
+                "os demais são ignorados.",
             ),
         ),
         # Credits the account on staff's word: asked here, carried out when
