@@ -11,6 +11,7 @@ from withdrawals.apis import (
     WithdrawalsApi,
     WithdrawalsCsvApi,
 )
+from withdrawals.receipt_apis import WithdrawalReceiptApi, WithdrawalReceiptPdfApi
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals", WithdrawalsApi.as_view(), name="withdrawals"),
@@ -18,6 +19,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
     # Before the detail route: "balance" is not an id.
     path("withdrawals/balance", BalanceApi.as_view(), name="withdrawals-balance"),
     path("withdrawals/<str:withdrawal_id>", WithdrawalDetailApi.as_view(), name="withdrawal-detail"),
+    path("withdrawals/<str:withdrawal_id>/receipt", WithdrawalReceiptApi.as_view(), name="withdrawal-receipt"),
+    path(
+        "withdrawals/<str:withdrawal_id>/receipt.pdf", WithdrawalReceiptPdfApi.as_view(), name="withdrawal-receipt-pdf"
+    ),
     path("statement", StatementApi.as_view(), name="statement"),
     path("statement.csv", StatementCsvApi.as_view(), name="statement-csv"),
     path("settlements", SettlementApi.as_view(), name="settlements"),
