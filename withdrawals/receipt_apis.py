@@ -25,7 +25,7 @@ NOT_PAID = (
         err.RECEIPT_NOT_PAID,
     ),
 )
-RECEIPT_ID = OpenApiExample(
+RECEIPT_EXAMPLE = OpenApiExample(
     "Receipt",
     value={
         "success": True,
@@ -41,7 +41,7 @@ RECEIPT_ID = OpenApiExample(
             "fee": 100,
             "total_debit": 1500,
             "liquid_amount": 1400,
-            "payer": {"name": "Loja Demo", "document": "**.222.333/0001-**"},
+            "payer": {"name": "Loja Demo Ltda", "document": "**.222.333/0001-**"},
             "payee": {
                 "key_type": "cpf",
                 "key": "***.982.247-**",
@@ -50,8 +50,8 @@ RECEIPT_ID = OpenApiExample(
                 "bank": "",
                 "ispb": "",
             },
-            "acquirer": "Sandbox",
-            "authentication": "5f0c3a4e9b1d2c7e8a6f4b3d2e1c0a9b8f7e6d5c4b3a29180716253443526170",
+            "acquirer": "Sandbox Alpha Pagamentos S.A.",
+            "authentication": "14e42dd0dcefe49becd68c930bd7da0c7b9a872e836caf5c031c7f92b46e6c55",
         },
     },
 )
@@ -117,7 +117,7 @@ class WithdrawalReceiptApi(AccountAPIView):
                 200: OpenApiResponse(
                     success_envelope("WithdrawalReceiptResponse", ReceiptSerializer()),
                     description="The receipt.",
-                    examples=[RECEIPT_ID],
+                    examples=[RECEIPT_EXAMPLE],
                 )
             },
             (404, not_found(err.WITHDRAWAL_NOT_FOUND)),

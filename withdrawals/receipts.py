@@ -9,7 +9,7 @@ CPF as ``***.456.789-**``, a CNPJ as ``**.345.678/0001-**``.
 ``authentication`` is the SHA-256 of the receipt's canonical JSON (every
 other field, keys sorted, no spaces, UTF-8): anyone holding a copy can
 recompute it, and the service answers the same receipt, hash included,
-for as long as the withdrawal stays as it is (decisions §13, Receipts).
+for as long as the withdrawal stays as it is (docs/api/receipts.md, "Checking a copy").
 """
 
 from __future__ import annotations

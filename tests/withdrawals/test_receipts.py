@@ -27,7 +27,8 @@ from tests.helpers import local, staff_login
 from tests.withdrawals.conftest import snapshot
 from withdrawals.models import PayeeCheck, Withdrawal, WithdrawalStatus
 from withdrawals.payouts import withdrawal_process
-from withdrawals.receipts import receipt_hash, receipt_of
+from withdrawals.receipt_apis import RECEIPT_EXAMPLE
+from withdrawals.receipts import mask_document, receipt_hash, receipt_of
 from withdrawals.selectors import SAO_PAULO
 from withdrawals.services import withdrawal_request
 
@@ -277,3 +278,23 @@ def test_staff_who_may_not_view_withdrawals_get_no_receipt(book: Book) -> None:
     response = client.get(reverse("admin:withdrawals_withdrawal_receipt", args=[book.paid.pk]))
 
     assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("value", "masked"),
+    [
+        ("52998224725", "***.982.247-**"),
+        ("529.982.247-25", "***.982.247-**"),
+        ("***982247**", "***.982.247-**"),  # as the DICT masks it
+        ("11222333000181", "**.222.333/0001-**"),
+        ("12ABC34501DE35", "**.ABC.345/01DE-**"),  # an alphanumeric CNPJ
+        ("", ""),
+    ],
+)
+def test_documents_are_masked_as_on_psps_receipts(value: str, masked: str) -> None:
+    assert mask_document(value) == masked
+
+
+def test_the_documented_example_checks_out() -> None:
+    data = RECEIPT_EXAMPLE.value["data"]
+    assert receipt_hash(data) == data["authentication"] == canonical_hash(data)
