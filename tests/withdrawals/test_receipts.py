@@ -160,9 +160,11 @@ def test_the_pdf_reads_back_with_the_receipts_facts(book: Book) -> None:
     for fact in (
         "Comprovante de transferência Pix",
         book.paid.e2e_id,
-        "R$ 1.234,56",  # the amount sent
-        "R$ 1.247,91",  # the total debited
-        "R$ 13,35",  # the fee
+        # Each amount beside its label (the extractor keeps a line's cells together).
+        "Valor enviado R$ 1.234,56",
+        "Valor do saque R$ 1.234,56",
+        "Tarifa R$ 13,35",
+        "Total debitado R$ 1.247,91",
         "**.222.333/0001-**",  # the payer's CNPJ, masked
         "***.982.247-**",  # the key and its owner's CPF, masked
         "Padaria Pão Quente Ltda",
