@@ -19,6 +19,16 @@ class WithdrawalNotFound(NotFoundError):
     default_message = WITHDRAWAL_NOT_FOUND
 
 
+RECEIPT_NOT_PAID = "O saque ainda não foi pago: não há comprovante."
+
+
+class WithdrawalNotPaid(ConflictError):
+    """A receipt was asked of a withdrawal that was never paid (withdrawals.receipts)."""
+
+    default_message = RECEIPT_NOT_PAID
+    default_code = "not_paid"
+
+
 class WithdrawalTransitionNotAllowed(ConflictError):
     """The withdrawal's status does not allow the requested change."""
 

@@ -12,6 +12,7 @@ from withdrawals.apis import (
     WithdrawalsCsvApi,
 )
 from withdrawals.scheduled_apis import WithdrawalCancelApi
+from withdrawals.receipt_apis import WithdrawalReceiptApi, WithdrawalReceiptPdfApi
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals", WithdrawalsApi.as_view(), name="withdrawals"),
@@ -20,6 +21,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals/balance", BalanceApi.as_view(), name="withdrawals-balance"),
     path("withdrawals/<str:withdrawal_id>", WithdrawalDetailApi.as_view(), name="withdrawal-detail"),
     path("withdrawals/<str:withdrawal_id>/cancel", WithdrawalCancelApi.as_view(), name="withdrawal-cancel"),
+    path("withdrawals/<str:withdrawal_id>/receipt", WithdrawalReceiptApi.as_view(), name="withdrawal-receipt"),
+    path(
+        "withdrawals/<str:withdrawal_id>/receipt.pdf", WithdrawalReceiptPdfApi.as_view(), name="withdrawal-receipt-pdf"
+    ),
     path("statement", StatementApi.as_view(), name="statement"),
     path("statement.csv", StatementCsvApi.as_view(), name="statement-csv"),
     path("settlements", SettlementApi.as_view(), name="settlements"),

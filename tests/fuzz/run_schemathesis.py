@@ -123,10 +123,11 @@ def prepare() -> dict[str, str]:
     return {"X-Public-Key": keys["public_key"], "X-Secret-Key": keys["secret_key"]}
 
 
-def seed_records(base: str, headers: dict[str, str]) -> str:
-    """Charges in several states and a withdrawal, through the API, so that
-    listings, reads and the sandbox drivers have something to find. Returns
-    the id of a webhook event they emitted."""
+def seed_records(base: str, headers: dict[str, str]) -> dict[str, str]:
+    """Charges in several states and withdrawals (one pending, one paid),
+    through the API, so that listings, reads and the sandbox drivers have
+    something to find. Returns the environment naming the ids the fuzzed
+    paths use: a webhook event they emitted, the paid withdrawal."""
     session = requests.Session()
     session.headers.update(headers)
 
@@ -143,12 +144,18 @@ def seed_records(base: str, headers: dict[str, str]) -> str:
     post(f"/api/sandbox/transactions/{charges[1]}/chargeback")
     post(f"/api/sandbox/transactions/{charges[10]}/fail")
     post("/api/withdrawals", {"amount": 5000, "key_type": "email", "key_value": "fuzz@example.com"})
+    paid = post("/api/withdrawals", {"amount": 2000, "key_type": "email", "key_value": "fuzz@example.com"})
 
     from webhooks.models import WebhookEvent
+    from withdrawals.payouts import withdrawal_process
 
+    # No worker takes the fuzz queue: paid here, as the worker would (approve, then send
+    # to fuzz_alpha's sandbox), so that its receipt (JSON and PDF) is fuzzed past the 404.
+    withdrawal_process(withdrawal_id=paid["id"])
+    assert withdrawal_process(withdrawal_id=paid["id"]) == "paid", "the seeded withdrawal was not paid"
     event = WebhookEvent.objects.order_by("created_at").first()
     assert event is not None, "the seeded transitions emitted no webhook event"
-    return str(event.pk)
+    return {"PIX_FUZZ_EVENT_ID": str(event.pk), "PIX_FUZZ_WITHDRAWAL_ID": paid["id"]}
 
 
 def schemathesis_command(base: str, headers: dict[str, str], args: argparse.Namespace) -> list[str]:
@@ -184,13 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     headers = prepare()
     try:
         with gunicorn(env) as base:
-            event_id = seed_records(base, headers)
+            seeded = seed_records(base, headers)
             command = schemathesis_command(base, headers, args)
             credentials = {
                 "PIX_FUZZ_PUBLIC_KEY": headers["X-Public-Key"],
                 "PIX_FUZZ_SECRET_KEY": headers["X-Secret-Key"],
             }
-            code = subprocess.call(command, cwd=ROOT, env={**env, "PIX_FUZZ_EVENT_ID": event_id, **credentials})
+            code = subprocess.call(command, cwd=ROOT, env={**env, **seeded, **credentials})
     finally:
         drop_queue(QUEUE)
     print(f"schemathesis exited {code} after {time.monotonic() - started:.0f}s", file=sys.stderr)

@@ -89,6 +89,8 @@ WALK = [
     # The sandbox's payer of due-date charges: its own charge, payable today (the walk cancels the other).
     Step("post", "/api/sandbox/due-charges/{id}/pay", "payable_due_charge", CHARGE_NOT_FOUND, 200, {}),
     Step("get", "/api/withdrawals/{id}", "withdrawal", WITHDRAWAL_NOT_FOUND, 200),
+    Step("get", "/api/withdrawals/{id}/receipt", "paid_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
+    Step("get", "/api/withdrawals/{id}/receipt.pdf", "paid_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("post", "/api/sandbox/withdrawals/{id}/return", "paid_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("post", "/api/withdrawals/{id}/cancel", "scheduled_withdrawal", WITHDRAWAL_NOT_FOUND, 200),
     Step("delete", "/api/webhooks/{id}", "endpoint", ENDPOINT_NOT_FOUND, 200),

@@ -40,6 +40,7 @@ from withdrawals.admin.columns import (
 )
 from withdrawals.admin.history import PayoutAttemptInline, WithdrawalTransitionInline
 from withdrawals.admin.queue import QUEUE_ORDER, ApprovalQueueFilter, PayoutStateFilter, ScheduledFilter
+from withdrawals.admin.receipts import ReceiptAdminMixin
 from withdrawals.approvals import withdrawal_staff_approve
 from withdrawals.exceptions import WithdrawalTransitionNotAllowed
 from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -104,6 +105,7 @@ def _resume(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Withdrawal
 
 @admin.register(Withdrawal)
 class WithdrawalAdmin(
+    ReceiptAdminMixin,
     WithdrawalColumns,
     DetailActionsMixin,
     CsvExportMixin,
