@@ -11,8 +11,8 @@ from withdrawals.apis import (
     WithdrawalsApi,
     WithdrawalsCsvApi,
 )
-from withdrawals.scheduled_apis import WithdrawalCancelApi
 from withdrawals.receipt_apis import WithdrawalReceiptApi, WithdrawalReceiptPdfApi
+from withdrawals.scheduled_apis import WithdrawalCancelApi
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals", WithdrawalsApi.as_view(), name="withdrawals"),
