@@ -28,6 +28,7 @@ from core.sql import Insert
 from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
+from withdrawals import payee_rules
 from withdrawals.limits import total_after_request, total_after_reversal, withdrawn_before
 from withdrawals.models import (
     NOT_COUNTED,
@@ -68,6 +69,9 @@ def withdrawal_request(
     quote = withdrawal_quote(account=account, amount=amount, discount_fee=discount_fee)
     if amount > account.withdrawal_per_request_limit:
         raise BusinessRuleError(err.PER_REQUEST_LIMIT)
+    payee_rules.refuse_at_request(
+        account=account, key_type=key_type, key_value=key_value, payee_document=payee_document
+    )
 
     withdrawal_id = uuid.uuid4()
     # Inserted by the statement of its debit (withdrawals.sql); its INSERT
@@ -104,17 +108,20 @@ def withdrawal_request(
         )
         if in_transaction is not None:
             in_transaction(withdrawal)
-        if not account.withdrawals_need_approval:
-            transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))
+        # Pending for staff: its key is looked up meanwhile, for the approval screen (withdrawals.payees).
+        checked = payee_rules.expected_document(account=account, payee_document=payee_document)
+        task = "process_withdrawal" if not account.withdrawals_need_approval else "look_up_payee" if checked else ""
+        if task:
+            transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk, task=task))
     return withdrawal
 
 
-def _enqueue_processing(withdrawal_id: uuid.UUID, countdown: float = 0) -> None:
+def _enqueue_processing(withdrawal_id: uuid.UUID, countdown: float = 0, task: str = "process_withdrawal") -> None:
     # The app's one hand-off to the payout worker, by the task's name (tasks
     # import services, not the reverse). A broker that is down is no error:
     # the withdrawal is committed, and beat's poll of stuck payouts takes it.
     dispatch.enqueue(
-        "withdrawals.tasks.process_withdrawal", str(withdrawal_id), countdown=countdown, left_to="beat's payout poller"
+        f"withdrawals.tasks.{task}", str(withdrawal_id), countdown=countdown, left_to="beat's payout poller"
     )
 
 

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from withdrawals.exceptions import PayoutUndetermined
+from withdrawals.payees import payee_look_up
 from withdrawals.payouts import ProcessOutcome, withdrawal_process
 from withdrawals.runs import lost_run_note, lost_runs, lost_runs_forget, run_token, withdrawal_payout_hold_interrupted
 from withdrawals.services import payouts_poll
@@ -172,3 +173,11 @@ def process_withdrawal(self: PayoutRunTask, withdrawal_id: str, db_retries: int 
 def poll_stuck_payouts() -> int:
     """Beat: processing again the withdrawals nothing moved for a while."""
     return payouts_poll()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def look_up_payee(withdrawal_id: str) -> str | None:
+    """A pending withdrawal's payee check, so staff see the key's owner on
+    the approval screen; its send reuses the result while fresh. Nothing is
+    decided here: only the payout run fails a withdrawal."""
+    return payee_look_up(withdrawal_id=withdrawal_id)

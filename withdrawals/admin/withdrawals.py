@@ -119,6 +119,7 @@ class WithdrawalAdmin(
         "amount_brl",
         "liquid_amount_brl",
         "destination",
+        "payee_column",
         "status_label",
         "hold_reason",
         "acquirer",
