@@ -1,4 +1,4 @@
-"""The payee check (docs/api/payee-check.md, decisions §13): before a
+"""The payee check (docs/api/payee-check.md): before a
 payout's first send, who owns its key, through an acquirer that offers the
 DICT lookup, and whether that owner has the expected document.
 

@@ -108,21 +108,25 @@ def withdrawal_request(
         )
         if in_transaction is not None:
             in_transaction(withdrawal)
-        # Pending for staff: its key is looked up meanwhile, for the approval screen (withdrawals.payees).
-        checked = payee_rules.expected_document(account=account, payee_document=payee_document)
-        task = "process_withdrawal" if not account.withdrawals_need_approval else "look_up_payee" if checked else ""
-        if task:
-            transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk, task=task))
+        if not account.withdrawals_need_approval:
+            transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))
+        elif payee_rules.expected_document(account=account, payee_document=payee_document):
+            # Pending for staff: its key is looked up meanwhile, for the approval screen (withdrawals.payees).
+            transaction.on_commit(functools.partial(_enqueue_payee_look_up, withdrawal.pk))
     return withdrawal
 
 
-def _enqueue_processing(withdrawal_id: uuid.UUID, countdown: float = 0, task: str = "process_withdrawal") -> None:
+def _enqueue_processing(withdrawal_id: uuid.UUID, countdown: float = 0) -> None:
     # The app's one hand-off to the payout worker, by the task's name (tasks
     # import services, not the reverse). A broker that is down is no error:
     # the withdrawal is committed, and beat's poll of stuck payouts takes it.
     dispatch.enqueue(
-        f"withdrawals.tasks.{task}", str(withdrawal_id), countdown=countdown, left_to="beat's payout poller"
+        "withdrawals.tasks.process_withdrawal", str(withdrawal_id), countdown=countdown, left_to="beat's payout poller"
     )
+
+
+def _enqueue_payee_look_up(withdrawal_id: uuid.UUID) -> None:
+    dispatch.enqueue("withdrawals.tasks.look_up_payee", str(withdrawal_id), left_to="the payout run's own check")
 
 
 def withdrawal_process_later(*, withdrawal_id: uuid.UUID, retry_in: float) -> None:
