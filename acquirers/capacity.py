@@ -53,6 +53,7 @@ OPERATIONS: dict[str, Purpose] = {
     "payout": Purpose.PAYOUT,  # admission of a new send
     "payout_send": Purpose.PAYOUT,
     "payout_status": Purpose.PAYOUT,
+    "key_lookup": Purpose.PAYOUT,  # the payee check before a payout's first send (withdrawals.payees)
     "refund": Purpose.RECONCILE,
     "refund_status": Purpose.RECONCILE,
     "charge_status": Purpose.RECONCILE,

@@ -81,6 +81,12 @@ PAYOUTS = Counter(
     "Payout runs by acquirer and outcome (paid, processing, failed, undetermined, deferred).",
     ["acquirer", "outcome"],
 )
+PAYEE_LOOKUPS = Counter(
+    "pix_payee_lookups_total",
+    "Payee checks' DICT lookups by acquirer and result (found, not_found, unclear; cached: answered from the "
+    "cache, no acquirer called).",
+    ["acquirer", "result"],
+)
 WITHDRAWAL_STATUS_CHANGES = Counter(
     "pix_withdrawal_status_changes_total",
     "Withdrawal status changes by the status reached.",

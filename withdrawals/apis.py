@@ -119,6 +119,8 @@ class WithdrawalsApi(ListingMixin, AccountAPIView):
                     "The body is not a JSON object, or a business rule refused the withdrawal.",
                     {
                         "Above the per-request limit": err.PER_REQUEST_LIMIT,
+                        "Same ownership only: a CPF/CNPJ key not the holder's": err.SAME_OWNERSHIP_ONLY,
+                        "A CPF/CNPJ key that is not payee_document": err.KEY_NOT_PAYEE,
                         "Above the daily limit": err.DAILY_LIMIT,
                         "Insufficient balance": err.INSUFFICIENT_BALANCE,
                     },

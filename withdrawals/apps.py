@@ -12,8 +12,8 @@ class WithdrawalsConfig(AppConfig):
         from acquirers import inbound
         from withdrawals import approvals
         from withdrawals.events import payout_event_apply
+        from withdrawals.polling import withdrawals_resume_held
         from withdrawals.selectors import SETTLEMENT_WITHDRAWAL_FEES
-        from withdrawals.services import withdrawals_resume_held
 
         # accounts carries out maker-checker actions through this registry.
         approvals.register()

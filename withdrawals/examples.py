@@ -48,6 +48,18 @@ WITHDRAWAL = [
         value={"amount": 2500, "key_type": "email", "key_value": "financeiro@loja.example.com", "discount_fee": False},
         request_only=True,
     ),
+    OpenApiExample(
+        "Saque com conferencia do titular",
+        summary="Sent only if the key belongs to this CPF (payee check)",
+        # The sandbox's DICT owner of this key (acquirers.adapters.sandbox_keys.derived_cpf): it matches.
+        value={
+            "amount": 3000,
+            "key_type": "email",
+            "key_value": "fornecedor@loja.example.com",
+            "payee_document": "793.570.811-86",
+        },
+        request_only=True,
+    ),
 ]
 
 #: What the demo answers to the first withdrawal example (R$ 15,00, the demo's

@@ -59,3 +59,10 @@ RESOLVE_OUTCOME = "Resolva como pago (com o e2e id) ou como falho."
 RESOLVE_NOT_UNDETERMINED = "Só um pagamento indeterminado de um saque aprovado pode ser resolvido assim."
 
 __all__ = ["BusinessRuleError", "PayoutUnsettled", "WithdrawalNotFound", "WithdrawalTransitionNotAllowed"]
+
+# The payee check (withdrawals.payee_rules, withdrawals.payees; docs/api/payee-check.md).
+SAME_OWNERSHIP_ONLY = "Esta conta só permite saques para chaves do próprio titular."
+KEY_NOT_PAYEE = "A chave informada não pertence ao CPF/CNPJ do recebedor."
+PAYEE_MISMATCH = "O titular da chave não confere com o documento informado."
+PAYEE_KEY_NOT_FOUND = "A chave Pix não foi encontrada no DICT."
+PAYEE_LOOKUP_GAVE_UP = "Não foi possível consultar o titular da chave a tempo; nada foi enviado."

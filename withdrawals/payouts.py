@@ -37,7 +37,7 @@ from acquirers.models import Acquirer
 from acquirers.selectors import payout_chain
 from core import metrics
 from withdrawals import exceptions as err
-from withdrawals import services
+from withdrawals import payee_rules, payees, services
 from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.limits import waits_for_its_day
 from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -139,6 +139,10 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
         amount=withdrawal.liquid_amount,
         key_type=withdrawal.pix_key_type,
         key_value=withdrawal.pix_key,
+        # The document the key must belong to, if any: Efí, say, checks it again on the send.
+        payee_document=payee_rules.expected_document(
+            account=withdrawal.account, payee_document=withdrawal.payee_document
+        ),
     )
     rows = list(
         PayoutAttempt.objects.filter(withdrawal=withdrawal)
@@ -158,6 +162,12 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
     done_with = {a for a, _, released in history if released}
     contacted = list(dict.fromkeys(a for a, action, _ in history if action == PayoutAttempt.Action.SEND))
     contacted = [a for a in contacted if a not in done_with]
+    if not any(action == PayoutAttempt.Action.SEND for _, action, _ in history):
+        # The payee check (withdrawals.payees), before the first send only: a
+        # payout an acquirer may hold is never decided again.
+        verdict = payees.payee_verdict(withdrawal, lease_token=token)
+        if verdict.decision is not payees.Decision.SEND:
+            return ProcessOutcome.DEFERRED if verdict.decision is payees.Decision.DEFERRED else WithdrawalStatus.FAILED
 
     # First every acquirer that may hold the payout, whether or not it is
     # still in the chain (disabled, reordered, removed): a payout is never

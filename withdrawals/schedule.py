@@ -6,7 +6,7 @@ A scheduled withdrawal is debited when requested and stays ``pending`` until
 its America/Sao_Paulo day (approved before it when staff approve early): the
 payout engine does nothing with it before that day
 (:func:`withdrawals.payouts.withdrawal_process`), and the poller of stuck
-payouts skips it (:func:`withdrawals.services.payouts_poll`). On its day
+payouts skips it (:func:`withdrawals.polling.payouts_poll`). On its day
 :func:`scheduled_payouts_release` enqueues it; from then on it is an ordinary
 withdrawal, which the poller also picks up when the release's message is lost.
 """

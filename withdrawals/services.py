@@ -28,11 +28,10 @@ from core.sql import Insert
 from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
-from withdrawals import limits
+from withdrawals import limits, payee_rules
 from withdrawals.limits import schedule_error, total_after_request, total_after_reversal, withdrawn_before
 from withdrawals.models import (
     NOT_COUNTED,
-    HoldReason,
     PayoutAttempt,
     Withdrawal,
     WithdrawalStatus,
@@ -71,6 +70,9 @@ def withdrawal_request(
     quote = withdrawal_quote(account=account, amount=amount, discount_fee=discount_fee)
     if amount > account.withdrawal_per_request_limit:
         raise BusinessRuleError(err.PER_REQUEST_LIMIT)
+    payee_rules.refuse_at_request(
+        account=account, key_type=key_type, key_value=key_value, payee_document=payee_document
+    )
 
     withdrawal_id = uuid.uuid4()
     # Inserted by the statement of its debit (withdrawals.sql); its INSERT
@@ -109,6 +111,9 @@ def withdrawal_request(
             in_transaction(withdrawal)
         if not account.withdrawals_need_approval:
             transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))
+        elif payee_rules.expected_document(account=account, payee_document=payee_document):
+            # Pending for staff: its key is looked up meanwhile, for the approval screen (withdrawals.payees).
+            transaction.on_commit(functools.partial(_enqueue_payee_look_up, withdrawal.pk))
     return withdrawal
 
 
@@ -119,6 +124,10 @@ def _enqueue_processing(withdrawal_id: uuid.UUID, countdown: float = 0) -> None:
     dispatch.enqueue(
         "withdrawals.tasks.process_withdrawal", str(withdrawal_id), countdown=countdown, left_to="beat's payout poller"
     )
+
+
+def _enqueue_payee_look_up(withdrawal_id: uuid.UUID) -> None:
+    dispatch.enqueue("withdrawals.tasks.look_up_payee", str(withdrawal_id), left_to="the payout run's own check")
 
 
 def withdrawal_process_later(*, withdrawal_id: uuid.UUID, retry_in: float) -> None:
@@ -356,43 +365,3 @@ def withdrawal_payout_resolve(
             e2e_id=e2e_id,
             reason=f"resolved by staff: {reason}",
         )
-
-
-def withdrawals_resume_held(account_id: uuid.UUID | str) -> int:
-    """The account may cash out again: its withdrawals held because of it
-    are processed now (not those whose runs kept dying: staff's)."""
-    ids = list(
-        Withdrawal.objects.filter(account_id=account_id, status=WithdrawalStatus.APPROVED)
-        .exclude(hold_reason="")
-        .exclude(hold_reason=HoldReason.PAYOUT_INTERRUPTED)
-        .values_list("pk", flat=True)
-    )
-    for withdrawal_id in ids:
-        _enqueue_processing(withdrawal_id)
-    return len(ids)
-
-
-def payouts_poll(*, older_than: dt.timedelta = dt.timedelta(minutes=2), limit: int = 200) -> int:
-    """Beat: withdrawals left approved (worker died, acquirer still
-    processing, broker down) get processed again; pending ones of accounts
-    without manual approval too. Held ones wait until their account may cash
-    out again, or staff resume them (runs that kept dying); undetermined ones
-    past the settle window are only asked about."""
-    now = timezone.now()
-    cutoff = now - older_than
-    stuck = (
-        Withdrawal.objects.filter(updated_at__lt=cutoff)
-        .filter(
-            Q(status=WithdrawalStatus.APPROVED)
-            | Q(status=WithdrawalStatus.PENDING, account__withdrawals_need_approval=False)
-        )
-        .filter(Q(payout_leased_until__isnull=True) | Q(payout_leased_until__lt=now))
-        .filter(Q(hold_reason="") | Q(account__is_blocked=False, account__status=Account.Status.APPROVED))
-        .exclude(hold_reason=HoldReason.PAYOUT_INTERRUPTED)
-        # Scheduled for a later day: beat sends them on it (withdrawals.schedule).
-        .exclude(scheduled_for__gt=limits.sao_paulo_today(now))
-    )
-    ids = list(stuck.order_by("updated_at").values_list("pk", flat=True)[:limit])
-    for withdrawal_id in ids:
-        _enqueue_processing(withdrawal_id)
-    return len(ids)

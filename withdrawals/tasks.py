@@ -19,10 +19,11 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from withdrawals.exceptions import PayoutUndetermined
+from withdrawals.payees import payee_look_up
 from withdrawals.payouts import ProcessOutcome, withdrawal_process
+from withdrawals.polling import payouts_poll
 from withdrawals.runs import lost_run_note, lost_runs, lost_runs_forget, run_token, withdrawal_payout_hold_interrupted
 from withdrawals.schedule import scheduled_payouts_release
-from withdrawals.services import payouts_poll
 
 logger = logging.getLogger(__name__)
 
@@ -179,3 +180,11 @@ def poll_stuck_payouts() -> int:
 def release_scheduled_withdrawals() -> int:
     """Beat: the payouts of withdrawals scheduled for today go out (withdrawals.schedule)."""
     return scheduled_payouts_release()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def look_up_payee(withdrawal_id: str) -> str | None:
+    """A pending withdrawal's payee check, so staff see the key's owner on
+    the approval screen; its send reuses the result while fresh. Nothing is
+    decided here: only the payout run fails a withdrawal."""
+    return payee_look_up(withdrawal_id=withdrawal_id)

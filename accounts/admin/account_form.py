@@ -143,7 +143,7 @@ class AccountAdminForm(forms.ModelForm[Account]):
 
 IDENTITY = ("Identificação", {"fields": ("name", "document", "email", "status", "is_blocked")})
 ADD_IDENTITY = ("Identificação", {"fields": ("name", "document", "email", "status")})
-SUMMARY = ("Resumo", {"fields": ("balance_summary", "related_records", "pending_changes")})
+SUMMARY = ("Resumo", {"fields": ("balance_summary", "related_records", "pending_changes", "payee_lookups_today")})
 CONFIGURATION: _FieldsetSpec = (
     ("Métodos de pagamento e recursos", {"fields": ("payment_methods", "can_select_pix_cash_in_acquirer")}),
     ("Taxa de cash-in", {"fields": ("cashin_fee_fixed", "cashin_fee_bps")}),
@@ -156,6 +156,7 @@ CONFIGURATION: _FieldsetSpec = (
                 "withdrawal_per_request_limit",
                 "withdrawal_daily_limit",
                 "withdrawals_need_approval",
+                "payouts_same_ownership_only",
             )
         },
     ),

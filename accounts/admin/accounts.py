@@ -43,6 +43,7 @@ from accounts.models import Account, AccountBalance
 from accounts.services import account_rotate_postback_secret
 from core.admin.money import ReaisFieldsMixin
 from core.admin.reveal import reveal_later, reveal_url
+from core.daily_counts import daily_count
 from core.documents import format_document
 from core.money import brl
 
@@ -171,6 +172,11 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
 
     pending_changes = pending_changes
 
+    @admin.display(description="Consultas de titular (DICT) hoje")
+    def payee_lookups_today(self, account: Account) -> int:
+        """The payee check's lookups made at acquirers today (withdrawals.payees counts them in core.daily_counts)."""
+        return daily_count("payee_lookups", account.pk)
+
     def get_fieldsets(self, request: HttpRequest, obj: Account | None = None) -> _FieldsetSpec:
         # The postback secret is never on this page: it is shown once, when
         # the account is created or the secret rotated (support never sees it).
@@ -182,7 +188,7 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
         if obj is None:
             return () if self.has_approve_permission(request) else ("status",)
         # After creation the status moves only through the approve/reject actions.
-        return ("balance_summary", "related_records", "pending_changes", "is_blocked", "status")
+        return ("balance_summary", "related_records", "pending_changes", "payee_lookups_today", "is_blocked", "status")
 
     def get_inlines(self, request: HttpRequest, obj: Account | None) -> tuple[type[InlineModelAdmin[Any, Any]], ...]:
         if obj is None:

@@ -1,7 +1,7 @@
 """The built-in ``sandbox`` acquirer (decisions §8).
 
 Options: ``{"charge": <behaviour>, "payout": "ok"|"fail"|"timeout",
-"notification_secret": "..."}``. Charge behaviours:
+"notification_secret": "..."}`` (``key_lookup``: :mod:`.sandbox_keys`). Charge behaviours:
 
 - ``ok``: a valid BR Code at once; ``fail``: refused (unavailable);
 - ``timeout``: creates the charge, then waits past the acquirer's deadline
@@ -76,6 +76,7 @@ from acquirers.adapters.base import (
 from acquirers.adapters.registry import register
 from acquirers.adapters.sandbox_due import SandboxDueCharges, answered_emv
 from acquirers.adapters.sandbox_infractions import SandboxInfractions
+from acquirers.adapters.sandbox_keys import KEY_LOOKUP_BEHAVIOURS, SandboxKeyLookup
 from acquirers.adapters.sandbox_recurrence import SandboxRecurrences
 from acquirers.adapters.sandbox_state import STATE_TTL as _STATE_TTL
 from acquirers.adapters.sandbox_state import state as _state
@@ -87,8 +88,7 @@ CHARGE_BEHAVIOURS = ("ok", "fail", "timeout", "slow", "flaky", "garbage", "inval
 PAYOUT_BEHAVIOURS = ("ok", "fail", "timeout")
 REFUND_BEHAVIOURS = ("ok", "processing", "fail", "timeout")
 SANDBOX_ISPB = "99999999"
-#: In the cache's Redis, under the cache's prefix, as version 2 of the
-#: cache's keys: version 1 held Django's pickled values; these are strings.
+#: Version 2 of the cache's keys in its Redis: version 1 held Django's pickles; these are strings.
 _STATE_VERSION = 2
 
 
@@ -111,7 +111,7 @@ def new_e2e_id(ispb: str = SANDBOX_ISPB, at: dt.datetime | None = None) -> str:
 
 
 @register
-class SandboxAdapter(SandboxInfractions, SandboxDueCharges, SandboxRecurrences, AcquirerAdapter):
+class SandboxAdapter(SandboxKeyLookup, SandboxInfractions, SandboxDueCharges, SandboxRecurrences, AcquirerAdapter):
     name = "sandbox"
     # What its drivers record (acquirers.adapters.sandbox_infractions), listed and defended.
     supports_infractions = True
@@ -133,10 +133,9 @@ class SandboxAdapter(SandboxInfractions, SandboxDueCharges, SandboxRecurrences, 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
         clean = {"charge": options.get("charge", "ok"), "payout": options.get("payout", "ok")}
-        if "refund" in options:  # stored only when set: "ok" otherwise
-            clean["refund"] = options["refund"]
-        behaviours = (("charge", CHARGE_BEHAVIOURS), ("payout", PAYOUT_BEHAVIOURS), ("refund", REFUND_BEHAVIOURS))
-        for operation, allowed in behaviours:
+        clean |= {name: options[name] for name in ("refund", "key_lookup") if name in options}  # else "ok"
+        behaviours = {"charge": CHARGE_BEHAVIOURS, "payout": PAYOUT_BEHAVIOURS, "refund": REFUND_BEHAVIOURS}
+        for operation, allowed in (behaviours | {"key_lookup": KEY_LOOKUP_BEHAVIOURS}).items():
             if operation in clean and clean[operation] not in allowed:
                 raise InvalidOptions(f"{operation} must be one of {', '.join(allowed)}")
         secret = options.get("notification_secret")

@@ -52,6 +52,13 @@ PAYOUT_SETTLE_WINDOW_MINUTES = env.int("PAYOUT_SETTLE_WINDOW_MINUTES", default=3
 # the withdrawal is held for staff ("processamento interrompido") instead of
 # being run again: a payout that kills its worker every time stops there.
 PAYOUT_MAX_LOST_RUNS = env.int("PAYOUT_MAX_LOST_RUNS", default=3)
+# The payee check (withdrawals.payees, docs/api/payee-check.md): seconds a
+# key's owner found in the DICT is reused (cache, and the result stored on a
+# withdrawal reused at its send); seconds before a check nobody could answer
+# is tried again; minutes of such unclear checks before the withdrawal fails.
+PAYEE_LOOKUP_CACHE_SECONDS = env.int("PAYEE_LOOKUP_CACHE_SECONDS", default=900)
+PAYEE_LOOKUP_RETRY_SECONDS = env.int("PAYEE_LOOKUP_RETRY_SECONDS", default=30)
+PAYEE_CHECK_GIVE_UP_MINUTES = env.int("PAYEE_CHECK_GIVE_UP_MINUTES", default=60)
 
 # --------------------------------------------------------------------------- webhooks (decisions §6)
 # Loopback/private/reserved destinations are refused unless this is on

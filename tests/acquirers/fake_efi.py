@@ -19,6 +19,11 @@ test on any:
   ``paginacao.paginaAtual`` and ``paginacao.itensPorPagina``): no body; the
   sends requested in the window, ``{"parametros": {inicio, fim, paginacao},
   "pix": [...]}`` (paging as the API Pix's listings);
+- ``GET /v2/gn/chaves/{chave}/infos`` (the DICT lookup; route and shape
+  ASSUMED, acquirers.adapters.apipix.efi_keys): no body; the owner registered
+  in :attr:`FakeEfi.owners`, else a 404 ``chave_nao_encontrada``. A send whose
+  ``favorecido.cpf``/``cnpj`` is not its key's registered owner's document is
+  refused (400 ``favorecido_invalido``), nothing recorded;
 - MED infractions, ``GET /v2/gn/infracoes`` and ``POST
   /v2/gn/infracoes/{idInfracao}/defesa``: :mod:`tests.acquirers.fake_efi_med`;
 - every call with our client certificate, every API call with a token this
@@ -47,7 +52,8 @@ _VALOR = re.compile(r"^\d{1,10}\.\d{2}$")
 SEND_PREFIX = "/v3/gn/pix/"
 STATUS_PREFIX = "/v2/gn/pix/enviados/id-envio/"
 LIST_PATH = "/v2/gn/pix/enviados"
-OPERATIONS = ("token", "send", "status", "list", "infractions", "defense")
+KEY_PREFIX, KEY_SUFFIX = "/v2/gn/chaves/", "/infos"
+OPERATIONS = ("token", "send", "status", "list", "infractions", "defense", "key")
 
 
 class EfiFault(enum.StrEnum):
@@ -112,6 +118,8 @@ class FakeEfi(FakeServer[EfiFault]):
     #: MED infractions by ``idInfracao``, and every defence taken, in order.
     infractions: dict[str, dict[str, Any]] = field(default_factory=dict)
     defenses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: The DICT as this fake knows it: key → ``{"nome", "cpf"|"cnpj", "ispb"}`` (full documents).
+    owners: dict[str, dict[str, str]] = field(default_factory=dict)
 
     operations = OPERATIONS
 
@@ -204,6 +212,8 @@ def _operation(method: str, path: str) -> tuple[str | None, str]:
     operation, ident = med.med_operation(method, path)
     if operation is not None:
         return operation, ident
+    if path.startswith(KEY_PREFIX) and path.endswith(KEY_SUFFIX) and method == "GET":
+        return "key", urllib.parse.unquote(path[len(KEY_PREFIX) : -len(KEY_SUFFIX)])
     if path.startswith(SEND_PREFIX) and method == "PUT":
         return "send", path[len(SEND_PREFIX) :]
     if path == LIST_PATH and method == "GET":
@@ -286,6 +296,8 @@ class Handler(FakeHandler):
             if self._media_type() != "application/json":
                 errors.append("defence body is not application/json")
             errors += med.defense_body_errors(parsed)
+        elif operation == "key":
+            pass  # any key: the DICT answers
         elif not _ID_ENVIO.match(id_envio):
             errors.append(f"idEnvio {id_envio!r} does not match ^[a-zA-Z0-9]{{1,35}}$")
         if operation == "send":
@@ -334,6 +346,9 @@ class Handler(FakeHandler):
             else:
                 self._send(answer[0], answer[1])
             return
+        if operation == "key":
+            self._send(*self._key(id_envio))
+            return
         status, body = self._send_pix(id_envio, parsed) if operation == "send" else self._status(id_envio)
         if efi.while_holding is not None:
             efi.while_holding(operation)
@@ -370,6 +385,12 @@ class Handler(FakeHandler):
                 return 409, efi_error(
                     "id_envio_duplicado", "O id de envio informado já foi utilizado em outro pagamento"
                 )
+            owner = efi.owners.get(body["favorecido"]["chave"], {})
+            for kind in ("cpf", "cnpj"):
+                if kind in body["favorecido"] and owner.get(kind) != body["favorecido"][kind]:
+                    return 400, efi_error(
+                        "favorecido_invalido", f"O {kind.upper()} informado não é do titular da chave"
+                    )
             if body["pagador"]["chave"] != efi.chave:
                 return 400, efi_error("chave_invalida", "A chave informada não faz referência à conta Efí autenticada")
             send: dict[str, Any] = {
@@ -394,6 +415,20 @@ class Handler(FakeHandler):
             if efi.outcome != "processing":
                 _finish(send, "REALIZADO" if efi.outcome == "paid" else "NAO_REALIZADO")
             return 201, answer
+
+    def _key(self, chave: str) -> tuple[int, dict[str, Any]]:
+        with self.efi.lock:
+            owner = self.efi.owners.get(chave)
+        if owner is None:
+            return 404, efi_error("chave_nao_encontrada", "A chave informada não foi encontrada no DICT")
+        titular = {"nome": owner["nome"]}
+        if "cpf" in owner:
+            cpf = owner["cpf"]
+            titular["cpf"] = f"***.{cpf[3:6]}.{cpf[6:9]}-**"  # masked, as the DICT discloses it
+        else:
+            titular["cnpj"] = owner["cnpj"]
+        conta = {"ispb": owner.get("ispb", "60746948"), "instituicao": owner.get("instituicao", "BCO BRADESCO S.A.")}
+        return 200, {"chave": chave, "titular": titular, "conta": conta}
 
     def _list(self, query: str) -> tuple[int, dict[str, Any]]:
         args = dict(urllib.parse.parse_qsl(query))

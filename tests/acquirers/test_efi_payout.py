@@ -48,7 +48,8 @@ from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import CeleryWorker, wait_for
 from webhooks.models import WebhookEvent
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus
-from withdrawals.services import payouts_poll, withdrawal_request
+from withdrawals.polling import payouts_poll
+from withdrawals.services import withdrawal_request
 
 pytestmark = pytest.mark.django_db
 AMOUNT = 1234

@@ -32,8 +32,9 @@ from tests.realworld import CeleryWorker
 from withdrawals.limits import sao_paulo_today
 from withdrawals.models import Withdrawal, WithdrawalStatus
 from withdrawals.payouts import ProcessOutcome, withdrawal_process
+from withdrawals.polling import payouts_poll
 from withdrawals.schedule import scheduled_payouts_release
-from withdrawals.services import payouts_poll, withdrawal_request
+from withdrawals.services import withdrawal_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

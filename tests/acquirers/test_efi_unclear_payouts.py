@@ -36,8 +36,8 @@ from withdrawals import services
 from withdrawals.exceptions import PayoutUndetermined, PayoutUnsettled
 from withdrawals.models import HoldReason, PayoutAttempt, UndeterminedPayout, Withdrawal, WithdrawalStatus
 from withdrawals.payouts import withdrawal_process
+from withdrawals.polling import payouts_poll
 from withdrawals.services import (
-    payouts_poll,
     withdrawal_approve,
     withdrawal_payout_resolve,
     withdrawal_request,

@@ -32,7 +32,8 @@ from tests.helpers import admin_action
 from tests.realworld import CeleryWorker, celery_workers_apart, wait_for
 from webhooks.models import WebhookEvent
 from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus
-from withdrawals.services import payouts_poll, withdrawal_request
+from withdrawals.polling import payouts_poll
+from withdrawals.services import withdrawal_request
 
 AMOUNT = 5000  # fee 1.00 + 1 % discounted: 48.50 sent
 CPF = "52998224725"

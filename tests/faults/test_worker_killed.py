@@ -45,7 +45,7 @@ from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from webhooks.services import endpoint_create
 from webhooks.tasks import relay_webhooks
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
-from withdrawals.services import payouts_poll
+from withdrawals.polling import payouts_poll
 
 AMOUNT = 5000
 CPF = "52998224725"

@@ -160,6 +160,8 @@ def test_the_two_names_of_a_withdrawals_key_type_are_explained() -> None:
             {
                 "Corpo da requisição inválido.",
                 withdrawals_err.PER_REQUEST_LIMIT,
+                withdrawals_err.SAME_OWNERSHIP_ONLY,
+                withdrawals_err.KEY_NOT_PAYEE,
                 withdrawals_err.DAILY_LIMIT,
                 withdrawals_err.INSUFFICIENT_BALANCE,
             },

@@ -49,7 +49,8 @@ from withdrawals import services
 from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payouts import withdrawal_process
-from withdrawals.services import payouts_poll, withdrawal_approve, withdrawal_request, withdrawal_transition
+from withdrawals.polling import payouts_poll
+from withdrawals.services import withdrawal_approve, withdrawal_request, withdrawal_transition
 from withdrawals.tasks import poll_stuck_payouts, process_withdrawal
 
 SEED = 20_000

@@ -24,6 +24,7 @@ from tests.factories import AccountFactory, AcquirerFactory
 from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.models import HoldReason, PayoutAttempt, Withdrawal, WithdrawalStatus
 from withdrawals.payouts import withdrawal_process
+from withdrawals.polling import payouts_poll, withdrawals_resume_held
 from withdrawals.runs import (
     lost_run_note,
     lost_runs,
@@ -32,7 +33,7 @@ from withdrawals.runs import (
     withdrawal_payout_hold_interrupted,
     withdrawal_payout_resume,
 )
-from withdrawals.services import LEASE, payouts_poll, withdrawal_approve, withdrawal_request, withdrawals_resume_held
+from withdrawals.services import LEASE, withdrawal_approve, withdrawal_request
 
 SEED = 20_000
 AMOUNT = 5000

@@ -23,7 +23,7 @@ from tests.realworld import CeleryWorker, Receiver, wait_for
 from tests.withdrawals.test_request import CPF, DAILY, client_of, error, fund
 from webhooks.models import WebhookEvent
 from webhooks.services import endpoint_create
-from withdrawals import schedule, services
+from withdrawals import polling, schedule, services
 from withdrawals.exceptions import SCHEDULED_CANCEL_REFUSED
 from withdrawals.limits import SCHEDULE_MAX_DAYS, SCHEDULE_NOT_FUTURE, SCHEDULE_TOO_FAR, sao_paulo_today
 from withdrawals.models import PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -131,7 +131,7 @@ def test_requested_it_is_debited_now_pending_and_never_sent_before_its_day(
     wait_for(lambda: Withdrawal.objects.get(pk=immediate).status == WithdrawalStatus.PAID)
     assert withdrawal_process(withdrawal_id=withdrawal.pk) == ProcessOutcome.SCHEDULED
     Withdrawal.objects.filter(pk=withdrawal.pk).update(updated_at=timezone.now() - dt.timedelta(hours=1))
-    assert services.payouts_poll(older_than=dt.timedelta(0)) == 0
+    assert polling.payouts_poll(older_than=dt.timedelta(0)) == 0
     assert schedule.scheduled_payouts_release() == 0
     withdrawal.refresh_from_db()
     assert withdrawal.status == WithdrawalStatus.PENDING

@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from core.admin.lists import labelled, short_id
 from core.admin.money import money
 from core.documents import format_document, normalize_document
-from withdrawals.models import PixKeyType, Withdrawal
+from withdrawals.models import PayeeCheck, PixKeyType, Withdrawal
 
 
 @admin.display(description="Chave de destino")
@@ -20,11 +20,48 @@ def destination(modeladmin: Any, withdrawal: Withdrawal) -> str:
     return f"{withdrawal.get_pix_key_type_display()}: {withdrawal.pix_key}"
 
 
+def payee_found(withdrawal: Withdrawal) -> str:
+    """What the payee check found in the DICT (withdrawals.payees): the
+    owner's name, masked document and bank, and whether it matched; "" when
+    the key was never looked up."""
+    if not withdrawal.payee_check:
+        return ""
+    if withdrawal.payee_check == PayeeCheck.NOT_FOUND:
+        return "Chave não encontrada no DICT"
+    bank = withdrawal.payee_bank or withdrawal.payee_ispb
+    found = f"{withdrawal.payee_name} ({withdrawal.payee_document_masked}), {bank}"
+    verdict = "confere" if withdrawal.payee_check == PayeeCheck.MATCHED else "NÃO CONFERE"
+    expected = withdrawal.payee_document or withdrawal.account.document
+    return f"{found}: {verdict} com {format_document(expected)}" if expected else found
+
+
+@admin.display(description="Titular no DICT")
+def payee_column(modeladmin: Any, withdrawal: Withdrawal) -> str:
+    """The approval queue's indicator: the check's result at a glance."""
+    if not withdrawal.payee_check:
+        return "A consultar" if withdrawal.payee_document or withdrawal.account.payouts_same_ownership_only else "—"
+    return f"{PayeeCheck(withdrawal.payee_check).label}: {withdrawal.payee_name or '-'}"
+
+
+@admin.display(description="Consulta do titular (DICT)")
+def payee_lookup(modeladmin: Any, withdrawal: Withdrawal) -> str:
+    found = payee_found(withdrawal)
+    if not found:
+        wanted = withdrawal.payee_document or (
+            withdrawal.account.document if withdrawal.account.payouts_same_ownership_only else ""
+        )
+        return f"Ainda não consultada; esperado {format_document(wanted)}" if wanted else "Sem verificação pedida"
+    when = withdrawal.payee_checked_at
+    return f"{found} (consultado em {when:%d/%m/%Y %H:%M})" if when else found
+
+
 def key_holder(withdrawal: Withdrawal) -> str:
-    """Who receives the Pix, as far as the withdrawal says: it keeps only the
-    key (the API asks for no holder), so a CPF or CNPJ key names the holder's
-    document (flagged when it is not the account's own) and any other key
-    says nobody is known."""
+    """Who receives the Pix, as far as the withdrawal says: the owner the
+    payee check found in the DICT, else, as the key is all it keeps, a CPF
+    or CNPJ key names the holder's document (flagged when it is not the
+    account's own) and any other key says nobody is known."""
+    if withdrawal.payee_check:
+        return payee_found(withdrawal)
     if withdrawal.pix_key_type in (PixKeyType.CPF, PixKeyType.CNPJ):
         kind = PixKeyType(withdrawal.pix_key_type).label
         holder = f"{kind} {format_document(withdrawal.pix_key)} (a própria chave); nome não informado"
@@ -78,6 +115,8 @@ class WithdrawalColumns:
     paid_at_label = labelled("paid_at", "Pago em")
     destination = destination
     destination_holder = destination_holder
+    payee_column = payee_column
+    payee_lookup = payee_lookup
     account_document_display = account_document_display
     short_id = short_id
 
@@ -105,6 +144,7 @@ class WithdrawalColumns:
                     "pix_key_type_label",
                     "pix_key_label",
                     "destination_holder",
+                    "payee_lookup",
                     "account_document_display",
                     "e2e_id_label",
                 )
@@ -139,6 +179,6 @@ class WithdrawalColumns:
         computed = [
             f
             for f in flatten_fieldsets(self.fieldsets or ())
-            if f.endswith(("_brl", "_label")) or f in ("destination_holder", "account_document_display")
+            if f.endswith(("_brl", "_label")) or f in ("destination_holder", "payee_lookup", "account_document_display")
         ]
         return [*super().get_readonly_fields(request, obj), *computed]  # type: ignore[misc]

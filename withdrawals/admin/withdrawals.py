@@ -121,6 +121,7 @@ class WithdrawalAdmin(
         "amount_brl",
         "liquid_amount_brl",
         "destination",
+        "payee_column",
         "status_label",
         "scheduled_for",
         "hold_reason",

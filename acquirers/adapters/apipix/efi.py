@@ -25,6 +25,8 @@ Efí's form), plus ``chave``, the paying account's Pix key at Efí,
   still waits and asks again: Efí may record a send after answering 404);
   any other 404, 4xx, 5xx, timeout or garbage is "unknown" (an
   :class:`AcquirerUnavailable`), so the payout waits rather than risk a second send.
+- ``lookup_key`` (the payee check) and the send's ``favorecido.cpf``/``cnpj``:
+  :mod:`.efi_keys` (the lookup's route is assumed).
 - ``list_sent``: ``GET /v2/gn/pix/enviados?inicio&fim``, page by page
   (``paginacao.paginaAtual``, as the API Pix's listings), for reconciliation.
 - ``list_infractions`` / ``defend_infraction``: MED infractions on the Pix
@@ -50,7 +52,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from acquirers.adapters.apipix import efi_med
+from acquirers.adapters.apipix import efi_keys, efi_med
 from acquirers.adapters.apipix.callbacks import callback_entries, verify_notification_token
 from acquirers.adapters.apipix.client import ApiClient, client_for
 from acquirers.adapters.apipix.formats import E2E_ID, centavos, parse_moment, valor
@@ -66,6 +68,7 @@ from acquirers.adapters.base import (
     InvalidNotification,
     InvalidOptions,
     InvalidResponse,
+    KeyOwner,
     Notification,
     NotificationEvent,
     PayoutRequest,
@@ -103,6 +106,7 @@ class EfiPixAdapter(AcquirerAdapter):
     supports_charge = False
     supports_list_sent = True
     supports_infractions = True
+    supports_key_lookup = True  # the payee check (efi_keys: the route is assumed)
 
     @classmethod
     def validate_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,7 +145,9 @@ class EfiPixAdapter(AcquirerAdapter):
         pagador: dict[str, str] = {"chave": self.options["chave"]}
         if self.options.get("info_pagador"):
             pagador["infoPagador"] = self.options["info_pagador"]
-        body = {"valor": valor(request.amount), "pagador": pagador, "favorecido": {"chave": request.key_value}}
+        # With the payee's document, Efí itself refuses a key of another owner (efi_keys).
+        favorecido = efi_keys.favorecido(request.key_value, request.payee_document)
+        body = {"valor": valor(request.amount), "pagador": pagador, "favorecido": favorecido}
         client = self._client()
         path = SEND_PATH.format(id_envio=request.idempotency_id)
         try:
@@ -177,6 +183,11 @@ class EfiPixAdapter(AcquirerAdapter):
         if held is None:
             return PayoutResult(status=PayoutStatus.NOT_FOUND)
         return _result(held, idempotency_id)
+
+    # ------------------------------------------------------------------ the payee check
+
+    def lookup_key(self, key_type: str, key_value: str) -> KeyOwner:
+        return efi_keys.lookup_key(self._client(), key_value)
 
     # ------------------------------------------------------------------ reconciliation
 

@@ -1,0 +1,77 @@
+"""Efí's side of the payee check (``efi_pix``): the DICT lookup of a Pix
+key and the owner's document on a send.
+
+Documented by Efí (its send endpoint, ``PUT /v3/gn/pix/{idEnvio}``):
+``favorecido`` takes ``chave`` and optionally ``cpf`` or ``cnpj``, and Efí
+refuses the send when the key's owner does not have that document (a 4xx:
+a refusal, nothing sent). Efí's SDKs also list ``GET /v2/gn/chaves/balde``
+(the account's DICT lookup allowance).
+
+ASSUMED (not in Efí's public SDK routes; see docs/api/payee-check.md, "Efí"):
+the lookup itself, ``GET /v2/gn/chaves/{chave}/infos``, answering
+``{"chave", "titular": {"nome", "cpf"|"cnpj"}, "conta": {"ispb",
+"instituicao"}}`` (a CPF masked, ``***.456.789-**``) and, for a key not in
+the DICT, a 404 ``{"nome": "chave_nao_encontrada"}``. Any other 404 (a
+proxy's, a retired route) is not "not found": it is unclear.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from typing import Any
+
+from acquirers.adapters.apipix.client import ApiClient
+from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
+from acquirers.adapters.base import AcquirerUnavailable, InvalidResponse, KeyOwner, RecordNotFound
+
+LOOKUP_PATH = "/v2/gn/chaves/{chave}/infos"
+#: Efí's error ``nome`` for a key the DICT does not hold (assumed).
+KEY_NOT_FOUND = "chave_nao_encontrada"
+_DISCLOSED = re.compile(r"^[0-9*]{11}$|^[0-9A-Z*]{14}$")
+
+
+def favorecido(key_value: str, payee_document: str) -> dict[str, str]:
+    """The send's ``favorecido``: the key, and the document Efí must find its owner has."""
+    body = {"chave": key_value}
+    if len(payee_document) == 11:
+        body["cpf"] = payee_document
+    elif len(payee_document) == 14:
+        body["cnpj"] = payee_document
+    return body
+
+
+def lookup_key(client: ApiClient, key_value: str) -> KeyOwner:
+    """The key's owner as Efí's DICT lookup answers it."""
+    path = LOOKUP_PATH.format(chave=urllib.parse.quote(key_value, safe=""))
+    try:
+        data = client.request("GET", path, idempotent=True).data
+    except HttpNotFound as exc:
+        problem_kind = exc.problem.kind if exc.problem is not None else ""
+        if KEY_NOT_FOUND in str(exc) or problem_kind == "ChaveNaoEncontrada":
+            raise RecordNotFound(f"efi: key not in the DICT ({exc})") from exc
+        raise InvalidResponse(f"{exc}: not Efí's {KEY_NOT_FOUND}, so the key's owner is unknown") from exc
+    except HttpDeclined as exc:
+        # A refusal to look up (no allowance left, a scope missing) says nothing of the key.
+        raise AcquirerUnavailable(f"key lookup refused, the key's owner is unknown: {exc}") from exc
+    return _owner(data)
+
+
+def _owner(data: Any) -> KeyOwner:
+    titular = data.get("titular") if isinstance(data, dict) else None
+    conta = data.get("conta") if isinstance(data, dict) else None
+    if not isinstance(titular, dict) or not isinstance(conta, dict):
+        raise InvalidResponse("Efí's key lookup: no titular/conta in the answer")
+    raw = titular.get("cpf") or titular.get("cnpj") or ""
+    document = re.sub(r"[.\-/\s]", "", str(raw)).upper()
+    if not _DISCLOSED.match(document):
+        raise InvalidResponse(f"Efí's key lookup: unreadable owner document {raw!r}")
+    ispb = str(conta.get("ispb") or "")
+    if not re.fullmatch(r"\d{8}", ispb):
+        raise InvalidResponse(f"Efí's key lookup: unreadable ISPB {ispb!r}")
+    return KeyOwner(
+        name=str(titular.get("nome") or "")[:140],
+        document=document,
+        ispb=ispb,
+        bank_name=str(conta.get("instituicao") or "")[:100],
+    )
