@@ -18,6 +18,7 @@ from celery.worker.request import Request
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
+from withdrawals.batches import payout_batches_sweep
 from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.payouts import ProcessOutcome, withdrawal_process
 from withdrawals.runs import lost_run_note, lost_runs, lost_runs_forget, run_token, withdrawal_payout_hold_interrupted
@@ -172,3 +173,9 @@ def process_withdrawal(self: PayoutRunTask, withdrawal_id: str, db_retries: int 
 def poll_stuck_payouts() -> int:
     """Beat: processing again the withdrawals nothing moved for a while."""
     return payouts_poll()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_payout_batches() -> int:
+    """Beat: payout batches whose decision was cut midway, or left unended."""
+    return payout_batches_sweep()

@@ -11,12 +11,17 @@ from withdrawals.apis import (
     WithdrawalsApi,
     WithdrawalsCsvApi,
 )
+from withdrawals.batch_apis import PayoutBatchCsvApi, PayoutBatchDetailApi, PayoutBatchesApi, PayoutBatchItemsApi
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("withdrawals", WithdrawalsApi.as_view(), name="withdrawals"),
     path("withdrawals.csv", WithdrawalsCsvApi.as_view(), name="withdrawals-csv"),
     # Before the detail route: "balance" is not an id.
     path("withdrawals/balance", BalanceApi.as_view(), name="withdrawals-balance"),
+    path("withdrawals/batches", PayoutBatchesApi.as_view(), name="withdrawal-batches"),
+    path("withdrawals/batches/<str:batch_id>", PayoutBatchDetailApi.as_view(), name="withdrawal-batch"),
+    path("withdrawals/batches/<str:batch_id>/items", PayoutBatchItemsApi.as_view(), name="withdrawal-batch-items"),
+    path("withdrawals/batches/<str:batch_id>/items.csv", PayoutBatchCsvApi.as_view(), name="withdrawal-batch-csv"),
     path("withdrawals/<str:withdrawal_id>", WithdrawalDetailApi.as_view(), name="withdrawal-detail"),
     path("statement", StatementApi.as_view(), name="statement"),
     path("statement.csv", StatementCsvApi.as_view(), name="statement-csv"),

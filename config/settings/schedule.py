@@ -27,6 +27,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     "purge-idempotency-keys": {"task": "api.tasks.purge_idempotency_keys", "schedule": 3600.0},
     "poll-stuck-payouts": {"task": "withdrawals.tasks.poll_stuck_payouts", "schedule": 60.0},
+    # Payout batches whose staff decision was cut midway, or left unended (withdrawals.batches).
+    "sweep-payout-batches": {"task": "withdrawals.tasks.sweep_payout_batches", "schedule": 120.0},
     "relay-webhooks": {
         "task": "webhooks.tasks.relay_webhooks",
         "schedule": env.float("WEBHOOK_RELAY_INTERVAL", default=10.0),
