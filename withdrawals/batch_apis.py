@@ -187,6 +187,7 @@ class PayoutBatchesApi(AccountAPIView):
     @extend_schema(
         tags=["withdrawals"],
         summary="List batches of withdrawals",
+        operation_id="withdrawal_batches_list",
         description="Newest first, each with its progress; `status` filters.",
         parameters=[OpenApiParameter("status", str, enum=list(PayoutBatch.Status.values)), *PAGE_PARAMETERS],
         responses=responses(

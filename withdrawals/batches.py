@@ -1,4 +1,4 @@
-"""Payout batches (docs/api/payout-batches.md, decisions §13): up to 1,000
+"""Payout batches (docs/api/payout-batches.md): up to 1,000
 withdrawals posted at once, accepted or refused as a whole, approved or
 refused by staff at once, each item then a withdrawal of its own (its debit,
 webhooks and payout through the payout engine), and the batch's end.
@@ -179,7 +179,8 @@ def _decide(batch_id: uuid.UUID | str, to_status: str, staff: User) -> bool:
     )
     if updated:
         return True
-    if PayoutBatch.objects.filter(pk=batch_id, status=to_status, decided_at__isnull=False).exists():
+    same = (to_status,) if to_status == PayoutBatch.Status.CANCELED else (to_status, PayoutBatch.Status.COMPLETED)
+    if PayoutBatch.objects.filter(pk=batch_id, status__in=same, decided_at__isnull=False).exists():
         return False
     raise ConflictError(BATCH_NOT_AWAITING)
 
