@@ -198,7 +198,7 @@ class PayoutBatchesApi(AccountAPIView):
     def get(self, request: Request) -> Response:
         batches, pagination = filter_and_paginate(
             BatchFilterSet,
-            PayoutBatch.objects.filter(account=request.user),
+            PayoutBatch.objects.filter(account=request.user),  # type: ignore[misc]  # the Account (ApiKeyAuthentication)
             request.query_params,
             order=("-created_at", "-id"),
         )

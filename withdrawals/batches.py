@@ -206,9 +206,10 @@ def payout_batch_refuse(*, batch_id: uuid.UUID | str, staff: User) -> int:
     return _move_pending(batch_id, WithdrawalStatus.CANCELED, WithdrawalTransition.Source.STAFF, staff.get_username())
 
 
-def _move_pending(batch_id: uuid.UUID | str, to_status: str, source: str, actor: str) -> int:
+def _move_pending(batch_ref: uuid.UUID | str, to_status: str, source: str, actor: str) -> int:
     """Each pending item to ``to_status``, one transaction each (the batch
     row is not held meanwhile: the last item's transaction ends the batch)."""
+    batch_id = uuid.UUID(str(batch_ref))
     ids = list(
         Withdrawal.objects.filter(batch_id=batch_id, status=WithdrawalStatus.PENDING)
         .order_by("batch_index")
@@ -216,7 +217,7 @@ def _move_pending(batch_id: uuid.UUID | str, to_status: str, source: str, actor:
     )
     moved = sum(withdrawal_transition(withdrawal_id=pk, to_status=to_status, source=source, actor=actor) for pk in ids)
     with transaction.atomic():
-        batch_end_if_done(uuid.UUID(str(batch_id)))  # nothing was left open (items canceled one by one)
+        batch_end_if_done(batch_id)  # nothing was left open (items canceled one by one)
     return moved
 
 

@@ -468,7 +468,7 @@ def test_listings_never_show_another_accounts_records(tenant_a: Tenant, tenant_b
     for withdrawal_id in (a["withdrawal"], a["paid_withdrawal"]):
         assert listed(b_client, "/api/withdrawals", "withdrawals", id=withdrawal_id) == []
     assert listed(b_client, "/api/withdrawals", "withdrawals", e2e_id=a_paid_withdrawal.e2e_id) == []
-    b_batch_item = str(Withdrawal.objects.get(batch_id=b["payout_batch"]).pk)
+    b_batch_item = str(Withdrawal.objects.get(batch_id=uuid.UUID(b["payout_batch"])).pk)
     assert set(listed(b_client, "/api/withdrawals", "withdrawals", per_page=100)) == {
         b["withdrawal"],
         b["paid_withdrawal"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -160,7 +161,7 @@ def test_a_batch_racing_single_withdrawals_never_overdraws_nor_passes_the_limit(
         finally:
             close_old_connections()
 
-    works = [lambda: payout_batch_create(account=account, items=items(*[5000] * 6))] * 3
+    works: list[Callable[[], object]] = [lambda: payout_batch_create(account=account, items=items(*[5000] * 6))] * 3
     works += [lambda: withdrawal_request(account=account, amount=10_000, key_type="cpf", key_value=CPF)] * 6
     threads = [threading.Thread(target=run, args=(w,)) for w in works]
     for thread in threads:
