@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from accounts.models import Account, AccountBalance, LedgerEntry
@@ -19,6 +20,7 @@ from accounts.selectors import available_balance, ledger_sum
 from accounts.services import credential_issue, ledger_post
 from tests.conftest import client_for
 from tests.factories import AccountFactory
+from tests.helpers import admin_action, admin_messages
 from tests.withdrawals.conftest import snapshot
 from withdrawals import batches
 from withdrawals.models import PayoutBatch, Withdrawal, WithdrawalStatus
@@ -229,3 +231,35 @@ def test_another_accounts_batch_is_a_404(client: APIClient, enqueued: list[list[
         assert response.json()["message"] == "Lote de saques não encontrado."
     assert other.get(URL).json()["data"]["batches"] == []
     assert client.get(f"{URL}/{uuid.uuid4()}").status_code == 404
+
+
+def test_staff_approve_a_batch_from_the_back_office_once(
+    account: Account, enqueued: list[list[Any]], staff_member: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    Account.objects.filter(pk=account.pk).update(withdrawals_need_approval=True)
+    account.refresh_from_db()
+    batch = batches.payout_batch_create(account=account, items=[item(), item(2000)])
+    changelist = reverse("admin:withdrawals_payoutbatch_changelist")
+    operations = staff_member("operations", "carla")
+    listing = operations.get(changelist)
+    assert listing.status_code == 200
+    assert "Aguardando aprovação" in listing.content.decode()
+    page = operations.get(reverse("admin:withdrawals_payoutbatch_change", args=[batch.pk]))
+    assert "Aprovar lote de saques" in page.content.decode()
+    # The list's POST only shows the confirmation page: nothing moves yet.
+    confirm = admin_action(operations, changelist, "approve_batch", [batch.pk])
+    assert "confirmar" in confirm.content.decode()
+    assert set(batch.items.values_list("status", flat=True)) == {"pending"}
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        done = admin_action(operations, changelist, "approve_batch", [batch.pk], reason="conferido com o cliente")
+    assert admin_messages(done) == [f"Lote {batch.pk} aprovado: 2 saques."]
+    assert set(batch.items.values_list("status", flat=True)) == {"approved"}
+    assert len(callbacks) >= 2  # each item's payout handed over on commit
+    batch.refresh_from_db()
+    assert (batch.status, batch.decided_by) == (PayoutBatch.Status.PROCESSING, "carla")
+    # Finance sees batches but may not decide on them.
+    finance = staff_member("finance", "fabio")
+    refused = admin_action(finance, changelist, "refuse_batch", [batch.pk], reason="tentativa")
+    assert refused.status_code in (200, 403)
+    batch.refresh_from_db()
+    assert batch.status == PayoutBatch.Status.PROCESSING
