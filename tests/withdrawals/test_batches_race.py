@@ -30,6 +30,7 @@ from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import CeleryWorker, wait_for
 from tests.withdrawals.conftest import snapshot
 from webhooks.models import WebhookEvent
+from webhooks.services import event_emit
 from withdrawals import batches, services
 from withdrawals.batches import payout_batch_approve, payout_batch_create, payout_batch_refuse, payout_batches_sweep
 from withdrawals.models import PayoutBatch, Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -193,7 +194,7 @@ def test_items_finishing_together_end_their_batch_exactly_once(monkeypatch: pyte
         withdrawal_transition(withdrawal_id=pk, to_status=WithdrawalStatus.APPROVED, source="system")
     barrier = threading.Barrier(len(ids))
     changed = threading.Barrier(len(ids), timeout=20)
-    emit = services.event_emit
+    emit = event_emit
 
     def emit_when_all_changed(**kwargs: Any) -> Any:
         # Every item's transaction has changed its row, uncommitted, before
