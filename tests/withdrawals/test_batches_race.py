@@ -22,10 +22,11 @@ from accounts.credential_links import credential_issue_for_claim, credential_lin
 from accounts.exceptions import SegregationOfDuties
 from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
-from accounts.services import ledger_post
+from accounts.services import credential_issue, ledger_post
 from acquirers.models import AcquirerSlot
 from acquirers.services import acquirer_slots_set
 from core.exceptions import AccessDenied, BusinessRuleError, ConflictError
+from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import CeleryWorker, wait_for
 from tests.withdrawals.conftest import snapshot
@@ -119,6 +120,15 @@ def test_one_approval_sends_every_item_and_the_batch_ends_once(
     assert event.data["counts"]["paid"] == 3
     assert event.data["amounts"]["paid"] == 10_000
     assert available_balance(needs_approval) == ledger_sum(needs_approval) == 100_000 - 10_000
+    # What the merchant reads: the progress and the results file.
+    api = client_for(credential_issue(account=needs_approval))
+    read = api.get(f"/api/withdrawals/batches/{batch.pk}").json()["data"]
+    assert (read["status"], read["counts"]["paid"], read["amounts"]["paid"]) == ("completed", 3, 10_000)
+    assert read == event.data
+    csv = api.get(f"/api/withdrawals/batches/{batch.pk}/items.csv").content.decode("utf-8-sig").splitlines()
+    rows = [line.split(";") for line in csv[1:]]
+    assert [(r[0], r[1], r[8]) for r in rows] == [("0", "i0", "paid"), ("1", "i1", "paid"), ("2", "i2", "paid")]
+    assert all(r[9].startswith("E") and r[11] for r in rows)  # e2e id and paid_at
     # Deciding again changes nothing; refusing now is a conflict.
     assert payout_batch_approve(batch_id=batch.pk, staff=checker) == 0
     with pytest.raises(ConflictError):
