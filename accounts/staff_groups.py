@@ -54,6 +54,9 @@ OPERATIONS_EXTRA = (
     "payments.request_chargeback_resolution",
     "withdrawals.change_withdrawal",
     "withdrawals.approve_withdrawal",
+    # One approval for a whole payout batch (withdrawals.batches): the same people, the same segregation.
+    "withdrawals.change_payoutbatch",
+    "withdrawals.approve_payout_batch",
     "withdrawals.cancel_withdrawal",
     "withdrawals.request_withdrawal_return",
     "withdrawals.request_undetermined_payout_failure",

@@ -5,7 +5,7 @@ wrk and are ratios to the anchor, a bare Django + DRF app started beside the
 service (bench/anchor/, bench/measure.py), with the server CPU per request of both.
 
     .venv/bin/python -m bench [--engines auto|machine|embedded]
-                              [--only charges,withdrawals,listing,webhooks,isolation,due_batches]
+                              [--only charges,withdrawals,listing,webhooks,isolation,due_batches,payout_batches]
                               [--quick] [--budget SECONDS]
 
 Engines: DATABASE_URL/REDIS_URL when set; else the machine's PostgreSQL and
@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import charges, due_batches, isolation, measure, webhooks, withdrawals, wrk
+from bench import charges, due_batches, isolation, measure, payout_batches, webhooks, withdrawals, wrk
 from bench.harness import LoadResult, bench_env, machine_lines, print_table, setup_django, use_engines
 
 #: Of the webhook deliveries' closed loop (the API rows use wrk, bench/measure.py).
@@ -73,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("webhooks", lambda: webhooks.run(env, events=500 // scale, concurrency=CONCURRENCY)),
         ("isolation", lambda: list(isolation.run(env, seconds=8.0 / scale))),
         ("due_batches", lambda: due_batches.run(env, items=1000 // scale)),
+        ("payout_batches", lambda: payout_batches.run(env, items=1000 // scale)),
     ]
     wanted = {name.strip() for name in args.only.split(",") if name.strip()}
     rows: list[LoadResult] = []
@@ -117,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(webhooks.LEGEND)
     if any(row.name.startswith("due-date batch") for row in closed_loop):
         print(due_batches.LEGEND)
+    if any(row.name.startswith("payout batch") for row in closed_loop):
+        print(payout_batches.LEGEND)
     if isolated:
         isolation.print_rows(isolated, header_lines=header)
     print("; ".join(notes))

@@ -189,6 +189,11 @@ def overview_context(request: HttpRequest, site: str, *, now: dt.datetime | None
     attention = [
         ("Saques aguardando aprovação", waiting.withdrawals_awaiting_approval, withdrawals(queue="awaiting")),
         (
+            "Lotes de saques aguardando aprovação",
+            waiting.payout_batches_awaiting_approval,
+            admin_list(site, "withdrawals_payoutbatch", status__exact="awaiting_approval"),
+        ),
+        (
             "Pedidos de aprovação (maker-checker)",
             waiting.money_actions_pending,
             admin_list(site, "accounts_moneyactionrequest", state__exact="pending"),

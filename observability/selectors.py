@@ -26,7 +26,7 @@ from infractions.selectors import deadline_near, undefended_ahead
 from payments.due_models import DueCharge
 from payments.models import Charge, ChargeAttempt, ChargeCancellation, ChargeStatus, LatePayment
 from webhooks.models import WebhookDelivery, WebhookEndpoint
-from withdrawals.models import UndeterminedPayout, Withdrawal, WithdrawalStatus
+from withdrawals.models import PayoutBatch, UndeterminedPayout, Withdrawal, WithdrawalStatus
 
 DAYS = 7
 ACQUIRER_WINDOW = dt.timedelta(hours=24)
@@ -191,6 +191,7 @@ def acquirer_health(*, now: dt.datetime | None = None) -> list[AcquirerHealth]:
 @dataclass(frozen=True)
 class Attention:
     withdrawals_awaiting_approval: Figure
+    payout_batches_awaiting_approval: Figure
     money_actions_pending: Figure
     account_changes_pending: int
     undetermined_payouts: Figure
@@ -228,6 +229,10 @@ def attention() -> Attention:
         withdrawals_awaiting_approval=_figure(
             Withdrawal.objects.filter(status=WithdrawalStatus.PENDING, account__withdrawals_need_approval=True),
             "amount",
+        ),
+        # One staff decision each (withdrawals.batches); their items are in the line above too.
+        payout_batches_awaiting_approval=_figure(
+            PayoutBatch.objects.filter(status=PayoutBatch.Status.AWAITING_APPROVAL), "total_amount"
         ),
         money_actions_pending=_figure(
             MoneyActionRequest.objects.filter(state=MoneyActionRequest.State.PENDING), "amount"

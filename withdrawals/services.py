@@ -29,6 +29,8 @@ from webhooks.models import EventType
 from webhooks.services import event_emit
 from withdrawals import exceptions as err
 from withdrawals import limits, payee_rules
+from withdrawals.batch_progress import OPEN as BATCH_OPEN
+from withdrawals.batch_progress import batch_end_if_done
 from withdrawals.limits import schedule_error, total_after_request, total_after_reversal, withdrawn_before
 from withdrawals.models import (
     NOT_COUNTED,
@@ -228,6 +230,8 @@ def withdrawal_transition(
             status=to_status,
             data=withdrawal_payload(withdrawal),
         )
+        if withdrawal.batch_id is not None and to_status not in BATCH_OPEN:
+            batch_end_if_done(withdrawal.batch_id)  # the last item's transaction ends its batch
         if to_status == WithdrawalStatus.APPROVED:
             transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))
     return True

@@ -18,6 +18,7 @@ from celery.worker.request import Request
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
+from withdrawals.batches import payout_batches_sweep
 from withdrawals.exceptions import PayoutUndetermined
 from withdrawals.payees import payee_look_up
 from withdrawals.payouts import ProcessOutcome, withdrawal_process
@@ -188,3 +189,9 @@ def look_up_payee(withdrawal_id: str) -> str | None:
     the approval screen; its send reuses the result while fresh. Nothing is
     decided here: only the payout run fails a withdrawal."""
     return payee_look_up(withdrawal_id=withdrawal_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_payout_batches() -> int:
+    """Beat: payout batches whose decision was cut midway, or left unended."""
+    return payout_batches_sweep()

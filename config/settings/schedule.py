@@ -30,6 +30,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Scheduled withdrawals of the day (America/Sao_Paulo) handed to the payout engine: the first
     # tick after local midnight sends them; later ticks find nothing new (withdrawals.schedule).
     "release-scheduled-withdrawals": {"task": "withdrawals.tasks.release_scheduled_withdrawals", "schedule": 600.0},
+    # Payout batches whose staff decision was cut midway, or left unended (withdrawals.batches).
+    "sweep-payout-batches": {"task": "withdrawals.tasks.sweep_payout_batches", "schedule": 120.0},
     "relay-webhooks": {
         "task": "webhooks.tasks.relay_webhooks",
         "schedule": env.float("WEBHOOK_RELAY_INTERVAL", default=10.0),

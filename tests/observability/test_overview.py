@@ -27,6 +27,7 @@ from tests.factories import (
 )
 from tests.helpers import staff_login
 from webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
+from withdrawals.models import PayoutBatch
 
 pytestmark = pytest.mark.django_db
 
@@ -127,8 +128,11 @@ def test_attention_counts(account: Account, alpha: Acquirer) -> None:
         WebhookDelivery.objects.create(
             event=event, url="https://e.example.com", status=status, next_attempt_at=timezone.now()
         )
+    for status in ("awaiting_approval", "processing"):
+        PayoutBatch.objects.create(account=manual, status=status, item_count=2, total_amount=4_000, total_debit=4_100)
     found = selectors.attention()
     assert found.withdrawals_awaiting_approval == Figure(1, 2_500)
+    assert found.payout_batches_awaiting_approval == Figure(1, 4_000)
     assert found.undetermined_payouts == Figure(1, 7_000)
     assert found.open_chargebacks == Figure(1, 12_345)
     assert found.money_actions_pending == Figure(0, 0)
@@ -215,6 +219,7 @@ def test_the_overview_costs_a_bounded_number_of_queries(
     # never answered are one count each; the MED card is one aggregate of the
     # open infractions and one count of the requests about them; due-date
     # charges due today and overdue are one aggregate; Pix Automático's card is
-    # one count of the recurrences waiting and one aggregate of the cycles.
-    with django_assert_max_num_queries(22):
+    # one count of the recurrences waiting and one aggregate of the cycles;
+    # payout batches waiting for staff are one aggregate.
+    with django_assert_max_num_queries(23):
         assert admin_client.get(reverse("admin:index")).status_code == 200

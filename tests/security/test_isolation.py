@@ -33,7 +33,8 @@ from recurrences.models import Cycle, Recurrence
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from withdrawals.models import Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.batch_apis import BATCH_NOT_FOUND as PAYOUT_BATCH_NOT_FOUND
+from withdrawals.models import PayoutBatch, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.services import withdrawal_transition
 
 CHARGE = {
@@ -108,6 +109,9 @@ WALK = [
     Step("get", "/api/due-charges/batches/{id}", "batch", BATCH_NOT_FOUND, 200),
     Step("get", "/api/due-charges/batches/{id}/items", "batch", BATCH_NOT_FOUND, 200),
     Step("get", "/api/due-charges/batches/{id}/items.csv", "batch", BATCH_NOT_FOUND, 200),
+    Step("get", "/api/withdrawals/batches/{id}", "payout_batch", PAYOUT_BATCH_NOT_FOUND, 200),
+    Step("get", "/api/withdrawals/batches/{id}/items", "payout_batch", PAYOUT_BATCH_NOT_FOUND, 200),
+    Step("get", "/api/withdrawals/batches/{id}/items.csv", "payout_batch", PAYOUT_BATCH_NOT_FOUND, 200),
     # Pix Automático: "recurrence" awaits the payer's authorisation; "cycled_recurrence" is
     # authorised, its cycle 0 sent to the sandbox; "variable_recurrence" takes cycle amounts.
     Step("get", "/api/recurrences/{id}", "recurrence", RECURRENCE_NOT_FOUND, 200),
@@ -229,6 +233,15 @@ def create_batch(client: APIClient) -> str:
     return batch_id
 
 
+def create_payout_batch(client: APIClient) -> str:
+    """A batch of one payout (debited; no worker sends it here)."""
+    body = {"items": [{"amount": 5000, "key_value": "52998224725", "external_id": "iso-1"}]}
+    response = client.post("/api/withdrawals/batches", body, format="json")
+    assert response.status_code == 201, response.json()
+    batch_id: str = response.json()["data"]["id"]
+    return batch_id
+
+
 def create_recurrence(client: APIClient, contract: str, *, due_in: int = 20, **changes: Any) -> str:
     """A monthly QR-journey recurrence of R$ 49,90 (or ``changes``) for contract ``contract``."""
     first_due = (now_in_brazil() + dt.timedelta(days=due_in)).isoformat()
@@ -288,6 +301,7 @@ def populate(account: Account) -> Tenant:
     )
     infraction = open_infraction(client)
     batch = create_batch(client)
+    payout_batch = create_payout_batch(client)
     payable_due_charge = create_due_charge(client)
     recurrence = create_recurrence(client, "ISO-CREATED")
     variable_recurrence = create_recurrence(client, "ISO-VARIABLE", amount=None, max_amount=50000)
@@ -306,6 +320,7 @@ def populate(account: Account) -> Tenant:
         "med_charge": str(infraction.charge_id),
         "infraction": str(infraction.pk),
         "batch": batch,
+        "payout_batch": payout_batch,
         "payable_due_charge": payable_due_charge,
         "recurrence": recurrence,
         "variable_recurrence": variable_recurrence,
@@ -353,6 +368,7 @@ def snapshot(account: Account) -> dict[str, list[dict[str, Any]]]:
         "defense_attachments": DefenseAttachment.objects.filter(infraction__account=account),
         "due_charge_batches": DueChargeBatch.objects.filter(account=account),
         "due_charge_batch_items": DueChargeBatchItem.objects.filter(batch__account=account),
+        "payout_batches": PayoutBatch.objects.filter(account=account),
         "recurrences": Recurrence.objects.filter(account=account),
         "cycles": Cycle.objects.filter(recurrence__account=account),
     }
@@ -466,11 +482,14 @@ def test_listings_never_show_another_accounts_records(tenant_a: Tenant, tenant_b
     for withdrawal_id in (a["withdrawal"], a["paid_withdrawal"], a["scheduled_withdrawal"]):
         assert listed(b_client, "/api/withdrawals", "withdrawals", id=withdrawal_id) == []
     assert listed(b_client, "/api/withdrawals", "withdrawals", e2e_id=a_paid_withdrawal.e2e_id) == []
+    b_batch_item = str(Withdrawal.objects.get(batch_id=uuid.UUID(b["payout_batch"])).pk)
     assert set(listed(b_client, "/api/withdrawals", "withdrawals", per_page=100)) == {
         b["withdrawal"],
         b["paid_withdrawal"],
         b["scheduled_withdrawal"],
+        b_batch_item,  # a batch's payout is a withdrawal too
     }
+    assert listed(b_client, "/api/withdrawals/batches", "batches", per_page=100) == [b["payout_batch"]]
 
     assert listed(b_client, "/api/webhooks", "webhooks") == [b["endpoint"]]
     deliveries = b_client.get(f"/api/webhooks/{b['endpoint']}/deliveries", {"per_page": 100}).json()["data"]

@@ -1,0 +1,243 @@
+"""Payout batches (docs/api/payout-batches.md): up to 1,000
+withdrawals posted at once, accepted or refused as a whole, approved or
+refused by staff at once, each item then a withdrawal of its own (its debit,
+webhooks and payout through the payout engine), and the batch's end.
+
+All or nothing: an invalid item (422, errors keyed ``items.<index>.<field>``)
+or a business rule (400: an item above the per-request limit, the total
+above the day's limit or the balance) refuses the whole batch and nothing
+is stored. An accepted batch is stored in one transaction under the
+account's balance lock: the batch row, every item, one ledger debit per item
+(``withdrawal:<id>``, as a single withdrawal's) and the balance and the day's
+withdrawn total moved once, in a few statements whatever the size
+(withdrawals.batch_sql).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.exceptions import SegregationOfDuties
+from accounts.models import Account
+from accounts.segregation import withdrawal_approval_conflict
+from accounts.services import balance_lock
+from api.errors import flatten_errors
+from core import dispatch
+from core.exceptions import AccessDenied, BusinessRuleError, ConflictError, ValidationFailed
+from withdrawals import exceptions as err
+from withdrawals.batch_progress import batch_end_if_done
+from withdrawals.batch_serializers import ITEM_NOT_AN_OBJECT, ITEM_NOT_SCHEDULED
+from withdrawals.batch_sql import debit_new_batch
+from withdrawals.limits import total_after_request, withdrawn_before
+from withdrawals.models import PayoutBatch, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.quotes import withdrawal_quote
+from withdrawals.serializers import WithdrawalCreateSerializer
+from withdrawals.services import withdrawal_transition
+
+APPROVE_PERMISSION = "withdrawals.approve_payout_batch"
+PROCESS_TASK = "withdrawals.tasks.process_withdrawal"
+BATCH_NOT_AWAITING = "O lote não está aguardando aprovação."
+NO_PERMISSION = "Sem permissão para aprovar ou recusar lotes de saques."
+#: A per-item business rule names its item (from 0, as ``batch_index``).
+ITEM_RULE = "Item {index}: {message}"
+
+
+# --------------------------------------------------------------------------- the request
+
+
+def _item_check(account: Account, index: int, raw: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """(the item's validated data, {}) or ({}, its errors keyed ``items.<index>.<field>``)."""
+    prefix = f"items.{index}"
+    if not isinstance(raw, dict):
+        return {}, {prefix: [ITEM_NOT_AN_OBJECT]}
+    body = WithdrawalCreateSerializer(data=raw)
+    if not body.is_valid():
+        return {}, flatten_errors(body.errors, prefix)
+    data = dict(body.validated_data)
+    if data.get("scheduled_for") is not None:
+        return {}, {f"{prefix}.scheduled_for": [ITEM_NOT_SCHEDULED]}
+    try:
+        quote = withdrawal_quote(account=account, amount=data["amount"], discount_fee=data["discount_fee"])
+    except ValidationFailed as exc:
+        return {}, {f"{prefix}.{field}": messages for field, messages in exc.errors.items()}
+    data["quote"] = quote
+    return data, {}
+
+
+def payout_batch_create(
+    *,
+    account: Account,
+    items: Sequence[Any],
+    description: str = "",
+    in_transaction: Callable[[PayoutBatch], None] | None = None,
+) -> PayoutBatch:
+    """Accept a batch as a whole or refuse it, nothing stored (module doc).
+    Checks, in order: every item's fields (422, all items' errors at once),
+    the per-request limit of each item, then the day's limit and the balance
+    for the total (400s). ``in_transaction`` runs with the new batch before
+    its transaction commits (the idempotency key's answer)."""
+    checked = [_item_check(account, index, raw) for index, raw in enumerate(items)]
+    errors = {field: messages for _, item_errors in checked for field, messages in item_errors.items()}
+    if errors:
+        raise ValidationFailed(errors)
+    data = [item for item, _ in checked]
+    for index, item in enumerate(data):
+        if item["amount"] > account.withdrawal_per_request_limit:
+            raise BusinessRuleError(ITEM_RULE.format(index=index, message=err.PER_REQUEST_LIMIT))
+    batch = PayoutBatch(
+        id=uuid.uuid4(),
+        account=account,
+        status=(
+            PayoutBatch.Status.AWAITING_APPROVAL if account.withdrawals_need_approval else PayoutBatch.Status.PROCESSING
+        ),
+        description=description,
+        item_count=len(data),
+        total_amount=sum(item["amount"] for item in data),
+        total_debit=sum(item["quote"].total_debit for item in data),
+    )
+    withdrawals = [_withdrawal(account, batch, index, item) for index, item in enumerate(data)]
+    with transaction.atomic():
+        balance = balance_lock(account_id=account.pk)
+        at = timezone.now()
+        day_total = withdrawn_before(balance, account, at) + batch.total_amount
+        if day_total > account.withdrawal_daily_limit:
+            raise BusinessRuleError(err.DAILY_LIMIT)
+        if batch.total_debit > balance.available - balance.hold_uncovered:
+            raise BusinessRuleError(err.INSUFFICIENT_BALANCE)
+        debit_new_batch(
+            batch=batch,
+            withdrawals=withdrawals,
+            balance=balance,
+            at=at,
+            withdrawn=total_after_request(balance, at, day_total),
+        )
+        if in_transaction is not None:
+            in_transaction(batch)
+        if batch.status == PayoutBatch.Status.PROCESSING:
+            ids = [w.pk for w in withdrawals]
+            transaction.on_commit(lambda: _enqueue_items(ids))
+    return batch
+
+
+def _withdrawal(account: Account, batch: PayoutBatch, index: int, item: dict[str, Any]) -> Withdrawal:
+    withdrawal_id = uuid.uuid4()
+    quote = item["quote"]
+    return Withdrawal(
+        id=withdrawal_id,
+        account=account,
+        amount=item["amount"],
+        fee=quote.fee,
+        discount_fee=item["discount_fee"],
+        total_debit=quote.total_debit,
+        liquid_amount=quote.liquid_amount,
+        pix_key_type=item["key_type"],
+        pix_key=item["key_value"],
+        idempotency_id=withdrawal_id.hex,
+        payee_document=item["payee_document"],
+        external_id=item["external_id"],
+        batch=batch,
+        batch_index=index,
+    )
+
+
+def _enqueue_items(ids: Sequence[uuid.UUID]) -> None:
+    # The payout engine's task, by name (tasks import services, not the
+    # reverse); its queue and worker bound the concurrency. Lost publishes
+    # are beat's payout poller's.
+    for withdrawal_id in ids:
+        dispatch.enqueue(PROCESS_TASK, str(withdrawal_id), left_to="beat's payout poller")
+
+
+# --------------------------------------------------------------------------- staff's decision
+
+
+def _check_staff(batch_id: uuid.UUID | str, staff: User) -> PayoutBatch:
+    """The batch, if ``staff`` may decide on it: the permission, and the
+    segregation of duties of a single withdrawal of its account."""
+    if not staff.is_active or not staff.has_perm(APPROVE_PERMISSION):
+        raise AccessDenied(NO_PERMISSION)
+    batch = PayoutBatch.objects.get(pk=batch_id)
+    conflict = withdrawal_approval_conflict(user_id=staff.pk, account_id=batch.account_id)
+    if conflict is not None:
+        raise SegregationOfDuties(conflict)
+    return batch
+
+
+def _decide(batch_id: uuid.UUID | str, to_status: str, staff: User) -> bool:
+    """Record the decision once: False when the batch was decided already
+    (the same decision repeated); another decision is a conflict."""
+    updated = PayoutBatch.objects.filter(pk=batch_id, status=PayoutBatch.Status.AWAITING_APPROVAL).update(
+        status=to_status, decided_by=staff.get_username()[:150], decided_at=timezone.now(), updated_at=timezone.now()
+    )
+    if updated:
+        return True
+    same = (to_status,) if to_status == PayoutBatch.Status.CANCELED else (to_status, PayoutBatch.Status.COMPLETED)
+    if PayoutBatch.objects.filter(pk=batch_id, status__in=same, decided_at__isnull=False).exists():
+        return False
+    raise ConflictError(BATCH_NOT_AWAITING)
+
+
+def payout_batch_approve(*, batch_id: uuid.UUID | str, staff: User) -> int:
+    """Staff approve a batch: it becomes ``processing`` and every pending
+    item is approved (each through ``withdrawal_transition``, its payout sent
+    after its commit). Refused, nothing changed, as a single withdrawal's
+    approval is (:class:`AccessDenied`, :class:`SegregationOfDuties`).
+    Repeating it approves what is left; a crash midway is finished by
+    :func:`payout_batches_sweep`. Returns how many items it approved."""
+    _check_staff(batch_id, staff)
+    _decide(batch_id, PayoutBatch.Status.PROCESSING, staff)
+    return _move_pending(batch_id, WithdrawalStatus.APPROVED, WithdrawalTransition.Source.STAFF, staff.get_username())
+
+
+def payout_batch_refuse(*, batch_id: uuid.UUID | str, staff: User) -> int:
+    """Staff refuse a batch: it becomes ``canceled`` and every pending item
+    is canceled, its debit given back (per item, as a single withdrawal's
+    cancel). Same checks as :func:`payout_batch_approve`."""
+    _check_staff(batch_id, staff)
+    _decide(batch_id, PayoutBatch.Status.CANCELED, staff)
+    return _move_pending(batch_id, WithdrawalStatus.CANCELED, WithdrawalTransition.Source.STAFF, staff.get_username())
+
+
+def _move_pending(batch_ref: uuid.UUID | str, to_status: str, source: str, actor: str) -> int:
+    """Each pending item to ``to_status``, one transaction each (the batch
+    row is not held meanwhile: the last item's transaction ends the batch)."""
+    batch_id = uuid.UUID(str(batch_ref))
+    ids = list(
+        Withdrawal.objects.filter(batch_id=batch_id, status=WithdrawalStatus.PENDING)
+        .order_by("batch_index")
+        .values_list("pk", flat=True)
+    )
+    moved = sum(withdrawal_transition(withdrawal_id=pk, to_status=to_status, source=source, actor=actor) for pk in ids)
+    with transaction.atomic():
+        batch_end_if_done(batch_id)  # nothing was left open (items canceled one by one)
+    return moved
+
+
+def payout_batches_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2)) -> int:
+    """Beat's safety net: a decided batch whose decision was cut midway has
+    its pending items moved, and a batch with nothing open ends (once). Items
+    of batches that needed no approval are beat's payout poller's."""
+    cutoff = timezone.now() - older_than
+    open_batches = PayoutBatch.objects.filter(
+        Q(status=PayoutBatch.Status.PROCESSING) | Q(status=PayoutBatch.Status.CANCELED, completed_at__isnull=True),
+        updated_at__lt=cutoff,
+    ).values_list("pk", "status", "decided_by", "decided_at")
+    swept = 0
+    for batch_id, status, decided_by, decided_at in open_batches:
+        if decided_at is not None:
+            approved = status == PayoutBatch.Status.PROCESSING
+            to_status = WithdrawalStatus.APPROVED if approved else WithdrawalStatus.CANCELED
+            _move_pending(batch_id, to_status, WithdrawalTransition.Source.SYSTEM, decided_by)
+        else:
+            with transaction.atomic():
+                batch_end_if_done(batch_id)
+        swept += 1
+    return swept
