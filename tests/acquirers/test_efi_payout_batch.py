@@ -22,7 +22,7 @@ from tests.realworld import CeleryWorker, wait_for
 from webhooks.models import WebhookEvent
 from withdrawals.batches import payout_batch_create
 from withdrawals.models import PayoutBatch, Withdrawal, WithdrawalStatus
-from withdrawals.services import payouts_poll
+from withdrawals.polling import payouts_poll
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
