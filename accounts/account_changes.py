@@ -1,13 +1,16 @@
 """Maker-checker for what decides where an account's money may go: its
 contact e-mail (where credential links are sent), whether its withdrawals
-wait for a person, and its withdrawal limits.
+wait for a person, its withdrawal limits, and whether its payouts may only
+go to keys its holder owns.
 
 A change that loosens one of them (any new contact e-mail, manual approval
-switched off, a lower minimum, a higher per-request or daily limit) is only
+switched off, same ownership only switched off, a lower minimum, a higher
+per-request or daily limit) is only
 asked for (:func:`account_change_request`) and applied when another staff
 member approves it (:func:`account_change_approve`), if the field still
 holds the value the request saw. A change that tightens them (manual
-approval switched on, a higher minimum, a lower limit) is what staff do in
+approval or same ownership only switched on, a higher minimum, a lower
+limit) is what staff do in
 an incident, so it applies at once (:func:`loosens` says which is which).
 
 Creating an account in the back office (:func:`account_create_by_staff`)
@@ -39,6 +42,8 @@ State = AccountChangeRequest.State
 #: The account fields a change request covers, in the order the form shows them.
 CONTROLLED_FIELDS: tuple[str, ...] = tuple(Field.values)
 APPROVE_PERMISSION = "accounts.approve_account_change"
+#: The controlled fields that are on/off controls: switching one off loosens it.
+SWITCHES = (Field.WITHDRAWALS_NEED_APPROVAL, Field.PAYOUTS_SAME_OWNERSHIP_ONLY)
 
 
 def loosens(field: str, old: Any, new: Any) -> bool:
@@ -46,7 +51,7 @@ def loosens(field: str, old: Any, new: Any) -> bool:
     more easily or toward another contact (then it needs a second person)."""
     if field == Field.EMAIL:
         return bool(old != new)
-    if field == Field.WITHDRAWALS_NEED_APPROVAL:
+    if field in SWITCHES:
         return bool(old and not new)
     if field == Field.WITHDRAWAL_MINIMUM:
         return bool(new < old)
@@ -63,9 +68,9 @@ def _checked(field: str, value: Any) -> Any:
             except ValidationError:
                 raise ApprovalRefused("E-mail de contato inválido.") from None
         return value
-    if field == Field.WITHDRAWALS_NEED_APPROVAL:
+    if field in SWITCHES:
         if not isinstance(value, bool):
-            raise ApprovalRefused("Valor inválido para a aprovação manual de saques.")
+            raise ApprovalRefused(f"{Field(field).label}: valor inválido.")
         return value
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ApprovalRefused(f"{Field(field).label}: o valor deve ser um número de centavos não negativo.")

@@ -72,7 +72,8 @@ class CredentialLink(models.Model):
 
 class AccountChangeRequest(StaffRequest):
     """A change of a field that decides where an account's money may go (its
-    contact e-mail, manual approval of withdrawals, withdrawal limits), asked
+    contact e-mail, manual approval of withdrawals, withdrawal limits, payouts
+    only to the holder's own keys), asked
     for by one staff member and applied only when another approves it."""
 
     class Field(models.TextChoices):
@@ -81,6 +82,7 @@ class AccountChangeRequest(StaffRequest):
         WITHDRAWAL_MINIMUM = "withdrawal_minimum", "Saque mínimo"
         WITHDRAWAL_PER_REQUEST_LIMIT = "withdrawal_per_request_limit", "Limite por saque"
         WITHDRAWAL_DAILY_LIMIT = "withdrawal_daily_limit", "Limite diário de saques"
+        PAYOUTS_SAME_OWNERSHIP_ONLY = "payouts_same_ownership_only", "Saques só para chaves da própria titularidade"
 
     class State(models.TextChoices):
         PENDING = "pending", "Aguardando aprovação"

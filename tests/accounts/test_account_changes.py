@@ -105,6 +105,8 @@ def post_account(client: Client, account: Account, **changes: Any) -> Any:
         (AccountChangeRequest.Field.EMAIL, "a@loja.com.br", "", True),
         (AccountChangeRequest.Field.WITHDRAWALS_NEED_APPROVAL, True, False, True),
         (AccountChangeRequest.Field.WITHDRAWALS_NEED_APPROVAL, False, True, False),
+        (AccountChangeRequest.Field.PAYOUTS_SAME_OWNERSHIP_ONLY, True, False, True),
+        (AccountChangeRequest.Field.PAYOUTS_SAME_OWNERSHIP_ONLY, False, True, False),
         (AccountChangeRequest.Field.WITHDRAWAL_MINIMUM, 1000, 500, True),
         (AccountChangeRequest.Field.WITHDRAWAL_MINIMUM, 1000, 5000, False),
         (AccountChangeRequest.Field.WITHDRAWAL_PER_REQUEST_LIMIT, 500_000, 900_000, True),
@@ -425,6 +427,26 @@ def test_tightening_applies_at_once_with_its_reason(staff_member: Callable[[str,
     assert (
         "Alteração mais restritiva aplicada já (Saques exigem aprovação manual: Não → Sim). Motivo: Fraude" in history
     )
+
+
+def test_same_ownership_only_is_switched_on_at_once_and_off_only_by_a_second_person(
+    staff_member: Callable[[str, str], Client],
+) -> None:
+    account = AccountFactory(name="Casa de Apostas Ltda", withdrawals_need_approval=False)
+    maker = staff_member("operations", "olivia")
+
+    on = account_form(name=account.name, payouts_same_ownership_only="on", change_reason="Regra de apostas")
+    assert maker.post(change_url(account), on | inline_management(), follow=True).status_code == 200
+    account.refresh_from_db()
+    assert account.payouts_same_ownership_only is True
+    assert not AccountChangeRequest.objects.exists()
+
+    off = account_form(name=account.name, change_reason="Cliente pediu")
+    assert maker.post(change_url(account), off | inline_management(), follow=True).status_code == 200
+    account.refresh_from_db()
+    assert account.payouts_same_ownership_only is True  # loosening waits for another staff member
+    pending = AccountChangeRequest.objects.get()
+    assert (pending.field, pending.old_value, pending.new_value) == ("payouts_same_ownership_only", True, False)
 
 
 def test_a_change_without_a_reason_or_with_a_request_already_open_saves_nothing(
