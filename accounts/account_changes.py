@@ -1,7 +1,8 @@
 """Maker-checker for what decides where an account's money may go: its
 contact e-mail (where credential links are sent), whether its withdrawals
-wait for a person, its withdrawal limits, and whether its payouts may only
-go to keys its holder owns.
+wait for a person, its withdrawal limits, whether its payouts may only go
+to keys its holder owns, and the holder's CPF/CNPJ those keys are compared
+with (any change of it needs a second person, as the e-mail's).
 
 A change that loosens one of them (any new contact e-mail, manual approval
 switched off, same ownership only switched off, a lower minimum, a higher
@@ -34,6 +35,7 @@ from django.utils import timezone
 from accounts.exceptions import ApprovalRefused
 from accounts.models import Account, AccountChangeRequest, CredentialLink
 from accounts.services import account_create
+from core.documents import normalize_document
 from core.plural import plural
 
 Field = AccountChangeRequest.Field
@@ -49,7 +51,7 @@ SWITCHES = (Field.WITHDRAWALS_NEED_APPROVAL, Field.PAYOUTS_SAME_OWNERSHIP_ONLY)
 def loosens(field: str, old: Any, new: Any) -> bool:
     """Whether changing ``field`` from ``old`` to ``new`` lets money leave
     more easily or toward another contact (then it needs a second person)."""
-    if field == Field.EMAIL:
+    if field in (Field.EMAIL, Field.DOCUMENT):
         return bool(old != new)
     if field in SWITCHES:
         return bool(old and not new)
@@ -68,6 +70,12 @@ def _checked(field: str, value: Any) -> Any:
             except ValidationError:
                 raise ApprovalRefused("E-mail de contato inválido.") from None
         return value
+    if field == Field.DOCUMENT:
+        value = str(value).strip()
+        document = normalize_document(value) if value else ""
+        if document is None:
+            raise ApprovalRefused("CPF/CNPJ inválido.")
+        return document
     if field in SWITCHES:
         if not isinstance(value, bool):
             raise ApprovalRefused(f"{Field(field).label}: valor inválido.")

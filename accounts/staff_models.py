@@ -73,7 +73,8 @@ class CredentialLink(models.Model):
 class AccountChangeRequest(StaffRequest):
     """A change of a field that decides where an account's money may go (its
     contact e-mail, manual approval of withdrawals, withdrawal limits, payouts
-    only to the holder's own keys), asked
+    only to the holder's own keys and the holder's document they are
+    compared with), asked
     for by one staff member and applied only when another approves it."""
 
     class Field(models.TextChoices):
@@ -83,6 +84,8 @@ class AccountChangeRequest(StaffRequest):
         WITHDRAWAL_PER_REQUEST_LIMIT = "withdrawal_per_request_limit", "Limite por saque"
         WITHDRAWAL_DAILY_LIMIT = "withdrawal_daily_limit", "Limite diário de saques"
         PAYOUTS_SAME_OWNERSHIP_ONLY = "payouts_same_ownership_only", "Saques só para chaves da própria titularidade"
+        # Same ownership only compares payees with it (withdrawals.payee_rules).
+        DOCUMENT = "document", "CPF/CNPJ"
 
     class State(models.TextChoices):
         PENDING = "pending", "Aguardando aprovação"

@@ -8,6 +8,7 @@ maker-checker queue (``money_actions``). Registered by
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -77,7 +78,10 @@ def controlled_changes(form: forms.ModelForm[Account]) -> list[tuple[str, Any, A
     changed = []
     for field in CONTROLLED_FIELDS:
         if field in form.changed_data and field in form.cleaned_data:
-            old, new = form.initial.get(field), form.cleaned_data[field]
+            old = form.initial.get(field)
+            if field == "document":  # shown formatted, compared as stored
+                old = re.sub(r"[^0-9A-Za-z]", "", str(old or "")).upper()
+            new = form.cleaned_data[field]
             if old != new:
                 changed.append((field, old, new))
     return changed

@@ -107,6 +107,8 @@ def post_account(client: Client, account: Account, **changes: Any) -> Any:
         (AccountChangeRequest.Field.WITHDRAWALS_NEED_APPROVAL, False, True, False),
         (AccountChangeRequest.Field.PAYOUTS_SAME_OWNERSHIP_ONLY, True, False, True),
         (AccountChangeRequest.Field.PAYOUTS_SAME_OWNERSHIP_ONLY, False, True, False),
+        (AccountChangeRequest.Field.DOCUMENT, "11222333000181", "52998224725", True),
+        (AccountChangeRequest.Field.DOCUMENT, "", "52998224725", True),
         (AccountChangeRequest.Field.WITHDRAWAL_MINIMUM, 1000, 500, True),
         (AccountChangeRequest.Field.WITHDRAWAL_MINIMUM, 1000, 5000, False),
         (AccountChangeRequest.Field.WITHDRAWAL_PER_REQUEST_LIMIT, 500_000, 900_000, True),
