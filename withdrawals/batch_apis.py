@@ -308,6 +308,6 @@ def _csv_row(item: Withdrawal) -> list[Any]:
         item.pix_key,
         item.status,
         item.e2e_id or "",
-        item.failure_reason,
+        err.merchant_failure_reason(item.status, item.failure_reason),
         paid_at,
     ]

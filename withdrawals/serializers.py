@@ -20,7 +20,7 @@ from core.fields import (
     StrictChoiceField,
     StrictIntegerField,
 )
-from withdrawals.exceptions import INVALID_PAYEE_DOCUMENT
+from withdrawals.exceptions import INVALID_PAYEE_DOCUMENT, merchant_failure_reason
 from withdrawals.keys import INVALID_KEY, MAX_KEY_LENGTH, normalize_key
 from withdrawals.models import PixKeyType, Withdrawal
 
@@ -139,7 +139,9 @@ class WithdrawalDetailSerializer(WithdrawalSerializer):
     the additive ones (docs/api/index.md). The webhook body and the CSV keep
     the contract's record."""
 
-    failure_reason = serializers.CharField(help_text='Why it failed ("" unless `failed`).')
+    failure_reason = serializers.SerializerMethodField(
+        help_text='Why it failed, in Portuguese ("" unless `failed`): the payee check\'s reason, or a generic one.'
+    )
     batch_id = serializers.UUIDField(allow_null=True, help_text="The batch it was posted in, if any.")
     payee = PayeeField(help_text="The payee check: the key owner found and whether it matched.")
 
@@ -153,6 +155,9 @@ class WithdrawalDetailSerializer(WithdrawalSerializer):
             "payee",
         ]
         read_only_fields = fields
+
+    def get_failure_reason(self, withdrawal: Withdrawal) -> str:
+        return merchant_failure_reason(withdrawal.status, withdrawal.failure_reason)
 
 
 #: The model fields WithdrawalSerializer reads (``pix_type`` is ``pix_key_type``):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.helpers import local
+from withdrawals.exceptions import merchant_failure_reason
 from withdrawals.models import Withdrawal
 
 #: A withdrawal with no schedule, reference, failure, batch or payee check.
@@ -33,7 +34,7 @@ def additive_fields(withdrawal: Withdrawal) -> dict[str, Any]:
     return {
         "scheduled_for": withdrawal.scheduled_for.isoformat() if withdrawal.scheduled_for else None,
         "external_id": withdrawal.external_id,
-        "failure_reason": withdrawal.failure_reason,
+        "failure_reason": merchant_failure_reason(withdrawal.status, withdrawal.failure_reason),
         "batch_id": str(withdrawal.batch_id) if withdrawal.batch_id else None,
         "payee": payee,
     }
