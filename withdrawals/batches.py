@@ -4,8 +4,9 @@ refused by staff at once, each item then a withdrawal of its own (its debit,
 webhooks and payout through the payout engine), and the batch's end.
 
 All or nothing: an invalid item (422, errors keyed ``items.<index>.<field>``)
-or a business rule (400: an item above the per-request limit, the total
-above the day's limit or the balance) refuses the whole batch and nothing
+or a business rule (400: an item above the per-request limit or refused
+by the payee check at request, the total above the day's limit or the
+balance) refuses the whole batch and nothing
 is stored. An accepted batch is stored in one transaction under the
 account's balance lock: the batch row, every item, one ledger debit per item
 (``withdrawal:<id>``, as a single withdrawal's) and the balance and the day's
@@ -33,6 +34,7 @@ from api.errors import flatten_errors
 from core import dispatch
 from core.exceptions import AccessDenied, BusinessRuleError, ConflictError, ValidationFailed
 from withdrawals import exceptions as err
+from withdrawals import payee_rules
 from withdrawals.batch_progress import batch_end_if_done
 from withdrawals.batch_serializers import ITEM_NOT_AN_OBJECT, ITEM_NOT_SCHEDULED
 from withdrawals.batch_sql import debit_new_batch
@@ -44,6 +46,7 @@ from withdrawals.services import withdrawal_transition
 
 APPROVE_PERMISSION = "withdrawals.approve_payout_batch"
 PROCESS_TASK = "withdrawals.tasks.process_withdrawal"
+LOOK_UP_TASK = "withdrawals.tasks.look_up_payee"
 BATCH_NOT_AWAITING = "O lote não está aguardando aprovação."
 NO_PERMISSION = "Sem permissão para aprovar ou recusar lotes de saques."
 #: A per-item business rule names its item (from 0, as ``batch_index``).
@@ -81,8 +84,9 @@ def payout_batch_create(
 ) -> PayoutBatch:
     """Accept a batch as a whole or refuse it, nothing stored (module doc).
     Checks, in order: every item's fields (422, all items' errors at once),
-    the per-request limit of each item, then the day's limit and the balance
-    for the total (400s). ``in_transaction`` runs with the new batch before
+    each item's per-request limit and the payee check's request-time
+    refusals (400 naming the first item refused), then the day's limit and
+    the balance for the total (400s). ``in_transaction`` runs with the new batch before
     its transaction commits (the idempotency key's answer)."""
     checked = [_item_check(account, index, raw) for index, raw in enumerate(items)]
     errors = {field: messages for _, item_errors in checked for field, messages in item_errors.items()}
@@ -90,8 +94,7 @@ def payout_batch_create(
         raise ValidationFailed(errors)
     data = [item for item, _ in checked]
     for index, item in enumerate(data):
-        if item["amount"] > account.withdrawal_per_request_limit:
-            raise BusinessRuleError(ITEM_RULE.format(index=index, message=err.PER_REQUEST_LIMIT))
+        _item_rules(account, index, item)
     batch = PayoutBatch(
         id=uuid.uuid4(),
         account=account,
@@ -124,7 +127,34 @@ def payout_batch_create(
         if batch.status == PayoutBatch.Status.PROCESSING:
             ids = [w.pk for w in withdrawals]
             transaction.on_commit(lambda: _enqueue_items(ids))
+        else:
+            # Pending for staff: keys expecting a document are looked up
+            # meanwhile, for the approval screen, as a single withdrawal's.
+            checked_ids = [
+                w.pk
+                for w in withdrawals
+                if payee_rules.expected_document(account=account, payee_document=w.payee_document)
+            ]
+            if checked_ids:
+                transaction.on_commit(lambda: _enqueue_look_ups(checked_ids))
     return batch
+
+
+def _item_rules(account: Account, index: int, item: dict[str, Any]) -> None:
+    """A single withdrawal's business rules checked before the balance
+    lock, as a 400 naming the item: the per-request limit, then the payee
+    check's request-time refusals (decisions §13, the payee check)."""
+    if item["amount"] > account.withdrawal_per_request_limit:
+        raise BusinessRuleError(ITEM_RULE.format(index=index, message=err.PER_REQUEST_LIMIT))
+    try:
+        payee_rules.refuse_at_request(
+            account=account,
+            key_type=item["key_type"],
+            key_value=item["key_value"],
+            payee_document=item["payee_document"],
+        )
+    except BusinessRuleError as refused:
+        raise BusinessRuleError(ITEM_RULE.format(index=index, message=refused.message)) from refused
 
 
 def _withdrawal(account: Account, batch: PayoutBatch, index: int, item: dict[str, Any]) -> Withdrawal:
@@ -154,6 +184,13 @@ def _enqueue_items(ids: Sequence[uuid.UUID]) -> None:
     # are beat's payout poller's.
     for withdrawal_id in ids:
         dispatch.enqueue(PROCESS_TASK, str(withdrawal_id), left_to="beat's payout poller")
+
+
+def _enqueue_look_ups(ids: Sequence[uuid.UUID]) -> None:
+    # The look-up decides nothing: a lost publish leaves it to the payout
+    # run's own check after approval (withdrawals.payees).
+    for withdrawal_id in ids:
+        dispatch.enqueue(LOOK_UP_TASK, str(withdrawal_id), left_to="the payout run's own check")
 
 
 # --------------------------------------------------------------------------- staff's decision
@@ -208,14 +245,21 @@ def payout_batch_refuse(*, batch_id: uuid.UUID | str, staff: User) -> int:
 
 def _move_pending(batch_ref: uuid.UUID | str, to_status: str, source: str, actor: str) -> int:
     """Each pending item to ``to_status``, one transaction each (the batch
-    row is not held meanwhile: the last item's transaction ends the batch)."""
+    row is not held meanwhile: the last item's transaction ends the batch).
+    An item moved meanwhile on its own (staff canceled it) is skipped: that
+    change stands, and the rest of the batch still moves."""
     batch_id = uuid.UUID(str(batch_ref))
     ids = list(
         Withdrawal.objects.filter(batch_id=batch_id, status=WithdrawalStatus.PENDING)
         .order_by("batch_index")
         .values_list("pk", flat=True)
     )
-    moved = sum(withdrawal_transition(withdrawal_id=pk, to_status=to_status, source=source, actor=actor) for pk in ids)
+    moved = 0
+    for pk in ids:
+        try:
+            moved += withdrawal_transition(withdrawal_id=pk, to_status=to_status, source=source, actor=actor)
+        except err.WithdrawalTransitionNotAllowed:
+            continue  # no longer pending: its own change stands
     with transaction.atomic():
         batch_end_if_done(batch_id)  # nothing was left open (items canceled one by one)
     return moved
@@ -226,10 +270,14 @@ def payout_batches_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2)) 
     its pending items moved, and a batch with nothing open ends (once). Items
     of batches that needed no approval are beat's payout poller's."""
     cutoff = timezone.now() - older_than
-    open_batches = PayoutBatch.objects.filter(
-        Q(status=PayoutBatch.Status.PROCESSING) | Q(status=PayoutBatch.Status.CANCELED, completed_at__isnull=True),
-        updated_at__lt=cutoff,
-    ).values_list("pk", "status", "decided_by", "decided_at")
+    open_batches = (
+        PayoutBatch.objects.filter(
+            Q(status=PayoutBatch.Status.PROCESSING) | Q(status=PayoutBatch.Status.CANCELED, completed_at__isnull=True),
+            updated_at__lt=cutoff,
+        )
+        .order_by("created_at")
+        .values_list("pk", "status", "decided_by", "decided_at")
+    )
     swept = 0
     for batch_id, status, decided_by, decided_at in open_batches:
         if decided_at is not None:

@@ -23,6 +23,7 @@ from tests.factories import AccountFactory
 from tests.helpers import admin_action, admin_messages
 from tests.withdrawals.conftest import snapshot
 from withdrawals import batches
+from withdrawals import exceptions as err
 from withdrawals.models import PayoutBatch, Withdrawal, WithdrawalStatus
 
 pytestmark = pytest.mark.django_db
@@ -186,6 +187,45 @@ def test_a_business_rule_refuses_the_whole_batch(
     response = client.post(URL, {"items": items}, format="json")
     assert response.status_code == 400, response.content
     assert response.json() == {"success": False, "message": message, "data": None}
+    assert snapshot(account) == before
+    assert PayoutBatch.objects.count() == 0
+    assert enqueued == []
+
+
+OTHER_CPF = "11144477735"
+
+
+@pytest.mark.parametrize(
+    ("same_ownership_only", "bad_item", "message"),
+    [
+        # Only the holder's own keys, and this CPF key is another person's.
+        (True, item(2000, key_type="cnpj", key_value="11222333000181", payee_document="11222333000181"), None),
+        (True, item(2000, key_type="cpf", key_value=OTHER_CPF), err.SAME_OWNERSHIP_ONLY),
+        # A CPF key is owned by that CPF: not the item's payee_document, never will be.
+        (False, item(2000, payee_document=OTHER_CPF), err.KEY_NOT_PAYEE),
+    ],
+)
+def test_an_item_the_payee_check_refuses_at_request_refuses_the_batch(
+    client: APIClient,
+    account: Account,
+    enqueued: list[list[Any]],
+    same_ownership_only: bool,
+    bad_item: dict[str, Any],
+    message: str | None,
+) -> None:
+    """As a single withdrawal's (decisions, the payee check): a 400 naming the
+    item, before the balance lock, no lookup, nothing debited or stored."""
+    Account.objects.filter(pk=account.pk).update(
+        payouts_same_ownership_only=same_ownership_only, document="11222333000181"
+    )
+    own = item(1000, key_type="cnpj", key_value="11.222.333/0001-81")
+    before = snapshot(account)
+    response = client.post(URL, {"items": [own, bad_item]}, format="json")
+    if message is None:  # the holder's own document: accepted, as a single withdrawal
+        assert response.status_code == 201, response.content
+        return
+    assert response.status_code == 400, response.content
+    assert response.json() == {"success": False, "message": f"Item 1: {message}", "data": None}
     assert snapshot(account) == before
     assert PayoutBatch.objects.count() == 0
     assert enqueued == []

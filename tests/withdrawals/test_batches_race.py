@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import close_old_connections, transaction
+from django.urls import reverse
 
 from accounts.credential_links import credential_issue_for_claim, credential_link_send
 from accounts.exceptions import SegregationOfDuties
 from accounts.models import Account, AccountBalance, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import credential_issue, ledger_post
+from acquirers.adapters.sandbox_keys import register_key_owner
 from acquirers.models import AcquirerSlot
 from acquirers.services import acquirer_slots_set
 from core.exceptions import AccessDenied, BusinessRuleError, ConflictError
@@ -248,3 +250,93 @@ def test_the_sweep_finishes_a_decision_cut_midway(monkeypatch: pytest.MonkeyPatc
     assert set(Withdrawal.objects.filter(batch=batch).values_list("status", flat=True)) == {"approved"}
     actors = set(WithdrawalTransition.objects.filter(withdrawal__batch=batch).values_list("source", "actor"))
     assert actors == {("system", "carla")}
+
+
+def cancel_first(item: Withdrawal, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Staff cancel ``item`` on its own (a single withdrawal's action) right
+    after a decision listed the batch's pending items, before it moves them."""
+    real = services.withdrawal_transition
+    done: list[bool] = []
+
+    def racing(**kwargs: Any) -> bool:
+        if not done and Withdrawal.objects.filter(pk=kwargs["withdrawal_id"], batch_id=item.batch_id).exists():
+            done.append(True)
+            real(withdrawal_id=item.pk, to_status=WithdrawalStatus.CANCELED, source="staff", actor="ana")
+        return real(**kwargs)
+
+    monkeypatch.setattr(batches, "withdrawal_transition", racing)
+
+
+def test_an_item_canceled_on_its_own_meanwhile_does_not_stop_the_approval(
+    monkeypatch: pytest.MonkeyPatch, needs_approval: Account, celery_worker_process: CeleryWorker
+) -> None:
+    batch = payout_batch_create(account=needs_approval, items=items(5000, 3000, 2000))
+    second = Withdrawal.objects.get(batch=batch, batch_index=1)
+    cancel_first(second, monkeypatch)
+    assert payout_batch_approve(batch_id=batch.pk, staff=staff("carla", "operations")) == 2
+
+    def ended() -> PayoutBatch | None:
+        batch.refresh_from_db()
+        return batch if batch.status == PayoutBatch.Status.COMPLETED else None
+
+    wait_for(ended, timeout=30)
+    statuses = dict(Withdrawal.objects.filter(batch=batch).values_list("batch_index", "status"))
+    assert statuses == {0: "paid", 1: "canceled", 2: "paid"}
+    # The cancel stands: its debit came back; the batch ended once.
+    assert available_balance(needs_approval) == ledger_sum(needs_approval) == 100_000 - 7000
+    [event] = batch_events(batch)
+    assert (event.data["counts"]["paid"], event.data["counts"]["canceled"]) == (2, 1)
+
+
+def test_the_sweep_goes_on_past_a_batch_whose_item_was_canceled_meanwhile(
+    monkeypatch: pytest.MonkeyPatch, needs_approval: Account
+) -> None:
+    monkeypatch.setattr("withdrawals.services._enqueue_processing", lambda *a, **k: None)
+    first = payout_batch_create(account=needs_approval, items=items(5000, 3000))
+    second = payout_batch_create(account=needs_approval, items=items(2000))
+    for batch in (first, second):  # approvals cut midway
+        PayoutBatch.objects.filter(pk=batch.pk).update(
+            status=PayoutBatch.Status.PROCESSING, decided_by="carla", decided_at=batch.created_at
+        )
+    cancel_first(Withdrawal.objects.get(batch=first, batch_index=1), monkeypatch)
+    assert payout_batches_sweep(older_than=dt.timedelta(0)) == 2
+    moved = Withdrawal.objects.filter(batch__in=(first, second))
+    statuses = set(moved.values_list("batch_id", "batch_index", "status"))
+    assert statuses == {(first.pk, 0, "approved"), (first.pk, 1, "canceled"), (second.pk, 0, "approved")}
+    assert available_balance(needs_approval) == ledger_sum(needs_approval) == 100_000 - 5000 - 2000
+
+
+def test_items_awaiting_approval_are_looked_up_for_the_approving_staff(
+    needs_approval: Account, celery_worker_process: CeleryWorker, admin_client: Any
+) -> None:
+    """As a single withdrawal awaiting approval: each item expecting a
+    document has its key's owner looked up by the worker, shown on the
+    batch's page; nothing decided, the items stay pending."""
+    owner_key, stranger_key = (f"fornecedor.{uuid.uuid4().hex[:10]}@example.com" for _ in range(2))
+    register_key_owner("batch_sandbox", "email", owner_key, name="Fulano de Tal", document=CPF)
+    register_key_owner("batch_sandbox", "email", stranger_key, name="Beltrano Silva", document="11144477735")
+    batch = payout_batch_create(
+        account=needs_approval,
+        items=[
+            {"amount": 2000, "key_type": "email", "key_value": owner_key, "payee_document": CPF},
+            {"amount": 2000, "key_type": "email", "key_value": stranger_key, "payee_document": CPF},
+            {"amount": 2000, "key_type": "cpf", "key_value": CPF},  # no document expected: not looked up
+        ],
+    )
+
+    def looked_up() -> dict[int | None, tuple[str, str]] | None:
+        found = {
+            index: (check, name)
+            for index, check, name in Withdrawal.objects.filter(batch=batch).values_list(
+                "batch_index", "payee_check", "payee_name"
+            )
+        }
+        return found if found[0][0] and found[1][0] else None
+
+    found = wait_for(looked_up)
+    assert found == {0: ("matched", "Fulano de Tal"), 1: ("mismatch", "Beltrano Silva"), 2: ("", "")}
+    assert set(Withdrawal.objects.filter(batch=batch).values_list("status", flat=True)) == {"pending"}
+    page = admin_client.get(reverse("admin:withdrawals_payoutbatch_change", args=[batch.pk])).content.decode()
+    assert "Titular no DICT" in page
+    assert "Confere: Fulano de Tal" in page
+    assert "Não confere: Beltrano Silva" in page

@@ -18,6 +18,7 @@ from core.admin.lists import DetailActionsMixin
 from core.admin.records import ActionsOnlyAdminMixin, ReadOnlyInlineMixin, UUIDSearchMixin
 from core.exceptions import AccessDenied, ConflictError
 from core.money import brl
+from withdrawals.admin.columns import payee_column
 from withdrawals.batches import payout_batch_approve, payout_batch_refuse
 from withdrawals.models import PayoutBatch, Withdrawal, WithdrawalStatus
 
@@ -27,12 +28,26 @@ AWAITING = (PayoutBatch.Status.AWAITING_APPROVAL,)
 class PayoutBatchItemInline(ReadOnlyInlineMixin, admin.TabularInline[Withdrawal, PayoutBatch]):
     model = Withdrawal
     fk_name = "batch"
-    fields = ("batch_index", "external_id", "amount", "pix_key_type", "pix_key", "status", "e2e_id", "failure_reason")
+    fields = (
+        "batch_index",
+        "external_id",
+        "amount",
+        "pix_key_type",
+        "pix_key",
+        "payee_column",
+        "status",
+        "e2e_id",
+        "failure_reason",
+    )
     readonly_fields = fields
+    payee_column = payee_column  # the key's owner the payee check found, for the approving staff
     ordering = ("batch_index",)
     show_change_link = True
     verbose_name = "saque do lote"
     verbose_name_plural = "saques do lote"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Withdrawal]:
+        return super().get_queryset(request).select_related("account")  # the owner column reads the account
 
 
 def _decide(decision: Any, verb: str) -> Any:
