@@ -66,13 +66,16 @@ KEY_NOT_PAYEE = "A chave informada não pertence ao CPF/CNPJ do recebedor."
 PAYEE_MISMATCH = "O titular da chave não confere com o documento informado."
 PAYEE_KEY_NOT_FOUND = "A chave Pix não foi encontrada no DICT."
 PAYEE_LOOKUP_GAVE_UP = "Não foi possível consultar o titular da chave a tempo; nada foi enviado."
+PAYEE_CHECKED_SEND_REFUSED = "A adquirente recusou o envio com verificação do titular; nada foi enviado."
 
 #: What a merchant reads as a failed withdrawal's ``failure_reason`` when the
 #: stored one is not for them (an acquirer's text, staff's note when they
 #: settled an undetermined payout): the stored reason stays for staff.
 PAYOUT_FAILED = "O pagamento não pôde ser concluído; o valor voltou ao saldo."
 #: Stored reasons written for the merchant, shown as they are.
-MERCHANT_FAILURE_REASONS = frozenset({PAYEE_MISMATCH, PAYEE_KEY_NOT_FOUND, PAYEE_LOOKUP_GAVE_UP})
+MERCHANT_FAILURE_REASONS = frozenset(
+    {PAYEE_MISMATCH, PAYEE_KEY_NOT_FOUND, PAYEE_LOOKUP_GAVE_UP, PAYEE_CHECKED_SEND_REFUSED}
+)
 
 
 def merchant_failure_reason(status: str, reason: str) -> str:

@@ -31,7 +31,7 @@ from redis import Redis
 
 from accounts.models import Account
 from acquirers import adapters, calls
-from acquirers.adapters.base import KeyOwner, RecordNotFound
+from acquirers.adapters.base import KeyOwner, PayeeRefused, RecordNotFound
 from acquirers.selectors import payout_chain
 from core import metrics
 from core.daily_counts import daily_count, daily_count_add
@@ -39,7 +39,7 @@ from core.redis import UNAVAILABLE
 from core.redis import client as redis_client
 from withdrawals import exceptions as err
 from withdrawals import services
-from withdrawals.models import PayeeCheck, Withdrawal, WithdrawalStatus, WithdrawalTransition
+from withdrawals.models import PayeeCheck, PayoutAttempt, Withdrawal, WithdrawalStatus, WithdrawalTransition
 from withdrawals.payee_rules import expected_document, matches, shown
 
 logger = logging.getLogger(__name__)
@@ -99,9 +99,16 @@ def key_owner(*, account: Account, key_type: str, key_value: str, amount: int) -
         return cached
     offering = set(adapters.adapter_names(supporting="key_lookup"))
     for acquirer in payout_chain(account, amount):
-        if acquirer.adapter not in offering or not calls.admit(acquirer, "key_lookup").allowed:
+        if acquirer.adapter not in offering:
             continue
-        done = calls.call(acquirer, "key_lookup", lambda adapter: adapter.lookup_key(key_type, key_value))
+        gate = calls.admit(acquirer, "key_lookup")
+        if not gate.allowed:
+            continue
+        # The lookup may be the breaker's half-open probe: its outcome must
+        # close (or re-open) the circuit, else the probe's claim blocks payouts.
+        done = calls.call(
+            acquirer, "key_lookup", lambda adapter: adapter.lookup_key(key_type, key_value), probe=gate.probe
+        )
         if done.outcome is calls.Outcome.BUSY:
             continue
         daily_count_add(LOOKUPS, account.pk)
@@ -116,7 +123,8 @@ def key_owner(*, account: Account, key_type: str, key_value: str, amount: int) -
         if answer is not None:
             _remember(key_type, key_value, answer)
             return answer
-        logger.info("payee lookup at %s unclear: %s", acquirer.key, done.error_message)
+        # The outcome and class only: adapters' messages may name the key (a CPF key is a CPF).
+        logger.info("payee lookup at %s unclear: %s (%s)", acquirer.key, done.outcome, done.error_class)
     return None
 
 
@@ -209,3 +217,27 @@ def payee_verdict(withdrawal: Withdrawal, *, lease_token: str) -> Verdict:
     )
     metrics.PAYOUTS.labels("none", "payee_" + (check or "unclear")).inc()
     return Verdict(Decision.FAILED)
+
+
+def payee_send_refused(withdrawal: Withdrawal, *, lease_token: str) -> WithdrawalStatus:
+    """A checked payout (``PayoutRequest.payee_document`` sent) refused or
+    failed for good by the acquirer it was sent to: failed, money back, never
+    sent to the next acquirer of the chain, which may not check the owner
+    (Efí checks the full document, the DICT shows 6 CPF digits). The reason
+    is the mismatch when the adapter said so (:class:`PayeeRefused`)."""
+    last = (
+        PayoutAttempt.objects.filter(withdrawal=withdrawal, released=True)
+        .order_by("-id")
+        .values_list("error_class", flat=True)
+        .first()
+    )
+    mismatch = last == PayeeRefused.__name__
+    services.withdrawal_transition(
+        withdrawal_id=withdrawal.pk,
+        to_status=WithdrawalStatus.FAILED,
+        source=WithdrawalTransition.Source.SYSTEM,
+        reason=err.PAYEE_MISMATCH if mismatch else err.PAYEE_CHECKED_SEND_REFUSED,
+        lease_token=lease_token,
+    )
+    metrics.PAYOUTS.labels("none", "payee_refused" if mismatch else "payee_send_refused").inc()
+    return WithdrawalStatus.FAILED

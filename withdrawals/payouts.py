@@ -5,7 +5,9 @@ settles it on their definitive answer.
 A payout belongs to the acquirer it was sent to (its "owner") until that
 acquirer answers definitively. Only a refusal of the send (nothing was or
 will be sent) or a "failed" status, given while no send of ours to it is
-still on its way, frees the chain to try the next acquirer. "Not found"
+still on its way, frees the chain to try the next acquirer; not for a payout
+under the payee check, which then fails, money back (the refusal may be the
+acquirer's own owner check: withdrawals.payees.payee_send_refused). "Not found"
 after an unclear send is not an answer: the owner is asked again with
 backoff for the settle window, and sent the same payout again under the
 same idempotency id (acquirers deduplicate on it); past the window the
@@ -139,7 +141,6 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
         amount=withdrawal.liquid_amount,
         key_type=withdrawal.pix_key_type,
         key_value=withdrawal.pix_key,
-        # The document the key must belong to, if any: Efí, say, checks it again on the send.
         payee_document=payee_rules.expected_document(
             account=withdrawal.account, payee_document=withdrawal.payee_document
         ),
@@ -157,8 +158,7 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
     # progress" is a dead run's (its process or its connection died).
     calls_interrupted([pk for pk, _, _, _, outcome in rows if outcome == IN_PROGRESS])
     history = [(acquirer_id, action, released) for _, acquirer_id, action, released, _ in rows]
-    # Acquirers that refused or failed it for good: we moved past them, so
-    # they are never asked to pay again.
+    # Acquirers that refused or failed it for good: never asked to pay again.
     done_with = {a for a, _, released in history if released}
     contacted = list(dict.fromkeys(a for a, action, _ in history if action == PayoutAttempt.Action.SEND))
     contacted = [a for a in contacted if a not in done_with]
@@ -169,17 +169,17 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
         if verdict.decision is not payees.Decision.SEND:
             return ProcessOutcome.DEFERRED if verdict.decision is payees.Decision.DEFERRED else WithdrawalStatus.FAILED
 
-    # First every acquirer that may hold the payout, whether or not it is
-    # still in the chain (disabled, reordered, removed): a payout is never
-    # sent elsewhere while one of them could still be paying it. Nor does an
-    # open circuit breaker spare one of them the question: only its answer
-    # lets the payout move on.
+    # First every acquirer that may hold the payout, in the chain or not: a payout is never sent
+    # elsewhere while one of them could still be paying it. Nor does an open circuit breaker
+    # spare one of them the question: only its answer lets the payout move on.
     for acquirer in Acquirer.objects.filter(pk__in=contacted):
         settled = _ask_owner(withdrawal, acquirer, request, may_resend=True)
         if settled is not None:
             return settled
         done_with.add(acquirer.pk)
         metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "payout").inc()
+    if request.payee_document and done_with:  # a checked payout refused once goes nowhere else (payees)
+        return payees.payee_send_refused(withdrawal, lease_token=token)
 
     waiting_for: list[breaker.Gate] = []
     for acquirer in payout_chain(withdrawal.account, withdrawal.liquid_amount):
@@ -187,13 +187,14 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
             continue
         gate = calls.admit(acquirer, "payout")
         if not gate.allowed:
-            # Open circuit or busy: not sent now, but not done with. Nothing is
-            # written to the attempts: a send row would read as "may hold it".
+            # Open circuit or busy: not sent now, not done with; no attempt row ("may hold it").
             waiting_for.append(gate)
             continue
         settled = _send(withdrawal, acquirer, request, probe=gate.probe)
         if settled is not None:
             return settled
+        if request.payee_document:  # its refusal may be the owner check (decisions §13): no fallback
+            return payees.payee_send_refused(withdrawal, lease_token=token)
         done_with.add(acquirer.pk)
         metrics.ACQUIRER_FALLBACKS.labels(acquirer.key, "payout").inc()
 

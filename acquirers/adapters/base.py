@@ -33,6 +33,7 @@ from acquirers.adapters.errors import CapabilityNotSupported as CapabilityNotSup
 from acquirers.adapters.errors import InvalidNotification as InvalidNotification
 from acquirers.adapters.errors import InvalidOptions as InvalidOptions
 from acquirers.adapters.errors import InvalidResponse as InvalidResponse
+from acquirers.adapters.errors import PayeeRefused as PayeeRefused
 from acquirers.adapters.errors import RecordNotFound as RecordNotFound
 from acquirers.adapters.errors import UnknownAdapter as UnknownAdapter
 from acquirers.adapters.errors import UnreadableNotification as UnreadableNotification

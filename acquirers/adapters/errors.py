@@ -40,6 +40,13 @@ class RecordNotFound(AcquirerDeclined):
     error_class = "declined"
 
 
+class PayeeRefused(AcquirerDeclined):
+    """A payout send refused because the key's owner does not have the payee
+    document it carried (``PayoutRequest.payee_document``): nothing sent."""
+
+    error_class = "declined"
+
+
 class InvalidResponse(AcquirerUnavailable):
     """The acquirer answered something we cannot use (garbage, invalid BR Code)."""
 

@@ -89,13 +89,13 @@ class SandboxKeyLookup:
         if raw is not None:
             registered = json.loads(raw)
             if not registered["found"]:
-                raise RecordNotFound(f"sandbox: no key {key_type} {key_value!r} in the DICT")
+                raise RecordNotFound(f"sandbox: no such {key_type} key in the DICT")
             document = registered["document"]
             name = registered["name"] or "Titular Registrado"
         elif key_type in ("cpf", "cnpj"):
             document, name = key_value, f"Titular {key_type.upper()} {key_value[-4:]}"
         elif NOT_FOUND_MARK in key_value.lower():
-            raise RecordNotFound(f"sandbox: no key {key_type} {key_value!r} in the DICT")
+            raise RecordNotFound(f"sandbox: no such {key_type} key in the DICT")
         else:
             document = derived_cpf(key_type, key_value)
             name = f"Titular Sandbox {document[3:7]}"

@@ -9,6 +9,7 @@ each step is the test's, none the worker's."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -20,7 +21,7 @@ from rest_framework.test import APIClient
 from accounts.models import Account, LedgerEntry
 from accounts.selectors import available_balance, ledger_sum
 from accounts.services import ledger_post
-from acquirers import adapters
+from acquirers import adapters, breaker, calls
 from acquirers.adapters.base import PayoutRequest, PayoutResult
 from acquirers.adapters.sandbox import SandboxAdapter
 from acquirers.adapters.sandbox_keys import derived_cpf, register_key_owner
@@ -30,6 +31,7 @@ from tests.factories import AccountFactory, AcquirerFactory
 from tests.realworld import wait_for
 from tests.withdrawals.conftest import Refused
 from withdrawals import exceptions as err
+from withdrawals import payees
 from withdrawals.models import PayeeCheck, PayoutAttempt, Withdrawal, WithdrawalStatus
 from withdrawals.payee_rules import matches, shown
 from withdrawals.payees import payee_lookups_today
@@ -338,3 +340,28 @@ def test_staff_see_the_owner_before_approving_and_the_send_reuses_that_check(
     assert sends(withdrawal) == ["paid"]
     assert payee_lookups_today(account_id=account.pk) == 1  # the check staff saw, not a second lookup
     assert_balanced(account, SEED - AMOUNT)
+
+
+def test_a_lookup_that_probes_a_cooled_down_circuit_closes_it_for_payouts(
+    account: Account, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    settings.ACQUIRER_BREAKER_ENABLED = True
+    settings.ACQUIRER_BREAKER_COOLDOWN = 30
+    now = [time.time()]
+    monkeypatch.setattr(breaker, "clock", lambda: now[0])
+    monkeypatch.setattr(breaker, "_suspended_until", 0.0)
+    acquirer = sandbox(account)
+    for _ in range(settings.ACQUIRER_BREAKER_FAILURES):
+        breaker.record(acquirer, outcome="unavailable", latency_ms=5)
+    assert not calls.admit(acquirer, "payout").allowed
+    now[0] += 31  # the cool-down is over: the next call is the probe
+
+    # The lookup is that probe; its answer (an owner, or "no such key") is the acquirer's health.
+    owner = payees.key_owner(account=account, key_type="email", key_value=new_key(), amount=AMOUNT)
+    assert owner is not None
+    assert owner["found"]
+
+    health = breaker.snapshot(acquirer)
+    assert health is not None
+    assert health.state is breaker.State.CLOSED
+    assert calls.admit(acquirer, "payout").allowed

@@ -100,19 +100,31 @@ class ApiClient:
         idempotent: bool,
         json_body: Mapping[str, Any] | None = None,
         budget: float | None = None,
+        shown_path: str = "",
     ) -> ApiResponse:
         """Call ``base_url + path`` with a bearer token; return the 2xx JSON
-        answer or raise an adapter error (see the module docstring)."""
+        answer or raise an adapter error (see the module docstring).
+        ``shown_path``: what logs and error messages name instead of ``path``
+        (a path carrying personal data, such as a CPF key)."""
         seconds = budget if budget is not None else self.api.budget
         # Socket timeouts bound each read, not the exchange: the budget is cut
         # at the socket too, also for calls outside acquirers.calls.call (the
         # lookups confirming an inbound notification). Inside a call's own
         # scope the earlier deadline wins.
         with cutoff.scope(seconds):
-            return self._request(method, path, json_body=json_body, idempotent=idempotent, seconds=seconds)
+            return self._request(
+                method, path, json_body=json_body, idempotent=idempotent, seconds=seconds, shown_path=shown_path
+            )
 
     def _request(
-        self, method: str, path: str, *, json_body: Mapping[str, Any] | None, idempotent: bool, seconds: float
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Mapping[str, Any] | None,
+        idempotent: bool,
+        seconds: float,
+        shown_path: str = "",
     ) -> ApiResponse:
         deadline = time.monotonic() + seconds
         url = self.api.base_url + path
@@ -125,7 +137,7 @@ class ApiClient:
             if body is not None:
                 headers["Content-Type"] = "application/json"
             try:
-                raw = self._send(method, url, headers=headers, body=body, deadline=deadline)
+                raw = self._send(method, url, headers=headers, body=body, deadline=deadline, shown_path=shown_path)
             except (HttpTimeout, HttpUnavailable) as exc:
                 if idempotent and retries < self.api.max_retries and self._can_retry(exc, deadline):
                     retries += 1
@@ -143,7 +155,7 @@ class ApiClient:
                     retries += 1
                     self._backoff(retries, deadline, wait)
                     continue
-            return self._interpret(method, path, raw)
+            return self._interpret(method, shown_path or path, raw)
 
     def access_token(self, deadline: float) -> str:
         """A valid token: from the shared cache, or fetched (one process at a time)."""
@@ -189,10 +201,20 @@ class ApiClient:
     def _remaining(deadline: float) -> float:
         return deadline - time.monotonic()
 
-    def _send(self, method: str, url: str, *, headers: dict[str, str], body: bytes | None, deadline: float) -> _Raw:
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str],
+        body: bytes | None,
+        deadline: float,
+        shown_path: str = "",
+    ) -> _Raw:
+        shown = shown_path or _path(url)
         remaining = self._remaining(deadline)
         if remaining <= 0.01:
-            raise HttpTimeout(f"{method} {_path(url)}: no time left in the call's budget")
+            raise HttpTimeout(f"{method} {shown}: no time left in the call's budget")
         timeout = (min(self.api.connect_timeout, remaining), min(self.api.read_timeout, remaining))
         started = time.monotonic()
         try:
@@ -206,19 +228,22 @@ class ApiClient:
                     chunks.append(chunk)
                     size += len(chunk)
                     if size > MAX_BODY_BYTES:
-                        raise InvalidResponse(f"{method} {_path(url)}: answer larger than {MAX_BODY_BYTES} bytes")
+                        raise InvalidResponse(f"{method} {shown}: answer larger than {MAX_BODY_BYTES} bytes")
                     if time.monotonic() > deadline:
-                        raise HttpTimeout(f"{method} {_path(url)}: answer not complete within the budget")
+                        raise HttpTimeout(f"{method} {shown}: answer not complete within the budget")
             finally:
                 response.close()
         except requests.RequestException as exc:
-            raise _failure(method, url, exc) from None
+            failure = _failure(method, url, exc)
+            if shown_path:  # the exchange's own message may name the URL
+                failure.args = (str(failure).replace(_path(url), shown_path),)
+            raise failure from None
         latency = int((time.monotonic() - started) * 1000)
         logger.info(
             "acquirer %s: %s %s -> %s in %d ms",
             self.api.acquirer_key,
             method,
-            _path(url),
+            shown,
             response.status_code,
             latency,
         )

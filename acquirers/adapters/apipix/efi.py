@@ -170,7 +170,7 @@ class EfiPixAdapter(AcquirerAdapter):
                 # "idEnvio already used" says Efí has this send, whatever the
                 # lookup says a moment later: never a refusal.
                 raise AcquirerUnavailable(f"{refused}; Efí has this idEnvio but its lookup does not show it yet")
-            raise refused
+            raise efi_keys.send_refusal(refused)  # the owner check of favorecido: PayeeRefused
         logger.info(
             "acquirer %s: send %s refused (%s) but Efí holds it", self.config.key, request.idempotency_id, refused
         )

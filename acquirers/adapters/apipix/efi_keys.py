@@ -12,7 +12,14 @@ the lookup itself, ``GET /v2/gn/chaves/{chave}/infos``, answering
 ``{"chave", "titular": {"nome", "cpf"|"cnpj"}, "conta": {"ispb",
 "instituicao"}}`` (a CPF masked, ``***.456.789-**``) and, for a key not in
 the DICT, a 404 ``{"nome": "chave_nao_encontrada"}``. Any other 404 (a
-proxy's, a retired route) is not "not found": it is unclear.
+proxy's, a retired route) is not "not found": it is unclear, as is a refusal
+to look up (no allowance left, a scope missing). Both are plain
+:class:`AcquirerDeclined`: Efí is up and answered, so they never count
+against its circuit breaker (shared with its payouts), and the payee check
+reads anything but an owner or :class:`RecordNotFound` as unclear.
+
+No key or document goes into a log line or an exception message (attempt
+rows and logs keep them): a CPF key is a CPF.
 """
 
 from __future__ import annotations
@@ -23,11 +30,15 @@ from typing import Any
 
 from acquirers.adapters.apipix.client import ApiClient
 from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
-from acquirers.adapters.base import AcquirerUnavailable, InvalidResponse, KeyOwner, RecordNotFound
+from acquirers.adapters.base import AcquirerDeclined, InvalidResponse, KeyOwner, PayeeRefused, RecordNotFound
 
 LOOKUP_PATH = "/v2/gn/chaves/{chave}/infos"
+#: What logs and error messages name instead of the lookup's path.
+SHOWN_PATH = LOOKUP_PATH.format(chave="<chave>")
 #: Efí's error ``nome`` for a key the DICT does not hold (assumed).
 KEY_NOT_FOUND = "chave_nao_encontrada"
+#: Efí's error ``nome`` refusing a send whose ``favorecido.cpf``/``cnpj`` is not the key owner's.
+PAYEE_INVALID = "favorecido_invalido"
 _DISCLOSED = re.compile(r"^[0-9*]{11}$|^[0-9A-Z*]{14}$")
 
 
@@ -41,19 +52,28 @@ def favorecido(key_value: str, payee_document: str) -> dict[str, str]:
     return body
 
 
+def send_refusal(refused: HttpDeclined) -> AcquirerDeclined:
+    """A refusal of a send Efí does not hold: :class:`PayeeRefused` when it is
+    the owner check of ``favorecido`` (its message names no document)."""
+    problem_kind = refused.problem.kind if refused.problem is not None else ""
+    if PAYEE_INVALID in str(refused) or problem_kind == PAYEE_INVALID:
+        return PayeeRefused(f"efi: {PAYEE_INVALID} ({refused.status}): the key's owner does not have that document")
+    return refused
+
+
 def lookup_key(client: ApiClient, key_value: str) -> KeyOwner:
     """The key's owner as Efí's DICT lookup answers it."""
     path = LOOKUP_PATH.format(chave=urllib.parse.quote(key_value, safe=""))
     try:
-        data = client.request("GET", path, idempotent=True).data
+        data = client.request("GET", path, idempotent=True, shown_path=SHOWN_PATH).data
     except HttpNotFound as exc:
         problem_kind = exc.problem.kind if exc.problem is not None else ""
         if KEY_NOT_FOUND in str(exc) or problem_kind == "ChaveNaoEncontrada":
-            raise RecordNotFound(f"efi: key not in the DICT ({exc})") from exc
-        raise InvalidResponse(f"{exc}: not Efí's {KEY_NOT_FOUND}, so the key's owner is unknown") from exc
+            raise RecordNotFound(f"efi: key not in the DICT ({exc})") from None
+        raise AcquirerDeclined(f"{exc}: not Efí's {KEY_NOT_FOUND}, so the key's owner is unknown") from None
     except HttpDeclined as exc:
         # A refusal to look up (no allowance left, a scope missing) says nothing of the key.
-        raise AcquirerUnavailable(f"key lookup refused, the key's owner is unknown: {exc}") from exc
+        raise AcquirerDeclined(f"key lookup refused, the key's owner is unknown: {exc}") from None
     return _owner(data)
 
 
@@ -65,7 +85,7 @@ def _owner(data: Any) -> KeyOwner:
     raw = titular.get("cpf") or titular.get("cnpj") or ""
     document = re.sub(r"[.\-/\s]", "", str(raw)).upper()
     if not _DISCLOSED.match(document):
-        raise InvalidResponse(f"Efí's key lookup: unreadable owner document {raw!r}")
+        raise InvalidResponse(f"Efí's key lookup: unreadable owner document ({len(str(raw))} characters)")
     ispb = str(conta.get("ispb") or "")
     if not re.fullmatch(r"\d{8}", ispb):
         raise InvalidResponse(f"Efí's key lookup: unreadable ISPB {ispb!r}")
