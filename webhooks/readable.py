@@ -40,6 +40,8 @@ EVENT_STATUS_LABELS: dict[str, dict[str, str]] = {
         "returned": "Valor devolvido ao pagador",
     },
     "due_charge_batch": {"done": "Concluído"},
+    # A batch of withdrawals ended (withdrawals.batch_progress): all its items final, or refused.
+    "payout_batch": {"completed": "Concluído", "canceled": "Cancelado"},
     # Pix Automático (recurrences.models: RecurrenceStatus, the cycle's statuses).
     "recurrence": {
         "created": "Aguardando autorização",
