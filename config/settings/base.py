@@ -322,6 +322,8 @@ API_MAX_BODY_BYTES_BY_PATH = {
     r"^/api/infractions/[^/]+/defense$": 7 * 1024 * 1024,
     # A batch of 1,000 due-date charges is about 500 KB.
     r"^/api/due-charges/batches$": 2 * 1024 * 1024,
+    # A batch of 1,000 payouts with the longest keys, references and documents is about 300 KB.
+    r"^/api/withdrawals/batches$": 1024 * 1024,
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(API_MAX_BODY_BYTES, *API_MAX_BODY_BYTES_BY_PATH.values())
 

@@ -6,6 +6,7 @@ Idempotency-Key replays; progress, items and CSV read back."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -113,6 +114,24 @@ def test_a_batch_debits_in_a_few_statements(client: APIClient, account: Account,
     assert Withdrawal.objects.filter(batch_id=response.json()["data"]["id"]).count() == 1000
     assert len(queries) < 40, [q["sql"][:80] for q in queries]
     assert available_balance(account) == ledger_sum(account) == 100_000
+
+
+def test_a_batch_of_1000_with_the_longest_fields_is_not_too_large(
+    client: APIClient, account: Account, enqueued: list[list[Any]]
+) -> None:
+    """The body limit of /api/ (256 KiB) would refuse it with a 413: the route takes more."""
+    Account.objects.filter(pk=account.pk).update(withdrawal_daily_limit=10_000_000)
+    with transaction.atomic():
+        ledger_post(account_id=account.pk, amount=1_000_000, kind=LedgerEntry.Kind.CHARGE_PAID, reference="seed:long")
+    key = "f" * 65 + "@example.com"  # 77 characters, the longest key
+    longest = {"key_type": "email", "key_value": key, "discount_fee": True, "payee_document": "11.222.333/0001-81"}
+    body = {"items": [item(1000, **longest, external_id=f"{n:064d}") for n in range(1000)]}
+    assert len(json.dumps(body, separators=(",", ":"))) > 256 * 1024
+
+    response = client.post(URL, body, format="json")
+
+    assert response.status_code == 201, response.content[:200]
+    assert Withdrawal.objects.filter(batch_id=response.json()["data"]["id"]).count() == 1000
 
 
 def test_invalid_items_refuse_the_whole_batch_each_with_its_errors(
