@@ -84,7 +84,14 @@ def export_slot(request: Request) -> Slot:
 # ``export_rows`` when a record's JSON is not flat. Documented by
 # ``csv_export_schema``. (Comments, not docstrings: drf-spectacular shows a
 # view's inherited docstrings as its description.)
-class CsvExportApi(AccountAPIView):
+class FileDownloadApi(AccountAPIView):
+    # A file (CSV, PDF), not a renderer's: any Accept is served, and errors
+    # are the API's JSON envelopes.
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        return super().perform_content_negotiation(request, force=True)
+
+
+class CsvExportApi(FileDownloadApi):
     filterset_class: ClassVar[type[django_filters.FilterSet]]
     item_serializer: ClassVar[type[serializers.BaseSerializer[Any]] | None] = None
     header: ClassVar[Sequence[str]]
@@ -104,11 +111,6 @@ class CsvExportApi(AccountAPIView):
         for record in records:
             item = render(record)
             yield ["" if item[name] is None else item[name] for name in self.header]
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
-        # Any Accept (text/csv included): the CSV is not a renderer's, and
-        # errors are the API's JSON envelopes.
-        return super().perform_content_negotiation(request, force=True)
 
     def get(self, request: Request) -> StreamingHttpResponse:
         filterset = valid_filterset(self.filterset_class, self.export_queryset(request), request.query_params)

@@ -37,3 +37,16 @@ def format_document(value: str) -> str:
     if len(value) == 11 and value.isdigit():
         return f"{value[:3]}.{value[3:6]}.{value[6:9]}-{value[9:]}"
     return value
+
+
+def mask_document(value: str, *, cnpj_in_full: bool = False) -> str:
+    """A CPF or CNPJ (digits, ``*`` where already masked, formatting
+    accepted) masked and formatted as PSPs show them: ``***.456.789-**``,
+    ``**.345.678/0001-**`` (``cnpj_in_full``: a company's document, public,
+    formatted whole). Anything else is returned as given ("" stays "")."""
+    chars = _FORMATTING.sub("", value or "").upper()
+    if len(chars) == 11:
+        return f"***.{chars[3:6]}.{chars[6:9]}-**"
+    if len(chars) == 14:
+        return format_document(chars) if cnpj_in_full else f"**.{chars[2:5]}.{chars[5:8]}/{chars[8:12]}-**"
+    return value or ""

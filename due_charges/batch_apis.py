@@ -28,6 +28,7 @@ from api.base import (
     responses,
     success_envelope,
 )
+from api.exports import FileDownloadApi
 from api.idempotency import Claim, idempotent
 from api.listing import filter_and_paginate
 from api.schema import PAGE_PARAMETERS, uuid_path
@@ -189,12 +190,8 @@ class BatchItemsApi(AccountAPIView):
         return ok({"items": data, "pagination": pagination}, "Itens do lote listados com sucesso.")
 
 
-class BatchCsvApi(AccountAPIView):
+class BatchCsvApi(FileDownloadApi):
     required_permission = "cashin"
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
-        # Any Accept (text/csv included); errors are the API's JSON envelopes.
-        return super().perform_content_negotiation(request, force=True)
 
     @extend_schema(
         tags=["due-charges"],

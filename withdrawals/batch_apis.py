@@ -28,6 +28,7 @@ from api.base import (
     success_envelope,
 )
 from api.examples import CPF
+from api.exports import FileDownloadApi
 from api.idempotency import Claim, idempotent
 from api.listing import TIMESTAMP_FORMAT, filter_and_paginate
 from api.schema import PAGE_PARAMETERS, uuid_path
@@ -250,12 +251,8 @@ class PayoutBatchItemsApi(AccountAPIView):
         return ok({"withdrawals": data, "pagination": pagination}, "Saques do lote listados com sucesso.")
 
 
-class PayoutBatchCsvApi(AccountAPIView):
+class PayoutBatchCsvApi(FileDownloadApi):
     required_permission = "cashout"
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
-        # Any Accept (text/csv included); errors are the API's JSON envelopes.
-        return super().perform_content_negotiation(request, force=True)
 
     @extend_schema(
         tags=["withdrawals"],

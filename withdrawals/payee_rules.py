@@ -8,7 +8,7 @@ itself (:mod:`withdrawals.payees`)."""
 from __future__ import annotations
 
 from accounts.models import Account
-from core.documents import normalize_document
+from core.documents import mask_document, normalize_document
 from core.exceptions import BusinessRuleError
 from withdrawals import exceptions as err
 from withdrawals.models import PixKeyType
@@ -53,9 +53,4 @@ def shown(disclosed: str) -> str:
     """The owner's document as staff and the API see it: a CPF always
     masked to the DICT's six middle digits (even if a PSP disclosed more),
     formatted; a CNPJ (a company's, public) formatted in full."""
-    d = disclosed.upper()
-    if len(d) == 11:
-        return f"***.{d[3:6]}.{d[6:9]}-**"
-    if len(d) == 14:
-        return f"{d[:2]}.{d[2:5]}.{d[5:8]}/{d[8:12]}-{d[12:]}"
-    return d[:18]
+    return mask_document(disclosed, cnpj_in_full=True)[:18]

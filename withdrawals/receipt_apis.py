@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.base import AccountAPIView, error_response, not_found, ok, responses, success_envelope
+from api.exports import FileDownloadApi
 from withdrawals import exceptions as err
 from withdrawals.apis import WITHDRAWAL_ID
 from withdrawals.receipt_pdf import pdf_response
@@ -129,13 +130,8 @@ class WithdrawalReceiptApi(AccountAPIView):
         return ok(ReceiptSerializer(receipt).data, RECEIPT_MESSAGE)
 
 
-class WithdrawalReceiptPdfApi(AccountAPIView):
+class WithdrawalReceiptPdfApi(FileDownloadApi):
     required_permission = "cashout"
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
-        # Any Accept (application/pdf included): the PDF is not a renderer's,
-        # and errors are the API's JSON envelopes.
-        return super().perform_content_negotiation(request, force=True)
 
     @extend_schema(
         tags=["withdrawals"],

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
+from core.documents import mask_document
 from core.selectors import get_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound, WithdrawalNotPaid
 from withdrawals.models import PixKeyType, Withdrawal, WithdrawalStatus, WithdrawalTransition
@@ -28,20 +28,6 @@ from withdrawals.selectors import SAO_PAULO, withdrawals_of
 RECEIPT_STATUSES = (WithdrawalStatus.PAID, WithdrawalStatus.REFUNDED)
 #: Local (America/Sao_Paulo) times on the receipt, as the API writes its timestamps.
 RECEIPT_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
-
-_FORMATTING = re.compile(r"[.\-/\s]")
-
-
-def mask_document(value: str) -> str:
-    """A CPF or CNPJ (digits, ``*`` where already masked, formatting
-    accepted) masked and formatted as receipts show them: ``***.456.789-**``,
-    ``**.345.678/0001-**``. Anything else is returned as given ("" stays "")."""
-    chars = _FORMATTING.sub("", value or "").upper()
-    if len(chars) == 11:
-        return f"***.{chars[3:6]}.{chars[6:9]}-**"
-    if len(chars) == 14:
-        return f"**.{chars[2:5]}.{chars[5:8]}/{chars[8:12]}-**"
-    return value or ""
 
 
 def masked_key(key_type: str, key: str) -> str:

@@ -21,6 +21,7 @@ from rest_framework.test import APIClient
 from accounts.models import Account, ApiCredential, LedgerEntry
 from accounts.services import credential_issue, ledger_post
 from acquirers.models import Acquirer
+from core.documents import mask_document
 from tests.conftest import client_for
 from tests.factories import AccountFactory, AcquirerFactory
 from tests.helpers import local, staff_login
@@ -28,7 +29,7 @@ from tests.withdrawals.conftest import snapshot
 from withdrawals.models import PayeeCheck, Withdrawal, WithdrawalStatus
 from withdrawals.payouts import withdrawal_process
 from withdrawals.receipt_apis import RECEIPT_EXAMPLE
-from withdrawals.receipts import mask_document, receipt_hash, receipt_of
+from withdrawals.receipts import receipt_hash, receipt_of
 from withdrawals.selectors import SAO_PAULO
 from withdrawals.services import withdrawal_request
 
