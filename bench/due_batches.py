@@ -10,17 +10,12 @@ validation, no Celery, no database), before and after the batch.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
-import tempfile
-import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from bench.harness import LoadResult, bench_env, machine_lines, print_table, setup_django
+from bench.harness import LoadResult, batch_main, timed_batch, timed_calls
 
 LEGEND = (
     "due-date batch: req/s = charges per second from the request to the batch done (validation, the "
@@ -72,17 +67,12 @@ def _anchor(acquirer: Any, items: list[dict[str, Any]], concurrency: int) -> flo
                 description=item["description"],
             )
         )
-    started = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(adapter.create_due_charge, requests))
-    return time.perf_counter() - started
+    return timed_calls(adapter.create_due_charge, requests, concurrency)
 
 
 def run(env: dict[str, str], *, items: int = 1000, concurrency: int = 4) -> list[LoadResult]:
     """One row: charges per second of one batch of ``items``, request to done;
     the sandbox adapter's own rate beside it (ceiling), and their ratio."""
-    from django.db import connection
-
     from accounts.models import Account
     from accounts.services import account_create
     from acquirers.models import Acquirer, AcquirerSlot
@@ -90,7 +80,6 @@ def run(env: dict[str, str], *, items: int = 1000, concurrency: int = 4) -> list
     from due_charges.batches import batch_create
     from due_charges.models import DueChargeBatch, ItemStatus
     from payments.models import Charge
-    from tests.realworld import celery_worker, wait_for
 
     account = Account.objects.filter(ref="bench-due-batches").first() or account_create(
         name="Bench Due Batches", ref="bench-due-batches", status=Account.Status.APPROVED
@@ -108,17 +97,15 @@ def run(env: dict[str, str], *, items: int = 1000, concurrency: int = 4) -> list
     acquirer_slots_set(account=account, purpose=AcquirerSlot.Purpose.CASHIN, acquirers=[acquirer])
     body = _items(items)
 
-    with celery_worker(connection.settings_dict["NAME"], Path(tempfile.mkdtemp()), concurrency=concurrency):
-        # A batch of one first: the worker's first task imports and connects.
-        warm = batch_create(account=account, items=body[:1])
-        wait_for(lambda: DueChargeBatch.objects.get(pk=warm.pk).status == "done", timeout=60)
+    def create(count: int | None) -> Any:
+        return batch_create(account=account, items=body[:count])
 
-        anchor_seconds = _anchor(acquirer, body, concurrency)
-        started = time.perf_counter()
-        batch = batch_create(account=account, items=body)
-        wait_for(lambda: DueChargeBatch.objects.get(pk=batch.pk).status == "done", timeout=600)
-        elapsed = time.perf_counter() - started
-        anchor_seconds += _anchor(acquirer, body, concurrency)
+    def done(batch: Any) -> bool:
+        return bool(DueChargeBatch.objects.get(pk=batch.pk).status == "done")
+
+    batch, elapsed, anchor_seconds = timed_batch(
+        concurrency=concurrency, create=create, done=done, anchor=lambda: _anchor(acquirer, body, concurrency)
+    )
 
     rows = batch.items.values_list("charge_id", "status", "created_at")
     created = {charge_id: at for charge_id, status, at in rows if status == ItemStatus.CREATED}
@@ -137,19 +124,7 @@ def run(env: dict[str, str], *, items: int = 1000, concurrency: int = 4) -> list
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=4, help="threads of the one worker process")
-    parser.add_argument("--engines", choices=["auto", "machine", "embedded"], default="auto")
-    args = parser.parse_args(argv)
-
-    env = bench_env(engines=args.engines)
-    setup_django(env)
-    rows = run(env, items=args.items, concurrency=args.concurrency)
-    print_table(rows, args.concurrency, header_lines=machine_lines())
-    print(LEGEND)
-    for row in rows:
-        print(f"{row.name}: {row.seconds:.1f} s, ratio to the sandbox alone {row.ratio:.2f}")
+    batch_main(run, __doc__ or "", LEGEND, argv)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ answer, since that is how the service is deployed; else the embedded ones.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import platform
@@ -19,11 +20,14 @@ import runpy
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -377,3 +381,59 @@ def print_table(results: list[LoadResult], concurrency: int, *, header_lines: Se
             notes.append(r.ceiling_note)
     for note in notes:
         print(f"ceiling: {note}")
+
+
+# --------------------------------------------------------------------------- batch benchmarks
+
+
+def timed_calls(call: Callable[[Any], object], requests: Sequence[Any], concurrency: int) -> float:
+    """Seconds for ``concurrency`` threads of this process to make ``call`` on every request: a
+    batch benchmark's ceiling (bench.due_batches, bench.payout_batches)."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(call, requests))
+    return time.perf_counter() - started
+
+
+def timed_batch(
+    *,
+    concurrency: int,
+    create: Callable[[int | None], Any],
+    done: Callable[[Any], bool],
+    anchor: Callable[[], float],
+) -> tuple[Any, float, float]:
+    """One batch through ONE Celery worker process of ``concurrency`` threads: a batch of one
+    first (the worker's first task imports and connects), then the whole one (``create(None)``)
+    timed from the request until ``done(batch)``; the ceiling's ``anchor`` timed before and
+    after it. (batch, seconds, anchor seconds of both runs)."""
+    from django.db import connection
+
+    from tests.realworld import celery_worker, wait_for
+
+    with celery_worker(connection.settings_dict["NAME"], Path(tempfile.mkdtemp()), concurrency=concurrency):
+        warm = create(1)
+        wait_for(lambda: done(warm), timeout=60)
+        anchor_seconds = anchor()
+        started = time.perf_counter()
+        batch = create(None)
+        wait_for(lambda: done(batch), timeout=600)
+        elapsed = time.perf_counter() - started
+        anchor_seconds += anchor()
+    return batch, elapsed, anchor_seconds
+
+
+def batch_main(run: Callable[..., list[LoadResult]], description: str, legend: str, argv: Sequence[str] | None) -> None:
+    """The command line of a batch benchmark: ``--items``, ``--concurrency``, ``--engines``."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=4, help="threads of the one worker process")
+    parser.add_argument("--engines", choices=["auto", "machine", "embedded"], default="auto")
+    args = parser.parse_args(argv)
+
+    env = bench_env(engines=args.engines)
+    setup_django(env)
+    rows = run(env, items=args.items, concurrency=args.concurrency)
+    print_table(rows, args.concurrency, header_lines=machine_lines())
+    print(legend)
+    for row in rows:
+        print(f"{row.name}: {row.seconds:.1f} s, ratio to the sandbox alone {row.ratio:.2f}")

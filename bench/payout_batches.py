@@ -10,16 +10,11 @@ Celery, no database), before and after the batch.
 
 from __future__ import annotations
 
-import argparse
-import tempfile
-import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from bench.harness import LoadResult, bench_env, machine_lines, print_table, setup_django
+from bench.harness import LoadResult, batch_main, timed_batch, timed_calls
 
 LEGEND = (
     "payout batch: req/s = payouts per second from the request to the batch completed (the debit of every "
@@ -58,22 +53,18 @@ def _anchor(acquirer: Any, items: list[dict[str, Any]], concurrency: int) -> flo
                 key_value=item["key_value"],
             )
         )
-    started = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(adapter.create_payout, requests))
-    return time.perf_counter() - started
+    return timed_calls(adapter.create_payout, requests, concurrency)
 
 
 def run(env: dict[str, str], *, items: int = 1000, concurrency: int = 4) -> list[LoadResult]:
     """One row: payouts per second of one batch of ``items``, request to
     completed; the sandbox adapter's own rate beside it (ceiling), and their ratio."""
-    from django.db import connection, transaction
+    from django.db import transaction
 
     from accounts.models import Account, LedgerEntry
     from accounts.services import account_create, ledger_post
     from acquirers.models import Acquirer, AcquirerSlot
     from acquirers.services import acquirer_grants_set, acquirer_slots_set
-    from tests.realworld import celery_worker, wait_for
     from withdrawals.batches import payout_batch_create
     from withdrawals.models import PayoutBatch, Withdrawal, WithdrawalStatus
 
@@ -104,20 +95,15 @@ def run(env: dict[str, str], *, items: int = 1000, concurrency: int = 4) -> list
             reference=f"bench:{uuid.uuid4().hex}",
         )
 
-    def completed(batch_id: uuid.UUID) -> bool:
-        return PayoutBatch.objects.get(pk=batch_id).status == PayoutBatch.Status.COMPLETED
+    def create(count: int | None) -> Any:
+        return payout_batch_create(account=account, items=body[:count])
 
-    with celery_worker(connection.settings_dict["NAME"], Path(tempfile.mkdtemp()), concurrency=concurrency):
-        # A batch of one first: the worker's first task imports and connects.
-        warm = payout_batch_create(account=account, items=body[:1])
-        wait_for(lambda: completed(warm.pk), timeout=60)
+    def done(batch: Any) -> bool:
+        return bool(PayoutBatch.objects.get(pk=batch.pk).status == PayoutBatch.Status.COMPLETED)
 
-        anchor_seconds = _anchor(acquirer, body, concurrency)
-        started = time.perf_counter()
-        batch = payout_batch_create(account=account, items=body)
-        wait_for(lambda: completed(batch.pk), timeout=600)
-        elapsed = time.perf_counter() - started
-        anchor_seconds += _anchor(acquirer, body, concurrency)
+    batch, elapsed, anchor_seconds = timed_batch(
+        concurrency=concurrency, create=create, done=done, anchor=lambda: _anchor(acquirer, body, concurrency)
+    )
 
     rows = Withdrawal.objects.filter(batch=batch).values_list("status", "created_at", "paid_at")
     latencies = [(paid - created).total_seconds() for status, created, paid in rows if status == "paid" and paid]
@@ -135,19 +121,7 @@ def run(env: dict[str, str], *, items: int = 1000, concurrency: int = 4) -> list
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=4, help="threads of the one worker process")
-    parser.add_argument("--engines", choices=["auto", "machine", "embedded"], default="auto")
-    args = parser.parse_args(argv)
-
-    env = bench_env(engines=args.engines)
-    setup_django(env)
-    rows = run(env, items=args.items, concurrency=args.concurrency)
-    print_table(rows, args.concurrency, header_lines=machine_lines())
-    print(LEGEND)
-    for row in rows:
-        print(f"{row.name}: {row.seconds:.1f} s, ratio to the sandbox alone {row.ratio:.2f}")
+    batch_main(run, __doc__ or "", LEGEND, argv)
 
 
 if __name__ == "__main__":
