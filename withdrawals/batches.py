@@ -23,7 +23,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from accounts.exceptions import SegregationOfDuties
@@ -31,11 +31,10 @@ from accounts.models import Account
 from accounts.segregation import withdrawal_approval_conflict
 from accounts.services import balance_lock
 from api.errors import flatten_errors
-from core import dispatch
 from core.exceptions import AccessDenied, BusinessRuleError, ConflictError, ValidationFailed
 from withdrawals import exceptions as err
-from withdrawals import payee_rules
-from withdrawals.batch_progress import batch_end_if_done
+from withdrawals import payee_rules, services
+from withdrawals.batch_progress import OPEN, batch_end_if_done
 from withdrawals.batch_serializers import ITEM_NOT_AN_OBJECT, ITEM_NOT_SCHEDULED
 from withdrawals.batch_sql import debit_new_batch
 from withdrawals.limits import total_after_request, withdrawn_before
@@ -45,8 +44,6 @@ from withdrawals.serializers import WithdrawalCreateSerializer
 from withdrawals.services import withdrawal_transition
 
 APPROVE_PERMISSION = "withdrawals.approve_payout_batch"
-PROCESS_TASK = "withdrawals.tasks.process_withdrawal"
-LOOK_UP_TASK = "withdrawals.tasks.look_up_payee"
 BATCH_NOT_AWAITING = "O lote não está aguardando aprovação."
 NO_PERMISSION = "Sem permissão para aprovar ou recusar lotes de saques."
 #: A per-item business rule names its item (from 0, as ``batch_index``).
@@ -179,18 +176,15 @@ def _withdrawal(account: Account, batch: PayoutBatch, index: int, item: dict[str
 
 
 def _enqueue_items(ids: Sequence[uuid.UUID]) -> None:
-    # The payout engine's task, by name (tasks import services, not the
-    # reverse); its queue and worker bound the concurrency. Lost publishes
-    # are beat's payout poller's.
+    # The payout engine's hand-off, as for a single withdrawal; its queue and
+    # worker bound the concurrency.
     for withdrawal_id in ids:
-        dispatch.enqueue(PROCESS_TASK, str(withdrawal_id), left_to="beat's payout poller")
+        services._enqueue_processing(withdrawal_id)
 
 
 def _enqueue_look_ups(ids: Sequence[uuid.UUID]) -> None:
-    # The look-up decides nothing: a lost publish leaves it to the payout
-    # run's own check after approval (withdrawals.payees).
     for withdrawal_id in ids:
-        dispatch.enqueue(LOOK_UP_TASK, str(withdrawal_id), left_to="the payout run's own check")
+        services._enqueue_payee_look_up(withdrawal_id)
 
 
 # --------------------------------------------------------------------------- staff's decision
@@ -208,18 +202,15 @@ def _check_staff(batch_id: uuid.UUID | str, staff: User) -> PayoutBatch:
     return batch
 
 
-def _decide(batch_id: uuid.UUID | str, to_status: str, staff: User) -> bool:
-    """Record the decision once: False when the batch was decided already
-    (the same decision repeated); another decision is a conflict."""
+def _decide(batch_id: uuid.UUID | str, to_status: str, staff: User) -> None:
+    """Record the decision once; the same decision repeated changes nothing,
+    another one is a conflict."""
     updated = PayoutBatch.objects.filter(pk=batch_id, status=PayoutBatch.Status.AWAITING_APPROVAL).update(
         status=to_status, decided_by=staff.get_username()[:150], decided_at=timezone.now(), updated_at=timezone.now()
     )
-    if updated:
-        return True
     same = (to_status,) if to_status == PayoutBatch.Status.CANCELED else (to_status, PayoutBatch.Status.COMPLETED)
-    if PayoutBatch.objects.filter(pk=batch_id, status__in=same, decided_at__isnull=False).exists():
-        return False
-    raise ConflictError(BATCH_NOT_AWAITING)
+    if not updated and not PayoutBatch.objects.filter(pk=batch_id, status__in=same, decided_at__isnull=False).exists():
+        raise ConflictError(BATCH_NOT_AWAITING)
 
 
 def payout_batch_approve(*, batch_id: uuid.UUID | str, staff: User) -> int:
@@ -270,10 +261,20 @@ def payout_batches_sweep(*, older_than: dt.timedelta = dt.timedelta(minutes=2)) 
     its pending items moved, and a batch with nothing open ends (once). Items
     of batches that needed no approval are beat's payout poller's."""
     cutoff = timezone.now() - older_than
+    items = Withdrawal.objects.filter(batch=OuterRef("pk"))
     open_batches = (
         PayoutBatch.objects.filter(
             Q(status=PayoutBatch.Status.PROCESSING) | Q(status=PayoutBatch.Status.CANCELED, completed_at__isnull=True),
             updated_at__lt=cutoff,
+        )
+        .annotate(
+            has_pending=Exists(items.filter(status=WithdrawalStatus.PENDING)),
+            has_open=Exists(items.filter(status__in=OPEN)),
+        )
+        # Only those with something to do: a decision's pending items to move, or
+        # nothing open (to end). Items being paid out are the payout engine's.
+        .filter(
+            Q(decided_at__isnull=False, has_pending=True) | Q(has_open=False),
         )
         .order_by("created_at")
         .values_list("pk", "status", "decided_by", "decided_at")

@@ -230,7 +230,7 @@ def withdrawal_transition(
             status=to_status,
             data=withdrawal_payload(withdrawal),
         )
-        if withdrawal.batch_id is not None and to_status not in BATCH_OPEN:
+        if withdrawal.batch_id is not None and from_status in BATCH_OPEN and to_status not in BATCH_OPEN:
             batch_end_if_done(withdrawal.batch_id)  # the last item's transaction ends its batch
         if to_status == WithdrawalStatus.APPROVED:
             transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))

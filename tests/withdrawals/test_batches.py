@@ -316,9 +316,11 @@ def test_staff_approve_a_batch_from_the_back_office_once(
     assert len(callbacks) >= 2  # each item's payout handed over on commit
     batch.refresh_from_db()
     assert (batch.status, batch.decided_by) == (PayoutBatch.Status.PROCESSING, "carla")
-    # Finance sees batches but may not decide on them.
+    # Finance sees batches but may not decide on them: a batch still awaiting stays so.
+    waiting = batches.payout_batch_create(account=account, items=[item(1500)])
     finance = staff_member("finance", "fabio")
-    refused = admin_action(finance, changelist, "refuse_batch", [batch.pk], reason="tentativa")
+    refused = admin_action(finance, changelist, "refuse_batch", [waiting.pk], reason="tentativa")
     assert refused.status_code in (200, 403)
-    batch.refresh_from_db()
-    assert batch.status == PayoutBatch.Status.PROCESSING
+    waiting.refresh_from_db()
+    assert waiting.status == PayoutBatch.Status.AWAITING_APPROVAL
+    assert set(waiting.items.values_list("status", flat=True)) == {"pending"}

@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from core.admin.lists import labelled, short_id
 from core.admin.money import money
 from core.documents import format_document, normalize_document
+from withdrawals import payee_rules
 from withdrawals.models import PayeeCheck, PixKeyType, Withdrawal
 
 
@@ -31,15 +32,20 @@ def payee_found(withdrawal: Withdrawal) -> str:
     bank = withdrawal.payee_bank or withdrawal.payee_ispb
     found = f"{withdrawal.payee_name} ({withdrawal.payee_document_masked}), {bank}"
     verdict = "confere" if withdrawal.payee_check == PayeeCheck.MATCHED else "NÃO CONFERE"
-    expected = withdrawal.payee_document or withdrawal.account.document
+    expected = _expected(withdrawal)
     return f"{found}: {verdict} com {format_document(expected)}" if expected else found
+
+
+def _expected(withdrawal: Withdrawal) -> str:
+    # The document the check compares with (the account's own under same ownership only).
+    return payee_rules.expected_document(account=withdrawal.account, payee_document=withdrawal.payee_document)
 
 
 @admin.display(description="Titular no DICT")
 def payee_column(modeladmin: Any, withdrawal: Withdrawal) -> str:
     """The approval queue's indicator: the check's result at a glance."""
     if not withdrawal.payee_check:
-        return "A consultar" if withdrawal.payee_document or withdrawal.account.payouts_same_ownership_only else "—"
+        return "A consultar" if _expected(withdrawal) else "—"
     return f"{PayeeCheck(withdrawal.payee_check).label}: {withdrawal.payee_name or '-'}"
 
 
@@ -47,9 +53,7 @@ def payee_column(modeladmin: Any, withdrawal: Withdrawal) -> str:
 def payee_lookup(modeladmin: Any, withdrawal: Withdrawal) -> str:
     found = payee_found(withdrawal)
     if not found:
-        wanted = withdrawal.payee_document or (
-            withdrawal.account.document if withdrawal.account.payouts_same_ownership_only else ""
-        )
+        wanted = _expected(withdrawal)
         return f"Ainda não consultada; esperado {format_document(wanted)}" if wanted else "Sem verificação pedida"
     when = withdrawal.payee_checked_at
     return f"{found} (consultado em {when:%d/%m/%Y %H:%M})" if when else found
