@@ -22,6 +22,11 @@ logger = logging.getLogger(__name__)
 KEPT = 3 * 24 * 3600
 
 
+#: The payee check's lookups made at acquirers: counted by withdrawals.payees,
+#: shown on the account's page (accounts.admin, which may not import withdrawals).
+PAYEE_LOOKUPS = "payee_lookups"
+
+
 def _key(name: str, owner_id: uuid.UUID | str, day: dt.date) -> str:
     # Under the cache's prefix: test runs sharing one Redis stay apart.
     return cache.make_key(f"daily:{name}:{owner_id}:{day.isoformat()}")

@@ -34,7 +34,7 @@ from acquirers import adapters, calls
 from acquirers.adapters.base import KeyOwner, PayeeRefused, RecordNotFound
 from acquirers.selectors import payout_chain
 from core import metrics
-from core.daily_counts import daily_count, daily_count_add
+from core.daily_counts import PAYEE_LOOKUPS, daily_count, daily_count_add
 from core.redis import UNAVAILABLE
 from core.redis import client as redis_client
 from withdrawals import exceptions as err
@@ -47,19 +47,13 @@ logger = logging.getLogger(__name__)
 #: A cached "no such key" (the cache keeps the owner, or this).
 _ABSENT = {"found": False}
 #: The per-account daily count of DICT lookups made at acquirers (core.daily_counts; the account's admin page).
-LOOKUPS = "payee_lookups"
+LOOKUPS = PAYEE_LOOKUPS
 
 
 class Decision(enum.StrEnum):
-    SEND = "send"  # matched, or no check due: send (with ``document`` for the acquirer)
+    SEND = "send"  # matched, or no check due: send
     DEFERRED = "deferred"  # nobody could answer now: not sent, tried again later
     FAILED = "failed"  # mismatch, key not found, or no answer for too long: failed, money back
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    decision: Decision
-    document: str = ""  # the expected document, for ``PayoutRequest.payee_document``
 
 
 def _redis() -> Redis:
@@ -137,6 +131,10 @@ def payee_look_up(*, withdrawal_id: uuid.UUID | str) -> str | None:
     expected = expected_document(account=withdrawal.account, payee_document=withdrawal.payee_document)
     if not expected or withdrawal.status not in (WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED):
         return None
+    return _look_up(withdrawal, expected)
+
+
+def _look_up(withdrawal: Withdrawal, expected: str) -> str | None:
     owner = key_owner(
         account=withdrawal.account,
         key_type=withdrawal.pix_key_type,
@@ -168,12 +166,12 @@ def payee_look_up(*, withdrawal_id: uuid.UUID | str) -> str | None:
 
 
 def _fresh(withdrawal: Withdrawal) -> str | None:
-    """The check stored on the withdrawal while within the cache window (the one staff saw)."""
-    row = Withdrawal.objects.values("payee_check", "payee_checked_at").get(pk=withdrawal.pk)
-    checked_at = row["payee_checked_at"]
+    """The check stored on the withdrawal (as the payout run loaded it) while
+    within the cache window: the one staff saw."""
+    checked_at = withdrawal.payee_checked_at
     window = dt.timedelta(seconds=settings.PAYEE_LOOKUP_CACHE_SECONDS)
-    if row["payee_check"] and checked_at is not None and timezone.now() - checked_at < window:
-        return str(row["payee_check"])
+    if withdrawal.payee_check and checked_at is not None and timezone.now() - checked_at < window:
+        return str(withdrawal.payee_check)
     return None
 
 
@@ -189,22 +187,22 @@ def _unclear_since(withdrawal_id: uuid.UUID) -> dt.datetime:
         return now
 
 
-def payee_verdict(withdrawal: Withdrawal, *, lease_token: str) -> Verdict:
-    """The check right before a payout's first send (withdrawals.payouts):
-    send on a match (or when none is due); fail the withdrawal, money back,
-    on a mismatch or a key not found; defer when nobody could answer, and
-    fail once that has lasted ``PAYEE_CHECK_GIVE_UP_MINUTES``."""
-    expected = expected_document(account=withdrawal.account, payee_document=withdrawal.payee_document)
+def payee_verdict(withdrawal: Withdrawal, *, expected: str, lease_token: str) -> Decision:
+    """The check right before a payout's first send (withdrawals.payouts),
+    against ``expected`` (``payee_rules.expected_document``): send on a match
+    (or when none is due); fail the withdrawal, money back, on a mismatch or
+    a key not found; defer when nobody could answer, and fail once that has
+    lasted ``PAYEE_CHECK_GIVE_UP_MINUTES``."""
     if not expected:
-        return Verdict(Decision.SEND)
-    check = _fresh(withdrawal) or payee_look_up(withdrawal_id=withdrawal.pk)
+        return Decision.SEND
+    check = _fresh(withdrawal) or _look_up(withdrawal, expected)
     if check == PayeeCheck.MATCHED:
-        return Verdict(Decision.SEND, document=expected)
+        return Decision.SEND
     if check is None:
         waited = timezone.now() - _unclear_since(withdrawal.pk)
         if waited < dt.timedelta(minutes=settings.PAYEE_CHECK_GIVE_UP_MINUTES):
             services.withdrawal_process_later(withdrawal_id=withdrawal.pk, retry_in=settings.PAYEE_LOOKUP_RETRY_SECONDS)
-            return Verdict(Decision.DEFERRED)
+            return Decision.DEFERRED
         reason = err.PAYEE_LOOKUP_GAVE_UP
     else:
         reason = err.PAYEE_MISMATCH if check == PayeeCheck.MISMATCH else err.PAYEE_KEY_NOT_FOUND
@@ -216,7 +214,7 @@ def payee_verdict(withdrawal: Withdrawal, *, lease_token: str) -> Verdict:
         lease_token=lease_token,
     )
     metrics.PAYOUTS.labels("none", "payee_" + (check or "unclear")).inc()
-    return Verdict(Decision.FAILED)
+    return Decision.FAILED
 
 
 def payee_send_refused(withdrawal: Withdrawal, *, lease_token: str) -> WithdrawalStatus:

@@ -135,15 +135,15 @@ def withdrawal_process(
 
 
 def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
+    # The document the key must belong to, if any: Efí, say, checks it again on the send.
+    expected = payee_rules.expected_document(account=withdrawal.account, payee_document=withdrawal.payee_document)
     request = PayoutRequest(
         withdrawal_id=withdrawal.pk,
         idempotency_id=withdrawal.idempotency_id,
         amount=withdrawal.liquid_amount,
         key_type=withdrawal.pix_key_type,
         key_value=withdrawal.pix_key,
-        payee_document=payee_rules.expected_document(
-            account=withdrawal.account, payee_document=withdrawal.payee_document
-        ),
+        payee_document=expected,
     )
     rows = list(
         PayoutAttempt.objects.filter(withdrawal=withdrawal)
@@ -165,9 +165,9 @@ def _pay_out(withdrawal: Withdrawal, token: str) -> Processed:
     if not any(action == PayoutAttempt.Action.SEND for _, action, _ in history):
         # The payee check (withdrawals.payees), before the first send only: a
         # payout an acquirer may hold is never decided again.
-        verdict = payees.payee_verdict(withdrawal, lease_token=token)
-        if verdict.decision is not payees.Decision.SEND:
-            return ProcessOutcome.DEFERRED if verdict.decision is payees.Decision.DEFERRED else WithdrawalStatus.FAILED
+        decision = payees.payee_verdict(withdrawal, expected=expected, lease_token=token)
+        if decision is not payees.Decision.SEND:
+            return ProcessOutcome.DEFERRED if decision is payees.Decision.DEFERRED else WithdrawalStatus.FAILED
 
     # First every acquirer that may hold the payout, in the chain or not: a payout is never sent
     # elsewhere while one of them could still be paying it. Nor does an open circuit breaker

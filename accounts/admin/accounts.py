@@ -43,7 +43,7 @@ from accounts.models import Account, AccountBalance
 from accounts.services import account_rotate_postback_secret
 from core.admin.money import ReaisFieldsMixin
 from core.admin.reveal import reveal_later, reveal_url
-from core.daily_counts import daily_count
+from core.daily_counts import PAYEE_LOOKUPS, daily_count
 from core.documents import format_document
 from core.money import brl
 
@@ -175,7 +175,7 @@ class AccountAdmin(ReaisFieldsMixin, admin.ModelAdmin[Account]):
     @admin.display(description="Consultas de titular (DICT) hoje")
     def payee_lookups_today(self, account: Account) -> int:
         """The payee check's lookups made at acquirers today (withdrawals.payees counts them in core.daily_counts)."""
-        return daily_count("payee_lookups", account.pk)
+        return daily_count(PAYEE_LOOKUPS, account.pk)
 
     def get_fieldsets(self, request: HttpRequest, obj: Account | None = None) -> _FieldsetSpec:
         # The postback secret is never on this page: it is shown once, when
