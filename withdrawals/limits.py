@@ -35,7 +35,6 @@ from django.utils import timezone
 
 from accounts.models import Account, AccountBalance
 from accounts.settlement import SAO_PAULO
-from withdrawals.exceptions import SCHEDULED_CANCEL_REFUSED, WithdrawalTransitionNotAllowed
 from withdrawals.models import Withdrawal
 from withdrawals.selectors import withdrawn_scheduled_for, withdrawn_today
 
@@ -63,15 +62,6 @@ def schedule_error(day: dt.date, now: dt.datetime | None = None) -> str | None:
 def waits_for_its_day(withdrawal: Withdrawal, now: dt.datetime | None = None) -> bool:
     """Scheduled for a later day than today: not sent yet (withdrawals.schedule)."""
     return withdrawal.scheduled_for is not None and withdrawal.scheduled_for > sao_paulo_today(now)
-
-
-def refuse_cancel_unless_waiting(withdrawal: Withdrawal) -> None:
-    """An approved withdrawal (``withdrawal``, its row locked) is canceled
-    only while it waits for a later day and nothing of it was ever sent
-    (docs/api/scheduled-withdrawals.md): no send on record, no run holding it."""
-    leased = withdrawal.payout_leased_until is not None and withdrawal.payout_leased_until > timezone.now()
-    if not waits_for_its_day(withdrawal) or leased or withdrawal.payout_attempts.exists():
-        raise WithdrawalTransitionNotAllowed(SCHEDULED_CANCEL_REFUSED)
 
 
 def counted_day(at: dt.datetime, scheduled_for: dt.date | None = None) -> dt.date:

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
 
-from django.db import transaction
 from django.db.models import Q
 
 from accounts.models import Account
 from core import dispatch
+from core.selectors import get_by_uuid
 from withdrawals import exceptions as err
-from withdrawals.limits import sao_paulo_today, waits_for_its_day
+from withdrawals.limits import sao_paulo_today
 from withdrawals.models import Withdrawal, WithdrawalStatus
-from withdrawals.selectors import day_start
+from withdrawals.selectors import day_start, withdrawals_of
 from withdrawals.services import withdrawal_transition
 
 #: Withdrawals enqueued by one release at most; the next beat tick takes the rest.
@@ -63,37 +62,26 @@ def withdrawal_cancel_scheduled(
     credited back (the transition's ledger effect) and a ``withdrawal``
     webhook goes out. A pending one may be canceled until it is approved and
     sent; an approved one (staff approved it early) only before its day with
-    no send on record (withdrawals.limits.refuse_cancel_unless_waiting).
+    no send on record (checked by ``withdrawal_transition``).
     Anything else: :class:`~withdrawals.exceptions.WithdrawalTransitionNotAllowed`
     (409). ``account``: the merchant's (another account's id is a 404); None for staff."""
-    with transaction.atomic():
-        rows = Withdrawal.objects.select_for_update()
-        if account is not None:
-            rows = rows.filter(account=account)
-        withdrawal = _locked(rows, withdrawal_id)
-        cancelable = withdrawal.scheduled_for is not None and (
-            withdrawal.status == WithdrawalStatus.PENDING
-            or (withdrawal.status == WithdrawalStatus.APPROVED and waits_for_its_day(withdrawal))
-        )
-        if not cancelable:
-            raise err.WithdrawalTransitionNotAllowed(err.SCHEDULED_CANCEL_REFUSED)
-        withdrawal_transition(
-            withdrawal_id=withdrawal.pk,
-            to_status=WithdrawalStatus.CANCELED,
-            source=source,
-            actor=actor,
-            reason="agendamento cancelado",
-        )
+    rows = withdrawals_of(account) if account is not None else Withdrawal.objects.all()
+    withdrawal = get_by_uuid(rows, withdrawal_id, err.WithdrawalNotFound)
+    # An approved one's day and sends are checked by the transition, under the row lock.
+    if withdrawal.scheduled_for is None or withdrawal.status not in (
+        WithdrawalStatus.PENDING,
+        WithdrawalStatus.APPROVED,
+    ):
+        raise err.WithdrawalTransitionNotAllowed(err.SCHEDULED_CANCEL_REFUSED)
+    withdrawal_transition(
+        withdrawal_id=withdrawal.pk,
+        to_status=WithdrawalStatus.CANCELED,
+        source=source,
+        actor=actor,
+        reason="agendamento cancelado",
+    )
     withdrawal.refresh_from_db()
     return withdrawal
-
-
-def _locked(rows: Any, withdrawal_id: uuid.UUID | str) -> Withdrawal:
-    try:
-        found: Withdrawal = rows.get(pk=uuid.UUID(str(withdrawal_id)))
-    except (ValueError, Withdrawal.DoesNotExist):
-        raise err.WithdrawalNotFound() from None
-    return found
 
 
 __all__ = ["scheduled_payouts_release", "withdrawal_cancel_scheduled"]

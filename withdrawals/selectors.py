@@ -8,19 +8,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import django_filters
-from django.db.models import OuterRef, QuerySet, Subquery, Sum, UUIDField
+from django.db.models import OuterRef, QuerySet, Subquery, UUIDField
 from django.db.models.functions import Cast, Substr
 from django.utils import timezone
 
 from accounts.models import Account, LedgerEntry, LedgerKind
 from accounts.selectors import balance_amounts, effective_minimum_withdrawal
-from accounts.settlement import SettlementFee
+from accounts.settlement import SettlementFee, local_midnight
 from acquirers.adapters.sandbox import SandboxAdapter
 from api.listing import ListingFilterSet, RecordFilterSet, timestamp_filter
 from api.listing_statements import Scope
 from core.selectors import get_by_uuid, owned_by_uuid
 from withdrawals.exceptions import WithdrawalNotFound
-from withdrawals.models import NOT_COUNTED, HoldReason, Withdrawal, WithdrawalStatus
+from withdrawals.models import HoldReason, Withdrawal, WithdrawalStatus
 from withdrawals.sql import withdrawn_since
 
 SAO_PAULO = zoneinfo.ZoneInfo("America/Sao_Paulo")
@@ -41,15 +41,11 @@ def withdrawn_today(account: Account, now: dt.datetime | None = None) -> int:
 
 
 def withdrawn_scheduled_for(account: Account, day: dt.date) -> int:
-    """Sum of ``amount`` of the account's withdrawals scheduled for ``day``,
-    except failed and canceled ones: a later day's total for its limit
-    (withdrawals.limits; index ``withdrawal_scheduled``)."""
-    total = (
-        Withdrawal.objects.filter(account=account, scheduled_for=day)
-        .exclude(status__in=NOT_COUNTED)
-        .aggregate(total=Sum("amount"))["total"]
-    )
-    return int(total or 0)
+    """Sum of ``amount`` of the account's withdrawals scheduled for ``day``
+    (a later day: nothing was created on it yet), except failed and canceled
+    ones: that day's total for its limit (withdrawals.limits). The day's SUM
+    of :func:`withdrawn_today`, compiled once, as it runs under the balance lock."""
+    return withdrawn_since(account.pk, local_midnight(day), day)
 
 
 def withdrawals_of(account: Account) -> QuerySet[Withdrawal]:

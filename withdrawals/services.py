@@ -187,7 +187,7 @@ def withdrawal_transition(
         if key == (WithdrawalStatus.APPROVED, WithdrawalStatus.FAILED):
             _refuse_if_unsettled(withdrawal, lease_token)
         if key == (WithdrawalStatus.APPROVED, WithdrawalStatus.CANCELED):
-            limits.refuse_cancel_unless_waiting(withdrawal)
+            _refuse_cancel_unless_waiting(withdrawal)
         from_status = withdrawal.status
         withdrawal.status = to_status
         withdrawal.version += 1
@@ -235,6 +235,15 @@ def withdrawal_transition(
         if to_status == WithdrawalStatus.APPROVED:
             transaction.on_commit(functools.partial(_enqueue_processing, withdrawal.pk))
     return True
+
+
+def _refuse_cancel_unless_waiting(withdrawal: Withdrawal) -> None:
+    """An approved withdrawal (its row locked) is canceled only while it
+    waits for a later day and nothing of it was ever sent
+    (docs/api/scheduled-withdrawals.md): no send on record, no run holding it."""
+    leased = withdrawal.payout_leased_until is not None and withdrawal.payout_leased_until > timezone.now()
+    if not limits.waits_for_its_day(withdrawal) or leased or withdrawal.payout_attempts.exists():
+        raise err.WithdrawalTransitionNotAllowed(err.SCHEDULED_CANCEL_REFUSED)
 
 
 def _refuse_if_unsettled(withdrawal: Withdrawal, lease_token: str) -> None:

@@ -155,7 +155,10 @@ def test_beat_releases_the_days_due_ones_once(
     # Once it moved on its day (approved, sent) it is the poller's, not the release's.
     Withdrawal.objects.filter(pk=tomorrow.pk).update(updated_at=at_local(days(1), 0, 11))
     assert schedule.scheduled_payouts_release(now=at_local(days(1), 0, 20)) == 0
-    assert later.status == WithdrawalStatus.PENDING
+    assert len(sent) == 1  # nothing more: the later one waits for its own day
+    # On its own day it goes (with tomorrow's, still pending here: an earlier day's is released again).
+    assert schedule.scheduled_payouts_release(now=at_local(days(2))) == 2
+    assert ("withdrawals.tasks.process_withdrawal", (str(later.pk),)) in sent[1:]
 
 
 def test_on_its_day_it_is_sent_and_paid_through_the_sandbox(
