@@ -39,12 +39,18 @@ def format_document(value: str) -> str:
     return value
 
 
+def bare_document(value: str) -> str:
+    """A CPF/CNPJ as stored: no dots, dashes, slashes or spaces, upper-cased
+    (not checked; ``*`` of a masked one kept)."""
+    return _FORMATTING.sub("", value or "").upper()
+
+
 def mask_document(value: str, *, cnpj_in_full: bool = False) -> str:
     """A CPF or CNPJ (digits, ``*`` where already masked, formatting
     accepted) masked and formatted as PSPs show them: ``***.456.789-**``,
     ``**.345.678/0001-**`` (``cnpj_in_full``: a company's document, public,
     formatted whole). Anything else is returned as given ("" stays "")."""
-    chars = _FORMATTING.sub("", value or "").upper()
+    chars = bare_document(value)
     if len(chars) == 11:
         return f"***.{chars[3:6]}.{chars[6:9]}-**"
     if len(chars) == 14:

@@ -4,7 +4,6 @@ their fields first, so staff see a message where they typed."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -13,20 +12,13 @@ from django.db.models import CheckConstraint, Q
 
 from accounts.admin.changes import CHANGE_REASON, change_reason_field, clean_controlled_changes
 from accounts.models import Account, PaymentMethod
-from core.documents import format_document, normalize_document
+from core.documents import bare_document, format_document, normalize_document
 from core.money import brl
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
 
 # --------------------------------------------------------------------------- documents and search
-
-_DOCUMENT_FORMATTING = re.compile(r"[.\-/\s]")
-
-
-def bare_document(value: str) -> str:
-    """A CPF/CNPJ as stored: no dots, dashes, slashes or spaces, upper-cased."""
-    return _DOCUMENT_FORMATTING.sub("", value).upper()
 
 
 # --------------------------------------------------------------------------- the account form

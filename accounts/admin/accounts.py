@@ -32,7 +32,6 @@ from accounts.admin.account_form import (
     RELATED_LISTS,
     SUMMARY,
     AccountAdminForm,
-    bare_document,
 )
 from accounts.admin.account_status import TRANSITIONS, list_action, transition_view
 from accounts.admin.changes import CHANGE_REASON_FIELDSET, pending_changes, report_requested, save_controlled_changes
@@ -44,7 +43,7 @@ from accounts.services import account_rotate_postback_secret
 from core.admin.money import ReaisFieldsMixin
 from core.admin.reveal import reveal_later, reveal_url
 from core.daily_counts import PAYEE_LOOKUPS, daily_count
-from core.documents import format_document
+from core.documents import bare_document, format_document
 from core.money import brl
 
 if TYPE_CHECKING:

@@ -8,7 +8,6 @@ maker-checker queue (``money_actions``). Registered by
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -44,6 +43,7 @@ from accounts.models import Account, AccountChangeRequest
 from accounts.staff_models import shown_value
 from core.admin.confirmation import confirm_or_perform
 from core.admin.records import ReadOnlyAdminMixin
+from core.documents import bare_document
 
 State = AccountChangeRequest.State
 DECIDE_TEMPLATE = "admin/accounts/accountchangerequest/confirm_decision.html"
@@ -80,7 +80,7 @@ def controlled_changes(form: forms.ModelForm[Account]) -> list[tuple[str, Any, A
         if field in form.changed_data and field in form.cleaned_data:
             old = form.initial.get(field)
             if field == "document":  # shown formatted, compared as stored
-                old = re.sub(r"[^0-9A-Za-z]", "", str(old or "")).upper()
+                old = bare_document(str(old or ""))
             new = form.cleaned_data[field]
             if old != new:
                 changed.append((field, old, new))

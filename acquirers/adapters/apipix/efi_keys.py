@@ -31,6 +31,7 @@ from typing import Any
 from acquirers.adapters.apipix.client import ApiClient
 from acquirers.adapters.apipix.problems import HttpDeclined, HttpNotFound
 from acquirers.adapters.base import AcquirerDeclined, InvalidResponse, KeyOwner, PayeeRefused, RecordNotFound
+from core.documents import bare_document
 
 LOOKUP_PATH = "/v2/gn/chaves/{chave}/infos"
 #: What logs and error messages name instead of the lookup's path.
@@ -83,7 +84,7 @@ def _owner(data: Any) -> KeyOwner:
     if not isinstance(titular, dict) or not isinstance(conta, dict):
         raise InvalidResponse("Efí's key lookup: no titular/conta in the answer")
     raw = titular.get("cpf") or titular.get("cnpj") or ""
-    document = re.sub(r"[.\-/\s]", "", str(raw)).upper()
+    document = bare_document(str(raw))
     if not _DISCLOSED.match(document):
         raise InvalidResponse(f"Efí's key lookup: unreadable owner document ({len(str(raw))} characters)")
     ispb = str(conta.get("ispb") or "")
