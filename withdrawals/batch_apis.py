@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -36,7 +36,7 @@ from core.exceptions import NotFoundError
 from core.exports import csv_lines
 from core.selectors import get_by_uuid
 from withdrawals import exceptions as err
-from withdrawals.batch_progress import batch_answer
+from withdrawals.batch_progress import batch_answer, batches_progress
 from withdrawals.batch_serializers import PayoutBatchCreateSerializer, PayoutBatchEventSerializer, PayoutBatchSerializer
 from withdrawals.batches import ITEM_RULE, payout_batch_create
 from withdrawals.models import PayoutBatch, Withdrawal, WithdrawalStatus
@@ -86,25 +86,6 @@ class BatchItemFilterSet(django_filters.FilterSet):
     class Meta:
         model = Withdrawal
         fields = ["status"]
-
-
-def _progress_of(batches: list[PayoutBatch]) -> dict[Any, dict[str, dict[str, int]]]:
-    """The page's progress in one grouped read."""
-    empty = dict.fromkeys(WithdrawalStatus.values, 0)
-    progress = {b.pk: {"counts": dict(empty), "amounts": dict(empty)} for b in batches}
-    rows = (
-        Withdrawal.objects.filter(batch_id__in=list(progress))
-        .order_by()
-        .values("batch_id", "status")
-        .annotate(n=Count("pk"), amount=Sum("amount"))
-    )
-    for row in rows:
-        progress[row["batch_id"]]["counts"][row["status"]] = row["n"]
-        progress[row["batch_id"]]["amounts"][row["status"]] = int(row["amount"] or 0)
-    for shape in progress.values():
-        for part in shape.values():
-            part["total"] = sum(part.values())
-    return progress
 
 
 EXAMPLE = OpenApiExample(
@@ -204,7 +185,7 @@ class PayoutBatchesApi(AccountAPIView):
             order=("-created_at", "-id"),
         )
         page = list(batches)
-        progress = _progress_of(page)
+        progress = batches_progress([b.pk for b in page])
         data = [PayoutBatchSerializer(b, context={"progress": progress[b.pk]}).data for b in page]
         return ok({"batches": data, "pagination": pagination}, "Lotes de saques listados com sucesso.")
 

@@ -26,26 +26,28 @@ OPEN = (WithdrawalStatus.PENDING, WithdrawalStatus.APPROVED)
 ENDING = (PayoutBatch.Status.PROCESSING, PayoutBatch.Status.CANCELED)
 
 
-def batch_progress(batch_id: uuid.UUID) -> dict[str, dict[str, int]]:
-    """Items and amounts by status, with their totals: one grouped read."""
+def batches_progress(batch_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, dict[str, int]]]:
+    """Each batch's items and amounts by status, with their totals: one grouped read for them all."""
+    empty = dict.fromkeys(WithdrawalStatus.values, 0)
+    progress = {batch_id: {"counts": dict(empty), "amounts": dict(empty)} for batch_id in batch_ids}
     rows = (
-        Withdrawal.objects.filter(batch_id=batch_id)
+        Withdrawal.objects.filter(batch_id__in=batch_ids)
         .order_by()
-        .values("status")
+        .values("batch_id", "status")
         .annotate(n=Count("pk"), amount=Sum("amount"))
     )
-    found = {row["status"]: (row["n"], int(row["amount"] or 0)) for row in rows}
-    counts = {status: found.get(status, (0, 0))[0] for status in WithdrawalStatus.values}
-    amounts = {status: found.get(status, (0, 0))[1] for status in WithdrawalStatus.values}
-    return {
-        "counts": {**counts, "total": sum(counts.values())},
-        "amounts": {**amounts, "total": sum(amounts.values())},
-    }
+    for row in rows:
+        progress[row["batch_id"]]["counts"][row["status"]] = row["n"]
+        progress[row["batch_id"]]["amounts"][row["status"]] = int(row["amount"] or 0)
+    for shape in progress.values():
+        for part in shape.values():
+            part["total"] = sum(part.values())
+    return progress
 
 
 def batch_answer(batch: PayoutBatch) -> dict[str, Any]:
     """The batch as the API reads it, and as its webhook carries it."""
-    return dict(PayoutBatchSerializer(batch, context={"progress": batch_progress(batch.pk)}).data)
+    return dict(PayoutBatchSerializer(batch, context={"progress": batches_progress([batch.pk])[batch.pk]}).data)
 
 
 def batch_end_if_done(batch_id: uuid.UUID) -> bool:
